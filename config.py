@@ -1,0 +1,262 @@
+"""The one TOML configuration of ancre (pydantic-settings), with ``ANCRE_…`` environment overrides.
+
+Environment variables override the file: ``ANCRE_EMBEDDER__KIND=ollama``,
+``ANCRE_STORE__API_KEY=…`` (nested keys joined by ``__``). A bad key or value raises
+:class:`~ancre.errors.ConfigError` naming the key, e.g. ``sources.0.root: Field required``.
+Relative paths in the file are resolved against the file's folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ancre.errors import ConfigError
+from ancre.models import COLLECTIONS
+
+DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
+"""File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
+Windows shell metadata."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EmbedderConfig(_Section):
+    """Which embedder writes and queries the vectors. ``kind``: ``e5-local`` (default, in-process,
+    no server), ``ollama`` (``/api/embed``), ``openai`` (``/v1/embeddings``)."""
+
+    kind: Literal["e5-local", "ollama", "openai"] = "e5-local"
+    model: str | None = None
+    """Model name; defaults: ``multilingual-e5-small`` / ``nomic-embed-text`` / required for openai."""
+    url: str | None = None
+    """Server base URL (ollama default ``http://127.0.0.1:11434``)."""
+    api_key: str | None = None
+    batch_size: int = Field(32, ge=1, le=4096)
+    keep_alive: str = "30m"
+    timeout_s: float = Field(120.0, gt=0)
+    retries: int = Field(4, ge=0, le=20)
+    dim: int | None = Field(None, ge=1)
+    """Expected dimension for ``openai``/``ollama`` (probed from the server when not set)."""
+    document_prefix: str | None = None
+    query_prefix: str | None = None
+
+
+class StoreConfig(_Section):
+    """Where the vectors live. ``edge``: embedded Qdrant engine (qdrant-edge-py) under the data dir,
+    one owning process. ``qdrant``: a Qdrant server/cluster at ``url``; ``local``: qdrant-client's
+    local mode under ``path`` (tests only: it filters in Python)."""
+
+    kind: Literal["edge", "qdrant", "local"] = "edge"
+    url: str | None = None
+    api_key: str | None = None
+    path: Path | None = None
+    timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _url_for_server(self) -> "StoreConfig":
+        if self.kind == "qdrant" and not self.url:
+            raise ValueError("store.url is required when store.kind = 'qdrant'")
+        return self
+
+
+class SourceConfig(_Section):
+    """One source of documents. ``kind = "folder"``: a local or mounted directory tree."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: Literal["folder", "smb", "sharepoint"] = "folder"
+    collection: Literal["documents", "documentation"] = "documents"
+    root: Path | None = None
+    """Folder sources: the tree's root directory."""
+    unc_root: str | None = None
+    """UNC path of the root as users know it (``\\\\SRV-FICHIERS\\Partage``), used in citations."""
+    acl_manifest: Path | None = None
+    """NT-style ACL manifest (corpus ``acl.json`` format) for trees mounted without ACLs."""
+    principals: tuple[str, ...] = ()
+    """Without a manifest: principals (``sid:…``, or a directory name like ``GG_Direction``)
+    allowed to read everything in this source. With neither, nobody may read (fail closed)."""
+    include: tuple[str, ...] = ()
+    """Glob patterns on the relative path; empty = everything."""
+    exclude: tuple[str, ...] = ()
+    max_size_mb: float = Field(50.0, gt=0)
+    collection_overrides: dict[str, Literal["documents", "documentation"]] = Field(default_factory=dict)
+    """Top-level folder → collection, e.g. ``{DOCUMENTATION = "documentation"}``."""
+
+    @model_validator(mode="after")
+    def _folder_needs_root(self) -> "SourceConfig":
+        if self.kind == "folder" and self.root is None:
+            raise ValueError("root is required for a folder source")
+        return self
+
+
+class DirectoryConfig(_Section):
+    """Who is in which group. ``file``: a JSON file in the corpus ``directory.json`` format."""
+
+    kind: Literal["file", "ldap"] = "file"
+    path: Path | None = None
+    cache_ttl_s: float = Field(60.0, ge=0)
+
+
+class ExtractionConfig(_Section):
+    """Text extraction: each file runs in a worker process killed after ``timeout_s`` seconds."""
+
+    timeout_s: float = Field(60.0, gt=0)
+    workers: int = Field(1, ge=1, le=64)
+
+
+class ChunkingConfig(_Section):
+    """Structure-aware chunking: target chunk size in characters."""
+
+    target_chars: int = Field(1000, ge=100, le=20000)
+    overlap_chars: int = Field(0, ge=0, le=2000)
+
+
+class SyncConfig(_Section):
+    """Sync pass behaviour. ``mass_delete_ratio``: a pass in which more than this share of a
+    source's indexed items vanished purges nothing and is reported suspect."""
+
+    mass_delete_ratio: float = Field(0.5, gt=0, le=1)
+    mass_delete_min_items: int = Field(4, ge=0)
+    """Below this many indexed items the ratio guard does not apply (a root that is missing still does)."""
+
+
+class QueryConfig(_Section):
+    """Retrieval numbers (DESIGN.md "Query", validated in the seed lab)."""
+
+    candidates: int = Field(30, ge=1, le=1000)
+    rrf_k: int = Field(60, ge=1)
+    limit: int = Field(10, ge=1, le=1000)
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Load with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ANCRE_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    data_dir: Path = Path("./ancre-data")
+    embedder: EmbedderConfig = EmbedderConfig()
+    store: StoreConfig = StoreConfig()
+    directory: DirectoryConfig = DirectoryConfig()
+    extraction: ExtractionConfig = ExtractionConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    sync: SyncConfig = SyncConfig()
+    query: QueryConfig = QueryConfig()
+    sources: tuple[SourceConfig, ...] = ()
+    ignore: tuple[str, ...] = DEFAULT_IGNORE
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_ids(cls, v: tuple[SourceConfig, ...]) -> tuple[SourceConfig, ...]:
+        ids = [s.id for s in v]
+        dup = {i for i in ids if ids.count(i) > 1}
+        if dup:
+            raise ValueError(f"duplicate source id(s): {', '.join(sorted(dup))}")
+        return v
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # environment first (overrides), then values from the TOML file passed as init kwargs
+        return (env_settings, init_settings)
+
+    def source(self, source_id: str) -> SourceConfig:
+        """The source with this id; raises :class:`ConfigError` if none."""
+        for s in self.sources:
+            if s.id == source_id:
+                return s
+        raise ConfigError(f"sources: no source with id {source_id!r}")
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    def fix(p: Any) -> Any:
+        if isinstance(p, str) and p and not os.path.isabs(os.path.expanduser(p)):
+            return str((base / p).resolve())
+        if isinstance(p, str):
+            return os.path.expanduser(p)
+        return p
+
+    out = dict(raw)
+    if "data_dir" in out:
+        out["data_dir"] = fix(out["data_dir"])
+    for section, keys in (("directory", ("path",)), ("store", ("path",))):
+        if isinstance(out.get(section), dict):
+            sec = dict(out[section])
+            for k in keys:
+                if k in sec:
+                    sec[k] = fix(sec[k])
+            out[section] = sec
+    if isinstance(out.get("sources"), list):
+        srcs = []
+        for s in out["sources"]:
+            if isinstance(s, dict):
+                s = dict(s)
+                for k in ("root", "acl_manifest"):
+                    if k in s:
+                        s[k] = fix(s[k])
+            srcs.append(s)
+        out["sources"] = srcs
+    return out
+
+
+def _format_validation(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Read the TOML file at ``path`` (or only the environment and defaults when ``None``).
+
+    Relative paths in the file are resolved against its folder; ``data_dir`` defaults to
+    ``<config folder>/ancre-data``. Raises :class:`ConfigError` naming the key on a missing file,
+    a TOML syntax error, an unknown key or a bad value.
+    """
+    import tomllib
+
+    raw: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {p}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{p}: TOML syntax error: {e}") from None
+        raw.setdefault("data_dir", "ancre-data")
+        raw = _resolve_paths(raw, p.resolve().parent)
+    raw.update(overrides)
+    try:
+        return Settings(**raw)
+    except ValidationError as e:
+        raise ConfigError(f"invalid configuration: {_format_validation(e)}") from None
+
+
+__all__ = [
+    "COLLECTIONS",
+    "DEFAULT_IGNORE",
+    "ChunkingConfig",
+    "DirectoryConfig",
+    "EmbedderConfig",
+    "ExtractionConfig",
+    "QueryConfig",
+    "Settings",
+    "SourceConfig",
+    "StoreConfig",
+    "SyncConfig",
+    "load_settings",
+]

@@ -1,0 +1,93 @@
+"""The one ``Store`` protocol over Qdrant; backends in ``index/edge_store.py`` (qdrant-edge-py,
+embedded default) and ``index/qdrant_store.py`` (qdrant-client: server, cluster or local mode).
+
+Rights filter, the same everywhere (DESIGN.md "Qdrant"): ``must: acl_allow ∈ P(user)``,
+``must_not: acl_deny ∈ P(user)``. Every read method that takes ``principals`` returns ``[]`` when
+the set is empty — it never builds a filter from it (an empty MatchAny must mean *nothing*).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ancre.models import Acl, ChunkPayload, StoredPoint
+
+PAYLOAD_INDEXES = ("acl_allow", "acl_deny", "doc_id", "chunk_index", "filename")
+"""Payload fields indexed in every collection (keyword indexes; ``chunk_index`` integer)."""
+
+
+@dataclass(frozen=True)
+class PointWrite:
+    """A point to upsert: ``id`` (UUID string), ``vector`` ``(d,)`` float32, ``payload``."""
+
+    id: str
+    vector: np.ndarray
+    payload: ChunkPayload
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Vector store over the two collections ``documents`` and ``documentation``.
+
+    All collection arguments are one of :data:`ancre.models.COLLECTIONS`.
+    """
+
+    def open(self, embedder_name: str, dim: int) -> None:
+        """Create the collections (cosine, ``dim`` dims, payload indexes) or open them, recording the
+        embedder. Raises :class:`~ancre.errors.EmbedderMismatchError` naming both embedders and the
+        reindex command when the store was built with another name or dimension;
+        :class:`~ancre.errors.StoreLockedError` when another process owns an embedded store."""
+        ...
+
+    def upsert(self, collection: str, points: Sequence[PointWrite]) -> None:
+        """Insert or replace points; returns once the store confirmed the write."""
+        ...
+
+    def delete_doc(self, collection: str, doc_id: str, from_chunk_index: int = 0) -> None:
+        """Delete the points of ``doc_id`` whose ``chunk_index >= from_chunk_index``."""
+        ...
+
+    def set_acl(self, collection: str, doc_id: str, acl: Acl) -> None:
+        """Overwrite ``acl_allow`` / ``acl_deny`` on every point of ``doc_id`` (no re-embedding)."""
+        ...
+
+    def search(
+        self, collection: str, vector: np.ndarray, principals: frozenset[str], limit: int
+    ) -> list[StoredPoint]:
+        """Top-``limit`` points by cosine similarity to ``vector`` ``(d,)`` under the rights
+        filter, best first, ``score`` set. Empty ``principals`` → ``[]``."""
+        ...
+
+    def retrieve(
+        self, collection: str, ids: Sequence[str], principals: frozenset[str]
+    ) -> list[StoredPoint]:
+        """The points among ``ids`` that still exist *and* pass the rights filter, in one call
+        (order not guaranteed). Empty ``principals`` → ``[]``."""
+        ...
+
+    def chunks_of(
+        self,
+        collection: str,
+        doc_id: str,
+        chunk_indexes: Sequence[int],
+        principals: frozenset[str],
+    ) -> list[StoredPoint]:
+        """Points of ``doc_id`` with the given chunk indexes, under the rights filter, sorted by
+        ``chunk_index``. Empty ``principals`` → ``[]``."""
+        ...
+
+    def scroll(self, collection: str, batch: int = 1024) -> Iterator[StoredPoint]:
+        """Every point of the collection, unfiltered (index maintenance only: BM25 rebuild)."""
+        ...
+
+    def count(self, collection: str) -> int:
+        """Number of points in the collection."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the store (and its lock)."""
+        ...
