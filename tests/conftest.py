@@ -1,0 +1,13 @@
+"""Shared pytest setup: makes ``tests/support`` importable as ``support`` (import-mode=importlib)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+CORPUS = REPO / "examples" / "axonix"
+
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
