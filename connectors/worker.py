@@ -1,0 +1,204 @@
+"""Run text extraction in a worker process that can be killed.
+
+Some files make parsers loop forever or crash the interpreter (pypdf on hostile PDFs, huge or
+recursive documents). :class:`ExtractionPool` keeps one long-lived worker process (started with the
+``spawn`` method of :mod:`multiprocessing`, so it is safe in a threaded parent), sends it one file at
+a time over a pipe, and waits at most ``timeout_s`` seconds for the answer. On a timeout the worker
+gets SIGKILL; when a worker dies (signal, ``os._exit``, ``MemoryError``) the file fails with reason
+``crashed``. Either way the next call starts a fresh worker, so one bad file never stops a sync.
+
+The worker ignores SIGINT (a Ctrl-C in a terminal is the parent's business) and exits by itself
+when the parent goes away (end of file on its pipe).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from types import TracebackType
+from typing import Any
+
+from ancre.errors import ExtractionError
+from ancre.models import Block
+
+__all__ = ["DEFAULT_TARGET", "ExtractionPool"]
+
+DEFAULT_TARGET = "ancre.connectors.extract:extract_bytes"
+"""The function the worker runs, as ``"module:function"``."""
+
+_CTX = multiprocessing.get_context("spawn")
+
+
+def _resolve(target: str) -> Callable[[bytes, str], tuple[Block, ...]]:
+    module, _, name = target.partition(":")
+    func = getattr(importlib.import_module(module), name)
+    if not callable(func):
+        raise TypeError(f"{target} is not callable")
+    return func  # type: ignore[no-any-return]
+
+
+def _worker_main(conn: Connection, target: str) -> None:
+    """Worker loop: receive ``(data, filename)``, answer ``("ok", blocks)`` or
+    ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    func = _resolve(target)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        data, filename = msg
+        try:
+            reply: tuple[Any, ...] = ("ok", tuple(func(data, filename)))
+        except ExtractionError as exc:
+            reply = ("error", exc.reason, exc.detail)
+        except MemoryError:
+            # the heap may be in a bad state: report, then die so the parent starts a fresh worker
+            try:
+                conn.send(("error", "crashed", "MemoryError"))
+            finally:
+                os._exit(70)
+        except Exception as exc:  # a bug or an unexpected parser failure: the file fails, we go on
+            reply = ("error", "crashed", f"{type(exc).__name__}: {exc}"[:500])
+        del data, msg
+        conn.send(reply)
+
+
+class ExtractionPool:
+    """One extraction worker process, reused from file to file, killed on a per-file time limit.
+
+    ``timeout_s`` (seconds, > 0) bounds each :meth:`extract` call, transfer included.
+    ``target`` is the ``"module:function"`` run in the worker, with the signature of
+    :func:`ancre.connectors.extract.extract_bytes`; tests pass a hanging or crashing one (the
+    module must be importable in the worker: ``spawn`` gives it the parent's ``sys.path``).
+
+    Thread-safe (calls are serialised: one file at a time). Use as a context manager or call
+    :meth:`close`. The worker starts on the first :meth:`extract`, not in the constructor.
+    """
+
+    def __init__(self, timeout_s: float = 60.0, target: str = DEFAULT_TARGET) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if ":" not in target:
+            raise ValueError(f"target must be 'module:function', got {target!r}")
+        self.timeout_s = float(timeout_s)
+        self.target = target
+        self._lock = threading.Lock()
+        self._proc: multiprocessing.process.BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------------------ public API
+
+    def extract(self, data: bytes, filename: str) -> tuple[Block, ...]:
+        """Extract ``data`` (the file's bytes; ``filename`` picks the format) in the worker.
+
+        Returns the blocks of :func:`~ancre.connectors.extract.extract_bytes`. Raises
+        :class:`~ancre.errors.ExtractionError`: whatever the extractor raised (``unsupported``,
+        ``empty``, ``encrypted``, ``corrupt``), ``"timeout"`` (detail ``"after {t} s"``) when the
+        worker did not answer within ``timeout_s`` and was killed, ``"crashed"`` when the worker
+        died or failed unexpectedly. Raises ``RuntimeError`` after :meth:`close`.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("ExtractionPool is closed")
+            conn = self._ensure_worker()
+            try:
+                conn.send((data, filename))
+                ready = conn.poll(self.timeout_s)
+            except (BrokenPipeError, EOFError, OSError) as exc:
+                detail = self._reap(f"{type(exc).__name__}")
+                raise ExtractionError("crashed", detail) from None
+            if not ready:
+                self._kill()
+                raise ExtractionError("timeout", f"after {self.timeout_s:g} s")
+            try:
+                reply = conn.recv()
+            except (EOFError, OSError):
+                raise ExtractionError("crashed", self._reap("no answer")) from None
+            if reply[0] == "ok":
+                return reply[1]  # type: ignore[no-any-return]
+            _, reason, detail = reply
+            if reason == "crashed" and detail == "MemoryError":
+                self._reap("MemoryError")
+            raise ExtractionError(reason, detail)
+
+    def close(self) -> None:
+        """Stop the worker (politely, then SIGKILL after 5 s). Idempotent."""
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                try:
+                    self._conn.send(None)
+                except OSError:
+                    pass
+            if self._proc is not None:
+                self._proc.join(5)
+            self._kill()
+
+    def __enter__(self) -> ExtractionPool:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def worker_pid(self) -> int | None:
+        """PID of the live worker, or ``None`` when none runs (for logs and tests)."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.is_alive() else None
+
+    # -------------------------------------------------------------------------------- internals
+
+    def _ensure_worker(self) -> Connection:
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            return self._conn
+        self._kill()
+        parent, child = _CTX.Pipe(duplex=True)
+        proc = _CTX.Process(
+            target=_worker_main, args=(child, self.target), name="ancre-extract", daemon=True
+        )
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        return parent
+
+    def _reap(self, what: str) -> str:
+        """The worker died or must go: wait briefly for its exit code, clean up, describe it."""
+        proc = self._proc
+        code = None
+        if proc is not None:
+            proc.join(2)
+            code = proc.exitcode
+        self._kill()
+        if code is None:
+            return f"worker failed ({what})"
+        if code < 0:
+            try:
+                return f"worker killed by {signal.Signals(-code).name} ({what})"
+            except ValueError:
+                pass
+        return f"worker exited with code {code} ({what})"
+
+    def _kill(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()  # SIGKILL: a looping parser will not listen to anything else
+            proc.join()
+            proc.close()
+        if conn is not None:
+            conn.close()
