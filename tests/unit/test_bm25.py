@@ -1,0 +1,325 @@
+"""French tokenizer and BM25 index: scoring, persistence, generations and crash safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ancre.errors import AncreError
+from ancre.index.bm25 import Bm25Entry, Bm25Hit, Bm25Index, Bm25IndexError, Bm25Manager
+from ancre.index.tokenize import STOP_WORDS, fold, tokenize
+
+REPO = Path(__file__).resolve().parents[2]
+DOCUMENTATION = REPO / "examples" / "axonix" / "share" / "DOCUMENTATION"
+
+FILLER = [
+    "Le serveur de fichiers est sauvegardé chaque nuit sur le NAS du client.",
+    "La migration vers Microsoft 365 est planifiée pour le deuxième trimestre.",
+    "Les postes Windows 11 reçoivent les correctifs de sécurité chaque mois.",
+    "Le pare-feu filtre les connexions entrantes vers le réseau interne.",
+    "Une astreinte est assurée le week-end pour les incidents bloquants.",
+]
+
+
+def entry(i: int, text: str, filename: str = "note.docx", collection: str = "documents") -> Bm25Entry:
+    return Bm25Entry(point_id=f"p{i}", collection=collection, text=text, filename=filename)
+
+
+def filler_entries(n: int, start: int = 0) -> list[Bm25Entry]:
+    return [entry(start + i, f"{FILLER[i % len(FILLER)]} Note {i}.") for i in range(n)]
+
+
+# --- tokenizer ---------------------------------------------------------------------------------
+
+
+def test_fold_accents_case_ligatures() -> None:
+    assert fold("Étude Rochat") == "etude rochat"
+    assert fold("CŒUR Ça Où") == "coeur ca ou"
+    assert fold("plain ascii") == "plain ascii"
+
+
+def test_accents_and_case_do_not_matter() -> None:
+    assert tokenize("Étude Rochat") == tokenize("etude rochat") == tokenize("ETUDE ROCHAT")
+    assert tokenize("sécurité") == tokenize("securite")
+
+
+def test_stop_words_dropped_and_elisions_split() -> None:
+    assert tokenize("le la les de du des et à où") == []
+    assert tokenize("Que fait la ?") == tokenize("fait")
+    for elided in ("l'étude", "l’étude", "d'étude", "qu'étude", "j'étude", "L’Étude"):
+        assert tokenize(elided) == tokenize("étude"), elided
+    assert {"l", "d", "qu", "j", "n", "s", "c", "m", "t"} <= STOP_WORDS
+
+
+def test_code_kept_whole_and_split() -> None:
+    toks = tokenize("la règle WD-EXCL-042 exclut")
+    assert "wd-excl-042" in toks
+    assert {"wd", "excl", "042"} <= set(toks)
+    assert toks.index("wd-excl-042") < toks.index("wd")
+
+
+def test_file_name_whole_stem_and_parts() -> None:
+    toks = tokenize("21_Contrat_Maintenance_Baumont_Industries.docx")
+    assert toks[0] == "21_contrat_maintenance_baumont_industries.docx"
+    assert toks[1] == "21_contrat_maintenance_baumont_industries"
+    assert {"21", "baumont", "docx"} <= set(toks)
+    assert set(tokenize("Contrat maintenance Industries")) <= set(toks)
+
+
+def test_numbers_kept_and_thousands_joined() -> None:
+    assert {"35", "3840"} <= set(tokenize("35 postes pour 3840 francs"))
+    assert "4200" in tokenize("CHF 4 200 HT")
+    assert "4200" in tokenize("CHF 4\u202f200 HT")  # narrow no-break space
+    assert "4200" in tokenize("CHF 4'200 HT")
+    assert "44800" in tokenize("CHF 44 800 HT")
+    assert "042" in tokenize("WD-EXCL-042")
+
+
+def test_stemming_conflates_inflections() -> None:
+    assert tokenize("règles") == tokenize("règle")
+    assert tokenize("contrats") == tokenize("contrat")
+    assert tokenize("mensuelle") == tokenize("mensuel")
+
+
+def test_typographic_punctuation_and_non_latin_text() -> None:
+    assert tokenize("«Étude»—Rochat “contrat”") == tokenize("etude rochat contrat")
+    mixed = tokenize("日本語 Étude WD-EXCL-042 CHF 4 200")  # non-ASCII after folding
+    assert tokenize("Étude WD-EXCL-042 CHF 4 200") == mixed[1:]
+    assert mixed[0] == "日本語"
+
+
+def test_tokenize_deterministic_and_total() -> None:
+    text = "L'Étude Rochat — contrat 03_Contrat.docx, CHF 3 840 HT ; qwen2.5:14b; 日本語 Ωmega"
+    assert tokenize(text) == tokenize(text)
+    assert tokenize("") == []
+    assert tokenize("!!! ... ---") == []
+
+
+# --- index ---------------------------------------------------------------------------------------
+
+
+def test_accented_text_matches_unaccented_query() -> None:
+    idx = Bm25Index.build(
+        [entry(0, "Contrat de maintenance — Étude Rochat & Associés")] + filler_entries(20, 1)
+    )
+    hits = idx.search("etude rochat", 5)
+    assert hits[0].point_id == "p0"
+    assert all(h.point_id == "p0" for h in hits)  # nothing else shares a term
+
+
+def test_code_found_among_many() -> None:
+    docs = filler_entries(300)
+    docs += [entry(1000 + i, f"La règle WD-EXCL-{i:03d} exclut un dossier.") for i in range(40) if i != 42]
+    docs.append(entry(9999, "La règle WD-EXCL-042 exclut le dossier C:\\Axonix\\Agent."))
+    hits = Bm25Index.build(docs).search("Que fait la règle WD-EXCL-042 ?", 10)
+    assert hits[0].point_id == "p9999"
+    assert hits[0].score > hits[1].score
+
+
+def test_file_name_is_indexed() -> None:
+    docs = filler_entries(30) + [entry(77, "Annexe sans mot-clé.", "21_Contrat_Maintenance_Baumont_Industries.docx")]
+    hits = Bm25Index.build(docs).search("Baumont", 5)
+    assert [h.point_id for h in hits] == ["p77"]
+
+
+def test_term_in_half_or_all_documents_scores_positive() -> None:
+    docs = [entry(i, "serveur " + ("sauvegarde" if i % 2 else "réseau")) for i in range(10)]
+    idx = Bm25Index.build(docs)
+    half = idx.search("sauvegarde", 10)
+    assert len(half) == 5 and all(h.score > 0 for h in half)
+    everywhere = idx.search("serveur", 10)
+    assert len(everywhere) == 10 and all(h.score > 0 for h in everywhere)
+
+
+def test_results_best_first_limited_and_carry_collection() -> None:
+    docs = [
+        entry(0, "pare-feu pare-feu pare-feu OPNsense", collection="documentation"),
+        entry(1, "pare-feu OPNsense"),
+        entry(2, "pare-feu"),
+    ] + filler_entries(10, 3)
+    idx = Bm25Index.build(docs)
+    hits = idx.search("pare-feu OPNsense", 2)
+    assert [h.point_id for h in hits] == ["p0", "p1"]
+    assert hits[0] == Bm25Hit("p0", "documentation", hits[0].score)
+    assert hits[0].score > hits[1].score > 0
+    assert idx.search("pare-feu", 0) == []
+
+
+def test_empty_index_and_stop_word_queries() -> None:
+    empty = Bm25Index.build([])
+    assert len(empty) == 0
+    assert empty.search("contrat", 10) == [] and empty.search("", 10) == []
+    idx = Bm25Index.build(filler_entries(10))
+    assert idx.search("le la les de", 10) == []
+    assert idx.search("zzzinconnu", 10) == []
+    assert idx.search("", 10) == []
+    only_stop = Bm25Index.build([entry(0, "le la les"), entry(1, "de du")])
+    assert only_stop.search("le", 5) == [] and only_stop.search("contrat", 5) == []
+
+
+def test_duplicate_point_ids_rejected() -> None:
+    with pytest.raises(ValueError):
+        Bm25Index.build([entry(1, "a"), entry(1, "b")])
+
+
+def test_save_load_roundtrip(tmp_path: Path) -> None:
+    idx = Bm25Index.build(
+        filler_entries(50) + [entry(500, "La règle WD-EXCL-042", collection="documentation")]
+    )
+    idx.save(tmp_path / "snap")
+    back = Bm25Index.load(tmp_path / "snap")
+    assert len(back) == len(idx)
+    for q in ("WD-EXCL-042", "correctifs Windows", "astreinte week-end", "le"):
+        assert back.search(q, 20) == idx.search(q, 20)
+    top = back.search("WD-EXCL-042", 1)[0]
+    assert (top.point_id, top.collection) == ("p500", "documentation")
+    Bm25Index.build([]).save(tmp_path / "empty")
+    assert Bm25Index.load(tmp_path / "empty").search("contrat", 5) == []
+
+
+def test_load_rejects_missing_and_foreign_snapshots(tmp_path: Path) -> None:
+    with pytest.raises(Bm25IndexError):
+        Bm25Index.load(tmp_path / "nothing")
+    Bm25Index.build(filler_entries(5)).save(tmp_path / "snap")
+    meta_path = tmp_path / "snap" / "entries.json"
+    meta = json.loads(meta_path.read_text())
+    meta["tokenizer"] = "some-other-tokenizer"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(Bm25IndexError, match="tokenizer"):
+        Bm25Index.load(tmp_path / "snap")
+    assert issubclass(Bm25IndexError, AncreError)
+
+
+def _doc_chunks(path: Path, size: int = 1000) -> list[str]:
+    chunks, cur = [], ""
+    for para in path.read_text(encoding="utf-8").split("\n\n"):
+        if cur and len(cur) + len(para) > size:
+            chunks.append(cur)
+            cur = ""
+        cur += para + "\n\n"
+    return chunks + [cur] if cur.strip() else chunks
+
+
+def test_corpus_exact_code_question() -> None:
+    entries = []
+    for path in sorted(DOCUMENTATION.glob("*.md")):
+        for i, text in enumerate(_doc_chunks(path)):
+            entries.append(Bm25Entry(f"{path.name}#{i}", "documentation", text, path.name))
+    assert len(entries) > 40
+    hits = Bm25Index.build(entries).search("Que fait la règle WD-EXCL-042 ?", 30)
+    assert hits[0].point_id.startswith("11-correlations-yaml.md#")
+    top_text = next(e.text for e in entries if e.point_id == hits[0].point_id)
+    assert "WD-EXCL-042" in top_text
+
+
+# --- manager ---------------------------------------------------------------------------------------
+
+
+def test_manager_before_publish_is_empty(tmp_path: Path) -> None:
+    m = Bm25Manager(tmp_path / "bm25")
+    assert m.current_generation() == 0
+    assert m.get().search("contrat", 5) == []
+
+
+def test_manager_generations_and_reload_in_other_instance(tmp_path: Path) -> None:
+    writer = Bm25Manager(tmp_path / "bm25")
+    reader = Bm25Manager(tmp_path / "bm25")  # as a query process would
+    assert writer.publish(Bm25Index.build([entry(1, "contrat Rochat")])) == 1
+    assert reader.get().search("Rochat", 5)[0].point_id == "p1"
+    first = reader.get()
+    assert reader.get() is first  # no reload while the generation stays
+
+    assert writer.publish(Bm25Index.build([entry(2, "contrat Baumont")])) == 2
+    assert reader.current_generation() == 2
+    assert [h.point_id for h in reader.get().search("Baumont Rochat", 5)] == ["p2"]
+
+    assert writer.publish(Bm25Index.build([entry(3, "contrat Sarrasin")])) == 3
+    gens = sorted(p.name for p in (tmp_path / "bm25").iterdir() if p.name.startswith("gen-"))
+    assert gens == ["gen-2", "gen-3"]  # current and previous kept
+    assert reader.get().search("Sarrasin", 5)[0].point_id == "p3"
+
+
+def test_interrupted_publish_leaves_previous_generation(tmp_path: Path) -> None:
+    root = tmp_path / "bm25"
+    writer = Bm25Manager(root)
+    writer.publish(Bm25Index.build([entry(1, "contrat Rochat")]))
+    # a publish killed half-way: a generation folder written in part, CURRENT not swapped
+    partial = root / "gen-2"
+    partial.mkdir()
+    (partial / "params.index.json").write_text('{"k1": 1.2')
+    (root / ".tmp-gen-3").mkdir()
+    (root / "CURRENT.tmp").write_text("3")
+
+    reader = Bm25Manager(root)
+    assert reader.current_generation() == 1
+    assert reader.get().search("Rochat", 5)[0].point_id == "p1"
+
+    gen = Bm25Manager(root).publish(Bm25Index.build([entry(2, "contrat Baumont")]))
+    assert gen == 4
+    assert not partial.exists() and not (root / ".tmp-gen-3").exists()
+    assert reader.get().search("Baumont", 5)[0].point_id == "p2"
+
+
+def test_corrupt_current_generation_keeps_last_good(tmp_path: Path) -> None:
+    root = tmp_path / "bm25"
+    Bm25Manager(root).publish(Bm25Index.build([entry(1, "contrat Rochat")]))
+    reader = Bm25Manager(root)
+    assert reader.get().search("Rochat", 5)
+    (root / "gen-2").mkdir()
+    (root / "gen-2" / "entries.json").write_text("{not json")
+    (root / "CURRENT").write_text("2\n")
+    assert reader.get().search("Rochat", 5)[0].point_id == "p1"
+    assert Bm25Manager(root).get().search("Rochat", 5) == []  # nothing good ever loaded
+    (root / "CURRENT").write_text("garbage")
+    assert reader.get().search("Rochat", 5)[0].point_id == "p1"
+
+
+_PUBLISHER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
+
+    m = Bm25Manager(Path(sys.argv[1]))
+    texts = ["contrat de maintenance Rochat forfait mensuel %d" % i for i in range(3000)]
+    n = 0
+    while True:
+        n += 1
+        m.publish(Bm25Index.build(
+            [Bm25Entry("p%d" % i, "documents", t + " round%d" % n, "f.docx") for i, t in enumerate(texts)]
+        ))
+    """
+)
+
+
+def test_kill_9_during_publishes_leaves_a_usable_generation(tmp_path: Path) -> None:
+    root = tmp_path / "bm25"
+    proc = subprocess.Popen([sys.executable, "-c", _PUBLISHER, str(root)])
+    try:
+        reader = Bm25Manager(root)
+        deadline = time.monotonic() + 120
+        while reader.current_generation() < 3:
+            assert proc.poll() is None, "publisher died"
+            assert time.monotonic() < deadline, "publisher made no progress"
+            time.sleep(0.02)
+        time.sleep(0.05)  # land somewhere inside a later publish
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    after = Bm25Manager(root)
+    gen = after.current_generation()
+    assert gen >= 3
+    hits = after.get().search(f"round{gen}", 5)
+    assert len(hits) == 5 and all(h.score > 0 for h in hits)
+    new = after.publish(Bm25Index.build([entry(1, "contrat Baumont")]))
+    assert new > gen
+    names = {p.name for p in root.iterdir()} - {"CURRENT", "CURRENT.tmp"}
+    assert names == {f"gen-{gen}", f"gen-{new}"}
