@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ancre.errors import ConfigError
 from ancre.models import COLLECTIONS
+from ancre.query.settings_models import AuditConfig, ContextConfig, JudgeConfig, LlmConfig
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
 """File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
@@ -148,6 +149,10 @@ class Settings(BaseSettings):
     chunking: ChunkingConfig = ChunkingConfig()
     sync: SyncConfig = SyncConfig()
     query: QueryConfig = QueryConfig()
+    context: ContextConfig = ContextConfig()
+    llm: LlmConfig = LlmConfig()
+    judge: JudgeConfig = JudgeConfig()
+    audit: AuditConfig = AuditConfig()
     sources: tuple[SourceConfig, ...] = ()
     ignore: tuple[str, ...] = DEFAULT_IGNORE
 
@@ -191,7 +196,7 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(raw)
     if "data_dir" in out:
         out["data_dir"] = fix(out["data_dir"])
-    for section, keys in (("directory", ("path",)), ("store", ("path",))):
+    for section, keys in (("directory", ("path",)), ("store", ("path",)), ("audit", ("dir", "key_file"))):
         if isinstance(out.get(section), dict):
             sec = dict(out[section])
             for k in keys:

@@ -1,0 +1,198 @@
+"""The audit log (DESIGN.md "Query" step 10; Swiss nLPD: who asked what, and what was shown).
+
+One JSON line per question in a daily file ``audit-YYYY-MM-DD.jsonl`` (UTC date) under the log
+folder::
+
+    {"time": "2026-01-15T08:30:00.123+00:00", "user": "alice", "principals": "<sha256>",
+     "question": "…", "sources": [{"filename", "doc_id", "location", "acl": "<Acl.digest()>"}],
+     "controls": ["citation_inventee"], "invented": ["22_….docx"], "ancree": false,
+     "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0}}
+
+- **Append-only**: files are opened ``O_WRONLY | O_APPEND | O_CREAT`` and each record is one
+  ``write`` (concurrent writers, even in other processes, never interleave within a line).
+- **Mode 0600**, enforced with ``fchmod`` whatever the umask; the folder is created 0700.
+- **Never lost on crash**: each record is flushed to the disk (``fsync``) before ``append``
+  returns.
+- **Pseudonymisation**: with a key, ``user`` is ``hmac-sha256:<hex>`` (RFC 2104 HMAC-SHA256 of
+  the user name) and the principals hash is keyed too, so neither can be reversed by hashing a
+  directory listing; without a key, the principals hash is a plain SHA-256.
+- **Retention**: :meth:`AuditLog.purge_expired` deletes the daily files older than
+  ``retention_days`` (also run when a new day's file is opened); ``0`` keeps everything.
+
+Thread-safe: one lock around rotation and writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+from ancre.query.context import Source
+from ancre.query.grounding import Verdict
+
+FILE_RE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})\.jsonl$")
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """What is logged for one question. ``timings_ms``: step name → wall-clock milliseconds;
+    ``time``: when the question was answered (aware datetime; now, UTC, when ``None``)."""
+
+    user: str
+    principals: frozenset[str]
+    question: str
+    sources: tuple[Source, ...]
+    verdict: Verdict
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+    time: datetime | None = None
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The pseudonymisation key in ``path``; created (32 random bytes, mode 0600) when missing."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process created it first
+        return path.read_bytes()
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return key
+
+
+class AuditLog:
+    """Append-only JSON-lines audit log in ``directory`` (see the module doc).
+
+    ``retention_days``: daily files older than this are purged (``0``: never);
+    ``pseudonymize_key``: HMAC key for user names, ``None`` to log them in clear.
+    Raises :class:`OSError` when the folder or file cannot be written.
+    """
+
+    def __init__(
+        self, directory: Path, retention_days: int = 365, pseudonymize_key: bytes | None = None
+    ) -> None:
+        self.directory = Path(directory)
+        self.retention_days = retention_days
+        self._key = pseudonymize_key
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._day: date | None = None
+
+    # ------------------------------------------------------------------ hashing
+
+    def pseudonym(self, user: str) -> str:
+        """The logged form of ``user``: itself, or ``hmac-sha256:<hex>`` with a key."""
+        if self._key is None:
+            return user
+        return "hmac-sha256:" + hmac.new(self._key, user.encode(), hashlib.sha256).hexdigest()
+
+    def principals_hash(self, principals: Iterable[str]) -> str:
+        """Hex hash of the sorted principal set (keyed when pseudonymising)."""
+        blob = json.dumps(sorted(principals), separators=(",", ":")).encode()
+        if self._key is None:
+            return hashlib.sha256(blob).hexdigest()
+        return hmac.new(self._key, blob, hashlib.sha256).hexdigest()
+
+    # ------------------------------------------------------------------ writing
+
+    def path_for(self, day: date) -> Path:
+        """The daily file of ``day`` (UTC)."""
+        return self.directory / f"audit-{day.isoformat()}.jsonl"
+
+    def line(self, record: AuditRecord) -> str:
+        """The JSON line (without newline) written for ``record``."""
+        when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        v = record.verdict
+        entry = {
+            "time": when.isoformat(timespec="milliseconds"),
+            "user": self.pseudonym(record.user),
+            "principals": self.principals_hash(record.principals),
+            "question": record.question,
+            "sources": [
+                {"filename": s.filename, "doc_id": s.doc_id, "location": s.location, "acl": s.acl_digest}
+                for s in record.sources
+            ],
+            "controls": list(v.controls),
+            "invented": list(v.invented),
+            "cited": list(v.cited),
+            "ancree": v.ancree,
+            "verification": v.verification,
+            "unsourced": list(v.unsourced),
+            "timings_ms": {k: round(float(ms), 1) for k, ms in record.timings_ms.items()},
+        }
+        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+
+    def _open(self, day: date) -> int:
+        if self._fd is not None and self._day == day:
+            return self._fd
+        self._close()
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path_for(day), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)
+        self._fd, self._day = fd, day
+        self._purge(datetime.combine(day, datetime.min.time(), timezone.utc))
+        return fd
+
+    def append(self, record: AuditRecord) -> None:
+        """Write one record and fsync it. Raises :class:`OSError` on a write failure."""
+        when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        if record.time is None:
+            record = replace(record, time=when)
+        data = (self.line(record) + "\n").encode("utf-8")
+        with self._lock:
+            fd = self._open(when.date())
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+
+    # ------------------------------------------------------------------ retention
+
+    def _purge(self, now: datetime) -> list[Path]:
+        if self.retention_days <= 0 or not self.directory.is_dir():
+            return []
+        cutoff = now.astimezone(timezone.utc).date() - timedelta(days=self.retention_days)
+        removed = []
+        for p in self.directory.iterdir():
+            m = FILE_RE.match(p.name)
+            if m and date.fromisoformat(m.group(1)) < cutoff:
+                p.unlink(missing_ok=True)
+                removed.append(p)
+        return sorted(removed)
+
+    def purge_expired(self, now: datetime | None = None) -> list[Path]:
+        """Delete the daily files whose date is more than ``retention_days`` days before ``now``
+        (UTC; default the current time). Returns the deleted paths."""
+        with self._lock:
+            return self._purge(now or datetime.now(timezone.utc))
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = self._day = None
+
+    def close(self) -> None:
+        """Close the current file."""
+        with self._lock:
+            self._close()
+
+
+__all__ = ["AuditLog", "AuditRecord", "load_or_create_key"]

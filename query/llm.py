@@ -1,0 +1,418 @@
+"""Chat model clients (DESIGN.md "Query" steps 5 and 7) and the extractive fallback.
+
+- :class:`OllamaChat`: Ollama ``POST /api/chat`` (Ollama API reference, "Generate a chat
+  completion"): ``{"model", "messages", "stream", "keep_alive", "options": {"temperature"},
+  "format"?, "think"?}``; answer ``{"message": {"content", "thinking"?}, "done": true}``, or with
+  ``stream: true`` one such JSON object per line (NDJSON) until ``"done": true``.
+- :class:`OpenAIChat`: any OpenAI-compatible ``POST /v1/chat/completions`` server (vLLM, LocalAI,
+  llama.cpp, Ollama's own ``/v1``): ``choices[0].message.content`` (``reasoning_content`` as the
+  thinking), or with ``stream: true`` server-sent events ``data: {choices[0].delta.content}``
+  ending with ``data: [DONE]`` (OpenAI API reference, "Create chat completion").
+- :class:`ExtractiveAnswerer`: with no model configured, the answer quotes the best extracts,
+  each cited, and says it is extractive.
+
+Temperatures are clamped to [0, :data:`MAX_ANSWER_TEMPERATURE`] (0.3) by both clients. Every
+failure (connection, timeout, HTTP status ≥ 400, unreadable body) is raised as :class:`LlmError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+from httpx_sse import SSEError, connect_sse
+
+from ancre.errors import AncreError, ConfigError
+from ancre.query.context import Context, Extract
+from ancre.query.prompt import REFUSAL, ChatMessage
+from ancre.query.settings_models import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
+
+DEFAULT_OLLAMA_MODEL = "qwen2.5:14b"
+DEFAULT_TEMPERATURE = 0.2
+
+EXTRACTIVE_HEADER = (
+    "Réponse extractive (aucun modèle de langage configuré) : "
+    "voici les passages les plus pertinents des documents."
+)
+"""First line of every extractive answer."""
+
+
+class LlmError(AncreError):
+    """A chat model call failed: server unreachable, timeout, HTTP error, unreadable answer."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A complete chat answer: ``content`` (the text) and ``thinking`` (reasoning the server
+    returned apart, ``""`` when none)."""
+
+    content: str
+    thinking: str = ""
+
+
+@runtime_checkable
+class ChatClient(Protocol):
+    """A chat model backend. ``model`` names the model (audit, messages)."""
+
+    model: str
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float,
+        format: str | None = None,
+        think: bool | None = None,
+    ) -> ChatResult:
+        """One complete answer. ``format="json"`` asks for a JSON object; ``think`` switches a
+        reasoning model's thinking on/off (``None``: server default). Raises :class:`LlmError`."""
+        ...
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
+    ) -> Iterator[str]:
+        """The answer's text as it is generated, piece by piece (thinking excluded). Raises
+        :class:`LlmError`, possibly after some pieces were yielded."""
+        ...
+
+    def close(self) -> None:
+        """Release the HTTP connections."""
+        ...
+
+
+def clamp_temperature(temperature: float) -> float:
+    """``temperature`` limited to [0, 0.3] (DESIGN.md "Query" step 5: never above 0.3); a NaN
+    becomes the default 0.2."""
+    if math.isnan(temperature):
+        return DEFAULT_TEMPERATURE
+    return min(max(temperature, 0.0), MAX_ANSWER_TEMPERATURE)
+
+
+def _wire(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def _error_text(response: httpx.Response) -> str:
+    """The server's error message from a failed response (JSON ``error`` field or raw text)."""
+    try:
+        response.read()
+        body = response.json()
+        err = body.get("error") if isinstance(body, dict) else None
+        if isinstance(err, dict):
+            err = err.get("message")
+        if err:
+            return str(err)
+    except Exception:  # noqa: BLE001 - the body is only used for the message
+        pass
+    return response.text[:300]
+
+
+class _HttpChat:
+    """Shared HTTP plumbing: one pooled :class:`httpx.Client`, errors mapped to :class:`LlmError`."""
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        timeout_s: float,
+        connect_timeout_s: float,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), headers=headers or {}
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _fail(self, exc: Exception, endpoint: str) -> LlmError:
+        if isinstance(exc, httpx.TimeoutException):
+            return LlmError(f"{self.model} at {endpoint}: no answer within {self.timeout_s:g} s")
+        if isinstance(exc, httpx.HTTPError):
+            return LlmError(f"{self.model} at {endpoint}: {type(exc).__name__}: {exc}")
+        return LlmError(f"{self.model} at {endpoint}: unreadable answer: {exc}")
+
+    def _post(self, endpoint: str, body: dict[str, Any]) -> Any:
+        try:
+            r = self._http.post(endpoint, json=body)
+            if r.status_code >= 400:
+                raise LlmError(f"{self.model} at {endpoint}: HTTP {r.status_code}: {_error_text(r)}")
+            return r.json()
+        except LlmError:
+            raise
+        except (httpx.HTTPError, ValueError) as exc:
+            raise self._fail(exc, endpoint) from exc
+
+
+class OllamaChat(_HttpChat):
+    """Ollama ``/api/chat`` client. ``keep_alive`` is Ollama's duration string (``"30m"``, ``"2h"``);
+    ``timeout_s`` bounds each read in seconds (a streamed answer may take longer overall);
+    ``num_ctx`` sets ``options.num_ctx`` (context window in tokens) when given."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_OLLAMA_URL,
+        model: str = DEFAULT_OLLAMA_MODEL,
+        *,
+        keep_alive: str = "30m",
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+        num_ctx: int | None = None,
+    ) -> None:
+        super().__init__(url, model, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+        self.endpoint = f"{self.url}/api/chat"
+        self.keep_alive = keep_alive
+        self.num_ctx = num_ctx
+
+    def _body(
+        self,
+        messages: Sequence[ChatMessage],
+        temperature: float,
+        stream: bool,
+        format: str | None,
+        think: bool | None,
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {"temperature": clamp_temperature(temperature)}
+        if self.num_ctx:
+            options["num_ctx"] = self.num_ctx
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": _wire(messages),
+            "stream": stream,
+            "keep_alive": self.keep_alive,
+            "options": options,
+        }
+        if format is not None:
+            body["format"] = format
+        if think is not None:
+            body["think"] = think
+        return body
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float,
+        format: str | None = None,
+        think: bool | None = None,
+    ) -> ChatResult:
+        """See :meth:`ChatClient.chat`. Raises :class:`LlmError`."""
+        body = self._post(self.endpoint, self._body(messages, temperature, False, format, think))
+        if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
+            raise LlmError(f"{self.model} at {self.endpoint}: answer without a message: {str(body)[:200]}")
+        msg = body["message"]
+        return ChatResult(str(msg.get("content") or ""), str(msg.get("thinking") or ""))
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
+    ) -> Iterator[str]:
+        """See :meth:`ChatClient.stream`: reads the NDJSON lines until ``"done": true``."""
+        body = self._body(messages, temperature, True, None, think)
+        try:
+            with self._http.stream("POST", self.endpoint, json=body) as r:
+                if r.status_code >= 400:
+                    raise LlmError(
+                        f"{self.model} at {self.endpoint}: HTTP {r.status_code}: {_error_text(r)}"
+                    )
+                for line in r.iter_lines():
+                    if not line.strip():
+                        continue
+                    obj = json.loads(line)
+                    if not isinstance(obj, dict):
+                        raise ValueError(f"not an object: {line[:200]}")
+                    if obj.get("error"):
+                        raise LlmError(f"{self.model} at {self.endpoint}: {obj['error']}")
+                    piece = (obj.get("message") or {}).get("content") or ""
+                    if piece:
+                        yield piece
+                    if obj.get("done"):
+                        return
+        except LlmError:
+            raise
+        except (httpx.HTTPError, ValueError) as exc:
+            raise self._fail(exc, self.endpoint) from exc
+
+
+def chat_endpoint(url: str) -> str:
+    """``{url}/v1/chat/completions``, or ``{url}/chat/completions`` when ``url`` ends with ``/v1``."""
+    base = url.rstrip("/")
+    return f"{base}/chat/completions" if base.endswith("/v1") else f"{base}/v1/chat/completions"
+
+
+class OpenAIChat(_HttpChat):
+    """OpenAI-compatible chat client (vLLM first). ``format="json"`` becomes
+    ``response_format: {"type": "json_object"}``; ``think`` becomes vLLM's
+    ``chat_template_kwargs: {"enable_thinking": think}`` (Qwen3 templates) and is only sent when
+    not ``None``."""
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        super().__init__(
+            url, model, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, headers=headers
+        )
+        self.endpoint = chat_endpoint(url)
+
+    def _body(
+        self,
+        messages: Sequence[ChatMessage],
+        temperature: float,
+        stream: bool,
+        format: str | None,
+        think: bool | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": _wire(messages),
+            "temperature": clamp_temperature(temperature),
+            "stream": stream,
+        }
+        if format == "json":
+            body["response_format"] = {"type": "json_object"}
+        if think is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": think}
+        return body
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float,
+        format: str | None = None,
+        think: bool | None = None,
+    ) -> ChatResult:
+        """See :meth:`ChatClient.chat`. Raises :class:`LlmError`."""
+        body = self._post(self.endpoint, self._body(messages, temperature, False, format, think))
+        try:
+            msg = body["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise LlmError(
+                f"{self.model} at {self.endpoint}: answer without choices: {str(body)[:200]}"
+            ) from None
+        thinking = msg.get("reasoning_content") or msg.get("reasoning") or ""
+        return ChatResult(str(msg.get("content") or ""), str(thinking))
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
+    ) -> Iterator[str]:
+        """See :meth:`ChatClient.stream`: reads the server-sent events until ``[DONE]``."""
+        body = self._body(messages, temperature, True, None, think)
+        try:
+            with connect_sse(self._http, "POST", self.endpoint, json=body) as source:
+                r = source.response
+                if r.status_code >= 400:
+                    raise LlmError(
+                        f"{self.model} at {self.endpoint}: HTTP {r.status_code}: {_error_text(r)}"
+                    )
+                for event in source.iter_sse():
+                    if event.data.strip() == "[DONE]":
+                        return
+                    if not event.data.strip():
+                        continue
+                    obj = json.loads(event.data)
+                    if isinstance(obj, dict) and obj.get("error"):
+                        raise LlmError(f"{self.model} at {self.endpoint}: {obj['error']}")
+                    for choice in obj.get("choices") or ():
+                        piece = (choice.get("delta") or {}).get("content") or ""
+                        if piece:
+                            yield piece
+        except LlmError:
+            raise
+        except (httpx.HTTPError, SSEError, ValueError, AttributeError) as exc:
+            raise self._fail(exc, self.endpoint) from exc
+
+
+def make_chat_client(cfg: LlmConfig) -> ChatClient | None:
+    """The answering client for ``cfg``; ``None`` for ``kind = "none"`` (extractive mode).
+    Raises :class:`~ancre.errors.ConfigError` naming ``llm.url`` / ``llm.model`` when missing."""
+    if cfg.kind == "none":
+        return None
+    if cfg.kind == "ollama":
+        return OllamaChat(
+            cfg.url or DEFAULT_OLLAMA_URL,
+            cfg.model or DEFAULT_OLLAMA_MODEL,
+            keep_alive=cfg.keep_alive,
+            timeout_s=cfg.timeout_s,
+            connect_timeout_s=cfg.connect_timeout_s,
+            num_ctx=cfg.num_ctx,
+        )
+    if not cfg.url:
+        raise ConfigError('llm.url is required for kind "openai"')
+    if not cfg.model:
+        raise ConfigError('llm.model is required for kind "openai"')
+    return OpenAIChat(
+        cfg.url,
+        cfg.model,
+        api_key=cfg.api_key,
+        timeout_s=cfg.timeout_s,
+        connect_timeout_s=cfg.connect_timeout_s,
+    )
+
+
+def _shorten(text: str, max_chars: int) -> str:
+    text = text.strip()
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > max_chars // 2 else cut).rstrip() + " …"
+
+
+class ExtractiveAnswerer:
+    """The no-model answer: the ``max_quotes`` best retrieval hits of the context, quoted
+    (``> `` lines, at most ``max_chars`` characters each) and each followed by its ``[filename]``,
+    under :data:`EXTRACTIVE_HEADER`. An empty context gives :data:`REFUSAL`."""
+
+    model = "extractive"
+
+    def __init__(self, max_quotes: int = 3, max_chars: int = 700) -> None:
+        self.max_quotes = max_quotes
+        self.max_chars = max_chars
+
+    def best_extracts(self, context: Context) -> list[Extract]:
+        """The retrieval hits by RRF score (best first), or the first extracts if none is a hit."""
+        hits = sorted((e for e in context.extracts if e.score is not None), key=lambda e: -(e.score or 0))
+        return (hits or list(context.extracts))[: self.max_quotes]
+
+    def answer(self, context: Context) -> str:
+        """The extractive answer text (Markdown)."""
+        best = self.best_extracts(context)
+        if not best:
+            return REFUSAL
+        parts = [EXTRACTIVE_HEADER]
+        for e in best:
+            lines = _shorten(e.text, self.max_chars).splitlines()
+            quote = "\n".join(f"> {line}" if line else ">" for line in lines)
+            parts.append(f"{quote}\n[{e.filename}]")
+        return "\n\n".join(parts)
+
+
+__all__ = [
+    "DEFAULT_OLLAMA_MODEL",
+    "DEFAULT_TEMPERATURE",
+    "EXTRACTIVE_HEADER",
+    "ChatClient",
+    "ChatResult",
+    "ExtractiveAnswerer",
+    "LlmError",
+    "OllamaChat",
+    "OpenAIChat",
+    "chat_endpoint",
+    "clamp_temperature",
+    "make_chat_client",
+]

@@ -1,0 +1,98 @@
+"""Configuration sections of the query core's grounding half (issue 3), to be hooked into
+:class:`ancre.config.Settings` as ``llm``, ``judge``, ``context`` and ``audit``.
+
+The numbers are the seed lab's (DESIGN.md "Query" steps 4–10).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_ANSWER_TEMPERATURE = 0.3
+"""Answers are never generated above this temperature (DESIGN.md "Query" step 5)."""
+
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LlmConfig(_Section):
+    """The answering model. ``kind``: ``none`` (default: extractive mode, no model — answers quote
+    the best extracts, so ``ancre ask`` works on a fresh machine), ``ollama`` (``/api/chat``),
+    ``openai`` (any OpenAI-compatible ``/v1/chat/completions`` server, e.g. vLLM)."""
+
+    kind: Literal["none", "ollama", "openai"] = "none"
+    model: str | None = None
+    """Model name; default ``qwen2.5:14b`` for ollama, required for openai."""
+    url: str | None = None
+    """Server base URL (ollama default ``http://127.0.0.1:11434``; openai: required, with or
+    without the trailing ``/v1``)."""
+    api_key: str | None = None
+    temperature: float = Field(0.2, ge=0.0, le=MAX_ANSWER_TEMPERATURE)
+    keep_alive: str = "30m"
+    """Ollama ``keep_alive``: how long the model stays loaded after a call (``"30m"``, ``"2h"``)."""
+    timeout_s: float = Field(600.0, gt=0)
+    """Seconds allowed to read the answer (CPU-only servers took 3–5 minutes in the lab)."""
+    connect_timeout_s: float = Field(10.0, gt=0)
+    num_ctx: int | None = Field(None, ge=512)
+    """Ollama context window in tokens (``options.num_ctx``); the server's default when unset."""
+
+
+class JudgeConfig(_Section):
+    """The grounding judge: a second call through Ollama ``/api/chat`` (``format: json``,
+    ``think: false``, temperature 0). A judge that fails never makes an answer grounded: the
+    answer passes with ``verification: non_effectuee``."""
+
+    enabled: bool = True
+    model: str = "qwen3:4b"
+    url: str | None = None
+    """Ollama base URL; defaults to ``llm.url`` when ``llm.kind = "ollama"``, else
+    ``http://127.0.0.1:11434``."""
+    keep_alive: str = "2h"
+    timeout_s: float = Field(60.0, gt=0)
+    connect_timeout_s: float = Field(5.0, gt=0)
+
+
+class ContextConfig(_Section):
+    """Context building (DESIGN.md "Query" step 4)."""
+
+    principal_max: int = Field(9, ge=1, le=200)
+    """Chunks of the principal document (the best chunk's document), around the best chunk."""
+    other_docs: int = Field(6, ge=0, le=100)
+    """Other distinct documents after the principal one."""
+    chunks_per_complement: int = Field(4, ge=1, le=100)
+    """Consecutive chunks taken from each other document, around its best hit."""
+    max_chunks: int = Field(14, ge=1, le=500)
+    """Total cap when no document clearly leads."""
+    threshold: float = Field(0.01, ge=0.0)
+    """RRF margin by which the principal document must lead (see :mod:`ancre.query.context`)."""
+
+
+class AuditConfig(_Section):
+    """The nLPD audit log: one JSON line per question, daily files, mode 0600."""
+
+    enabled: bool = True
+    dir: Path | None = None
+    """Folder of the daily files; default ``<data_dir>/audit``."""
+    retention_days: int = Field(365, ge=0)
+    """Daily files older than this many days are deleted; ``0`` keeps them forever."""
+    pseudonymize: bool = False
+    """Log an HMAC-SHA256 of the user name (keyed by ``key_file``) instead of the name."""
+    key_file: Path | None = None
+    """Pseudonymisation key (created with 32 random bytes, mode 0600, when missing); default
+    ``<data_dir>/audit.key``."""
+
+
+__all__ = [
+    "DEFAULT_OLLAMA_URL",
+    "MAX_ANSWER_TEMPERATURE",
+    "AuditConfig",
+    "ContextConfig",
+    "JudgeConfig",
+    "LlmConfig",
+]
