@@ -33,6 +33,8 @@ from ancre.errors import StoreError
 from ancre.index.tokenize import TOKENIZER_VERSION, tokenize
 
 log = logging.getLogger(__name__)
+# bm25s sets its own logger to DEBUG at import; keep its chatter out of our logs.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 K1 = 1.2
 B = 0.75

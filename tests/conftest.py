@@ -11,3 +11,5 @@ CORPUS = REPO / "examples" / "axonix"
 
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
+
+from support.samba import samba_dc  # noqa: E402,F401  (session fixture: a real Samba AD DC on loopback)

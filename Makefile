@@ -1,0 +1,31 @@
+# Two entry points for a fresh machine (see README):
+#   make demo   installs ancre in .venv and runs it on the bundled Axonix corpus
+#   make test   installs the test extras (and Samba for the SMB tests) and runs the whole suite
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG := examples/axonix/ancre.toml
+QUESTION := Quel est le code d'accès de la salle serveur de Baumont Industries ?
+
+.PHONY: install demo test bench
+
+$(BIN)/ancre: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(BIN)/ancre
+
+install: $(BIN)/ancre
+
+demo: install
+	$(BIN)/ancre sync --config $(CONFIG)
+	$(BIN)/ancre search "$(QUESTION)" --as alice --config $(CONFIG)
+	$(BIN)/ancre search "$(QUESTION)" --as chloe --config $(CONFIG)
+	$(BIN)/ancre acl explain --as chloe CLIENTS/test-deny-explicite.docx --config $(CONFIG)
+
+test: install
+	bash .ci/setup-test-deps.sh
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python -m tests.bench

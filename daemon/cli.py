@@ -1,0 +1,243 @@
+"""The ``ancre`` command line (typer + rich).
+
+``ancre sync``, ``ancre search``, ``ancre acl explain``, ``ancre status``, ``ancre reindex``.
+The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
+:class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ancre.config import Settings, load_settings
+from ancre.daemon.runtime import Runtime
+from ancre.errors import AncreError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
+acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
+app.add_typer(acl_app, name="acl")
+
+console = Console(width=None if sys.stdout.isatty() else 140)
+err = Console(stderr=True)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="TOML config file (default: $ANCRE_CONFIG or ./ancre.toml)."),
+]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _settings(config: Path | None) -> Settings:
+    path = config or (Path(os.environ["ANCRE_CONFIG"]) if os.environ.get("ANCRE_CONFIG") else Path("ancre.toml"))
+    return load_settings(path)
+
+
+def _errors(fn: F) -> F:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AncreError as e:
+            err.print(f"[bold red]error:[/] {e}", highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@_errors
+def sync(
+    config: ConfigOpt = None,
+    source: Annotated[str | None, typer.Option(help="Only this source id.")] = None,
+    force: Annotated[bool, typer.Option(help="Re-read every file's content hash.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the pass reports as JSON.")] = False,
+) -> None:
+    """Run one full pass over every source (or one), then rebuild BM25 if anything changed."""
+    settings = _settings(config)
+    with Runtime(settings) as rt:
+        reports = []
+        srcs = [settings.source(source)] if source else list(settings.sources)
+        for src in srcs:
+            conn = rt.connector(src)
+            if as_json or not console.is_terminal:
+                rep = rt.engine.run_pass(conn)
+            else:
+                with Progress(
+                    TextColumn(f"[bold]{src.id}[/]"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
+                ) as prog:
+                    task = prog.add_task("listing…", total=None)
+
+                    def on_item(path: str, done: int, total: int) -> None:
+                        prog.update(task, completed=done, total=total, description=path[-60:])
+
+                    rep = rt.engine.run_pass(conn, progress=on_item)
+            reports.append(rep)
+        if as_json:
+            console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
+        else:
+            _print_reports(reports)
+        if any(r.outcome != "ok" for r in reports):
+            raise typer.Exit(1)
+
+
+def _print_reports(reports: list[Any]) -> None:
+    t = Table(title="sync")
+    for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped", "chunks embedded", "s"):
+        t.add_column(col, justify="right" if col not in ("source", "outcome") else "left")
+    for r in reports:
+        t.add_row(
+            r.source, r.outcome if r.outcome == "ok" else f"[red]{r.outcome}[/]", str(r.listed), str(r.new), str(r.changed),
+            str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped), str(r.embedded_chunks),
+            f"{r.duration_s:.1f}",
+        )
+    console.print(t)
+    for r in reports:
+        if r.reason:
+            console.print(f"[yellow]{r.source}: {r.reason}[/]")
+        for path, status, reason in r.problems:
+            console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
+
+
+@app.command()
+@_errors
+def search(
+    question: Annotated[str, typer.Argument(help="The question, in any language.")],
+    user: Annotated[str, typer.Option("--as", help="Search as this user (sAMAccountName, UPN or DOMAIN\\user).")],
+    config: ConfigOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Hybrid search (vector + BM25, RRF) trimmed to what USER may read now."""
+    settings = _settings(config)
+    with Runtime(settings) as rt:
+        principals = rt.directory.principals(user)
+        res = rt.retriever.retrieve(question, principals, limit=limit)
+    if as_json:
+        out = {
+            "user": user,
+            "results": [
+                {
+                    "filename": r.filename, "path": r.path, "doc_id": r.doc_id, "chunk_index": r.chunk_index,
+                    "score": round(r.score, 6), "location": r.location, "found_by": list(r.found_by),
+                }
+                for r in res.results
+            ],
+        }
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        return
+    if not principals:
+        console.print(f"[yellow]{user}: unknown to the directory — nothing is readable.[/]")
+    t = Table(title=f"{question!r} as {user}")
+    for col in ("#", "file", "folder", "chunk", "score", "found by"):
+        t.add_column(col)
+    for i, r in enumerate(res.results, 1):
+        t.add_row(str(i), r.filename, r.location, str(r.chunk_index), f"{r.score:.4f}", "+".join(r.found_by))
+    console.print(t)
+    if not res.results:
+        console.print("[dim]no readable result[/]")
+
+
+@acl_app.command("explain")
+@_errors
+def acl_explain(
+    path: Annotated[str, typer.Argument(help="Path relative to the source root, e.g. CLIENTS/x.docx.")],
+    user: Annotated[str, typer.Option("--as", help="The user.")],
+    config: ConfigOpt = None,
+    source: Annotated[str | None, typer.Option(help="Source id (default: the first with an ACL manifest).")] = None,
+) -> None:
+    """Whether USER may read PATH, and the ACE or rule that decided, with group names."""
+    from ancre.acl.explain import explain
+    from ancre.acl.manifest import AclManifest
+    from ancre.errors import ConfigError
+
+    settings = _settings(config)
+    rt = Runtime(settings)
+    srcs = [settings.source(source)] if source else [s for s in settings.sources if s.acl_manifest]
+    if not srcs or srcs[0].acl_manifest is None:
+        raise ConfigError("acl explain needs a source with an acl_manifest (sources.N.acl_manifest)")
+    manifest = AclManifest.load(Path(srcs[0].acl_manifest), rt.directory)
+    console.print(explain(rt.directory, manifest, user, path).render(), highlight=False)
+
+
+@app.command()
+@_errors
+def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Counts per source and status, last passes, failures."""
+    settings = _settings(config)
+    with Runtime(settings) as rt:
+        items = rt.state.all_items()
+        passes = rt.state.last_passes(20)
+        gen = rt.bm25.current_generation()
+    counts: dict[tuple[str, str], int] = {}
+    chunks: dict[str, int] = {}
+    for it in items:
+        counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
+        chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == "indexed")
+    problems = [(i.source, i.path, i.status, i.reason) for i in items if i.status in ("failed", "skipped", "pending")]
+    if as_json:
+        sys.stdout.write(json.dumps({
+            "counts": [{"source": s, "status": st, "n": n} for (s, st), n in sorted(counts.items())],
+            "chunks": chunks, "bm25_generation": gen,
+            "passes": [{"source": p[0], "started_at": p[1], "finished_at": p[2], "outcome": p[3]} for p in passes],
+            "problems": [{"source": p[0], "path": p[1], "status": p[2], "reason": p[3]} for p in problems],
+        }, ensure_ascii=False) + "\n")
+        return
+    t = Table(title="documents")
+    for c in ("source", "status", "documents"):
+        t.add_column(c)
+    for (s, st), n in sorted(counts.items()):
+        t.add_row(s, st, str(n))
+    console.print(t)
+    console.print(f"chunks indexed: {sum(chunks.values())}   BM25 generation: {gen}")
+    last: dict[str, tuple[str, float, float | None, str | None, str | None]] = {}
+    for p in passes:
+        last.setdefault(p[0], p)
+    for s, p in last.items():
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p[2] or p[1]))
+        console.print(f"last pass of {s}: {when} — {p[3] or 'running/interrupted'}")
+    for s, path, st, reason in problems:
+        console.print(f"  {st:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
+
+
+@app.command()
+@_errors
+def reindex(
+    config: ConfigOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder."""
+    import shutil
+
+    settings = _settings(config)
+    data = Path(settings.data_dir)
+    if not yes:
+        typer.confirm(f"Delete the index under {data} and rebuild it?", abort=True)
+    for sub in ("qdrant", "bm25", "state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm"):
+        p = data / sub
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    if settings.store.kind != "edge":
+        err.print("[yellow]note: a Qdrant server's collections are recreated on open only if empty; drop them first[/]")
+    sync(config=config, source=None, force=False, as_json=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    logging.basicConfig(level=os.environ.get("ANCRE_LOG_LEVEL", "WARNING"))
+    app()

@@ -1,0 +1,113 @@
+"""Wires the parts from a :class:`~ancre.config.Settings`: store, embedder, state DB, BM25
+snapshots, directory, connectors, sync engine and retriever. Used by the CLI, the daemon and the API
+so that every entry point builds them the same way."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ancre.acl.directory import CachedDirectory, Directory, FileDirectory
+from ancre.config import Settings, SourceConfig
+from ancre.connectors.base import Connector
+from ancre.connectors.folder import FolderConnector
+from ancre.daemon.state import StateDB
+from ancre.errors import ConfigError
+from ancre.index.bm25 import Bm25Manager
+from ancre.index.embedder_factory import make_embedder
+from ancre.index.embedders import Embedder
+from ancre.index.store import Store
+from ancre.index.store_factory import make_store
+
+if TYPE_CHECKING:
+    from ancre.daemon.sync import SyncEngine
+    from ancre.query.retrieval import Retriever
+
+
+class Runtime:
+    """Lazily-built components of one ancre process. Close it to release the store lock."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.data_dir = Path(settings.data_dir)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        """The configured embedder (``e5-local`` by default)."""
+        return make_embedder(self.settings.embedder)
+
+    @cached_property
+    def store(self) -> Store:
+        """The store, opened and checked against the embedder (raises ``EmbedderMismatchError``,
+        ``StoreLockedError``)."""
+        st = make_store(self.settings.store, self.data_dir)
+        st.open(self.embedder.name, self.embedder.dim)
+        return st
+
+    @cached_property
+    def state(self) -> StateDB:
+        """The sync state DB (``<data_dir>/state.sqlite3``)."""
+        return StateDB(self.data_dir / "state.sqlite3")
+
+    @cached_property
+    def bm25(self) -> Bm25Manager:
+        """BM25 snapshots (``<data_dir>/bm25``)."""
+        return Bm25Manager(self.data_dir / "bm25")
+
+    @cached_property
+    def directory(self) -> Directory:
+        """Who is in which group, cached ``directory.cache_ttl_s`` seconds."""
+        cfg = self.settings.directory
+        if cfg.kind == "file":
+            if cfg.path is None:
+                raise ConfigError("directory.path is required when directory.kind = 'file'")
+            inner: Directory = FileDirectory(Path(cfg.path))
+        else:
+            raise ConfigError(f"directory.kind = {cfg.kind!r} is not available in this build")
+        return CachedDirectory(inner, cfg.cache_ttl_s)
+
+    def connector(self, src: SourceConfig) -> Connector:
+        """The connector of one configured source."""
+        if src.kind == "folder":
+            directory = self.directory if (src.acl_manifest is not None or src.principals) else None
+            return FolderConnector(src, directory=directory, ignore=self.settings.ignore)
+        raise ConfigError(f"sources.{src.id}.kind = {src.kind!r} is not available in this build")
+
+    def connectors(self) -> list[Connector]:
+        """Connectors of every configured source, in config order."""
+        return [self.connector(s) for s in self.settings.sources]
+
+    @cached_property
+    def engine(self) -> SyncEngine:
+        """The sync engine (starts the extraction worker on first use)."""
+        from ancre.connectors.worker import ExtractionPool
+        from ancre.daemon.sync import SyncEngine
+
+        pool = ExtractionPool(timeout_s=self.settings.extraction.timeout_s)
+        self._pool = pool
+        return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        """The query core's hybrid retriever."""
+        from ancre.query.retrieval import Retriever
+
+        return Retriever(self.store, self.embedder, self.bm25, self.settings.query)
+
+    def close(self) -> None:
+        """Release the extraction worker, the state DB and the store (and its lock)."""
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
+        if "state" in self.__dict__:
+            self.state.close()
+        if "store" in self.__dict__:
+            self.store.close()
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,161 @@
+"""SQLite state DB of the sync engine (stdlib sqlite3, WAL): what was indexed, per item.
+
+A row is the engine's memory of one source item: size, mtime, content hash, ACL hash, chunk
+count, status (``indexed`` / ``failed`` / ``skipped`` / ``pending``) and the reason of a failure.
+``pending`` is written *before* the store is touched for a document, so that a crash between the
+store write and the state write leaves a row that the next pass reconciles (no ghost points).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    source TEXT NOT NULL,
+    native_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    etag TEXT,
+    content_hash TEXT,
+    acl_hash TEXT,
+    chunk_count INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,
+    reason TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (source, native_id)
+);
+CREATE INDEX IF NOT EXISTS items_status ON items(status);
+CREATE TABLE IF NOT EXISTS passes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    source TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    outcome TEXT,
+    summary TEXT
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class ItemState:
+    """One row of ``items`` (see module docstring); ``mtime``/``updated_at`` in epoch seconds."""
+
+    source: str
+    native_id: str
+    path: str
+    doc_id: str
+    collection: str
+    size: int
+    mtime: float
+    etag: str | None
+    content_hash: str | None
+    acl_hash: str | None
+    chunk_count: int
+    status: str
+    reason: str | None
+    updated_at: float
+
+
+class StateDB:
+    """The state DB at ``path`` (created on first use). Thread-safe (one connection, one lock)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def items(self, source: str) -> dict[str, ItemState]:
+        """All rows of ``source`` keyed by ``native_id``."""
+        with self._lock:
+            cur = self._db.execute(f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items WHERE source = ?", (source,))
+            return {row[1]: ItemState(*row) for row in cur.fetchall()}
+
+    def all_items(self) -> list[ItemState]:
+        """Every row of every source."""
+        with self._lock:
+            cur = self._db.execute(f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items ORDER BY source, path")
+            return [ItemState(*row) for row in cur.fetchall()]
+
+    def put(self, st: ItemState) -> None:
+        """Insert or replace one row, durably (committed before returning)."""
+        with self._tx() as db:
+            db.execute(
+                f"INSERT OR REPLACE INTO items ({', '.join(ItemState.__dataclass_fields__)}) "
+                f"VALUES ({', '.join('?' * len(ItemState.__dataclass_fields__))})",
+                tuple(getattr(st, f) for f in ItemState.__dataclass_fields__),
+            )
+
+    def delete(self, source: str, native_id: str) -> None:
+        """Forget one item."""
+        with self._tx() as db:
+            db.execute("DELETE FROM items WHERE source = ? AND native_id = ?", (source, native_id))
+
+    def delete_source(self, source: str) -> None:
+        """Forget every item of a source (reindex)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM items WHERE source = ?", (source,))
+
+    def begin_pass(self, source: str) -> int:
+        """Record the start of a pass; returns its id."""
+        with self._tx() as db:
+            cur = db.execute("INSERT INTO passes (source, started_at) VALUES (?, ?)", (source, time.time()))
+            return int(cur.lastrowid or 0)
+
+    def end_pass(self, pass_id: int, outcome: str, summary: str) -> None:
+        """Record the end of a pass (``outcome``: ``ok`` / ``suspect`` / ``error``; ``summary`` JSON)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE passes SET finished_at = ?, outcome = ?, summary = ? WHERE id = ?",
+                (time.time(), outcome, summary, pass_id),
+            )
+
+    def last_passes(self, limit: int = 10) -> list[tuple[str, float, float | None, str | None, str | None]]:
+        """The latest passes: ``(source, started_at, finished_at, outcome, summary)``, newest first."""
+        with self._lock:
+            cur = self._db.execute(
+                "SELECT source, started_at, finished_at, outcome, summary FROM passes ORDER BY id DESC LIMIT ?",
+                (limit,),
+            )
+            return list(cur.fetchall())
+
+    def get_meta(self, key: str) -> str | None:
+        """A value of the ``meta`` table."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a value of the ``meta`` table."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,351 @@
+"""The sync engine (DESIGN.md "Sync"): diff a source's listing against the state DB and bring
+the store in line — content change → re-embed; ACL-only change → payload update with zero
+embeddings; vanished → points deleted; mass-deletion guard; BM25 rebuilt after any change.
+
+Crash safety: before the store is touched for a document its state row is set to ``pending``;
+the row becomes ``indexed`` only after the store confirmed. A pass interrupted anywhere is
+reconciled by the next one: pending rows are re-done (point ids are deterministic, so upserts are
+idempotent) or purged if their file vanished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from ancre.config import Settings
+from ancre.connectors.base import Connector
+from ancre.connectors.chunking import chunk_blocks
+from ancre.connectors.worker import ExtractionPool
+from ancre.daemon.state import ItemState, StateDB
+from ancre.errors import ConfigError, ExtractionError, SourceUnavailableError
+from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
+from ancre.index.embedders import Embedder
+from ancre.index.store import PointWrite, Store
+from ancre.models import COLLECTIONS, Acl, ChunkPayload, SourceItem
+
+log = logging.getLogger("ancre.sync")
+
+SKIP_REASONS = frozenset({"encrypted", "empty", "too_large", "unsupported"})
+"""Extraction outcomes recorded as status ``skipped`` (a property of the file, not an error);
+every other extraction error is ``failed``."""
+
+
+@dataclass
+class PassReport:
+    """Outcome of one pass over one source. Counts are documents unless named ``chunks``."""
+
+    source: str
+    outcome: str = "ok"
+    """``ok``; ``suspect`` (root unreachable or mass deletion: nothing purged); ``error``."""
+    reason: str | None = None
+    listed: int = 0
+    new: int = 0
+    changed: int = 0
+    acl_only: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    skipped: int = 0
+    embedded_chunks: int = 0
+    bm25_generation: int | None = None
+    duration_s: float = 0.0
+    problems: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(path, status, reason)`` for every failed or skipped item."""
+
+    @property
+    def changed_index(self) -> bool:
+        """Whether the store was modified by this pass."""
+        return bool(self.new or self.changed or self.acl_only or self.deleted)
+
+    def to_json(self) -> str:
+        """JSON summary (for the state DB and ``--json`` output)."""
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+
+ProgressFn = Callable[[str, int, int], None]
+"""``progress(path, done, total)`` callback for progress bars."""
+
+
+class SyncEngine:
+    """Runs passes. ``store`` must be opened with ``embedder``; ``bm25`` receives a new generation
+    after any pass that changed the index. Passes are serialised by an internal lock."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        embedder: Embedder,
+        state: StateDB,
+        bm25: Bm25Manager,
+        pool: ExtractionPool,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.embedder = embedder
+        self.state = state
+        self.bm25 = bm25
+        self.pool = pool
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------------------------------
+    def run_pass(
+        self,
+        connector: Connector,
+        *,
+        rebuild_bm25: bool = True,
+        force: bool = False,
+        progress: ProgressFn | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> PassReport:
+        """One full reconciliation of ``connector``'s source.
+
+        ``force`` re-reads every item's content hash (still embedding only what changed).
+        ``should_stop`` is polled between items (SIGTERM: finish the current item, then stop;
+        an interrupted pass purges nothing). Never raises for a bad file or an unreachable root:
+        the report says what happened.
+        """
+        with self._lock:
+            t0 = time.monotonic()
+            rep = PassReport(source=connector.source_id)
+            pass_id = self.state.begin_pass(connector.source_id)
+            try:
+                self._run(connector, rep, force=force, progress=progress, should_stop=should_stop)
+                if rep.changed_index and rebuild_bm25:
+                    rep.bm25_generation = self.rebuild_bm25()
+            finally:
+                rep.duration_s = time.monotonic() - t0
+                self.state.end_pass(pass_id, rep.outcome, rep.to_json())
+            log.info("pass done", extra={"report": asdict(rep)})
+            return rep
+
+    def _run(
+        self,
+        connector: Connector,
+        rep: PassReport,
+        *,
+        force: bool,
+        progress: ProgressFn | None,
+        should_stop: Callable[[], bool] | None,
+    ) -> None:
+        try:
+            listing = list(connector.list_items())
+        except SourceUnavailableError as e:
+            rep.outcome, rep.reason = "suspect", str(e)
+            return
+        rep.listed = len(listing)
+        known = self.state.items(connector.source_id)
+        seen: set[str] = set()
+        max_bytes = self._max_bytes(connector.source_id)
+        for i, item in enumerate(listing):
+            if should_stop is not None and should_stop():
+                rep.outcome, rep.reason = "interrupted", "stop requested"
+                return
+            seen.add(item.native_id)
+            if progress is not None:
+                progress(item.path, i, len(listing))
+            self._sync_item(connector, item, known.get(item.native_id), rep, force=force, max_bytes=max_bytes)
+        vanished = [st for nid, st in known.items() if nid not in seen]
+        if not vanished:
+            return
+        indexed_before = len(known)
+        cfg = self.settings.sync
+        if indexed_before >= cfg.mass_delete_min_items and len(vanished) > cfg.mass_delete_ratio * indexed_before:
+            rep.outcome = "suspect"
+            rep.reason = (
+                f"{len(vanished)} of {indexed_before} items vanished in one pass "
+                f"(> {cfg.mass_delete_ratio:.0%}): nothing purged"
+            )
+            return
+        for st in vanished:
+            self.store.delete_doc(st.collection, st.doc_id)
+            self.state.delete(st.source, st.native_id)
+            if st.status in ("indexed", "pending"):
+                rep.deleted += 1
+
+    def _max_bytes(self, source_id: str) -> int:
+        try:
+            return int(self.settings.source(source_id).max_size_mb * 1024 * 1024)
+        except ConfigError:  # a connector built outside the settings: the default 50 MB
+            return 50 * 1024 * 1024
+
+    # ------------------------------------------------------------------------------------------
+    def _sync_item(
+        self,
+        connector: Connector,
+        item: SourceItem,
+        prev: ItemState | None,
+        rep: PassReport,
+        *,
+        force: bool,
+        max_bytes: int,
+    ) -> None:
+        collection = connector.collection_for(item)
+        acl = connector.fetch_acl(item)
+        acl_hash = acl.digest()
+        same_stat = (
+            prev is not None
+            and prev.size == item.size
+            and prev.mtime == item.mtime
+            and prev.etag == item.etag
+            and prev.collection == collection
+        )
+        if prev is not None and prev.collection != collection:
+            self.store.delete_doc(prev.collection, prev.doc_id)
+
+        if item.size > max_bytes:
+            self._record_problem(item, prev, collection, acl_hash, rep, "skipped", "too_large", drop=True)
+            return
+
+        if same_stat and not force and prev is not None:
+            if prev.status in ("failed", "skipped"):
+                self._count_problem(rep, item.path, prev.status, prev.reason or "")
+                return
+            if prev.status == "indexed":
+                if prev.acl_hash != acl_hash:
+                    self.store.set_acl(collection, item.doc_id, acl)
+                    self.state.put(_replace(prev, acl_hash=acl_hash, path=item.path, updated_at=time.time()))
+                    rep.acl_only += 1
+                else:
+                    rep.unchanged += 1
+                return
+            # pending: a previous pass died half-way → redo below
+
+        try:
+            data = connector.fetch_content(item)
+        except (OSError, SourceUnavailableError) as e:
+            # Unreadable now: keep what is indexed (it may be a transient error), report it.
+            self._count_problem(rep, item.path, "failed", f"unreadable: {e}")
+            return
+        content_hash = hashlib.sha256(data).hexdigest()
+
+        if prev is not None and prev.status == "indexed" and prev.content_hash == content_hash and prev.collection == collection:
+            # touched but identical bytes: no re-embedding
+            if prev.acl_hash != acl_hash:
+                self.store.set_acl(collection, item.doc_id, acl)
+                rep.acl_only += 1
+            else:
+                rep.unchanged += 1
+            self.state.put(
+                _replace(prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path, updated_at=time.time())
+            )
+            return
+
+        try:
+            blocks = self.pool.extract(data, item.filename)
+            chunks = chunk_blocks(
+                item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars
+            )
+            if not chunks:
+                raise ExtractionError("empty", "no text found")
+        except ExtractionError as e:
+            status = "skipped" if e.reason in SKIP_REASONS else "failed"
+            self._record_problem(
+                item, prev, collection, acl_hash, rep, status, e.reason if not e.detail else f"{e.reason}: {e.detail}",
+                drop=True, content_hash=content_hash,
+            )
+            return
+
+        # intent first: a crash from here on leaves a 'pending' row the next pass reconciles
+        self.state.put(
+            ItemState(
+                item.source, item.native_id, item.path, item.doc_id, collection, item.size, item.mtime, item.etag,
+                None, None, max(len(chunks), prev.chunk_count if prev else 0), "pending", None, time.time(),
+            )
+        )
+        vectors = self.embedder.embed_documents([c.text for c in chunks])
+        rep.embedded_chunks += len(chunks)
+        now = time.time()
+        location = connector.location(item)
+        points = [
+            PointWrite(
+                c.point_id,
+                vectors[j],
+                ChunkPayload(
+                    source=item.source, doc_id=item.doc_id, path=item.path, filename=item.filename,
+                    location=location, chunk_index=c.chunk_index, text=c.text,
+                    acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
+                    content_hash=content_hash, indexed_at=now, heading_path=c.heading_path,
+                    collection=collection,
+                ),
+            )
+            for j, c in enumerate(chunks)
+        ]
+        self.store.upsert(collection, points)
+        self.store.delete_doc(collection, item.doc_id, from_chunk_index=len(chunks))
+        self.state.put(
+            ItemState(
+                item.source, item.native_id, item.path, item.doc_id, collection, item.size, item.mtime, item.etag,
+                content_hash, acl_hash, len(chunks), "indexed", None, now,
+            )
+        )
+        if prev is None or prev.status != "indexed":
+            rep.new += 1
+        else:
+            rep.changed += 1
+
+    def _record_problem(
+        self,
+        item: SourceItem,
+        prev: ItemState | None,
+        collection: str,
+        acl_hash: str,
+        rep: PassReport,
+        status: str,
+        reason: str,
+        *,
+        drop: bool,
+        content_hash: str | None = None,
+    ) -> None:
+        if drop and prev is not None and prev.status in ("indexed", "pending"):
+            # the file no longer yields valid content: its old chunks must not answer questions
+            self.store.delete_doc(prev.collection, item.doc_id)
+        self.state.put(
+            ItemState(
+                item.source, item.native_id, item.path, item.doc_id, collection, item.size, item.mtime, item.etag,
+                content_hash, acl_hash, 0, status, reason, time.time(),
+            )
+        )
+        self._count_problem(rep, item.path, status, reason)
+
+    @staticmethod
+    def _count_problem(rep: PassReport, path: str, status: str, reason: str) -> None:
+        if status == "skipped":
+            rep.skipped += 1
+        else:
+            rep.failed += 1
+        rep.problems.append((path, status, reason))
+
+    # ------------------------------------------------------------------------------------------
+    def rebuild_bm25(self) -> int:
+        """Rebuild the BM25 index from the store (the truth) and publish it; returns the new
+        generation number."""
+        entries = [
+            Bm25Entry(p.id, coll, p.payload.text, p.payload.filename)
+            for coll in COLLECTIONS
+            for p in self.store.scroll(coll)
+        ]
+        return self.bm25.publish(Bm25Index.build(entries))
+
+    def purge_source(self, source_id: str) -> int:
+        """Delete every indexed document of a source from the store and the state (``reindex``).
+        Returns the number of documents removed."""
+        items = self.state.items(source_id)
+        for st in items.values():
+            self.store.delete_doc(st.collection, st.doc_id)
+        self.state.delete_source(source_id)
+        return len(items)
+
+
+def _replace(st: ItemState, **kw: object) -> ItemState:
+    from dataclasses import replace
+
+    return replace(st, **kw)  # type: ignore[arg-type]
+
+
+__all__ = ["PassReport", "SyncEngine", "SKIP_REASONS", "Acl"]

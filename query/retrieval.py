@@ -1,0 +1,130 @@
+"""Hybrid retrieval with rights re-checked on a fresh read (DESIGN.md "Query" steps 1–3).
+
+1. the question is embedded; vector top ``candidates`` (30) in each collection *with* the rights
+   filter;
+2. BM25 top ``candidates`` over the in-memory snapshot; every hit is then re-read from the store by
+   id *with* the rights filter, in one call per collection — hits that are gone or now forbidden are
+   dropped: the snapshot never decides rights;
+3. Reciprocal Rank Fusion, ``score = Σ 1 / (k + rank)`` with ``k = 60`` and 1-based ranks
+   (Cormack, Clarke & Büttcher, SIGIR 2009), so scores lie in [0, 2/61 ≈ 0.033].
+
+An empty principal set returns ``[]`` before anything is searched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ancre.config import QueryConfig
+from ancre.index.bm25 import Bm25Manager
+from ancre.index.embedders import Embedder
+from ancre.index.store import Store
+from ancre.models import COLLECTIONS, SearchResult, StoredPoint
+
+
+@dataclass(frozen=True)
+class RetrievalTimings:
+    """Wall-clock milliseconds of each step (the query embedding timed apart)."""
+
+    embed_ms: float = 0.0
+    vector_ms: float = 0.0
+    bm25_ms: float = 0.0
+    reread_ms: float = 0.0
+    fuse_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Fused results (best first) plus what was dropped by the rights re-read."""
+
+    results: tuple[SearchResult, ...]
+    bm25_dropped: int = 0
+    """BM25 hits the fresh read refused (deleted or no longer readable by this user)."""
+    timings: RetrievalTimings = field(default_factory=RetrievalTimings)
+
+
+def rrf(lists: dict[str, Sequence[str]], k: int = 60) -> dict[str, tuple[float, dict[str, int]]]:
+    """Reciprocal Rank Fusion of ranked id lists: ``{id: (Σ 1/(k + rank), {list: rank})}``,
+    ranks 1-based. Source: Cormack et al., "Reciprocal Rank Fusion outperforms Condorcet and
+    individual rank learning methods", SIGIR 2009."""
+    fused: dict[str, tuple[float, dict[str, int]]] = {}
+    for name, ids in lists.items():
+        for rank, pid in enumerate(ids, start=1):
+            score, ranks = fused.get(pid, (0.0, {}))
+            if name in ranks:
+                continue
+            ranks = {**ranks, name: rank}
+            fused[pid] = (score + 1.0 / (k + rank), ranks)
+    return fused
+
+
+class Retriever:
+    """The query core's retrieval step; thread-safe as long as the store and embedder are."""
+
+    def __init__(self, store: Store, embedder: Embedder, bm25: Bm25Manager, cfg: QueryConfig) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.bm25 = bm25
+        self.cfg = cfg
+
+    def retrieve(self, question: str, principals: frozenset[str], limit: int | None = None) -> Retrieval:
+        """Top ``limit`` (default ``cfg.limit``) fused results readable by ``principals``.
+
+        Raises :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from the
+        backends; never returns a result that the store's rights filter refused.
+        """
+        if not principals:
+            return Retrieval(())
+        limit = self.cfg.limit if limit is None else limit
+        n = self.cfg.candidates
+        t0 = time.perf_counter()
+        qvec = self.embedder.embed_query(question)
+        t1 = time.perf_counter()
+
+        by_id: dict[str, StoredPoint] = {}
+        vec_hits: list[StoredPoint] = []
+        for coll in COLLECTIONS:
+            vec_hits.extend(self.store.search(coll, qvec, principals, n))
+        vec_hits.sort(key=lambda p: -(p.score or 0.0))
+        vec_hits = vec_hits[:n]
+        for p in vec_hits:
+            by_id[p.id] = p
+        t2 = time.perf_counter()
+
+        bm25_hits = self.bm25.get().search(question, n)
+        t3 = time.perf_counter()
+        wanted: dict[str, list[str]] = defaultdict(list)
+        for h in bm25_hits:
+            wanted[h.collection].append(h.point_id)
+        fresh: dict[str, StoredPoint] = {}
+        for coll, ids in wanted.items():
+            for p in self.store.retrieve(coll, ids, principals):
+                fresh[p.id] = p
+        bm25_ids = [h.point_id for h in bm25_hits if h.point_id in fresh]
+        for pid in bm25_ids:
+            by_id.setdefault(pid, fresh[pid])
+        t4 = time.perf_counter()
+
+        fused = rrf({"vector": [p.id for p in vec_hits], "bm25": bm25_ids}, k=self.cfg.rrf_k)
+        order = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+        results = []
+        for pid, (score, ranks) in order:
+            pl = by_id[pid].payload
+            results.append(
+                SearchResult(
+                    point_id=pid, doc_id=pl.doc_id, filename=pl.filename, path=pl.path,
+                    location=pl.location, chunk_index=pl.chunk_index, score=score,
+                    found_by=tuple(name for name in ("vector", "bm25") if name in ranks),
+                    text=pl.text, collection=pl.collection, ranks=ranks,
+                )
+            )
+        t5 = time.perf_counter()
+        ms = 1000.0
+        return Retrieval(
+            tuple(results),
+            bm25_dropped=len(bm25_hits) - len(bm25_ids),
+            timings=RetrievalTimings((t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms, (t4 - t3) * ms, (t5 - t4) * ms),
+        )
