@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ancre.models import Acl, SourceItem
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """A change reported by a source's watcher (watchdog, SMB2 CHANGE_NOTIFY, Graph delta).
+
+    ``path`` is the relative POSIX path (NFC) that changed (file or folder), or ``None`` when the
+    watcher lost track (overflow, STATUS_NOTIFY_ENUM_DIR, reconnect): a full reconciliation is
+    then needed. ``kind``: ``created`` / ``modified`` / ``deleted`` / ``moved`` / ``acl`` /
+    ``rescan``; for ``moved``, ``dest_path`` is the new path (``None`` when moved out of the tree).
+    """
+
+    source: str
+    path: str | None
+    kind: str
+    dest_path: str | None = None
+
+
+ChangeCallback = Callable[[ChangeEvent], None]
 
 
 @runtime_checkable
@@ -39,4 +60,20 @@ class Connector(Protocol):
 
     def collection_for(self, item: SourceItem) -> str:
         """The Qdrant collection (``documents`` / ``documentation``) this item feeds."""
+        ...
+
+    def get_item(self, path: str) -> SourceItem | None:
+        """The current listing entry for one relative path, ``None`` if it does not exist or is not
+        indexable (ignored name, excluded). Raises ``SourceUnavailableError`` when the root itself
+        can't be reached (so that an event never turns an outage into deletions)."""
+        ...
+
+
+@runtime_checkable
+class WatchableConnector(Connector, Protocol):
+    """A connector that can push changes (optional capability)."""
+
+    def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
+        """Block, calling ``on_change`` for every change until ``stop`` is set. Emits a
+        ``ChangeEvent(path=None, kind="rescan")`` whenever events may have been lost."""
         ...

@@ -113,6 +113,25 @@ class FolderConnector:
         self._real = real
         return iter(found)
 
+    def get_item(self, path: str) -> SourceItem | None:
+        """The listing entry for one relative path, or ``None`` when it is absent, not a regular
+        file, ignored or excluded. Raises ``SourceUnavailableError`` when the root is missing."""
+        if not self.root.is_dir():
+            raise SourceUnavailableError(f"source {self.source_id}: root {self.root} is missing or not a directory")
+        rel = nfc(path.strip("/"))
+        name = rel.rsplit("/", 1)[-1]
+        if not rel or is_ignored(name, self.ignore) or not path_selected(rel, self.cfg.include, self.cfg.exclude):
+            return None
+        full = self._real.get(rel) or self.root / rel
+        try:
+            st = full.stat()
+        except FileNotFoundError:
+            return None
+        if not full.is_file():
+            return None
+        self._real[rel] = full
+        return SourceItem(self.source_id, rel, rel, st.st_size, st.st_mtime)
+
     def _path_of(self, item: SourceItem) -> Path:
         p = self._real.get(item.path)
         return p if p is not None else self.root / item.path
