@@ -1,0 +1,293 @@
+"""The :class:`~ancre.index.store.Store` backend over ``qdrant-client``: a Qdrant server or cluster
+(production), or qdrant-client's local mode (tests only: it speaks the server API but filters in
+Python and ignores payload indexes).
+
+The embedder is recorded in each collection's own metadata (``create_collection(metadata=…)``,
+Qdrant server ≥ 1.16 and local mode): ``{"ancre_embedder": "e5-local:…", "ancre_dim": 384}``.
+Writes use ``wait=True``: they return once the server applied them (its WAL makes them durable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from ancre.errors import AncreError, EmbedderMismatchError, StoreError
+from ancre.index._filters import (
+    ALLOW_FIELD,
+    CHUNK_FIELD,
+    DENY_FIELD,
+    DOC_FIELD,
+    INTEGER_INDEXES,
+    REINDEX_COMMAND,
+    as_vector,
+    mismatch_message,
+    rights_terms,
+    to_stored,
+    valid_point_ids,
+)
+from ancre.index.store import PAYLOAD_INDEXES, PointWrite
+from ancre.models import COLLECTIONS, Acl, StoredPoint
+
+META_EMBEDDER = "ancre_embedder"
+META_DIM = "ancre_dim"
+_UPSERT_BATCH = 256
+"""Points per upsert request (keeps requests well under the server's 32 MB default limit)."""
+
+
+@contextlib.contextmanager
+def _client(action: str) -> Iterator[None]:
+    """Turn qdrant-client failures (HTTP/gRPC errors, timeouts, local-mode ``ValueError``) into
+    :class:`StoreError`; ancre errors pass through."""
+    try:
+        yield
+    except AncreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"Qdrant: {action} failed: {exc}") from exc
+
+
+def _rights_filter(principals: frozenset[str], *must: qm.Condition) -> qm.Filter | None:
+    """The rights filter plus extra ``must`` conditions; ``None`` for an empty principal set
+    (the caller then returns ``[]`` without touching the store)."""
+    terms = rights_terms(principals)
+    if terms is None:
+        return None
+    return qm.Filter(
+        must=[*must, qm.FieldCondition(key=ALLOW_FIELD, match=qm.MatchAny(any=terms))],
+        must_not=[qm.FieldCondition(key=DENY_FIELD, match=qm.MatchAny(any=terms))],
+    )
+
+
+def _doc_filter(doc_id: str, from_chunk_index: int = 0) -> qm.Filter:
+    must: list[qm.Condition] = [qm.FieldCondition(key=DOC_FIELD, match=qm.MatchValue(value=doc_id))]
+    if from_chunk_index > 0:
+        must.append(qm.FieldCondition(key=CHUNK_FIELD, range=qm.Range(gte=from_chunk_index)))
+    return qm.Filter(must=must)
+
+
+class QdrantStore:
+    """:class:`~ancre.index.store.Store` over a :class:`QdrantClient` (which it owns and closes).
+
+    Every method but :meth:`open` raises :class:`StoreError` before :meth:`open`; any client
+    failure (unreachable server, timeout, HTTP error) is raised as :class:`StoreError`.
+    """
+
+    def __init__(self, client: QdrantClient, location: str | None = None) -> None:
+        """``location`` names the store in messages (URL or path); taken from the client if absent."""
+        self.client = client
+        opts = getattr(client, "init_options", {}) or {}
+        self.location = location or str(
+            opts.get("url") or opts.get("path") or opts.get("host") or opts.get("location") or "Qdrant"
+        )
+        self._dim = 0
+
+    @classmethod
+    def from_url(cls, url: str, api_key: str | None = None, timeout_s: float = 30.0) -> "QdrantStore":
+        """A store on the Qdrant server at ``url`` (REST, e.g. ``http://127.0.0.1:6333``);
+        ``timeout_s`` per request in seconds (rounded up to whole seconds, the client's unit).
+        Connects lazily: an unreachable server surfaces at :meth:`open` as :class:`StoreError`."""
+        client = QdrantClient(
+            url=url, api_key=api_key, timeout=max(1, math.ceil(timeout_s)), check_compatibility=False
+        )
+        return cls(client, location=url)
+
+    @classmethod
+    def local(cls, path: Path) -> "QdrantStore":
+        """qdrant-client local mode persisted under ``path`` (tests only; one client per path)."""
+        return cls(QdrantClient(path=str(path)), location=str(path))
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def open(self, embedder_name: str, dim: int) -> None:
+        """Create each collection (cosine, ``dim`` dims, payload indexes, embedder in metadata)
+        or check the existing one. Raises :class:`EmbedderMismatchError` when a collection was
+        built with another embedder name or dimension, :class:`StoreError` when it carries no
+        embedder record (made outside ancre, or a server without collection metadata)."""
+        if dim <= 0:
+            raise StoreError(f"invalid embedding dimension {dim}")
+        for name in COLLECTIONS:
+            with _client(f"open collection {name}"):
+                if not self.client.collection_exists(name):
+                    self._create(name, embedder_name, dim)
+                info = self.client.get_collection(name)
+            meta = info.config.metadata or {}
+            if META_EMBEDDER not in meta or META_DIM not in meta:
+                raise StoreError(
+                    f"collection {name!r} at {self.location} has no ancre embedder record "
+                    f"(created outside ancre, or a Qdrant server older than 1.16 without collection "
+                    f"metadata); run `{REINDEX_COMMAND}` to rebuild it"
+                )
+            built_name, built_dim = str(meta[META_EMBEDDER]), int(meta[META_DIM])
+            if (built_name, built_dim) != (embedder_name, dim):
+                raise EmbedderMismatchError(
+                    mismatch_message(
+                        f"{self.location} (collection {name!r})",
+                        built_name,
+                        built_dim,
+                        embedder_name,
+                        dim,
+                    )
+                )
+            with _client(f"index payload of {name}"):
+                for field in PAYLOAD_INDEXES:
+                    if field not in (info.payload_schema or {}):
+                        self._create_index(name, field)
+        self._dim = dim
+
+    def close(self) -> None:
+        """Close the client (local mode: release its directory). Idempotent."""
+        self._dim = 0
+        with _client("close"):
+            self.client.close()
+
+    # ---------------------------------------------------------------- writes
+
+    def upsert(self, collection: str, points: Sequence[PointWrite]) -> None:
+        """Insert or replace ``points``, ``wait=True``, in requests of 256 points."""
+        self._check(collection)
+        structs: list[qm.PointStruct] = []
+        for p in points:
+            ids = valid_point_ids([p.id])
+            if not ids:
+                raise StoreError(f"point id {p.id!r} is not a UUID string")
+            structs.append(
+                qm.PointStruct(
+                    id=ids[0], vector=as_vector(p.vector, self._dim), payload=p.payload.to_dict()
+                )
+            )
+        with _client(f"upsert into {collection}"):
+            for i in range(0, len(structs), _UPSERT_BATCH):
+                self.client.upsert(collection, points=structs[i : i + _UPSERT_BATCH], wait=True)
+
+    def delete_doc(self, collection: str, doc_id: str, from_chunk_index: int = 0) -> None:
+        """Delete the points of ``doc_id`` with ``chunk_index >= from_chunk_index``, by filter."""
+        self._check(collection)
+        with _client(f"delete {doc_id} from {collection}"):
+            self.client.delete(
+                collection,
+                points_selector=qm.FilterSelector(filter=_doc_filter(doc_id, from_chunk_index)),
+                wait=True,
+            )
+
+    def set_acl(self, collection: str, doc_id: str, acl: Acl) -> None:
+        """``set_payload`` of ``acl_allow``/``acl_deny`` on every point of ``doc_id`` (by filter)."""
+        self._check(collection)
+        with _client(f"set ACL of {doc_id} in {collection}"):
+            self.client.set_payload(
+                collection,
+                payload={ALLOW_FIELD: sorted(acl.allow), DENY_FIELD: sorted(acl.deny)},
+                points=_doc_filter(doc_id),
+                wait=True,
+            )
+
+    # ---------------------------------------------------------------- reads
+
+    def search(
+        self, collection: str, vector: np.ndarray, principals: frozenset[str], limit: int
+    ) -> list[StoredPoint]:
+        """Top-``limit`` by cosine similarity to ``vector`` ``(d,)`` under the rights filter
+        (``query_points``), best first. Empty ``principals`` → ``[]``."""
+        self._check(collection)
+        flt = _rights_filter(principals)
+        if flt is None or limit <= 0:
+            return []
+        query = as_vector(vector, self._dim)
+        with _client(f"search {collection}"):
+            hits = self.client.query_points(
+                collection, query=query, query_filter=flt, limit=limit, with_payload=True
+            ).points
+        return [to_stored(h.id, h.payload, float(h.score)) for h in hits]
+
+    def retrieve(
+        self, collection: str, ids: Sequence[str], principals: frozenset[str]
+    ) -> list[StoredPoint]:
+        """The points among ``ids`` that exist and pass the rights filter, in one ``scroll``
+        filtered on ``HasId`` + rights. Non-UUID ids are ignored. Empty ``principals`` → ``[]``."""
+        self._check(collection)
+        wanted = valid_point_ids(ids)
+        flt = _rights_filter(principals, qm.HasIdCondition(has_id=wanted))
+        if flt is None or not wanted:
+            return []
+        return self._scroll_once(collection, flt, len(wanted))
+
+    def chunks_of(
+        self,
+        collection: str,
+        doc_id: str,
+        chunk_indexes: Sequence[int],
+        principals: frozenset[str],
+    ) -> list[StoredPoint]:
+        """Points of ``doc_id`` with the given chunk indexes under the rights filter, sorted by
+        ``chunk_index``. Empty ``principals`` → ``[]``."""
+        self._check(collection)
+        wanted = sorted({int(i) for i in chunk_indexes})
+        flt = _rights_filter(
+            principals,
+            qm.FieldCondition(key=DOC_FIELD, match=qm.MatchValue(value=doc_id)),
+            qm.FieldCondition(key=CHUNK_FIELD, match=qm.MatchAny(any=wanted)),
+        )
+        if flt is None or not wanted:
+            return []
+        points = self._scroll_once(collection, flt, len(wanted))
+        return sorted(points, key=lambda p: p.payload.chunk_index)
+
+    def scroll(self, collection: str, batch: int = 1024) -> Iterator[StoredPoint]:
+        """Every point of ``collection`` (unfiltered, payload only), ``batch`` per request."""
+        self._check(collection)
+        offset: qm.ExtendedPointId | None = None
+        while True:
+            with _client(f"scroll {collection}"):
+                records, offset = self.client.scroll(
+                    collection, limit=batch, offset=offset, with_payload=True, with_vectors=False
+                )
+            for r in records:
+                yield to_stored(r.id, r.payload, None)
+            if offset is None:
+                return
+
+    def count(self, collection: str) -> int:
+        """Exact number of points in ``collection``."""
+        self._check(collection)
+        with _client(f"count {collection}"):
+            return int(self.client.count(collection, exact=True).count)
+
+    # ---------------------------------------------------------------- internals
+
+    def _check(self, collection: str) -> None:
+        if collection not in COLLECTIONS:
+            raise StoreError(f"unknown collection {collection!r}; expected one of {COLLECTIONS}")
+        if not self._dim:
+            raise StoreError(f"store at {self.location} is not open")
+
+    def _scroll_once(self, collection: str, flt: qm.Filter, limit: int) -> list[StoredPoint]:
+        with _client(f"read {collection}"):
+            records, _ = self.client.scroll(
+                collection, scroll_filter=flt, limit=limit, with_payload=True, with_vectors=False
+            )
+        return [to_stored(r.id, r.payload, None) for r in records]
+
+    def _create(self, name: str, embedder_name: str, dim: int) -> None:
+        try:
+            self.client.create_collection(
+                name,
+                vectors_config=qm.VectorParams(size=dim, distance=qm.Distance.COSINE),
+                metadata={META_EMBEDDER: embedder_name, META_DIM: dim},
+            )
+        except Exception:
+            if not self.client.collection_exists(name):  # else: another process created it first
+                raise
+            return
+        for field in PAYLOAD_INDEXES:
+            self._create_index(name, field)
+
+    def _create_index(self, name: str, field: str) -> None:
+        integer = field in INTEGER_INDEXES
+        schema = qm.PayloadSchemaType.INTEGER if integer else qm.PayloadSchemaType.KEYWORD
+        self.client.create_payload_index(name, field_name=field, field_schema=schema, wait=True)

@@ -1,0 +1,33 @@
+"""Build the configured :class:`~ancre.index.store.Store` backend from :class:`StoreConfig`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ancre.config import StoreConfig
+from ancre.errors import ConfigError
+from ancre.index.store import Store
+
+
+def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
+    """The store for ``cfg.kind``, not yet opened (call ``open(embedder_name, dim)``):
+
+    - ``edge``: :class:`~ancre.index.edge_store.EdgeStore` under ``data_dir/qdrant/``;
+    - ``qdrant``: :class:`~ancre.index.qdrant_store.QdrantStore` on ``cfg.url`` with
+      ``cfg.api_key`` and ``cfg.timeout_s`` (seconds);
+    - ``local``: qdrant-client local mode under ``cfg.path`` (default ``data_dir/qdrant-local``).
+
+    Raises :class:`ConfigError` when ``kind = "qdrant"`` has no ``url``.
+    """
+    if cfg.kind == "edge":
+        from ancre.index.edge_store import EdgeStore
+
+        return EdgeStore(data_dir)
+
+    from ancre.index.qdrant_store import QdrantStore
+
+    if cfg.kind == "qdrant":
+        if not cfg.url:
+            raise ConfigError("store.url is required when store.kind = 'qdrant'")
+        return QdrantStore.from_url(cfg.url, cfg.api_key, cfg.timeout_s)
+    return QdrantStore.local(cfg.path or Path(data_dir) / "qdrant-local")

@@ -1,0 +1,440 @@
+"""One contract suite for both Store backends: EdgeStore (qdrant-edge-py, embedded) and
+QdrantStore on qdrant-client's local mode (speaks the server API)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ancre.config import StoreConfig
+from ancre.errors import EmbedderMismatchError, StoreError, StoreLockedError
+from ancre.index.edge_store import EdgeStore
+from ancre.index.qdrant_store import QdrantStore
+from ancre.index.store import PointWrite, Store
+from ancre.index.store_factory import make_store
+from ancre.models import Acl, ChunkPayload, point_id
+
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+
+DIM = 8
+EMBEDDER = "test-embedder:v1"
+DOCS = "documents"
+
+G1, G2, BAD, OTHER = "sid:S-1-5-21-1-1001", "sid:S-1-5-21-1-1002", "sid:S-1-5-21-1-666", "aad:nobody"
+
+
+def _vec(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _point(
+    doc_id: str,
+    chunk_index: int,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...] = (),
+    text: str | None = None,
+    seed: int | None = None,
+) -> PointWrite:
+    payload = ChunkPayload(
+        source="src",
+        doc_id=doc_id,
+        path=f"dir/{doc_id}.docx",
+        filename=f"{doc_id}.docx",
+        location="\\\\SRV\\Partage\\dir\\",
+        chunk_index=chunk_index,
+        text=text if text is not None else f"text of {doc_id} #{chunk_index}",
+        acl_allow=allow,
+        acl_deny=deny,
+        content_hash=f"hash-{doc_id}",
+        indexed_at=1_700_000_000.5,
+        heading_path=("Titre", "Section"),
+    )
+    vec_seed = seed if seed is not None else zlib.crc32(f"{doc_id}:{chunk_index}".encode())
+    return PointWrite(id=point_id(doc_id, chunk_index), vector=_vec(vec_seed), payload=payload)
+
+
+def _docs(points: list) -> set[str]:
+    return {p.payload.doc_id for p in points}
+
+
+@pytest.fixture(params=["edge", "local"])
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
+    """A factory of fresh (unopened) store objects over the same on-disk location."""
+    made: list[Store] = []
+
+    def factory() -> Store:
+        store: Store
+        if request.param == "edge":
+            store = EdgeStore(tmp_path / "data")
+        else:
+            store = QdrantStore.local(tmp_path / "local")
+        made.append(store)
+        return store
+
+    yield factory
+    for store in made:
+        try:
+            store.close()
+        except StoreError:
+            pass
+
+
+@pytest.fixture
+def store(make: Callable[[], Store]) -> Store:
+    s = make()
+    s.open(EMBEDDER, DIM)
+    return s
+
+
+@pytest.fixture
+def populated(store: Store) -> Store:
+    """A: allow G1. B: allow G1, G2, deny BAD. C: allow G2. D: allow nobody. E: allow BAD."""
+    store.upsert(
+        DOCS,
+        [
+            _point("A", 0, (G1,), seed=1),
+            _point("B", 0, (G1, G2), (BAD,), seed=2),
+            _point("C", 0, (G2,), seed=3),
+            _point("D", 0, (), seed=4),
+            _point("E", 0, (BAD,), seed=5),
+        ],
+    )
+    return store
+
+
+# ------------------------------------------------------------------------------ open / embedder
+
+
+def test_store_satisfies_protocol(store: Store) -> None:
+    assert isinstance(store, Store)
+
+
+@pytest.mark.parametrize(("name", "dim"), [("ollama:nomic-embed-text", DIM), (EMBEDDER, 16)])
+def test_open_with_other_embedder_raises_mismatch(
+    make: Callable[[], Store], name: str, dim: int
+) -> None:
+    first = make()
+    first.open(EMBEDDER, DIM)
+    first.upsert(DOCS, [_point("A", 0, (G1,))])
+    first.close()
+
+    bad = make()
+    with pytest.raises(EmbedderMismatchError) as err:
+        bad.open(name, dim)
+    msg = str(err.value)
+    assert repr(EMBEDDER) in msg and repr(name) in msg
+    assert f"({DIM} dims)" in msg and f"({dim} dims)" in msg
+    assert "ancre reindex --config" in msg
+
+    if isinstance(bad, QdrantStore):
+        bad.close()  # the local-mode client keeps its directory lock until closed
+    again = make()  # EdgeStore: a failed open released its lock without close()
+    again.open(EMBEDDER, DIM)
+    assert again.count(DOCS) == 1
+
+
+def test_methods_before_open_and_unknown_collection_raise(make: Callable[[], Store]) -> None:
+    s = make()
+    with pytest.raises(StoreError):
+        s.count(DOCS)
+    s.open(EMBEDDER, DIM)
+    with pytest.raises(StoreError):
+        s.count("nope")
+    with pytest.raises(StoreError):
+        bad = PointWrite(point_id("A", 0), np.ones(DIM + 1, np.float32), _point("A", 0, (G1,)).payload)
+        s.upsert(DOCS, [bad])
+    with pytest.raises(StoreError):
+        s.search(DOCS, np.ones(3, np.float32), frozenset({G1}), 5)
+
+
+# ------------------------------------------------------------------------------ rights filter
+
+
+def test_search_applies_allow_and_deny(populated: Store) -> None:
+    def found(principals: set[str]) -> set[str]:
+        return _docs(populated.search(DOCS, _vec(1), frozenset(principals), 10))
+
+    assert found({G1}) == {"A", "B"}
+    assert found({G2}) == {"B", "C"}
+    assert found({G1, G2}) == {"A", "B", "C"}
+    assert found({G1, BAD}) == {"A", "E"}  # deny wins over G1's allow on B
+    assert found({G2, BAD}) == {"C", "E"}
+    assert found({OTHER}) == set()  # no matching principal: nothing, not even D (allow = ∅)
+
+
+def test_search_orders_by_cosine_and_sets_score(populated: Store) -> None:
+    hits = populated.search(DOCS, _vec(2), frozenset({G1, G2}), 10)
+    assert hits[0].payload.doc_id == "B"
+    assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+    scores = [h.score for h in hits]
+    assert all(s is not None for s in scores)
+    assert scores == sorted(scores, reverse=True)
+    assert populated.search(DOCS, _vec(2), frozenset({G1, G2}), 2) == hits[:2]
+
+
+def test_empty_principal_set_reads_nothing(populated: Store) -> None:
+    """Points with an empty allow list exist (D); an empty P must not match them nor anything."""
+    empty: frozenset[str] = frozenset()
+    ids = [point_id(d, 0) for d in "ABCDE"]
+    assert populated.count(DOCS) == 5
+    assert populated.search(DOCS, _vec(4), empty, 10) == []
+    assert populated.retrieve(DOCS, ids, empty) == []
+    assert populated.chunks_of(DOCS, "D", [0], empty) == []
+    assert populated.chunks_of(DOCS, "A", [0], empty) == []
+
+
+def test_empty_principal_set_never_queries_the_engine(populated: Store) -> None:
+    """With the engine underneath broken, an empty P still answers ``[]`` (no call was made),
+    while a non-empty P reaches the engine and fails as StoreError."""
+    if isinstance(populated, EdgeStore):
+        populated._shards[DOCS].close()
+    else:
+        populated.client.close()
+    empty: frozenset[str] = frozenset()
+    assert populated.search(DOCS, _vec(1), empty, 10) == []
+    assert populated.retrieve(DOCS, [point_id("A", 0)], empty) == []
+    assert populated.chunks_of(DOCS, "A", [0], empty) == []
+    with pytest.raises(StoreError):
+        populated.search(DOCS, _vec(1), frozenset({G1}), 10)
+
+
+def test_retrieve_drops_gone_and_forbidden_ids(populated: Store) -> None:
+    gone = str(uuid.uuid4())
+    ids = [point_id("A", 0), point_id("B", 0), point_id("C", 0), point_id("D", 0), gone, "not-a-uuid"]
+    got = populated.retrieve(DOCS, ids, frozenset({G1}))
+    assert {p.id for p in got} == {point_id("A", 0), point_id("B", 0)}
+    assert all(p.score is None for p in got)
+
+    populated.delete_doc(DOCS, "A")
+    assert {p.id for p in populated.retrieve(DOCS, ids, frozenset({G1}))} == {point_id("B", 0)}
+    assert populated.retrieve(DOCS, ids, frozenset({G1, BAD})) == []
+    assert populated.retrieve(DOCS, [], frozenset({G1})) == []
+
+
+def test_retrieve_returns_full_payload(populated: Store) -> None:
+    (got,) = populated.retrieve(DOCS, [point_id("C", 0)], frozenset({G2}))
+    assert got.payload == _point("C", 0, (G2,)).payload
+
+
+# ------------------------------------------------------------------------------ chunks_of
+
+
+def test_chunks_of_sorted_and_filtered(store: Store) -> None:
+    store.upsert(DOCS, [_point("X", i, (G1,)) for i in (5, 3, 0, 1, 2, 4)])
+    store.upsert(DOCS, [_point("Y", i, (G1,)) for i in range(3)])
+
+    got = store.chunks_of(DOCS, "X", [4, 0, 2, 9, 2], frozenset({G1}))
+    assert [p.payload.chunk_index for p in got] == [0, 2, 4]
+    assert {p.payload.doc_id for p in got} == {"X"}
+    assert [p.id for p in got] == [point_id("X", i) for i in (0, 2, 4)]
+
+    assert store.chunks_of(DOCS, "X", [0, 1], frozenset({G2})) == []
+    assert store.chunks_of(DOCS, "X", [], frozenset({G1})) == []
+    store.set_acl(DOCS, "X", Acl(frozenset({G1}), frozenset({BAD})))
+    assert store.chunks_of(DOCS, "X", [0, 1], frozenset({G1, BAD})) == []
+    assert len(store.chunks_of(DOCS, "X", [0, 1], frozenset({G1}))) == 2
+
+
+# ------------------------------------------------------------------------------ writes
+
+
+def test_set_acl_changes_visibility_not_content(populated: Store) -> None:
+    before = populated.search(DOCS, _vec(3), frozenset({G2}), 1)[0]
+    assert before.payload.doc_id == "C"
+
+    populated.set_acl(DOCS, "C", Acl(frozenset({G1}), frozenset()))
+    assert "C" not in _docs(populated.search(DOCS, _vec(3), frozenset({G2}), 10))
+    after = populated.search(DOCS, _vec(3), frozenset({G1}), 1)[0]
+    assert after.id == before.id
+    assert after.score == pytest.approx(before.score, abs=1e-5)  # same vector
+    assert after.payload.acl_allow == (G1,)
+    assert after.payload.text == before.payload.text
+    assert after.payload.heading_path == before.payload.heading_path
+    assert after.payload.indexed_at == before.payload.indexed_at
+
+    populated.set_acl(DOCS, "C", Acl(frozenset({G1, G2}), frozenset({G2})))
+    assert "C" not in _docs(populated.search(DOCS, _vec(3), frozenset({G2}), 10))
+    assert "C" in _docs(populated.search(DOCS, _vec(3), frozenset({G1}), 10))
+    populated.set_acl(DOCS, "C", Acl.nobody("acl_unreadable: test"))
+    assert "C" not in _docs(populated.search(DOCS, _vec(3), frozenset({G1, G2}), 10))
+    assert populated.count(DOCS) == 5
+
+
+def test_delete_doc_from_chunk_index(store: Store) -> None:
+    store.upsert(DOCS, [_point(doc, i, (G1,)) for doc in ("X", "Y") for i in range(5)])
+    store.delete_doc(DOCS, "X", from_chunk_index=3)
+    assert store.count(DOCS) == 8
+    left = store.chunks_of(DOCS, "X", range(10), frozenset({G1}))
+    assert [p.payload.chunk_index for p in left] == [0, 1, 2]
+
+    store.delete_doc(DOCS, "X")
+    assert store.count(DOCS) == 5
+    assert store.chunks_of(DOCS, "X", range(10), frozenset({G1})) == []
+    assert len(store.chunks_of(DOCS, "Y", range(10), frozenset({G1}))) == 5
+    store.delete_doc(DOCS, "absent")  # no-op
+    assert store.count(DOCS) == 5
+
+
+def test_upsert_is_idempotent_by_id(store: Store) -> None:
+    points = [_point("X", i, (G1,)) for i in range(4)]
+    store.upsert(DOCS, points)
+    store.upsert(DOCS, points)
+    assert store.count(DOCS) == 4
+    store.upsert(DOCS, [_point("X", 1, (G2,), text="new text")])
+    assert store.count(DOCS) == 4
+    (p,) = store.chunks_of(DOCS, "X", [1], frozenset({G2}))
+    assert p.payload.text == "new text"
+    assert store.chunks_of(DOCS, "X", [1], frozenset({G1})) == []
+
+
+def test_scroll_yields_every_point_and_collections_are_separate(store: Store) -> None:
+    points = [_point(f"doc{i % 4}", i, (G1,) if i % 2 else ()) for i in range(25)]
+    store.upsert(DOCS, points)
+    store.upsert("documentation", [_point("manual", 0, (G2,))])
+
+    scrolled = list(store.scroll(DOCS, batch=7))
+    assert len(scrolled) == 25
+    assert {p.id: p.payload for p in scrolled} == {p.id: p.payload for p in points}
+    assert store.count(DOCS) == 25
+    assert store.count("documentation") == 1
+    assert [p.payload.doc_id for p in store.scroll("documentation")] == ["manual"]
+    assert store.search(DOCS, _vec(0), frozenset({G2}), 10) == []
+
+
+def test_data_survives_close_and_reopen(make: Callable[[], Store]) -> None:
+    first = make()
+    first.open(EMBEDDER, DIM)
+    first.upsert(DOCS, [_point("X", i, (G1,), seed=i) for i in range(3)])
+    first.set_acl(DOCS, "X", Acl(frozenset({G2}), frozenset()))
+    first.delete_doc(DOCS, "X", 2)
+    first.close()
+    first.close()  # idempotent
+
+    second = make()
+    second.open(EMBEDDER, DIM)
+    assert second.count(DOCS) == 2
+    got = second.search(DOCS, _vec(1), frozenset({G2}), 5)
+    assert got[0].id == point_id("X", 1)
+    assert got[0].score == pytest.approx(1.0, abs=1e-4)
+    assert second.search(DOCS, _vec(1), frozenset({G1}), 5) == []
+
+
+# ------------------------------------------------------------------------------ factory
+
+
+def test_make_store_builds_each_kind(tmp_path: Path) -> None:
+    edge = make_store(StoreConfig(), tmp_path)
+    assert isinstance(edge, EdgeStore) and edge.root == tmp_path / "qdrant"
+    local = make_store(StoreConfig(kind="local", path=tmp_path / "loc"), tmp_path)
+    try:
+        assert isinstance(local, QdrantStore)
+        local.open(EMBEDDER, DIM)
+        assert local.count(DOCS) == 0
+    finally:
+        local.close()
+    server = make_store(StoreConfig(kind="qdrant", url="http://127.0.0.1:1"), tmp_path)
+    assert isinstance(server, QdrantStore)
+    with pytest.raises(StoreError):  # nothing listens there: a StoreError, not a raw client error
+        server.open(EMBEDDER, DIM)
+    server.close()
+
+
+# ------------------------------------------------------------------------------ EdgeStore only
+
+_CHILD = textwrap.dedent(
+    """
+    import dataclasses, os, signal, sys
+    from pathlib import Path
+    import numpy as np
+    from ancre.errors import StoreLockedError
+    from ancre.index.edge_store import EdgeStore
+    from ancre.index.store import PointWrite
+    from ancre.models import Acl, ChunkPayload, point_id
+
+    data, mode = Path(sys.argv[1]), sys.argv[2]
+    store = EdgeStore(data)
+    try:
+        store.open("test-embedder:v1", 8)
+    except StoreLockedError as exc:
+        print("LOCKED", exc)
+        sys.exit(3)
+    if mode == "open":
+        print("OPENED")
+        store.close()
+        sys.exit(0)
+    # mode == "kill": write, then die without closing or flushing anything else
+    payload = ChunkPayload("src", "K", "K.txt", "K.txt", "", 0, "t", ("g",), (), "h", 0.0)
+    pts = []
+    for i in range(50):
+        v = np.random.default_rng(i).normal(size=8).astype(np.float32)
+        pts.append(PointWrite(point_id("K", i), v, dataclasses.replace(payload, chunk_index=i)))
+    store.upsert("documents", pts)
+    store.set_acl("documents", "K", Acl(frozenset({"g2"})))
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def _child(data_dir: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _CHILD, str(data_dir), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_edge_second_process_gets_store_locked_error(tmp_path: Path) -> None:
+    owner = EdgeStore(tmp_path)
+    owner.open(EMBEDDER, DIM)
+    try:
+        res = _child(tmp_path, "open")
+        assert res.returncode == 3, res.stderr
+        assert f"PID {os.getpid()}" in res.stdout
+        assert "ancre serve" in res.stdout and "Qdrant server" in res.stdout
+
+        with pytest.raises(StoreLockedError):  # a second owner in this process too
+            EdgeStore(tmp_path).open(EMBEDDER, DIM)
+    finally:
+        owner.close()
+
+    res = _child(tmp_path, "open")
+    assert res.returncode == 0 and "OPENED" in res.stdout, res.stderr
+
+
+def test_edge_writes_survive_kill_9(tmp_path: Path) -> None:
+    res = _child(tmp_path, "kill")
+    assert res.returncode == -9, res.stderr
+
+    store = EdgeStore(tmp_path)  # the lock died with the process
+    store.open(EMBEDDER, DIM)
+    try:
+        assert store.count(DOCS) == 50
+        got = store.chunks_of(DOCS, "K", range(50), frozenset({"g2"}))
+        assert [p.payload.chunk_index for p in got] == list(range(50))
+        assert store.chunks_of(DOCS, "K", [0], frozenset({"g"})) == []
+    finally:
+        store.close()
+
+
+def test_edge_layout_and_meta(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path)
+    store.open(EMBEDDER, DIM)
+    store.close()
+    root = tmp_path / "qdrant"
+    assert (root / "documents" / "edge_config.json").exists()
+    assert (root / "documentation" / "edge_config.json").exists()
+    assert '"dim": 8' in (root / "ancre_meta.json").read_text()
+    (root / "ancre_meta.json").unlink()
+    with pytest.raises(StoreError, match="ancre reindex"):
+        EdgeStore(tmp_path).open(EMBEDDER, DIM)
