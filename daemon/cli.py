@@ -1,6 +1,6 @@
 """The ``ancre`` command line (typer + rich).
 
-``ancre sync``, ``ancre search``, ``ancre acl explain``, ``ancre status``, ``ancre reindex``.
+``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre reindex``.
 The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
 :class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from rich.table import Table
 from ancre.config import Settings, load_settings
 from ancre.daemon.runtime import Runtime
 from ancre.errors import AncreError
+from ancre.index.store_factory import make_store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
@@ -151,6 +153,51 @@ def search(
         console.print("[dim]no readable result[/]")
 
 
+@app.command()
+@_errors
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in French or any language.")],
+    user: Annotated[str, typer.Option("--as", help="Ask as this user (sAMAccountName, UPN or DOMAIN\\user).")],
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")] = False,
+) -> None:
+    """Answer from what USER may read now: the answer, its sources with their folder, whether it
+    is grounded (ancree), the controls that fired and the judge's verification. Without a model
+    configured (llm.kind = "none") the answer quotes the extracts (extractive mode)."""
+    settings = _settings(config)
+    with Runtime(settings) as rt:
+        ans = rt.answer_service.ask(question, user)
+    if as_json:
+        out = {
+            "reponse": ans.reponse,
+            "sources": [{"filename": s.filename, "location": s.location, "path": s.path} for s in ans.sources],
+            "ancree": ans.ancree,
+            "controles": list(ans.controles),
+            "verification": ans.verification,
+            "extractive": ans.extractive,
+        }
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        return
+    console.print(ans.reponse, markup=False, highlight=False, soft_wrap=True)
+    console.print()
+    if ans.sources:
+        t = Table(title="sources")
+        for col in ("file", "folder"):
+            t.add_column(col)
+        for src in ans.sources:
+            t.add_row(src.filename, src.location)
+        console.print(t)
+    verdict = {True: "[green]oui[/]", False: "[red]non[/]", None: "[yellow]non établi[/]"}[ans.ancree]
+    console.print(f"ancrée : {verdict}   vérification : {ans.verification}"
+                  + ("   (réponse extractive)" if ans.extractive else ""))
+    if ans.controles:
+        console.print(f"contrôles : {', '.join(ans.controles)}", markup=False, highlight=False)
+    if ans.invented:
+        console.print(f"citations inventées : {', '.join(ans.invented)}", markup=False, highlight=False)
+    if ans.unsourced:
+        console.print(f"affirmations non sourcées : {'; '.join(ans.unsourced)}", markup=False, highlight=False)
+
+
 @acl_app.command("explain")
 @_errors
 def acl_explain(
@@ -220,20 +267,23 @@ def reindex(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder."""
-    import shutil
 
     settings = _settings(config)
     data = Path(settings.data_dir)
+    where = data if settings.store.kind == "edge" else settings.store.url or settings.store.path
     if not yes:
-        typer.confirm(f"Delete the index under {data} and rebuild it?", abort=True)
-    for sub in ("qdrant", "bm25", "state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm"):
+        typer.confirm(f"Delete the index ({where}) and rebuild it with {settings.embedder.kind}?", abort=True)
+    store = make_store(settings.store, data)
+    try:
+        store.drop_all()
+    finally:
+        store.close()
+    for sub in ("bm25", "state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm"):
         p = data / sub
         if p.is_dir():
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
-    if settings.store.kind != "edge":
-        err.print("[yellow]note: a Qdrant server's collections are recreated on open only if empty; drop them first[/]")
     sync(config=config, source=None, force=False, as_json=False)
 
 

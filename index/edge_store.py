@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 import shlex
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -129,6 +130,26 @@ class EdgeStore:
         """Flush and close the shards, release ``LOCK``. Idempotent."""
         try:
             self._close_shards(flush=True)
+        finally:
+            self._release_lock()
+
+    def drop_all(self) -> None:
+        """Delete the shards and the embedder record under ``data_dir/qdrant`` (reindex). Takes the
+        lock for the duration: raises :class:`StoreLockedError` when another process owns it,
+        :class:`StoreError` when the store is open in this object."""
+        if self._shards:
+            raise StoreError(f"store under {self.root} is open; close it before dropping it")
+        if not self.root.exists():
+            return
+        self._acquire_lock()
+        try:
+            for child in self.root.iterdir():
+                if child.name == LOCK_FILE:
+                    continue
+                if child.is_dir():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
         finally:
             self._release_lock()
 

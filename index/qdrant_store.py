@@ -141,6 +141,14 @@ class QdrantStore:
                         self._create_index(name, field)
         self._dim = dim
 
+    def drop_all(self) -> None:
+        """Delete both collections (and with them the embedder record). Raises :class:`StoreError`."""
+        for name in COLLECTIONS:
+            with _client(f"drop collection {name}"):
+                if self.client.collection_exists(name):
+                    self.client.delete_collection(name)
+        self._dim = 0
+
     def close(self) -> None:
         """Close the client (local mode: release its directory). Idempotent."""
         self._dim = 0

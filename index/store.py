@@ -88,6 +88,12 @@ class Store(Protocol):
         """Number of points in the collection."""
         ...
 
+    def drop_all(self) -> None:
+        """Delete both collections and the embedder record (``ancre reindex``). Call it on a store
+        that is not open; raises :class:`~ancre.errors.StoreLockedError` when another process owns
+        an embedded store."""
+        ...
+
     def close(self) -> None:
         """Flush and release the store (and its lock)."""
         ...

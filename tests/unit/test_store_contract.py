@@ -329,6 +329,19 @@ def test_data_survives_close_and_reopen(make: Callable[[], Store]) -> None:
     assert second.search(DOCS, _vec(1), frozenset({G1}), 5) == []
 
 
+def test_drop_all_allows_another_embedder(make: Callable[[], Store]) -> None:
+    first = make()
+    first.open(EMBEDDER, DIM)
+    first.upsert(DOCS, [_point("X", 0, (G1,), seed=1)])
+    first.close()
+    dropper = make()
+    dropper.drop_all()
+    dropper.close()
+    other = make()
+    other.open("other-embedder", DIM * 2)  # no mismatch any more: the store is empty
+    assert other.count(DOCS) == 0 and other.count("documentation") == 0
+
+
 # ------------------------------------------------------------------------------ factory
 
 

@@ -1,0 +1,121 @@
+"""The ``ancre`` CLI on the real corpus: sync, search --json, acl explain, status, config errors,
+embedder mismatch and reindex (against a scripted Ollama-compatible server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ancre.daemon.cli import app
+from support.corpus import copy_corpus, write_config
+from support.httpserver import ScriptedServer
+
+runner = CliRunner()
+Q = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_corpus(tmp_path_factory.mktemp("cli"))
+    cfg = write_config(root)
+    res = run("sync", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    return cfg
+
+
+def test_sync_summary_and_second_pass_embeds_nothing(cfg: Path) -> None:
+    res = run("sync", "--config", str(cfg), "--json")
+    assert res.exit_code == 0
+    reports = json.loads(res.output)
+    assert {r["source"] for r in reports} == {"partage", "sharepoint-direction"}
+    assert all(r["embedded_chunks"] == 0 and r["outcome"] == "ok" for r in reports)
+    assert sum(r["unchanged"] for r in reports) == 10
+
+
+def test_search_json_trimmed_per_user(cfg: Path) -> None:
+    out = {}
+    for user in ("alice", "chloe"):
+        res = run("search", Q, "--as", user, "--json", "--limit", "10", "--config", str(cfg))
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.output)
+        assert data["user"] == user
+        for r in data["results"]:
+            assert set(r) == {"filename", "path", "doc_id", "chunk_index", "score", "location", "found_by"}
+        out[user] = {r["filename"] for r in data["results"]}
+    assert "test-deny-explicite.docx" in out["alice"]
+    assert "test-deny-explicite.docx" not in out["chloe"]
+
+
+def test_search_table_for_unknown_user_says_so(cfg: Path) -> None:
+    res = run("search", Q, "--as", "mallory", "--config", str(cfg))
+    assert res.exit_code == 0
+    assert "unknown to the directory" in res.output and "no readable result" in res.output
+
+
+def test_acl_explain_names_deny_ace_and_group(cfg: Path) -> None:
+    res = run("acl", "explain", "--as", "chloe", "CLIENTS/test-deny-explicite.docx", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "NOT READABLE" in res.output and "DENY" in res.output and "GG_Stagiaires" in res.output
+    ok = run("acl", "explain", "--as", "bruno", "CLIENTS/test-deny-explicite.docx", "--config", str(cfg))
+    assert "NOT READABLE" not in ok.output and "GG_Techniciens" in ok.output
+
+
+def test_status_json(cfg: Path) -> None:
+    res = run("status", "--json", "--config", str(cfg))
+    data = json.loads(res.output)
+    counts = {(c["source"], c["status"]): c["n"] for c in data["counts"]}
+    assert counts == {("partage", "indexed"): 9, ("sharepoint-direction", "indexed"): 1}
+    assert data["bm25_generation"] >= 1 and data["problems"] == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ("[embedder]\nkind = 'nope'\n", "embedder.kind"),
+        ("[query]\ncandidatez = 3\n", "query.candidatez"),
+        ("[[sources]]\nid = 'x y'\nroot = 'r'\n", "sources.1.id"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path: Path, extra: str, named: str) -> None:
+    cfg = tmp_path / "ancre.toml"
+    cfg.write_text(f"data_dir = 'd'\n[[sources]]\nid = 'ok'\nroot = 'r'\n{extra}", encoding="utf-8")
+    res = runner.invoke(app, ["status", "--config", str(cfg)])
+    assert res.exit_code == 2
+    assert named in res.output
+
+
+def _fake_ollama_embed(req) -> tuple[int, dict]:
+    vecs = []
+    for text in req.json["input"]:
+        h = np.frombuffer(hashlib.sha256(text.encode()).digest(), dtype=np.uint8)[:16].astype(np.float32) + 1
+        vecs.append((h / np.linalg.norm(h)).tolist())
+    return 200, {"model": req.json["model"], "embeddings": vecs}
+
+
+def test_embedder_mismatch_then_reindex(tmp_path: Path) -> None:
+    root = copy_corpus(tmp_path / "c")
+    cfg = write_config(root)
+    assert run("sync", "--config", str(cfg), "--source", "sharepoint-direction").exit_code == 0
+    with ScriptedServer() as srv:
+        srv.route("POST", "/api/embed", _fake_ollama_embed)
+        env = {"ANCRE_EMBEDDER__KIND": "ollama", "ANCRE_EMBEDDER__URL": srv.url}
+        res = runner.invoke(app, ["search", "contrat", "--as", "alice", "--config", str(cfg)], env=env)
+        assert res.exit_code == 2
+        msg = " ".join(res.output.split())
+        assert "e5-local:multilingual-e5-small" in msg and "ollama:nomic-embed-text" in msg
+        assert "ancre reindex" in msg
+        res = runner.invoke(app, ["reindex", "--yes", "--config", str(cfg)], env=env)
+        assert res.exit_code == 0, res.output
+        res = runner.invoke(app, ["search", "contrat Baumont", "--as", "alice", "--json", "--config", str(cfg)], env=env)
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.output)["results"]
+        assert any(r.json and r.json["input"][0].startswith("search_query: ") for r in srv.requests_to("/api/embed"))
