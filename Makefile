@@ -28,4 +28,4 @@ test: install
 	$(BIN)/pytest -q
 
 bench: install
-	$(BIN)/python -m tests.bench
+	$(BIN)/python tests/bench/run.py
