@@ -13,15 +13,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from ancre.config import Settings
 from ancre.connectors.base import Connector
 from ancre.connectors.chunking import chunk_blocks
 from ancre.connectors.worker import ExtractionPool
+from ancre.daemon.faults import crash_point
 from ancre.daemon.state import ItemState, StateDB
 from ancre.errors import ConfigError, ExtractionError, SourceUnavailableError
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
@@ -42,7 +46,10 @@ class PassReport:
 
     source: str
     outcome: str = "ok"
-    """``ok``; ``suspect`` (root unreachable or mass deletion: nothing purged); ``error``."""
+    """``ok``; ``suspect`` (root unreachable or mass deletion: nothing purged); ``interrupted``
+    (stop requested: nothing purged); ``error``."""
+    scope: str = "full"
+    """``full`` (:meth:`SyncEngine.run_pass`) or ``paths`` (:meth:`SyncEngine.sync_paths`)."""
     reason: str | None = None
     listed: int = 0
     new: int = 0
@@ -116,7 +123,7 @@ class SyncEngine:
             pass_id = self.state.begin_pass(connector.source_id)
             try:
                 self._run(connector, rep, force=force, progress=progress, should_stop=should_stop)
-                if rep.changed_index and rebuild_bm25:
+                if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
                     rep.bm25_generation = self.rebuild_bm25()
             finally:
                 rep.duration_s = time.monotonic() - t0
@@ -151,9 +158,14 @@ class SyncEngine:
                 progress(item.path, i, len(listing))
             self._sync_item(connector, item, known.get(item.native_id), rep, force=force, max_bytes=max_bytes)
         vanished = [st for nid, st in known.items() if nid not in seen]
+        self._purge(vanished, len(known), rep)
+
+    def _purge(self, vanished: list[ItemState], indexed_before: int, rep: PassReport) -> None:
+        """Delete the points and state rows of ``vanished`` items, unless that is a mass deletion
+        (more than ``sync.mass_delete_ratio`` of ``indexed_before``): then nothing is purged and
+        the report is ``suspect``."""
         if not vanished:
             return
-        indexed_before = len(known)
         cfg = self.settings.sync
         if indexed_before >= cfg.mass_delete_min_items and len(vanished) > cfg.mass_delete_ratio * indexed_before:
             rep.outcome = "suspect"
@@ -164,9 +176,81 @@ class SyncEngine:
             return
         for st in vanished:
             self.store.delete_doc(st.collection, st.doc_id)
+            crash_point("purge")
             self.state.delete(st.source, st.native_id)
             if st.status in ("indexed", "pending"):
                 rep.deleted += 1
+
+    # ------------------------------------------------------------------------------------------
+    def sync_paths(
+        self,
+        connector: Connector,
+        paths: Iterable[str],
+        *,
+        rebuild_bm25: bool = True,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> PassReport:
+        """Re-sync only the given relative POSIX paths of ``connector``'s source (event-driven).
+
+        Each path is, in this order: a file the connector lists (``get_item``) → synced like in a
+        full pass (new, changed, ACL-only, unchanged, failed); otherwise every known document at
+        that path or under ``path/`` (a former folder) is re-checked one by one and purged if the
+        connector no longer lists it; and an existing folder's files (see :func:`_items_under`)
+        are synced. Empty, absolute and ``..`` paths are ignored.
+
+        Purges obey the same mass-deletion guard as :meth:`run_pass`. When the root can't be
+        reached (``SourceUnavailableError``) nothing is synced or purged and the report is
+        ``suspect``; when ``should_stop`` turns true, it stops between items and purges nothing
+        (``interrupted``). The report (``scope="paths"``) is not recorded in the ``passes`` table.
+        """
+        wanted = [p for p in dict.fromkeys(clean_rel_path(p) for p in paths) if p is not None]
+        with self._lock:
+            t0 = time.monotonic()
+            rep = PassReport(source=connector.source_id, scope="paths")
+            try:
+                self._sync_paths(connector, wanted, rep, should_stop=should_stop)
+                if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
+                    rep.bm25_generation = self.rebuild_bm25()
+            finally:
+                rep.duration_s = time.monotonic() - t0
+            log.info("paths synced", extra={"report": asdict(rep), "paths": len(wanted)})
+            return rep
+
+    def _sync_paths(
+        self, connector: Connector, paths: list[str], rep: PassReport, *, should_stop: Callable[[], bool] | None
+    ) -> None:
+        known = self.state.items(connector.source_id)
+        by_path = {st.path: st for st in known.values()}
+        items: dict[str, SourceItem] = {}
+        vanished: dict[str, ItemState] = {}
+        try:
+            for p in paths:
+                item = connector.get_item(p)
+                if item is not None:
+                    items[item.native_id] = item
+                    continue
+                rows = [by_path[p]] if p in by_path else []
+                rows += [st for st in known.values() if st.path.startswith(p + "/")]
+                for st in rows:
+                    cur = connector.get_item(st.path)
+                    if cur is not None:
+                        items[cur.native_id] = cur
+                    else:
+                        vanished[st.native_id] = st
+                for sub in _items_under(connector, p):
+                    items[sub.native_id] = sub
+        except SourceUnavailableError as e:
+            rep.outcome, rep.reason = "suspect", str(e)
+            return
+        rep.listed = len(items)
+        max_bytes = self._max_bytes(connector.source_id)
+        for item in items.values():
+            if should_stop is not None and should_stop():
+                rep.outcome, rep.reason = "interrupted", "stop requested"
+                return
+            vanished.pop(item.native_id, None)
+            self._sync_item(connector, item, known.get(item.native_id), rep, force=False, max_bytes=max_bytes)
+        self._purge(list(vanished.values()), len(known), rep)
 
     def _max_bytes(self, source_id: str) -> int:
         try:
@@ -237,6 +321,7 @@ class SyncEngine:
             return
 
         try:
+            crash_point("extract")
             blocks = self.pool.extract(data, item.filename)
             chunks = chunk_blocks(
                 item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars
@@ -277,6 +362,7 @@ class SyncEngine:
             for j, c in enumerate(chunks)
         ]
         self.store.upsert(collection, points)
+        crash_point("after_upsert")
         self.store.delete_doc(collection, item.doc_id, from_chunk_index=len(chunks))
         self.state.put(
             ItemState(
@@ -322,15 +408,20 @@ class SyncEngine:
         rep.problems.append((path, status, reason))
 
     # ------------------------------------------------------------------------------------------
-    def rebuild_bm25(self) -> int:
+    def rebuild_bm25(self, should_stop: Callable[[], bool] | None = None) -> int | None:
         """Rebuild the BM25 index from the store (the truth) and publish it; returns the new
-        generation number."""
-        entries = [
-            Bm25Entry(p.id, coll, p.payload.text, p.payload.filename)
-            for coll in COLLECTIONS
-            for p in self.store.scroll(coll)
-        ]
-        return self.bm25.publish(Bm25Index.build(entries))
+        generation number, or ``None`` when ``should_stop`` turned true while reading the store
+        (nothing published). Safe to call while another thread writes the store (reads are
+        concurrent; the snapshot is as of the scroll). Raises ``OSError``/``StoreError``."""
+        entries: list[Bm25Entry] = []
+        for coll in COLLECTIONS:
+            for p in self.store.scroll(coll):
+                entries.append(Bm25Entry(p.id, coll, p.payload.text, p.payload.filename))
+                if should_stop is not None and len(entries) % 1024 == 0 and should_stop():
+                    return None
+        index = Bm25Index.build(entries)
+        crash_point("bm25_publish")
+        return self.bm25.publish(index)
 
     def purge_source(self, source_id: str) -> int:
         """Delete every indexed document of a source from the store and the state (``reindex``).
@@ -340,6 +431,44 @@ class SyncEngine:
             self.store.delete_doc(st.collection, st.doc_id)
         self.state.delete_source(source_id)
         return len(items)
+
+
+def clean_rel_path(path: str) -> str | None:
+    """``path`` as a relative POSIX path in NFC without leading or trailing ``/`` (always read
+    relative to the source root); ``None`` when it is empty or has an empty, ``.`` or ``..``
+    segment (which could point outside the source)."""
+    rel = unicodedata.normalize("NFC", path).strip("/")
+    if not rel or any(part in ("", ".", "..") for part in rel.split("/")):
+        return None
+    return rel
+
+
+def _items_under(connector: Connector, prefix: str) -> list[SourceItem]:
+    """The indexable items below the folder ``prefix`` (empty if it is not an existing folder).
+
+    A connector may offer ``list_under(prefix) -> Iterable[SourceItem]``; a folder connector (one
+    with a ``root: Path``) is walked below ``root/prefix`` with each file checked by ``get_item``
+    (ignore and include/exclude rules apply). Any other connector returns nothing here: its
+    watcher reports files one by one and the periodic reconciliation finds the rest.
+    """
+    lister = getattr(connector, "list_under", None)
+    if callable(lister):
+        return list(lister(prefix))
+    root = getattr(connector, "root", None)
+    if not isinstance(root, Path):
+        return []
+    base = root / prefix
+    if base.is_symlink() or not base.is_dir():
+        return []
+    out: list[SourceItem] = []
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            rel = (Path(dirpath) / name).relative_to(root).as_posix()
+            item = connector.get_item(rel)
+            if item is not None:
+                out.append(item)
+    return out
 
 
 def _replace(st: ItemState, **kw: object) -> ItemState:

@@ -308,6 +308,18 @@ class Bm25Manager:
                 return index
             return self._index
 
+    def is_current(self) -> bool:
+        """Whether a published generation exists and is the one loaded in memory (``False`` when
+        nothing was published, or the current snapshot can't be loaded — e.g. written by another
+        tokenizer version — so the publisher knows to rebuild)."""
+        self.get()
+        try:
+            gen = self.current_generation()
+        except Bm25IndexError:
+            return False
+        with self._lock:
+            return gen != 0 and gen == self._loaded_gen
+
     def _numbered_dirs(self) -> dict[Path, int]:
         found: dict[Path, int] = {}
         if not self.index_dir.is_dir():

@@ -239,3 +239,16 @@ def test_membership_change_applies_at_next_search(fresh) -> None:
     (root / "directory.json").write_text(json.dumps(d), encoding="utf-8")
     os.utime(root / "directory.json", (time.time() + 2, time.time() + 2))
     assert "test-deny-explicite.docx" in {r.filename for r in _hits(rt, q, "chloe")}
+
+
+def test_unusable_bm25_snapshot_is_rebuilt_by_next_pass(fresh) -> None:
+    root, rt = fresh
+    _pass(rt)
+    gen = rt.bm25.current_generation()
+    meta = rt.bm25.index_dir / f"gen-{gen}" / "entries.json"
+    data = json.loads(meta.read_text(encoding="utf-8"))
+    data["tokenizer"] = "an-older-tokenizer"
+    meta.write_text(json.dumps(data), encoding="utf-8")
+    rep = _pass(rt)
+    assert rep.embedded_chunks == 0 and rep.bm25_generation == gen + 1
+    assert rt.bm25.get().search("WD-EXCL-042", 3)

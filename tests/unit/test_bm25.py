@@ -323,3 +323,18 @@ def test_kill_9_during_publishes_leaves_a_usable_generation(tmp_path: Path) -> N
     assert new > gen
     names = {p.name for p in root.iterdir()} - {"CURRENT", "CURRENT.tmp"}
     assert names == {f"gen-{gen}", f"gen-{new}"}
+
+
+def test_is_current_tracks_loadable_generation(tmp_path) -> None:
+    mgr = Bm25Manager(tmp_path / "bm25")
+    assert not mgr.is_current()
+    entry = Bm25Entry("00000000-0000-0000-0000-000000000001", "documents", "texte", "a.md")
+    gen = mgr.publish(Bm25Index.build([entry]))
+    assert mgr.is_current()
+    assert Bm25Manager(tmp_path / "bm25").is_current()
+    # a snapshot written by another tokenizer version can't be loaded: not current
+    meta = tmp_path / "bm25" / f"gen-{gen}" / "entries.json"
+    data = json.loads(meta.read_text(encoding="utf-8"))
+    data["tokenizer"] = "another-tokenizer"
+    meta.write_text(json.dumps(data), encoding="utf-8")
+    assert not Bm25Manager(tmp_path / "bm25").is_current()
