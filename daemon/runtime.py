@@ -1,5 +1,5 @@
 """Wires the parts from a :class:`~ancre.config.Settings`: store, embedder, state DB, BM25
-snapshots, directory, connectors, sync engine and retriever. Used by the CLI, the daemon and the API
+snapshots, directory, connectors, sync engine, retriever and answer service. Used by the CLI, the daemon and the API
 so that every entry point builds them the same way."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ancre.index.store_factory import make_store
 
 if TYPE_CHECKING:
     from ancre.daemon.sync import SyncEngine
+    from ancre.query.answer import AnswerService
     from ancre.query.retrieval import Retriever
 
 
@@ -63,6 +64,10 @@ class Runtime:
             if cfg.path is None:
                 raise ConfigError("directory.path is required when directory.kind = 'file'")
             inner: Directory = FileDirectory(Path(cfg.path))
+        elif cfg.kind == "ldap":
+            from ancre.acl.ldap_directory import LdapDirectory
+
+            inner = LdapDirectory.from_config(cfg)
         else:
             raise ConfigError(f"directory.kind = {cfg.kind!r} is not available in this build")
         return CachedDirectory(inner, cfg.cache_ttl_s)
@@ -72,6 +77,12 @@ class Runtime:
         if src.kind == "folder":
             directory = self.directory if (src.acl_manifest is not None or src.principals) else None
             return FolderConnector(src, directory=directory, ignore=self.settings.ignore)
+        if src.kind == "smb":
+            from ancre.connectors.smb import SmbConnector
+
+            # the directory resolves share_allow/share_deny names (and group nesting, over LDAP)
+            directory = self.directory if (src.share_allow or src.share_deny) else None
+            return SmbConnector(src, directory=directory, ignore=self.settings.ignore)
         raise ConfigError(f"sources.{src.id}.kind = {src.kind!r} is not available in this build")
 
     def connectors(self) -> list[Connector]:
@@ -95,8 +106,31 @@ class Runtime:
 
         return Retriever(self.store, self.embedder, self.bm25, self.settings.query)
 
+    @cached_property
+    def answer_service(self) -> AnswerService:
+        """Grounded answers (issue 3): the chat client of ``llm`` (none: extractive mode), the
+        judge of ``judge`` when a model is configured and ``judge.enabled``, and the audit log of
+        ``audit`` (default folder ``<data_dir>/audit``, key ``<data_dir>/audit.key``)."""
+        from ancre.query.answer import AnswerService
+        from ancre.query.audit import AuditLog, load_or_create_key
+        from ancre.query.judge import Judge
+        from ancre.query.llm import make_chat_client
+
+        cfg = self.settings
+        chat = make_chat_client(cfg.llm)
+        judge = Judge.from_config(cfg.judge, cfg.llm) if chat is not None and cfg.judge.enabled else None
+        audit = None
+        if cfg.audit.enabled:
+            key = None
+            if cfg.audit.pseudonymize:
+                key = load_or_create_key(Path(cfg.audit.key_file or self.data_dir / "audit.key"))
+            audit = AuditLog(Path(cfg.audit.dir or self.data_dir / "audit"), cfg.audit.retention_days, key)
+        return AnswerService(self.retriever, self.store, self.directory, cfg, chat, judge, audit)
+
     def close(self) -> None:
         """Release the extraction worker, the state DB and the store (and its lock)."""
+        if "answer_service" in self.__dict__:
+            self.answer_service.close()
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.close()

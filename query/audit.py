@@ -6,7 +6,8 @@ folder::
     {"time": "2026-01-15T08:30:00.123+00:00", "user": "alice", "principals": "<sha256>",
      "question": "…", "sources": [{"filename", "doc_id", "location", "acl": "<Acl.digest()>"}],
      "controls": ["citation_inventee"], "invented": ["22_….docx"], "ancree": false,
-     "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0}}
+     "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0},
+     "error": null}
 
 - **Append-only**: files are opened ``O_WRONLY | O_APPEND | O_CREAT`` and each record is one
   ``write`` (concurrent writers, even in other processes, never interleave within a line).
@@ -54,6 +55,9 @@ class AuditRecord:
     verdict: Verdict
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     time: datetime | None = None
+    error: str | None = None
+    """Why no answer reached the user (the model failed, the client left mid-stream); ``None``
+    when one did."""
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -136,6 +140,7 @@ class AuditLog:
             "verification": v.verification,
             "unsourced": list(v.unsourced),
             "timings_ms": {k: round(float(ms), 1) for k, ms in record.timings_ms.items()},
+            "error": record.error,
         }
         return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 

@@ -108,10 +108,11 @@ def ground(
     """The full verdict on ``answer``: controls 1–4, then ``judge`` when they pass.
 
     ``extractive=True`` marks an :class:`~ancre.query.llm.ExtractiveAnswerer` answer: verbatim
-    quotes of shown extracts, grounded by construction (``verification = "non_requise"``).
+    quotes of shown extracts, grounded by construction (``verification = "non_requise"``); its
+    refusal goes through control 2 like any other.
     Never raises (the judge's failures become ``non_effectuee``).
     """
-    if extractive and not context.empty:
+    if extractive and not context.empty and not is_refusal(answer):
         scan = scan_citations(answer, context.sources)
         return Verdict(True, (), (), scan.cited, "non_requise")
     verdict = check_deterministic(answer, context)

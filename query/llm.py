@@ -8,8 +8,8 @@
   llama.cpp, Ollama's own ``/v1``): ``choices[0].message.content`` (``reasoning_content`` as the
   thinking), or with ``stream: true`` server-sent events ``data: {choices[0].delta.content}``
   ending with ``data: [DONE]`` (OpenAI API reference, "Create chat completion").
-- :class:`ExtractiveAnswerer`: with no model configured, the answer quotes the best extracts,
-  each cited, and says it is extractive.
+- :class:`ExtractiveAnswerer`: with no model configured, the answer quotes the extracts that
+  carry the question's terms, each cited, and says it is extractive — or refuses.
 
 Temperatures are clamped to [0, :data:`MAX_ANSWER_TEMPERATURE`] (0.3) by both clients. Every
 failure (connection, timeout, HTTP status ≥ 400, unreadable body) is raised as :class:`LlmError`.
@@ -28,7 +28,9 @@ from httpx_sse import SSEError, connect_sse
 
 from ancre.errors import AncreError, ConfigError
 from ancre.query.context import Context, Extract
+from ancre.index.tokenize import fold
 from ancre.query.prompt import REFUSAL, ChatMessage
+from ancre.query.relevance import MIN_COVERAGE, coverage, mentions, question_terms
 from ancre.query.settings_models import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
 
 DEFAULT_OLLAMA_MODEL = "qwen2.5:14b"
@@ -374,9 +376,18 @@ def _shorten(text: str, max_chars: int) -> str:
 
 
 class ExtractiveAnswerer:
-    """The no-model answer: the ``max_quotes`` best retrieval hits of the context, quoted
-    (``> `` lines, at most ``max_chars`` characters each) and each followed by its ``[filename]``,
-    under :data:`EXTRACTIVE_HEADER`. An empty context gives :data:`REFUSAL`."""
+    """The no-model answer: up to ``max_quotes`` extracts of the context, quoted (``> `` lines,
+    at most ``max_chars`` characters each) and each followed by its ``[filename]``, under
+    :data:`EXTRACTIVE_HEADER`; or :data:`REFUSAL`.
+
+    With the ``question`` (always, from :class:`~ancre.query.answer.AnswerService`), it answers
+    only when the extracts carry what the question names and asks (:mod:`ancre.query.relevance`):
+    the quotes come from on-topic documents (every distinctive term of the question in the
+    document's shown text, file name or path), ranked by coverage of the question's content terms
+    then by RRF score, and the best must cover at least :data:`~ancre.query.relevance.MIN_COVERAGE`
+    — otherwise the standard refusal, as a model following the prompt would give. Without a
+    question (``None``), the best retrieval hits are quoted unconditionally.
+    """
 
     model = "extractive"
 
@@ -389,9 +400,36 @@ class ExtractiveAnswerer:
         hits = sorted((e for e in context.extracts if e.score is not None), key=lambda e: -(e.score or 0))
         return (hits or list(context.extracts))[: self.max_quotes]
 
-    def answer(self, context: Context) -> str:
-        """The extractive answer text (Markdown)."""
-        best = self.best_extracts(context)
+    def select(self, context: Context, question: str | None = None) -> list[Extract]:
+        """The extracts to quote, best first; ``[]`` means refuse (see the class doc)."""
+        if question is None:
+            return self.best_extracts(context)
+        terms = question_terms(question)
+        if terms.empty or context.empty:
+            return []
+        shown: dict[tuple[str, str], list[str]] = {}
+        for e in context.extracts:
+            shown.setdefault((e.collection, e.doc_id), [e.filename, e.path]).append(e.text)
+        on_topic = {
+            key
+            for key, texts in shown.items()
+            if all(mentions(fold("\n".join(texts)), t) for t in terms.distinctive)
+        }
+        ranked = sorted(
+            (
+                (coverage(terms, e.text), e.score or 0.0, -i, e)
+                for i, e in enumerate(context.extracts)
+                if (e.collection, e.doc_id) in on_topic
+            ),
+            key=lambda x: (-x[0], -x[1], -x[2]),
+        )
+        if not ranked or ranked[0][0] < MIN_COVERAGE:
+            return []
+        return [e for cov, _, _, e in ranked if cov > 0][: self.max_quotes]
+
+    def answer(self, context: Context, question: str | None = None) -> str:
+        """The extractive answer text (Markdown), or :data:`REFUSAL`."""
+        best = self.select(context, question)
         if not best:
             return REFUSAL
         parts = [EXTRACTIVE_HEADER]

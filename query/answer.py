@@ -1,0 +1,327 @@
+"""A question in, a grounded (or visibly not grounded) answer out: DESIGN.md "Query" steps 1–10.
+
+:meth:`AnswerService.ask` runs, for one question of one user:
+
+1. the user's principals from the directory — a :class:`~ancre.errors.DirectoryError` propagates
+   (fail closed: no answer at all); a user the directory does not know gets no principal, hence
+   no chunk, hence the refusal;
+2. hybrid retrieval trimmed to those principals (:mod:`ancre.query.retrieval`);
+3. control 1: no chunk → the standard refusal, **no model is called**;
+4. the context (:mod:`ancre.query.context`) and the strict prompt (:mod:`ancre.query.prompt`);
+5. the answering model — or, with none configured, the extractive answer
+   (:class:`~ancre.query.llm.ExtractiveAnswerer`, which refuses when the extracts do not carry the
+   question's terms);
+6. controls 2–4 and the judge on the **raw** answer (:func:`~ancre.query.grounding.ground`);
+7. only then the citations are enriched with their folders (:mod:`ancre.query.enrich`);
+8. one audit line (:mod:`ancre.query.audit`), refusals included. Its ``sources`` are the
+   documents of the context — every document whose extracts were put before the model, with the
+   ACL digest read with them — and its ``cited`` field those the answer cites; a question that
+   failed (model error, stream abandoned) is logged too, with its ``error``.
+
+Every question stands alone: there is no conversation history, so « Fais pareil pour l'étude
+Rochat » is answered from what *that* sentence retrieves, never from an earlier answer.
+
+**Streaming** (:meth:`AnswerService.stream`, for the API): the model's raw text is yielded piece
+by piece as it is generated, then one final :class:`Answer`. The checks need the whole answer, so
+they run after the last piece, and the enrichment after them, exactly as in :meth:`ask`: the
+pieces joined equal ``Answer.raw``, and ``Answer.reponse`` (the enriched text), the sources and
+the verdict arrive with the final :class:`Answer` — identical to what :meth:`ask` returns for the
+same model output. A streaming client therefore shows the raw text while it arrives and then
+sends the verdict and the sources with their folders in a final block (a last SSE event, or an
+appended « Sources » section); the enriched text itself is for non-streaming callers. Refusals and
+extractive answers are yielded as one piece.
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ancre.acl.directory import Directory
+from ancre.config import Settings
+from ancre.index.store import Store
+from ancre.query.audit import AuditLog, AuditRecord
+from ancre.query.context import Context, Source, build_context
+from ancre.query.enrich import enrich_citations
+from ancre.query.grounding import (
+    CONTROL_NO_CHUNK,
+    CONTROL_REFUSAL,
+    Verdict,
+    Verification,
+    ground,
+    no_context_verdict,
+)
+from ancre.query.judge import Judge
+from ancre.query.llm import ChatClient, ExtractiveAnswerer, LlmError
+from ancre.query.prompt import REFUSAL, build_messages
+from ancre.query.retrieval import Retriever
+
+ERROR_MODEL = "erreur_modele"
+"""Audit ``error`` when the answering model failed (the error itself is raised to the caller)."""
+ERROR_INTERRUPTED = "interrompue"
+"""Audit ``error`` when a streamed answer was abandoned by its consumer before the end."""
+
+
+@dataclass(frozen=True)
+class AnswerSource:
+    """A document shown with the answer: file name, folder (UNC ``\\\\SRV\\Partage\\Dossier\\`` or
+    SharePoint URL), path relative to its source, document id."""
+
+    filename: str
+    location: str
+    path: str
+    doc_id: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The outcome of one question.
+
+    ``reponse``: the text for the user, citations enriched with their folders; ``raw``: the
+    text as generated, which the controls and the judge checked. ``sources``: the documents the
+    answer validly cites, in order of first citation — or, when it cites none and is not a
+    refusal, every document of its context (what it was generated from); ``()`` for a refusal.
+    ``ancree``: ``True`` grounded, ``False`` not grounded, ``None`` not established (no judge, or
+    it failed: ``verification == "non_effectuee"``). ``controles``: the controls that fired
+    (:mod:`ancre.query.grounding` names); ``invented``: cited file names that were never shown;
+    ``unsourced``: affirmations the judge found unsupported; ``extractive``: no model wrote it;
+    ``timings_ms``: step → wall-clock milliseconds (``directory``, ``retrieval``, ``context``,
+    ``generation``, ``grounding``, ``total``).
+    """
+
+    reponse: str
+    raw: str
+    sources: tuple[AnswerSource, ...]
+    ancree: bool | None
+    controles: tuple[str, ...]
+    invented: tuple[str, ...]
+    verification: Verification
+    extractive: bool
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+    unsourced: tuple[str, ...] = ()
+
+
+@dataclass
+class _Prepared:
+    question: str
+    user: str
+    principals: frozenset[str]
+    context: Context
+    timings: dict[str, float]
+    started: float
+
+
+def _ms(since: float) -> float:
+    return (time.perf_counter() - since) * 1000.0
+
+
+def _nfc(s: str) -> str:
+    return unicodedata.normalize("NFC", s)
+
+
+def _as_source(s: Source) -> AnswerSource:
+    return AnswerSource(s.filename, s.location, s.path, s.doc_id)
+
+
+def shown_sources(verdict: Verdict, context: Context) -> tuple[AnswerSource, ...]:
+    """The sources listed with an answer (see :attr:`Answer.sources`)."""
+    if CONTROL_NO_CHUNK in verdict.controls or CONTROL_REFUSAL in verdict.controls:
+        return ()
+    by_name = {_nfc(s.filename): s for s in context.sources}
+    cited = [by_name[n] for n in verdict.cited if n in by_name]
+    return tuple(_as_source(s) for s in (cited or context.sources))
+
+
+class AnswerService:
+    """Answers questions for users (see the module doc). Thread-safe when its parts are.
+
+    ``chat_client``: the answering model, ``None`` for the extractive mode; ``judge``: the
+    grounding judge, ``None`` to skip it (answers that pass controls 2–4 then stay
+    ``ancree = None``, ``verification = "non_effectuee"``); ``audit``: where the one line per
+    question goes, ``None`` for no audit. ``settings`` gives the context knobs and the answering
+    temperature.
+    """
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        store: Store,
+        directory: Directory,
+        settings: Settings,
+        chat_client: ChatClient | None = None,
+        judge: Judge | None = None,
+        audit: AuditLog | None = None,
+    ) -> None:
+        self.retriever = retriever
+        self.store = store
+        self.directory = directory
+        self.settings = settings
+        self.chat_client = chat_client
+        self.judge = judge
+        self.audit = audit
+        self.extractive = ExtractiveAnswerer()
+
+    # ------------------------------------------------------------------ steps
+
+    def _prepare(self, question: str, user: str) -> _Prepared:
+        """Steps 1–4: principals, retrieval, context. Raises ``DirectoryError``, ``EmbedderError``,
+        ``StoreError``."""
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        principals = self.directory.principals(user)
+        timings["directory"] = _ms(t)
+        t = time.perf_counter()
+        results = self.retriever.retrieve(question, principals).results if principals else ()
+        timings["retrieval"] = _ms(t)
+        t = time.perf_counter()
+        context = build_context(results, self.store, principals, self.settings.context)
+        timings["context"] = _ms(t)
+        return _Prepared(question, user, principals, context, timings, started)
+
+    def _record(self, prep: _Prepared, verdict: Verdict, error: str | None = None) -> None:
+        if self.audit is None:
+            return
+        self.audit.append(
+            AuditRecord(
+                user=prep.user,
+                principals=prep.principals,
+                question=prep.question,
+                sources=prep.context.sources,
+                verdict=verdict,
+                timings_ms=dict(prep.timings),
+                error=error,
+            )
+        )
+
+    def _failed(self, prep: _Prepared, error: str) -> None:
+        """Audit a question whose answer never reached the user."""
+        prep.timings["total"] = _ms(prep.started)
+        self._record(prep, Verdict(None, (), verification="non_effectuee"), error)
+
+    def _finish(self, prep: _Prepared, raw: str, extractive: bool) -> Answer:
+        """Steps 6–8 on the complete raw answer: controls and judge, then enrichment, then audit."""
+        t = time.perf_counter()
+        if prep.context.empty:
+            verdict = no_context_verdict()
+        else:
+            verdict = ground(prep.question, raw, prep.context, self.judge, extractive=extractive)
+        prep.timings["grounding"] = _ms(t)
+        reponse = enrich_citations(raw, prep.context.sources)  # after every check
+        prep.timings["total"] = _ms(prep.started)
+        self._record(prep, verdict)
+        return Answer(
+            reponse=reponse,
+            raw=raw,
+            sources=shown_sources(verdict, prep.context),
+            ancree=verdict.ancree,
+            controles=verdict.controls,
+            invented=verdict.invented,
+            verification=verdict.verification,
+            extractive=extractive,
+            timings_ms=dict(prep.timings),
+            unsourced=verdict.unsourced,
+        )
+
+    def _without_model(self, prep: _Prepared) -> tuple[str, bool] | None:
+        """The answer when no model is to be called: the control-1 refusal, or the extractive
+        answer; ``None`` when the model must answer."""
+        if prep.context.empty:
+            return REFUSAL, self.chat_client is None
+        if self.chat_client is None:
+            t = time.perf_counter()
+            text = self.extractive.answer(prep.context, prep.question)
+            prep.timings["generation"] = _ms(t)
+            return text, True
+        return None
+
+    # ------------------------------------------------------------------ API
+
+    def ask(self, question: str, user: str) -> Answer:
+        """Answer ``question`` for ``user`` (sAMAccountName, UPN or ``DOMAIN\\user``, as the
+        directory knows it).
+
+        Raises :class:`~ancre.errors.DirectoryError` (the directory cannot be read: no answer),
+        :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from retrieval,
+        :class:`~ancre.query.llm.LlmError` when the answering model fails (audited with
+        ``error = "erreur_modele"``), :class:`OSError` when the audit line cannot be written.
+        A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
+        """
+        prep = self._prepare(question, user)
+        direct = self._without_model(prep)
+        if direct is not None:
+            return self._finish(prep, *direct)
+        assert self.chat_client is not None
+        t = time.perf_counter()
+        try:
+            raw = self.chat_client.chat(
+                build_messages(question, prep.context), temperature=self.settings.llm.temperature
+            ).content
+        except LlmError:
+            prep.timings["generation"] = _ms(t)
+            self._failed(prep, ERROR_MODEL)
+            raise
+        prep.timings["generation"] = _ms(t)
+        return self._finish(prep, raw, False)
+
+    def stream(self, question: str, user: str) -> Iterator[str | Answer]:
+        """Like :meth:`ask`, streamed: the raw text in pieces (``str``) as the model writes it,
+        then the final :class:`Answer` (see the module doc for how the pieces and the enriched
+        text relate). Nothing runs before the first ``next()``. Raises as :meth:`ask`, possibly
+        after some pieces; a consumer that stops early (``close()``) leaves an audit line with
+        ``error = "interrompue"``.
+        """
+        prep = self._prepare(question, user)
+        direct = self._without_model(prep)
+        if direct is not None:
+            text, extractive = direct
+            answer = self._finish(prep, text, extractive)
+            yield text
+            yield answer
+            return
+        assert self.chat_client is not None
+        pieces: list[str] = []
+        t = time.perf_counter()
+        deltas = self.chat_client.stream(
+            build_messages(question, prep.context), temperature=self.settings.llm.temperature
+        )
+        try:
+            for piece in deltas:
+                pieces.append(piece)
+                yield piece
+        except LlmError:
+            prep.timings["generation"] = _ms(t)
+            self._failed(prep, ERROR_MODEL)
+            raise
+        except GeneratorExit:
+            prep.timings["generation"] = _ms(t)
+            self._failed(prep, ERROR_INTERRUPTED)
+            raise
+        finally:
+            close = getattr(deltas, "close", None)
+            if close is not None:
+                close()  # release the HTTP stream at once, also when abandoned
+        prep.timings["generation"] = _ms(t)
+        yield self._finish(prep, "".join(pieces), False)
+
+    def close(self) -> None:
+        """Release the model clients and the audit file (the store and directory are the
+        caller's)."""
+        if self.chat_client is not None:
+            self.chat_client.close()
+        if self.judge is not None:
+            self.judge.close()
+        if self.audit is not None:
+            self.audit.close()
+
+
+__all__ = [
+    "ERROR_INTERRUPTED",
+    "ERROR_MODEL",
+    "Answer",
+    "AnswerService",
+    "AnswerSource",
+    "shown_sources",
+]
