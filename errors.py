@@ -53,3 +53,8 @@ class SourceUnavailableError(AncreError):
 
     Never to be read as "the source is empty": a pass that meets it purges nothing.
     """
+
+
+class AuditError(AncreError):
+    """An audit record could not be written. The answer is then withheld: every question must
+    leave its record (nLPD), so a full disk or a read-only log folder fails closed."""

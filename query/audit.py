@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+from ancre.errors import AuditError
 from ancre.query.context import Source
 from ancre.query.grounding import Verdict
 
@@ -156,18 +157,22 @@ class AuditLog:
         return fd
 
     def append(self, record: AuditRecord) -> None:
-        """Write one record and fsync it. Raises :class:`OSError` on a write failure."""
+        """Write one record and fsync it. Raises :class:`~ancre.errors.AuditError` (naming the
+        folder and the OS error) on a write failure."""
         when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
         if record.time is None:
             record = replace(record, time=when)
         data = (self.line(record) + "\n").encode("utf-8")
         with self._lock:
-            fd = self._open(when.date())
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
+            try:
+                fd = self._open(when.date())
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            except OSError as e:
+                raise AuditError(f"audit log {self.directory}: cannot write the record: {e}") from e
 
     # ------------------------------------------------------------------ retention
 

@@ -174,3 +174,14 @@ def test_current_time_is_used_when_none_given(tmp_path: Path) -> None:
     (entry,) = _lines(f)
     when = datetime.fromisoformat(entry["time"])
     assert when.tzinfo is not None and when >= before.replace(microsecond=0) - timedelta(seconds=1)
+
+
+def test_write_failure_is_an_audit_error(tmp_path) -> None:
+    """A log folder that can't be written fails closed with an AncreError naming the folder."""
+    from ancre.errors import AuditError
+
+    target = tmp_path / "audit"
+    target.write_text("a file where the folder should be", encoding="utf-8")
+    log = AuditLog(target, retention_days=30)
+    with pytest.raises(AuditError, match=str(target)):
+        log.append(_record())
