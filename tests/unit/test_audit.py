@@ -12,6 +12,8 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from ancre.models import Acl
 from ancre.query.audit import AuditLog, AuditRecord, load_or_create_key
 from ancre.query.context import Source
