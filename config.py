@@ -12,12 +12,13 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ancre.errors import ConfigError
 from ancre.models import COLLECTIONS
 from ancre.query.settings_models import AuditConfig, ContextConfig, JudgeConfig, LlmConfig
+from ancre.daemon.settings_models import DaemonConfig, WatchMode
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
 """File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
@@ -87,20 +88,100 @@ class SourceConfig(_Section):
     max_size_mb: float = Field(50.0, gt=0)
     collection_overrides: dict[str, Literal["documents", "documentation"]] = Field(default_factory=dict)
     """Top-level folder → collection, e.g. ``{DOCUMENTATION = "documentation"}``."""
+    watch: WatchMode = "auto"
+    """How the daemon watches this source (see :data:`ancre.daemon.settings_models.WatchMode`);
+    a connector with a ``watch()`` capability (SMB CHANGE_NOTIFY) uses it unless ``off``."""
+    poll_interval_s: float = Field(5.0, gt=0)
+    """Seconds between two directory snapshots when the source is polled."""
+
+    # --- kind = "smb" (ancre.connectors.smb) ---------------------------------------------------
+    server: str | None = None
+    """SMB sources: the file server's host name or address (``srv-fichiers.axonix.ch``)."""
+    port: int = Field(445, ge=1, le=65535)
+    share: str | None = None
+    """SMB sources: the share name (``Partage``); the source is the whole share."""
+    username: str | None = None
+    """SMB sources: the service account, ``DOMAIN\\user`` or a UPN. It needs read access (data and
+    READ_CONTROL) on the whole share. Unset with ``auth = "kerberos"``: the process's ticket cache."""
+    password: SecretStr | None = None
+    """SMB sources: the service account's password (prefer ``password_env``)."""
+    password_env: str | None = None
+    """SMB sources: name of an environment variable holding the password."""
+    auth: Literal["ntlm", "kerberos", "negotiate"] = "ntlm"
+    """SMB sources: authentication protocol (``kerberos`` needs the ``gssapi`` Python package)."""
+    share_allow: tuple[str, ...] = ()
+    """SMB sources: share-level permissions — principals (``sid:…`` or directory names) the share
+    grants read to. Empty = no share-level restriction (the Windows default, Everyone)."""
+    share_deny: tuple[str, ...] = ()
+    """SMB sources: principals the share denies."""
+    require_signing: bool = True
+    encrypt: bool = False
+    """SMB sources: require SMB3 encryption of the session."""
+    dfs: bool = True
+    """SMB sources: follow DFS referrals; ``false`` leaves DFS link folders out of the source."""
+    timeout_s: float = Field(30.0, gt=0)
+    """SMB sources: connection timeout in seconds."""
 
     @model_validator(mode="after")
     def _folder_needs_root(self) -> "SourceConfig":
         if self.kind == "folder" and self.root is None:
             raise ValueError("root is required for a folder source")
+        if self.kind == "smb":
+            missing = [k for k in ("server", "share") if not getattr(self, k)]
+            if missing:
+                raise ValueError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required for an smb source")
+            if self.password is not None and self.password_env:
+                raise ValueError("set password or password_env, not both")
         return self
 
 
 class DirectoryConfig(_Section):
-    """Who is in which group. ``file``: a JSON file in the corpus ``directory.json`` format."""
+    """Who is in which group. ``file``: a JSON file in the corpus ``directory.json`` format;
+    ``ldap``: Active Directory over LDAP (:class:`ancre.acl.ldap_directory.LdapDirectory`)."""
 
     kind: Literal["file", "ldap"] = "file"
     path: Path | None = None
     cache_ttl_s: float = Field(60.0, ge=0)
+    """Seconds a user's groups (and an unknown user's absence) are cached."""
+
+    # --- kind = "ldap" ---------------------------------------------------------------------------
+    url: str | None = None
+    """``ldaps://dc1.axonix.ch`` or ``ldap://dc1.axonix.ch`` (StartTLS unless ``tls = "none"``)."""
+    urls: tuple[str, ...] = ()
+    """More domain controllers, tried in order after ``url``."""
+    base_dn: str | None = None
+    """Search base, e.g. ``DC=axonix,DC=ch``."""
+    bind_dn: str | None = None
+    """Service account for the simple bind (DN, UPN or ``DOMAIN\\user``); unset = anonymous."""
+    bind_password: SecretStr | None = None
+    bind_password_env: str | None = None
+    """Name of an environment variable holding the bind password."""
+    tls: Literal["ldaps", "starttls", "none"] | None = None
+    """Transport security; default from the URL scheme: ``ldaps://`` → ldaps, ``ldap://`` → starttls."""
+    ca_file: Path | None = None
+    """PEM CA bundle that signed the DCs' certificates (default: the system's)."""
+    user_attributes: tuple[str, ...] = ("sAMAccountName", "userPrincipalName", "mail")
+    """Attributes a user name is looked up by, in order of precedence."""
+    netbios: str | None = None
+    """NetBIOS domain name shown in names (``AXONIX\\GG_RH``); read from the directory when unset."""
+    timeout_s: float = Field(10.0, gt=0)
+    """Connect and answer timeout, seconds."""
+
+    @model_validator(mode="after")
+    def _ldap_fields(self) -> "DirectoryConfig":
+        if self.kind == "ldap":
+            if not (self.url or self.urls):
+                raise ValueError("directory.url is required when directory.kind = 'ldap'")
+            if not self.base_dn:
+                raise ValueError("directory.base_dn is required when directory.kind = 'ldap'")
+            if self.bind_password is not None and self.bind_password_env:
+                raise ValueError("directory: set bind_password or bind_password_env, not both")
+        return self
+
+    @property
+    def ldap_urls(self) -> tuple[str, ...]:
+        """``url`` then ``urls``, without duplicates."""
+        return tuple(dict.fromkeys(([self.url] if self.url else []) + list(self.urls)))
 
 
 class ExtractionConfig(_Section):
@@ -153,6 +234,7 @@ class Settings(BaseSettings):
     llm: LlmConfig = LlmConfig()
     judge: JudgeConfig = JudgeConfig()
     audit: AuditConfig = AuditConfig()
+    daemon: DaemonConfig = DaemonConfig()
     sources: tuple[SourceConfig, ...] = ()
     ignore: tuple[str, ...] = DEFAULT_IGNORE
 
@@ -196,7 +278,7 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(raw)
     if "data_dir" in out:
         out["data_dir"] = fix(out["data_dir"])
-    for section, keys in (("directory", ("path",)), ("store", ("path",)), ("audit", ("dir", "key_file"))):
+    for section, keys in (("directory", ("path", "ca_file")), ("store", ("path",)), ("audit", ("dir", "key_file"))):
         if isinstance(out.get(section), dict):
             sec = dict(out[section])
             for k in keys:
@@ -214,6 +296,18 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
             srcs.append(s)
         out["sources"] = srcs
     return out
+
+
+def resolve_secret(value: SecretStr | None, env_name: str | None, key: str) -> str | None:
+    """The secret from the config (``value``) or from the environment variable ``env_name``;
+    ``None`` when neither is set. Raises :class:`ConfigError` naming ``key`` when ``env_name`` is
+    set but the variable is not. The value is never logged."""
+    if env_name:
+        secret = os.environ.get(env_name)
+        if secret is None:
+            raise ConfigError(f"{key}_env: environment variable {env_name} is not set")
+        return secret
+    return value.get_secret_value() if value is not None else None
 
 
 def _format_validation(e: ValidationError) -> str:
@@ -264,4 +358,5 @@ __all__ = [
     "StoreConfig",
     "SyncConfig",
     "load_settings",
+    "resolve_secret",
 ]

@@ -6,3 +6,10 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" = "0" ] && [ -x .ci/install-samba.sh ]; then
   bash .ci/install-samba.sh
 fi
+# systemd-analyze, for the unit's verify/security test (tests/integration/test_daemon.py; it skips
+# with a message without it). Debian ships it in the `systemd` package.
+if [ "$(id -u)" = "0" ] && ! command -v systemd-analyze >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends systemd
+fi

@@ -204,20 +204,59 @@ def acl_explain(
     path: Annotated[str, typer.Argument(help="Path relative to the source root, e.g. CLIENTS/x.docx.")],
     user: Annotated[str, typer.Option("--as", help="The user.")],
     config: ConfigOpt = None,
-    source: Annotated[str | None, typer.Option(help="Source id (default: the first with an ACL manifest).")] = None,
+    source: Annotated[
+        str | None, typer.Option(help="Source id (default: the first SMB source or source with an ACL manifest).")
+    ] = None,
 ) -> None:
-    """Whether USER may read PATH, and the ACE or rule that decided, with group names."""
+    """Whether USER may read PATH, and the ACE or rule that decided, with group names.
+
+    On an SMB source the file's security descriptor is read from the server (and the share
+    permissions, when configured, are applied on top)."""
     from ancre.acl.explain import explain
     from ancre.acl.manifest import AclManifest
     from ancre.errors import ConfigError
 
     settings = _settings(config)
     rt = Runtime(settings)
-    srcs = [settings.source(source)] if source else [s for s in settings.sources if s.acl_manifest]
-    if not srcs or srcs[0].acl_manifest is None:
-        raise ConfigError("acl explain needs a source with an acl_manifest (sources.N.acl_manifest)")
+    srcs = [settings.source(source)] if source else [s for s in settings.sources if s.acl_manifest or s.kind == "smb"]
+    if not srcs or (srcs[0].acl_manifest is None and srcs[0].kind != "smb"):
+        raise ConfigError(
+            "acl explain needs an smb source or a source with an acl_manifest (sources.N.acl_manifest)"
+        )
+    if srcs[0].kind == "smb":
+        from ancre.connectors.smb import SmbConnector
+
+        conn = rt.connector(srcs[0])
+        assert isinstance(conn, SmbConnector)
+        try:
+            console.print(explain(rt.directory, conn.security_descriptor, user, path).render(), highlight=False)
+            note = _share_verdict(conn, rt.directory, user, path)
+        finally:
+            conn.close()
+        if note:
+            console.print(note, highlight=False)
+        return
     manifest = AclManifest.load(Path(srcs[0].acl_manifest), rt.directory)
     console.print(explain(rt.directory, manifest, user, path).render(), highlight=False)
+
+
+def _share_verdict(conn: Any, directory: Any, user: str, path: str) -> str | None:
+    """One line on the share permissions of an SMB source (``None`` when none are configured):
+    the effective result is NTFS ∩ share."""
+    from ancre.errors import AclError
+
+    if not (conn.cfg.share_allow or conn.cfg.share_deny):
+        return None
+    principals = directory.principals(user)
+    try:
+        sd = conn.security_descriptor(path)
+    except AclError:
+        return None
+    acl = conn.acl_of_descriptor(sd)
+    shares = f"share_allow={list(conn.cfg.share_allow)} share_deny={list(conn.cfg.share_deny)}"
+    if acl.readable_by(principals):
+        return f"share permissions ({shares}): allow — effective result: READABLE"
+    return f"share permissions ({shares}): refuse {user} — effective result (NTFS ∩ share): NOT READABLE"
 
 
 @app.command()
@@ -285,6 +324,16 @@ def reindex(
         elif p.exists():
             p.unlink()
     sync(config=config, source=None, force=False, as_json=False)
+
+
+@app.command()
+@_errors
+def daemon(config: ConfigOpt = None) -> None:
+    """Run the sync daemon: initial sync, then file-system events, periodic reconciliation and
+    ACL sweeps until SIGTERM; SIGHUP = full resync now (systemd: Type=notify)."""
+    from ancre.daemon.service import run_daemon
+
+    raise typer.Exit(run_daemon(_settings(config)))
 
 
 def main() -> None:

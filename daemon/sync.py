@@ -5,7 +5,14 @@ embeddings; vanished → points deleted; mass-deletion guard; BM25 rebuilt after
 Crash safety: before the store is touched for a document its state row is set to ``pending``;
 the row becomes ``indexed`` only after the store confirmed. A pass interrupted anywhere is
 reconciled by the next one: pending rows are re-done (point ids are deterministic, so upserts are
-idempotent) or purged if their file vanished.
+idempotent) or purged if their file vanished. Documents to embed are written in batches (one
+embedder call and one upsert per collection for up to 32 documents / 128 chunks): every row of a
+batch is ``pending`` before its upsert. A document's points always have ``chunk_index`` below the
+chunk count of its state row (pending rows record the larger of the old and new counts).
+
+Two entry points: :meth:`SyncEngine.run_pass` (a full reconciliation) and
+:meth:`SyncEngine.sync_paths` (only the paths an event named, for the daemon). Test-only crash
+points (:mod:`ancre.daemon.faults`) mark the places a ``kill -9`` is simulated.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from ancre.errors import ConfigError, ExtractionError, SourceUnavailableError
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import PointWrite, Store
-from ancre.models import COLLECTIONS, Acl, ChunkPayload, SourceItem
+from ancre.models import COLLECTIONS, Acl, Chunk, ChunkPayload, SourceItem
 
 log = logging.getLogger("ancre.sync")
 
@@ -77,6 +84,23 @@ class PassReport:
 
 ProgressFn = Callable[[str, int, int], None]
 """``progress(path, done, total)`` callback for progress bars."""
+
+_BATCH_DOCS = 32
+_BATCH_CHUNKS = 128
+"""Documents to embed are written in batches of at most this many documents or chunks."""
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A document whose content was extracted and chunked, waiting to be embedded and written."""
+
+    item: SourceItem
+    prev: ItemState | None
+    collection: str
+    acl: Acl
+    acl_hash: str
+    content_hash: str
+    chunks: list[Chunk]
 
 
 class SyncEngine:
@@ -147,18 +171,20 @@ class SyncEngine:
             return
         rep.listed = len(listing)
         known = self.state.items(connector.source_id)
-        seen: set[str] = set()
-        max_bytes = self._max_bytes(connector.source_id)
-        for i, item in enumerate(listing):
-            if should_stop is not None and should_stop():
-                rep.outcome, rep.reason = "interrupted", "stop requested"
-                return
-            seen.add(item.native_id)
-            if progress is not None:
-                progress(item.path, i, len(listing))
-            self._sync_item(connector, item, known.get(item.native_id), rep, force=force, max_bytes=max_bytes)
+        if not self._sync_items(connector, listing, known, rep, force=force, progress=progress, should_stop=should_stop):
+            return
+        seen = {item.native_id for item in listing}
         vanished = [st for nid, st in known.items() if nid not in seen]
         self._purge(vanished, len(known), rep)
+
+    def _bm25_stale(self) -> bool:
+        """Whether the published BM25 snapshot is missing or unusable (another tokenizer version,
+        damaged files), so that even a pass that changed nothing rebuilds it. Reads the snapshot
+        from disk with a fresh manager: the in-memory copy may hide a damaged current file. An
+        empty store needs no snapshot."""
+        if Bm25Manager(self.bm25.index_dir).is_current():
+            return False
+        return any(self.store.count(c) for c in COLLECTIONS)
 
     def _purge(self, vanished: list[ItemState], indexed_before: int, rep: PassReport) -> None:
         """Delete the points and state rows of ``vanished`` items, unless that is a mass deletion
@@ -243,13 +269,10 @@ class SyncEngine:
             rep.outcome, rep.reason = "suspect", str(e)
             return
         rep.listed = len(items)
-        max_bytes = self._max_bytes(connector.source_id)
-        for item in items.values():
-            if should_stop is not None and should_stop():
-                rep.outcome, rep.reason = "interrupted", "stop requested"
-                return
-            vanished.pop(item.native_id, None)
-            self._sync_item(connector, item, known.get(item.native_id), rep, force=False, max_bytes=max_bytes)
+        for nid in items:
+            vanished.pop(nid, None)
+        if not self._sync_items(connector, list(items.values()), known, rep, force=False, should_stop=should_stop):
+            return
         self._purge(list(vanished.values()), len(known), rep)
 
     def _max_bytes(self, source_id: str) -> int:
@@ -259,7 +282,43 @@ class SyncEngine:
             return 50 * 1024 * 1024
 
     # ------------------------------------------------------------------------------------------
-    def _sync_item(
+    def _sync_items(
+        self,
+        connector: Connector,
+        items: list[SourceItem],
+        known: dict[str, ItemState],
+        rep: PassReport,
+        *,
+        force: bool,
+        should_stop: Callable[[], bool] | None,
+        progress: ProgressFn | None = None,
+    ) -> bool:
+        """Sync ``items`` in order (``known``: state rows by ``native_id``). Documents to embed are
+        committed in batches (up to ``_BATCH_DOCS`` documents or ``_BATCH_CHUNKS`` chunks: one
+        embedder call and one store upsert per collection for many small files). Returns
+        ``False`` when ``should_stop`` turned true (what was planned is committed first)."""
+        max_bytes = self._max_bytes(connector.source_id)
+        batch: list[_Planned] = []
+        n_chunks = 0
+        for i, item in enumerate(items):
+            if should_stop is not None and should_stop():
+                self._commit(connector, batch, rep)
+                rep.outcome, rep.reason = "interrupted", "stop requested"
+                return False
+            if progress is not None:
+                progress(item.path, i, len(items))
+            planned = self._plan_item(connector, item, known.get(item.native_id), rep, force=force, max_bytes=max_bytes)
+            if planned is None:
+                continue
+            batch.append(planned)
+            n_chunks += len(planned.chunks)
+            if len(batch) >= _BATCH_DOCS or n_chunks >= _BATCH_CHUNKS:
+                self._commit(connector, batch, rep)
+                batch, n_chunks = [], 0
+        self._commit(connector, batch, rep)
+        return True
+
+    def _plan_item(
         self,
         connector: Connector,
         item: SourceItem,
@@ -268,7 +327,10 @@ class SyncEngine:
         *,
         force: bool,
         max_bytes: int,
-    ) -> None:
+    ) -> _Planned | None:
+        """Everything up to embedding: ACL-only updates, unchanged items, size limit, content
+        hash, extraction and chunking are settled here (``None``); a document whose chunks must
+        be (re-)embedded is returned for :meth:`_commit`."""
         collection = connector.collection_for(item)
         acl = connector.fetch_acl(item)
         acl_hash = acl.digest()
@@ -284,12 +346,12 @@ class SyncEngine:
 
         if item.size > max_bytes:
             self._record_problem(item, prev, collection, acl_hash, rep, "skipped", "too_large", drop=True)
-            return
+            return None
 
         if same_stat and not force and prev is not None:
             if prev.status in ("failed", "skipped"):
                 self._count_problem(rep, item.path, prev.status, prev.reason or "")
-                return
+                return None
             if prev.status == "indexed":
                 if prev.acl_hash != acl_hash:
                     self.store.set_acl(collection, item.doc_id, acl)
@@ -297,7 +359,7 @@ class SyncEngine:
                     rep.acl_only += 1
                 else:
                     rep.unchanged += 1
-                return
+                return None
             # pending: a previous pass died half-way → redo below
 
         try:
@@ -305,7 +367,7 @@ class SyncEngine:
         except (OSError, SourceUnavailableError) as e:
             # Unreadable now: keep what is indexed (it may be a transient error), report it.
             self._count_problem(rep, item.path, "failed", f"unreadable: {e}")
-            return
+            return None
         content_hash = hashlib.sha256(data).hexdigest()
 
         if prev is not None and prev.status == "indexed" and prev.content_hash == content_hash and prev.collection == collection:
@@ -318,7 +380,7 @@ class SyncEngine:
             self.state.put(
                 _replace(prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path, updated_at=time.time())
             )
-            return
+            return None
 
         try:
             crash_point("extract")
@@ -334,46 +396,68 @@ class SyncEngine:
                 item, prev, collection, acl_hash, rep, status, e.reason if not e.detail else f"{e.reason}: {e.detail}",
                 drop=True, content_hash=content_hash,
             )
-            return
+            return None
 
-        # intent first: a crash from here on leaves a 'pending' row the next pass reconciles
-        self.state.put(
-            ItemState(
-                item.source, item.native_id, item.path, item.doc_id, collection, item.size, item.mtime, item.etag,
-                None, None, max(len(chunks), prev.chunk_count if prev else 0), "pending", None, time.time(),
+        return _Planned(item, prev, collection, acl, acl_hash, content_hash, chunks)
+
+    def _commit(self, connector: Connector, batch: list[_Planned], rep: PassReport) -> None:
+        """Embed and write a batch of planned documents.
+
+        Order (crash safety): every document's row becomes ``pending`` (with the larger of its old
+        and new chunk counts) → one embedder call → one upsert per collection → each document's
+        chunks beyond its new count deleted (only when it had more: a document's points always
+        have ``chunk_index`` below its recorded count) → each row ``indexed``.
+        """
+        if not batch:
+            return
+        for p in batch:
+            it = p.item
+            self.state.put(
+                ItemState(
+                    it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
+                    None, None, max(len(p.chunks), p.prev.chunk_count if p.prev else 0), "pending", None, time.time(),
+                )
             )
-        )
-        vectors = self.embedder.embed_documents([c.text for c in chunks])
-        rep.embedded_chunks += len(chunks)
+        vectors = self.embedder.embed_documents([c.text for p in batch for c in p.chunks])
+        rep.embedded_chunks += len(vectors)
         now = time.time()
-        location = connector.location(item)
-        points = [
-            PointWrite(
-                c.point_id,
-                vectors[j],
-                ChunkPayload(
-                    source=item.source, doc_id=item.doc_id, path=item.path, filename=item.filename,
-                    location=location, chunk_index=c.chunk_index, text=c.text,
-                    acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
-                    content_hash=content_hash, indexed_at=now, heading_path=c.heading_path,
-                    collection=collection,
-                ),
-            )
-            for j, c in enumerate(chunks)
-        ]
-        self.store.upsert(collection, points)
+        by_collection: dict[str, list[PointWrite]] = {}
+        j = 0
+        for p in batch:
+            it, acl = p.item, p.acl
+            location = connector.location(it)
+            for c in p.chunks:
+                by_collection.setdefault(p.collection, []).append(
+                    PointWrite(
+                        c.point_id,
+                        vectors[j],
+                        ChunkPayload(
+                            source=it.source, doc_id=it.doc_id, path=it.path, filename=it.filename,
+                            location=location, chunk_index=c.chunk_index, text=c.text,
+                            acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
+                            content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
+                            collection=p.collection,
+                        ),
+                    )
+                )
+                j += 1
+        for collection, points in by_collection.items():
+            self.store.upsert(collection, points)
         crash_point("after_upsert")
-        self.store.delete_doc(collection, item.doc_id, from_chunk_index=len(chunks))
-        self.state.put(
-            ItemState(
-                item.source, item.native_id, item.path, item.doc_id, collection, item.size, item.mtime, item.etag,
-                content_hash, acl_hash, len(chunks), "indexed", None, now,
+        for p in batch:
+            it = p.item
+            if p.prev is not None and p.prev.chunk_count > len(p.chunks):
+                self.store.delete_doc(p.collection, it.doc_id, from_chunk_index=len(p.chunks))
+            self.state.put(
+                ItemState(
+                    it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
+                    p.content_hash, p.acl_hash, len(p.chunks), "indexed", None, now,
+                )
             )
-        )
-        if prev is None or prev.status != "indexed":
-            rep.new += 1
-        else:
-            rep.changed += 1
+            if p.prev is None or p.prev.status != "indexed":
+                rep.new += 1
+            else:
+                rep.changed += 1
 
     def _record_problem(
         self,

@@ -1,0 +1,51 @@
+"""Log lines of the daemon: one JSON object per line on stdout (journald keeps each as one entry),
+with the stdlib :mod:`logging`. Fields: ``time`` (ISO 8601 UTC), ``level``, ``logger``, ``msg``,
+``exc`` when an exception is logged, and every ``extra={...}`` field given to the log call
+(e.g. the sync engine's ``report``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one JSON line (see the module doc). Values that JSON can't hold are
+    written with ``str()``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def setup_logging(fmt: str = "json", level: str = "INFO") -> None:
+    """Route the root logger to stdout, as JSON lines (``fmt="json"``) or plain text, at
+    ``level``; replaces existing root handlers. Quietens apscheduler's per-run INFO lines."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+__all__ = ["JsonFormatter", "setup_logging"]

@@ -1,0 +1,199 @@
+"""The daemon's one work queue: bounded, de-duplicating, debounced (DESIGN.md "Sync", "Events").
+
+Every event source (watchdog, a connector's ``watch()``, the scheduler, SIGHUP) feeds it; one
+worker thread takes tasks out of it, so the single-writer store sees one writer.
+
+- **Paths** are keyed by ``(source, path)``: ten events on one path are one entry. A path becomes
+  *due* once no event touched it for ``debounce_s`` seconds (an editor's save — lock file, temp
+  file, rename, two "modified" — settles into one re-index of the destination), and at the latest
+  ``max_delay_s`` after its first event (a file that never stops changing is still synced).
+- **Full passes** are keyed by source: a request while one is pending merges into it (``force`` is
+  OR-ed, a ``sighup`` trigger wins), so a periodic job that overruns its interval is coalesced,
+  never stacked. Full passes are taken before path batches.
+- **Bounded**: a source with ``queue_max`` distinct paths waiting drops them and gets one full
+  pass (trigger ``overflow``) instead: no event is ever silently lost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ancre.connectors.base import ChangeEvent
+
+TRIGGER_PRIORITY = ("sighup", "startup", "rescan", "overflow", "retry", "periodic", "acl_sweep")
+"""When requests merge, the pending full pass keeps the first of these triggers that it got."""
+
+
+@dataclass(frozen=True)
+class FullPass:
+    """A full reconciliation of ``source``. ``trigger``: ``startup`` / ``periodic`` / ``acl_sweep``
+    / ``sighup`` / ``rescan`` (a watcher lost track) / ``overflow`` / ``retry``; ``force``
+    re-reads every item's content (SIGHUP)."""
+
+    source: str
+    trigger: str
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class PathBatch:
+    """Due paths of one source; ``first_event[i]`` is the monotonic time (seconds) of the first
+    event on ``paths[i]`` since it was queued (for the event-to-searchable delay)."""
+
+    source: str
+    paths: tuple[str, ...]
+    first_event: tuple[float, ...]
+
+
+Task = FullPass | PathBatch
+
+
+@dataclass
+class _Pending:
+    first: float
+    last: float
+
+
+class ChangeQueue:
+    """See the module doc. Thread-safe; ``clock`` is monotonic seconds (injectable for tests).
+
+    ``debounce_s`` ≥ 0, ``max_delay_s`` > 0, ``queue_max`` ≥ 1 distinct paths per source,
+    ``batch_max`` ≥ 1 paths per :class:`PathBatch`.
+    """
+
+    def __init__(
+        self,
+        *,
+        debounce_s: float,
+        max_delay_s: float,
+        queue_max: int,
+        batch_max: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.debounce_s = debounce_s
+        self.max_delay_s = max_delay_s
+        self.queue_max = queue_max
+        self.batch_max = batch_max
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._paths: dict[str, dict[str, _Pending]] = {}
+        self._full: dict[str, FullPass] = {}
+        self._closed = False
+        self._inflight = 0
+        self.overflows = 0
+        """How many times a source's paths were replaced by a full pass."""
+
+    # -------------------------------------------------------------------------------- feeding
+    def add_path(self, source: str, path: str) -> None:
+        """Queue (or re-arm the debounce of) one relative path of ``source``."""
+        now = self._clock()
+        with self._cond:
+            pending = self._paths.setdefault(source, {})
+            entry = pending.get(path)
+            if entry is not None:
+                entry.last = now
+            elif len(pending) >= self.queue_max:
+                pending.clear()
+                self.overflows += 1
+                self._merge_full(FullPass(source, "overflow"))
+            else:
+                pending[path] = _Pending(now, now)
+            self._cond.notify_all()
+
+    def add_event(self, ev: ChangeEvent) -> None:
+        """Queue what a :class:`ChangeEvent` touched: its path, and ``dest_path`` for a move (a
+        move out of the tree has none: the old path's documents get purged); an event without a
+        path or of kind ``rescan`` requests a full pass (trigger ``rescan``)."""
+        if ev.path is None or ev.kind == "rescan":
+            self.request_full(ev.source, "rescan")
+            return
+        self.add_path(ev.source, ev.path)
+        if ev.kind == "moved" and ev.dest_path:
+            self.add_path(ev.source, ev.dest_path)
+
+    def request_full(self, source: str, trigger: str, *, force: bool = False) -> None:
+        """Ask for a full pass of ``source`` (merged with a pending one)."""
+        with self._cond:
+            self._merge_full(FullPass(source, trigger, force))
+            self._cond.notify_all()
+
+    def _merge_full(self, req: FullPass) -> None:
+        cur = self._full.get(req.source)
+        if cur is None:
+            self._full[req.source] = req
+            return
+        rank = {t: i for i, t in enumerate(TRIGGER_PRIORITY)}
+        trigger = min(cur.trigger, req.trigger, key=lambda t: rank.get(t, len(rank)))
+        self._full[req.source] = FullPass(req.source, trigger, cur.force or req.force)
+
+    # ------------------------------------------------------------------------------ consuming
+    def take(self, timeout: float) -> Task | None:
+        """The next task, waiting at most ``timeout`` seconds: a pending full pass (oldest first),
+        else up to ``batch_max`` due paths of one source (earliest first event first); ``None`` on
+        timeout or after :meth:`close`. Each task returned counts as in flight until
+        :meth:`done` is called for it."""
+        deadline = self._clock() + timeout
+        with self._cond:
+            while not self._closed:
+                if self._full:
+                    source = next(iter(self._full))
+                    self._inflight += 1
+                    return self._full.pop(source)
+                now = self._clock()
+                batch, next_due = self._due(now)
+                if batch is not None:
+                    self._inflight += 1
+                    return batch
+                wait = deadline - now
+                if next_due is not None:
+                    wait = min(wait, next_due - now)
+                if deadline - now <= 0:
+                    return None
+                self._cond.wait(max(wait, 0.005))
+            return None
+
+    def _due(self, now: float) -> tuple[PathBatch | None, float | None]:
+        next_due: float | None = None
+        for source, pending in self._paths.items():
+            due: list[tuple[float, str]] = []
+            for path, e in pending.items():
+                when = min(e.last + self.debounce_s, e.first + self.max_delay_s)
+                if when <= now:
+                    due.append((e.first, path))
+                elif next_due is None or when < next_due:
+                    next_due = when
+            if due:
+                due.sort()
+                due = due[: self.batch_max]
+                for _, path in due:
+                    del pending[path]
+                return PathBatch(source, tuple(p for _, p in due), tuple(t for t, _ in due)), None
+        return None, next_due
+
+    # ------------------------------------------------------------------------------- control
+    def done(self) -> None:
+        """The task last taken by the caller is finished (see :meth:`pending`)."""
+        with self._cond:
+            self._inflight = max(0, self._inflight - 1)
+
+    def depth(self) -> int:
+        """Queued paths plus pending full passes (in-flight tasks not included)."""
+        with self._cond:
+            return sum(len(p) for p in self._paths.values()) + len(self._full)
+
+    def pending(self) -> int:
+        """:meth:`depth` plus the tasks taken and not yet :meth:`done`: 0 means all caught up."""
+        with self._cond:
+            return sum(len(p) for p in self._paths.values()) + len(self._full) + self._inflight
+
+    def close(self) -> None:
+        """Wake every :meth:`take` (they return ``None``) and refuse to hand out more tasks."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+__all__ = ["ChangeQueue", "FullPass", "PathBatch", "Task", "TRIGGER_PRIORITY"]

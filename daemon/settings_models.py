@@ -1,0 +1,63 @@
+"""Configuration of the long-running daemon (``[daemon]`` in ``ancre.toml``), see
+:mod:`ancre.daemon.service`. Per-source watch settings (``watch``, ``poll_interval_s``) live on
+:class:`~ancre.config.SourceConfig`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+WatchMode = Literal["auto", "inotify", "poll", "off"]
+"""How a folder source is watched: ``inotify`` (watchdog's native observer), ``poll`` (watchdog's
+PollingObserver: a directory snapshot every ``poll_interval_s``, for CIFS/NFS mounts where inotify
+sees no change made by other machines), ``auto`` (``poll`` on network file systems, else
+``inotify``, falling back to ``poll`` when inotify can't start), ``off`` (periodic
+reconciliation only)."""
+
+
+class DaemonConfig(BaseModel):
+    """``ancre daemon``: event queue, schedules, observability. Times in seconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    debounce_s: float = Field(0.75, ge=0, le=60)
+    """A path is synced once no event touched it for this long (an editor's save — temp file,
+    rename, lock file, two "modified" events — becomes one re-index)."""
+    max_delay_s: float = Field(10.0, gt=0, le=3600)
+    """A path that keeps changing is synced at the latest this long after its first event."""
+    queue_max: int = Field(10_000, ge=1)
+    """Distinct paths waiting per source; beyond it the source's queued paths are dropped and one
+    full reconciliation is run instead (no event is silently lost)."""
+    batch_max: int = Field(256, ge=1)
+    """Paths synced by one ``sync_paths`` call (one BM25 rebuild request per batch)."""
+    reconcile_interval_s: float = Field(3600.0, ge=0)
+    """Periodic full reconciliation of every source (events get lost); 0 disables it."""
+    acl_sweep_interval_s: float = Field(900.0, ge=0)
+    """Periodic ACL sweep of every source (a permission change often produces no content event).
+    A sweep is a full pass: it re-reads every item's ACL and only the content of items whose size,
+    mtime or etag moved; 0 disables it."""
+    audit_purge_interval_s: float = Field(86_400.0, ge=0)
+    """Deletion of audit files past ``audit.retention_days``; 0 disables it."""
+    initial_sync: bool = True
+    """Run a full pass of every source at start (a restart embeds only what changed)."""
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """Prometheus ``/metrics`` port (prometheus-client); ``None`` disables it, 0 picks a free port
+    (written to ``daemon-status.json``)."""
+    control_port: int | None = Field(None, ge=0, le=65535)
+    """Ops/debug HTTP endpoint on ``127.0.0.1`` (``/status``, ``/search?q=&as=``), off by
+    default: it answers as any user, so it is bound to loopback only and meant for tests and
+    operators on the host. 0 picks a free port."""
+    watchdog_interval_s: float | None = Field(None, gt=0)
+    """Interval of systemd ``WATCHDOG=1`` keep-alives; default: half of ``$WATCHDOG_USEC``."""
+    status_interval_s: float = Field(5.0, gt=0)
+    """How often ``STATUS=`` (systemd) and ``daemon-status.json`` are refreshed when idle."""
+    stop_timeout_s: float = Field(8.0, gt=0)
+    """On SIGTERM: how long to wait for the current item and the BM25 rebuild before closing."""
+    log_format: Literal["json", "text"] = "json"
+    """Log lines on stdout: one JSON object per line (journald) or plain text."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+__all__ = ["DaemonConfig", "WatchMode"]
