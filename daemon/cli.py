@@ -26,6 +26,7 @@ from rich.table import Table
 from ancre.config import Settings, load_settings
 from ancre.daemon.runtime import Runtime
 from ancre.errors import AncreError
+from ancre.models import COLLECTIONS
 from ancre.index.store_factory import make_store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
@@ -33,7 +34,7 @@ acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
 app.add_typer(acl_app, name="acl")
 
 console = Console(width=None if sys.stdout.isatty() else 140)
-err = Console(stderr=True)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 ConfigOpt = Annotated[
     Path | None,
@@ -114,6 +115,15 @@ def _print_reports(reports: list[Any]) -> None:
             console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
 
 
+def _warn_setup(rt: Runtime, user: str, principals: frozenset[str]) -> None:
+    """Say on stderr when an empty answer is due to the setup, not to the documents: a user the
+    directory does not know, or an index that was never synced."""
+    if not principals:
+        err.print(f"[yellow]warning: {user!r} is unknown to the directory — nothing is readable for this identity.[/]")
+    if not any(rt.store.count(c) for c in COLLECTIONS):
+        err.print("[yellow]warning: the index is empty — run `ancre sync` first.[/]")
+
+
 @app.command()
 @_errors
 def search(
@@ -127,6 +137,7 @@ def search(
     settings = _settings(config)
     with Runtime(settings) as rt:
         principals = rt.directory.principals(user)
+        _warn_setup(rt, user, principals)
         res = rt.retriever.retrieve(question, principals, limit=limit)
     if as_json:
         out = {
@@ -141,8 +152,6 @@ def search(
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
-    if not principals:
-        console.print(f"[yellow]{user}: unknown to the directory — nothing is readable.[/]")
     t = Table(title=f"{question!r} as {user}")
     for col in ("#", "file", "folder", "chunk", "score", "found by"):
         t.add_column(col)
@@ -166,6 +175,7 @@ def ask(
     configured (llm.kind = "none") the answer quotes the extracts (extractive mode)."""
     settings = _settings(config)
     with Runtime(settings) as rt:
+        _warn_setup(rt, user, rt.directory.principals(user))
         ans = rt.answer_service.ask(question, user)
     if as_json:
         out = {

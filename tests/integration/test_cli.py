@@ -15,7 +15,7 @@ from ancre.daemon.cli import app
 from support.corpus import copy_corpus, write_config
 from support.httpserver import ScriptedServer
 
-runner = CliRunner()
+runner = CliRunner()  # click ≥ 8.2: .output mixes both streams, .stdout and .stderr stay apart
 Q = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"
 
 
@@ -55,10 +55,20 @@ def test_search_json_trimmed_per_user(cfg: Path) -> None:
     assert "test-deny-explicite.docx" not in out["chloe"]
 
 
-def test_search_table_for_unknown_user_says_so(cfg: Path) -> None:
+def test_search_for_unknown_user_says_so(cfg: Path) -> None:
     res = run("search", Q, "--as", "mallory", "--config", str(cfg))
     assert res.exit_code == 0
     assert "unknown to the directory" in res.output and "no readable result" in res.output
+    res = run("search", Q, "--as", "mallory", "--json", "--config", str(cfg))
+    assert json.loads(res.stdout) == {"user": "mallory", "results": []}
+    assert "unknown to the directory" in res.stderr
+
+
+def test_empty_index_says_to_sync(tmp_path: Path) -> None:
+    cfg = write_config(copy_corpus(tmp_path / "c"))
+    res = run("search", Q, "--as", "alice", "--json", "--config", str(cfg))
+    assert res.exit_code == 0 and json.loads(res.stdout)["results"] == []
+    assert "run `ancre sync`" in res.stderr
 
 
 def test_acl_explain_names_deny_ace_and_group(cfg: Path) -> None:
