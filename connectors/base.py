@@ -47,11 +47,15 @@ class Connector(Protocol):
         ...
 
     def fetch_content(self, item: SourceItem) -> bytes:
-        """The item's bytes. Raises ``SourceUnavailableError`` (or ``OSError``) on failure."""
+        """The item's bytes. Raises ``OSError`` when this item can't be read (reported, the pass
+        goes on) and ``SourceUnavailableError`` when the source itself is unreachable (the pass
+        stops as suspect and purges nothing)."""
         ...
 
     def fetch_acl(self, item: SourceItem) -> Acl:
-        """The item's read ACL. Never raises for an unreadable ACL: returns ``Acl.nobody(reason)``."""
+        """The item's read ACL. Never raises for an unreadable or malformed ACL: returns
+        ``Acl.nobody(reason)``. Raises ``SourceUnavailableError`` only when the source itself is
+        unreachable, so that an outage does not revoke everyone's rights."""
         ...
 
     def location(self, item: SourceItem) -> str:

@@ -307,7 +307,13 @@ class SyncEngine:
                 return False
             if progress is not None:
                 progress(item.path, i, len(items))
-            planned = self._plan_item(connector, item, known.get(item.native_id), rep, force=force, max_bytes=max_bytes)
+            try:
+                planned = self._plan_item(connector, item, known.get(item.native_id), rep, force=force, max_bytes=max_bytes)
+            except SourceUnavailableError as e:
+                # the source went away mid-pass: keep what was done, purge nothing, retry later
+                self._commit(connector, batch, rep)
+                rep.outcome, rep.reason = "suspect", f"source unreachable during the pass: {e}"
+                return False
             if planned is None:
                 continue
             batch.append(planned)
@@ -340,6 +346,7 @@ class SyncEngine:
             and prev.mtime == item.mtime
             and prev.etag == item.etag
             and prev.collection == collection
+            and prev.path == item.path  # a rename keeps id, size and mtime: payload must follow
         )
         if prev is not None and prev.collection != collection:
             self.store.delete_doc(prev.collection, prev.doc_id)
@@ -364,13 +371,19 @@ class SyncEngine:
 
         try:
             data = connector.fetch_content(item)
-        except (OSError, SourceUnavailableError) as e:
+        except OSError as e:
             # Unreadable now: keep what is indexed (it may be a transient error), report it.
             self._count_problem(rep, item.path, "failed", f"unreadable: {e}")
             return None
         content_hash = hashlib.sha256(data).hexdigest()
 
-        if prev is not None and prev.status == "indexed" and prev.content_hash == content_hash and prev.collection == collection:
+        if (
+            prev is not None
+            and prev.status == "indexed"
+            and prev.content_hash == content_hash
+            and prev.collection == collection
+            and prev.path == item.path
+        ):
             # touched but identical bytes: no re-embedding
             if prev.acl_hash != acl_hash:
                 self.store.set_acl(collection, item.doc_id, acl)

@@ -405,12 +405,21 @@ class SambaDC:
         return self._smbd is not None and self._smbd.poll() is None
 
     def stop_smbd(self) -> None:
-        """Stop smbd and all its connection children (SMB goes away; LDAP and Kerberos stay)."""
+        """Stop smbd and all its connection children (SMB goes away; LDAP and Kerberos stay).
+
+        A killed smbd leaves its notifyd registered as ``notify-daemon`` in ``lock/names.tdb``;
+        a restarted smbd would look that dead process up before its own notifyd registers, and
+        every CHANGE_NOTIFY would then fail with OBJECT_NAME_NOT_FOUND. The entry is dropped
+        here, while smbd is down."""
         self._stop_process(self._smbd)
         self._smbd = None
         deadline = time.monotonic() + 10
         while _port_open(self.smb_port) and time.monotonic() < deadline:
             time.sleep(0.1)
+        subprocess.run(
+            ["tdbtool", str(self.root / "lock" / "names.tdb"), "delete", "notify-daemon\\00"],
+            capture_output=True, check=False,
+        )
 
     def start_smbd(self) -> None:
         """Start smbd again (no-op if running) and wait until an authenticated SMB call succeeds."""
