@@ -19,6 +19,7 @@ from ancre.errors import ConfigError
 from ancre.models import COLLECTIONS
 from ancre.query.settings_models import AuditConfig, ContextConfig, JudgeConfig, LlmConfig
 from ancre.daemon.settings_models import DaemonConfig, WatchMode
+from ancre.api.settings_models import ApiConfig
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
 """File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
@@ -235,6 +236,7 @@ class Settings(BaseSettings):
     judge: JudgeConfig = JudgeConfig()
     audit: AuditConfig = AuditConfig()
     daemon: DaemonConfig = DaemonConfig()
+    api: ApiConfig = ApiConfig()
     sources: tuple[SourceConfig, ...] = ()
     ignore: tuple[str, ...] = DEFAULT_IGNORE
 

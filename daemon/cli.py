@@ -1,6 +1,7 @@
 """The ``ancre`` command line (typer + rich).
 
-``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre reindex``.
+``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre reindex``,
+``ancre daemon``, ``ancre api`` (the RAG API) and ``ancre serve`` (daemon and API in one process).
 The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
 :class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
 """
@@ -211,43 +212,86 @@ def ask(
 @acl_app.command("explain")
 @_errors
 def acl_explain(
-    path: Annotated[str, typer.Argument(help="Path relative to the source root, e.g. CLIENTS/x.docx.")],
+    path: Annotated[str, typer.Argument(help="Path relative to the source root (CLIENTS/x.docx), or the full UNC path.")],
     user: Annotated[str, typer.Option("--as", help="The user.")],
     config: ConfigOpt = None,
     source: Annotated[
-        str | None, typer.Option(help="Source id (default: the first SMB source or source with an ACL manifest).")
+        str | None, typer.Option(help="Source id (default: the source whose unc_root starts PATH, else the first one).")
     ] = None,
 ) -> None:
     """Whether USER may read PATH, and the ACE or rule that decided, with group names.
 
     On an SMB source the file's security descriptor is read from the server (and the share
-    permissions, when configured, are applied on top)."""
+    permissions, when configured, are applied on top); on a folder source it comes from the ACL
+    manifest, or from the source's configured principals."""
     from ancre.acl.explain import explain
     from ancre.acl.manifest import AclManifest
     from ancre.errors import ConfigError
 
     settings = _settings(config)
+    if not settings.sources:
+        raise ConfigError("sources: no source configured")
+    src = settings.source(source) if source else _source_of_path(settings, path)
+    rel = _relative_path(src.unc_root, path)
     rt = Runtime(settings)
-    srcs = [settings.source(source)] if source else [s for s in settings.sources if s.acl_manifest or s.kind == "smb"]
-    if not srcs or (srcs[0].acl_manifest is None and srcs[0].kind != "smb"):
-        raise ConfigError(
-            "acl explain needs an smb source or a source with an acl_manifest (sources.N.acl_manifest)"
-        )
-    if srcs[0].kind == "smb":
-        from ancre.connectors.smb import SmbConnector
+    conn = rt.connector(src)
+    try:
+        if src.kind != "smb" and conn.get_item(rel) is None:
+            console.print(
+                f"[yellow]note: {rel} is not an indexable file of source {src.id} (absent, ignored or "
+                "excluded); the rights below are those a file there would have.[/]", highlight=False,
+            )
+        if src.kind == "smb":
+            console.print(explain(rt.directory, conn.security_descriptor, user, rel).render(), highlight=False)  # type: ignore[attr-defined]
+            note = _share_verdict(conn, rt.directory, user, rel)
+            if note:
+                console.print(note, highlight=False)
+        elif src.acl_manifest is not None:
+            manifest = AclManifest.load(Path(src.acl_manifest), rt.directory)
+            console.print(explain(rt.directory, manifest, user, rel).render(), highlight=False)
+        else:
+            console.print(_principals_verdict(rt, src, user, rel), highlight=False)
+    finally:
+        close = getattr(conn, "close", None)
+        if close is not None:
+            close()
 
-        conn = rt.connector(srcs[0])
-        assert isinstance(conn, SmbConnector)
-        try:
-            console.print(explain(rt.directory, conn.security_descriptor, user, path).render(), highlight=False)
-            note = _share_verdict(conn, rt.directory, user, path)
-        finally:
-            conn.close()
-        if note:
-            console.print(note, highlight=False)
-        return
-    manifest = AclManifest.load(Path(srcs[0].acl_manifest), rt.directory)
-    console.print(explain(rt.directory, manifest, user, path).render(), highlight=False)
+
+def _source_of_path(settings: Settings, path: str) -> Any:
+    """The source whose ``unc_root`` starts ``path``, else the first configured source."""
+    norm = path.replace("/", "\\").casefold()
+    for s in settings.sources:
+        if s.unc_root and norm.startswith(s.unc_root.replace("/", "\\").rstrip("\\").casefold() + "\\"):
+            return s
+    return settings.sources[0]
+
+
+def _relative_path(unc_root: str | None, path: str) -> str:
+    """``\\\\SRV\\Partage\\CLIENTS\\x.docx`` (under ``unc_root``) or ``CLIENTS\\x.docx`` → ``CLIENTS/x.docx``."""
+    p = path
+    if unc_root:
+        root = unc_root.replace("/", "\\").rstrip("\\")
+        if p.replace("/", "\\").casefold().startswith(root.casefold() + "\\"):
+            p = p[len(root) + 1 :]
+    return p.replace("\\", "/").strip("/")
+
+
+def _principals_verdict(rt: Runtime, src: Any, user: str, rel: str) -> str:
+    """Explanation for a folder source whose rights are its configured ``principals``."""
+    from ancre.models import SourceItem
+
+    acl = rt.connector(src).fetch_acl(SourceItem(src.id, rel, rel, 0, 0.0))
+    principals = rt.directory.principals(user)
+    lines = [f"user: {user}", f"path: {rel} (source {src.id})"]
+    if acl.reason:
+        lines += ["result: NOT READABLE", f"rule: {acl.reason}"]
+    elif acl.readable_by(principals):
+        via = sorted(rt.directory.name_of(p) or p for p in acl.allow & principals)
+        lines += ["result: READABLE", f"rule: the source grants read to {', '.join(via)}, which {user} holds"]
+    else:
+        names = sorted(rt.directory.name_of(p) or p for p in acl.allow)
+        lines += ["result: NOT READABLE", f"rule: the source grants read only to {', '.join(names) or 'nobody'}"]
+    return "\n".join(lines)
 
 
 def _share_verdict(conn: Any, directory: Any, user: str, path: str) -> str | None:
@@ -344,6 +388,47 @@ def daemon(config: ConfigOpt = None) -> None:
     from ancre.daemon.service import run_daemon
 
     raise typer.Exit(run_daemon(_settings(config)))
+
+
+HostOpt = Annotated[str | None, typer.Option(help="Listening address (default: api.host, 127.0.0.1).")]
+PortOpt = Annotated[int | None, typer.Option(min=0, max=65535, help="Listening port (default: api.port).")]
+
+
+def _listen_error(e: OSError, settings: Settings, host: str | None, port: int | None) -> typer.Exit:
+    where = f"{host or settings.api.host}:{settings.api.port if port is None else port}"
+    err.print(f"[bold red]error:[/] cannot listen on {where}: {e.strerror or e}", highlight=False)
+    return typer.Exit(2)
+
+
+@app.command()
+@_errors
+def api(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) -> None:
+    """Run the RAG API alone: OpenAI-compatible /v1 for Open WebUI, /query, /health, /metrics.
+    With the embedded store, no other process (daemon) may run on the same index: use
+    `ancre serve` to run both in one process, or a Qdrant server to run them apart."""
+    from ancre.api.server import run_api
+
+    settings = _settings(config)
+    try:
+        code = run_api(settings, host, port)
+    except OSError as e:
+        raise _listen_error(e, settings, host, port) from None
+    raise typer.Exit(code)
+
+
+@app.command()
+@_errors
+def serve(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) -> None:
+    """Run the sync daemon and the RAG API in one process sharing one index (the embedded store
+    has one owner). SIGTERM stops both; SIGHUP = full resync now."""
+    from ancre.api.server import run_serve
+
+    settings = _settings(config)
+    try:
+        code = run_serve(settings, host, port)
+    except OSError as e:
+        raise _listen_error(e, settings, host, port) from None
+    raise typer.Exit(code)
 
 
 def main() -> None:

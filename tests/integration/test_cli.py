@@ -129,3 +129,18 @@ def test_embedder_mismatch_then_reindex(tmp_path: Path) -> None:
         assert res.exit_code == 0, res.output
         assert json.loads(res.output)["results"]
         assert any(r.json and r.json["input"][0].startswith("search_query: ") for r in srv.requests_to("/api/embed"))
+
+
+def test_acl_explain_accepts_unc_paths_and_flags_missing_files(cfg: Path) -> None:
+    res = run("acl", "explain", "--as", "chloe", "\\\\SRV-FICHIERS\\Partage\\CLIENTS\\test-deny-explicite.docx", "--config", str(cfg))
+    assert "path: CLIENTS/test-deny-explicite.docx" in res.output and "NOT READABLE" in res.output
+    res = run("acl", "explain", "--as", "alice", "CLIENTS/inexistant.docx", "--config", str(cfg))
+    assert "not an indexable file" in " ".join(res.output.split())
+
+
+def test_acl_explain_on_a_principals_source(cfg: Path) -> None:
+    url = "https://axonix.sharepoint.example/sites/Direction/Documents partages/21_Contrat_Maintenance_Baumont_Industries.docx"
+    res = run("acl", "explain", "--as", "alice", url, "--config", str(cfg))
+    assert "source sharepoint-direction" in res.output and "result: READABLE" in res.output and "GG_Direction" in res.output
+    res = run("acl", "explain", "--as", "bruno", url, "--config", str(cfg))
+    assert "result: NOT READABLE" in res.output

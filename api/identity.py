@@ -1,0 +1,194 @@
+"""Who is asking: the service key, the user forwarded by Open WebUI, and the optional signature.
+
+Every request to ``/v1/chat/completions`` and ``/query`` must carry:
+
+1. the service key, ``Authorization: Bearer <api.api_key>`` (what Open WebUI sends as the
+   connection's key), compared in constant time;
+2. the user's identity, forwarded by Open WebUI with ``ENABLE_FORWARD_USER_INFO_HEADERS=true``:
+   ``X-OpenWebUI-User-Email`` (required), ``-Id``, ``-Name`` (percent-encoded by Open WebUI,
+   ``urllib.parse.quote(name, safe=" ")``), ``-Role`` — names configurable like Open WebUI's
+   ``FORWARD_USER_INFO_HEADER_USER_*`` settings;
+3. when ``api.signing_secret`` is set, a signature header (default ``X-Ancre-Signature``)::
+
+       X-Ancre-Signature: t=<unix time, integer seconds>,v1=<hex>
+       hex = lowercase hex of HMAC-SHA256(key = secret as UTF-8,
+                                           msg = <email header value as UTF-8> + "\\n" + <t>)
+
+   accepted when ``|now - t| <= api.max_clock_skew_s`` and the digest matches (constant-time
+   comparison). It binds the identity to a party that knows the secret (a proxy or an Open WebUI
+   pipe in front of ancre), so that holding the service key alone does not let a caller speak
+   for any user.
+
+Any failure raises :class:`AuthError` (HTTP 401). The e-mail then names a directory account
+(:func:`directory_user`): ``api.user_map`` first, else the e-mail itself (``identity = "upn"``)
+or its local part (``identity = "sam"``). A name the directory does not know gets no principal,
+hence only the refusal (fail closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from ancre.api.settings_models import ApiConfig
+from ancre.errors import AncreError, ConfigError
+from ancre.config import resolve_secret
+
+MAX_IDENTITY_CHARS = 320
+"""Longest e-mail accepted (RFC 5321: 64 + 1 + 255)."""
+
+
+class AuthError(AncreError):
+    """The request is not authenticated (HTTP 401). ``code``: ``invalid_api_key``,
+    ``missing_identity``, ``invalid_identity``, ``missing_signature``, ``invalid_signature`` or
+    ``stale_signature``. The message never contains the key or the secret."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The caller as forwarded by Open WebUI: ``email`` (as sent, stripped), ``user`` (the
+    directory account it maps to), and the optional ``user_id``, ``name`` (percent-decoded),
+    ``role``."""
+
+    email: str
+    user: str
+    user_id: str | None = None
+    name: str | None = None
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The resolved service key and signing secret (``None``: no signature required)."""
+
+    api_key: str
+    signing_secret: str | None
+
+    @classmethod
+    def from_config(cls, cfg: ApiConfig) -> "Secrets":
+        """Read ``api.api_key``/``api_key_env`` and ``api.signing_secret``/``signing_secret_env``.
+        Raises :class:`ConfigError` when no service key is configured (the API refuses to start
+        without one) or a named environment variable is not set."""
+        key = resolve_secret(cfg.api_key, cfg.api_key_env, "api.api_key")
+        if not key:
+            raise ConfigError(
+                "api.api_key is required to start the API (set api.api_key_env to the name of an "
+                "environment variable holding it, or ANCRE_API__API_KEY)"
+            )
+        secret = resolve_secret(cfg.signing_secret, cfg.signing_secret_env, "api.signing_secret")
+        return cls(key, secret or None)
+
+
+def _header_text(value: str) -> str:
+    """A header value as text: ASGI servers decode header bytes as Latin-1; UTF-8 senders are
+    re-decoded. Raises :class:`AuthError` on bytes that are not UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise AuthError("invalid_identity", "identity headers must be UTF-8") from None
+
+
+def _raw(value: str, code: str) -> bytes:
+    """The bytes of a header value as received (ASGI decodes them as Latin-1)."""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise AuthError(code, "header value is not Latin-1/UTF-8 bytes") from None
+
+
+def check_api_key(authorization: str | None, api_key: str) -> None:
+    """Check ``Authorization: Bearer <key>`` against ``api_key`` in constant time. Raises
+    :class:`AuthError` (``invalid_api_key``) when missing, malformed or wrong."""
+    if not authorization:
+        raise AuthError("invalid_api_key", "missing service key: send 'Authorization: Bearer <key>'")
+    scheme, _, given = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise AuthError("invalid_api_key", "malformed Authorization header: expected 'Bearer <key>'")
+    if not hmac.compare_digest(_raw(given.strip(), "invalid_api_key"), api_key.encode("utf-8")):
+        raise AuthError("invalid_api_key", "invalid service key")
+
+
+def signature(secret: str, email: str, timestamp: int) -> str:
+    """The signature header value for ``email`` at ``timestamp`` (unix seconds):
+    ``t=<timestamp>,v1=<hex HMAC-SHA256(secret, email + "\\n" + timestamp)>`` (see the module doc)."""
+    msg = f"{email}\n{int(timestamp)}".encode()
+    return f"t={int(timestamp)},v1={hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()}"
+
+
+def check_signature(header: str | None, email: str, secret: str, max_skew_s: float, now: float | None = None) -> None:
+    """Verify a signature header (see the module doc) for ``email``; ``now`` in unix seconds
+    (default the clock). Raises :class:`AuthError`: ``missing_signature``, ``invalid_signature``
+    (malformed or wrong digest), ``stale_signature`` (timestamp beyond ``max_skew_s``)."""
+    if not header:
+        raise AuthError("missing_signature", "missing identity signature")
+    fields: dict[str, str] = {}
+    for part in header.split(","):
+        k, sep, v = part.strip().partition("=")
+        if not sep or k in fields:
+            raise AuthError("invalid_signature", "malformed identity signature: expected 't=<unix>,v1=<hex>'")
+        fields[k] = v
+    t, given = fields.get("t", ""), fields.get("v1", "")
+    if not t.isascii() or not t.isdigit() or len(t) > 12 or not given:
+        raise AuthError("invalid_signature", "malformed identity signature: expected 't=<unix>,v1=<hex>'")
+    now = time.time() if now is None else now
+    if abs(now - int(t)) > max_skew_s:
+        raise AuthError("stale_signature", f"identity signature outside the allowed clock skew ({max_skew_s:g} s)")
+    expected = signature(secret, email, int(t)).rpartition("v1=")[2]
+    if not hmac.compare_digest(_raw(given.strip().lower(), "invalid_signature"), expected.encode()):
+        raise AuthError("invalid_signature", "invalid identity signature")
+
+
+def directory_user(email: str, cfg: ApiConfig) -> str:
+    """The directory account an e-mail names: ``cfg.user_map`` (case-insensitive) first, else the
+    e-mail itself (``identity = "upn"``) or its part before the last ``@`` (``"sam"``)."""
+    mapped = cfg.user_map.get(email.casefold())
+    if mapped:
+        return mapped
+    if cfg.identity == "sam":
+        return email.rpartition("@")[0] or email
+    return email
+
+
+def authenticate(headers: Mapping[str, str], cfg: ApiConfig, secrets: Secrets, now: float | None = None) -> Identity:
+    """The caller of a request with ``headers`` (case-insensitive mapping, e.g. Starlette's):
+    service key, identity headers, signature when a secret is configured, in that order. Raises
+    :class:`AuthError` at the first failure."""
+    check_api_key(headers.get("authorization"), secrets.api_key)
+    raw_email = headers.get(cfg.user_email_header)
+    email = unicodedata.normalize("NFC", _header_text(raw_email).strip()) if raw_email else ""
+    if not email:
+        raise AuthError("missing_identity", f"missing user identity: the {cfg.user_email_header} header is required")
+    if len(email) > MAX_IDENTITY_CHARS or any(unicodedata.category(c)[0] == "C" for c in email):
+        raise AuthError("invalid_identity", f"invalid {cfg.user_email_header} header")
+    if secrets.signing_secret is not None:
+        check_signature(headers.get(cfg.signature_header), _header_text(raw_email or "").strip(),
+                        secrets.signing_secret, cfg.max_clock_skew_s, now)
+    name = headers.get(cfg.user_name_header)
+    return Identity(
+        email=email,
+        user=directory_user(email, cfg),
+        user_id=_header_text(headers[cfg.user_id_header]) if headers.get(cfg.user_id_header) else None,
+        name=unquote(_header_text(name)) if name else None,
+        role=_header_text(headers[cfg.user_role_header]) if headers.get(cfg.user_role_header) else None,
+    )
+
+
+__all__ = [
+    "AuthError",
+    "Identity",
+    "Secrets",
+    "authenticate",
+    "check_api_key",
+    "check_signature",
+    "directory_user",
+    "signature",
+]

@@ -1,0 +1,175 @@
+"""Request and response bodies of the API (pydantic), as published in ``/openapi.json``.
+
+The ``/v1`` shapes follow the OpenAI API reference ("Create chat completion", "List models",
+error object ``{"error": {"message", "type", "param", "code"}}``); fields ancre does not use
+(temperature, top_p, user, tools, …) are accepted and ignored — the answering temperature is
+the server's (never above 0.3).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ContentPart(_Open):
+    """One part of a multi-part message content (``{"type": "text", "text": …}``; other types
+    such as ``image_url`` are ignored)."""
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(_Open):
+    """One message of the conversation. Only the last ``user`` message is used."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+
+class ChatCompletionRequest(_Open):
+    """``POST /v1/chat/completions`` body (OpenAI schema; extra fields ignored)."""
+
+    model: str = Field(description="The model id of GET /v1/models (default 'ancre').", examples=["ancre"])
+    messages: list[ChatMessage] = Field(min_length=1, description="The conversation; the question is the last user message.")
+    stream: bool | None = Field(False, description="Server-sent events ending with 'data: [DONE]'.")
+
+
+class QueryRequest(BaseModel):
+    """``POST /query`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, description="The question, in French or any language.")
+
+
+class SourceOut(BaseModel):
+    """A document shown with an answer: file name, folder (UNC or SharePoint URL), path in its source."""
+
+    filename: str
+    location: str
+    path: str
+
+
+class Verdict(BaseModel):
+    """The ``ancre`` object of a chat completion (and of the last streamed chunk)."""
+
+    ancree: bool | None = Field(description="true grounded, false not grounded, null not established")
+    verification: Literal["effectuee", "non_effectuee", "non_requise"]
+    controles: list[str]
+    sources: list[SourceOut]
+    extractive: bool
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: Literal["stop"] = "stop"
+    logprobs: None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ChatCompletion(BaseModel):
+    """Non-streamed answer: the text is the answer followed by its sources block."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage = Usage()
+    ancre: Verdict
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "ancre"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class QueryAnswer(BaseModel):
+    """``/query`` 200: grounded (``ancree`` true) or not established (``ancree`` null,
+    ``verification`` ``non_effectuee``: the judge could not run). ``reponse`` has each citation
+    followed by its folder."""
+
+    reponse: str
+    sources: list[SourceOut]
+    ancree: bool | None
+    controles: list[str]
+    verification: Literal["effectuee", "non_effectuee", "non_requise"]
+    extractive: bool
+
+
+class QueryBlocked(BaseModel):
+    """``/query`` 422: the answer is not grounded; it is given in ``reponse_bloquee`` only."""
+
+    reponse_bloquee: str
+    sources: list[SourceOut]
+    ancree: Literal[False] = False
+    controles: list[str]
+    verification: Literal["effectuee", "non_effectuee", "non_requise"]
+    citations_inventees: list[str]
+    affirmations_non_sourcees: list[str]
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every error, on every path (OpenAI's error shape)."""
+
+    error: ErrorBody
+
+
+class Check(_Open):
+    status: Literal["ok", "error", "disabled"]
+
+
+class Health(BaseModel):
+    """``GET /health``: 200 when every check is ``ok`` or ``disabled``, else 503."""
+
+    status: Literal["ok", "error"]
+    checks: dict[str, Check]
+
+
+__all__ = [
+    "ChatCompletion",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "ContentPart",
+    "ErrorBody",
+    "ErrorResponse",
+    "Health",
+    "ModelCard",
+    "ModelList",
+    "QueryAnswer",
+    "QueryBlocked",
+    "QueryRequest",
+    "SourceOut",
+    "Verdict",
+]

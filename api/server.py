@@ -1,0 +1,200 @@
+"""Running the API: ``ancre api`` (the API alone) and ``ancre serve`` (the sync daemon and the
+API in one process, sharing one :class:`~ancre.daemon.runtime.Runtime`).
+
+The embedded store (qdrant-edge) can be opened by one process only (issue "daemon", point 5):
+with it, run ``ancre serve``, or ``ancre api`` while no daemon runs. With a Qdrant server
+(``store.kind = "qdrant"``) the daemon and ``ancre api`` run apart; the API reloads the BM25
+snapshot whenever the daemon publishes a new generation (:meth:`Bm25Manager.get`).
+
+uvicorn runs in a thread (:class:`ApiServer`) so that the main thread owns the signals:
+SIGTERM/SIGINT stop the API (in-flight requests get ``timeout_graceful_shutdown`` seconds) and
+the daemon (current item finished, state flushed) together, and the process exits 0; SIGHUP queues a full
+resync of every source (``ancre serve``; ignored by ``ancre api``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from ancre.config import Settings
+
+log = logging.getLogger("ancre.api")
+
+GRACEFUL_S = 5.0
+"""Seconds in-flight requests get to finish when the API stops."""
+
+
+class ApiServer:
+    """uvicorn serving ``app`` on ``host:port`` (0: a free port) from a daemon thread.
+
+    :meth:`start` binds the socket itself (``OSError`` at once when the address is taken) and
+    returns once uvicorn accepts connections; :attr:`port` is the bound port."""
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.app, self.host, self.requested_port = app, host, port
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout: float = 30.0) -> "ApiServer":
+        """Bind, serve, wait until started (``RuntimeError`` if uvicorn gave up within
+        ``timeout`` seconds). Returns ``self``."""
+        family, _, _, _, addr = socket.getaddrinfo(self.host, self.requested_port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError:
+            sock.close()
+            raise
+        sock.set_inheritable(False)
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app, host=self.host, port=self.port, log_config=None, lifespan="off",
+            timeout_graceful_shutdown=int(GRACEFUL_S), server_header=False,
+        )
+        self._server = server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="api", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                sock.close()
+                raise RuntimeError(f"the API could not start on {self.host}:{self.port}")
+            time.sleep(0.02)
+        return self
+
+    @property
+    def url(self) -> str:
+        """``http://<host>:<port>`` (IPv6 hosts bracketed)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def alive(self) -> bool:
+        """Whether the uvicorn thread still runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def request_stop(self) -> None:
+        """Ask uvicorn to stop accepting and finish the in-flight requests (returns at once)."""
+        if self._server is not None:
+            self._server.should_exit = True
+
+    def stop(self, timeout: float = GRACEFUL_S + 5.0) -> None:
+        """:meth:`request_stop`, then wait for the thread (at most ``timeout`` seconds)."""
+        self.request_stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+class _Signals:
+    """SIGTERM/SIGINT → :attr:`term`; SIGHUP → :attr:`hup` (main thread only)."""
+
+    def __init__(self) -> None:
+        self.term = False
+        self.hup = False
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_term)
+            signal.signal(signal.SIGINT, self._on_term)
+            signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_term(self, signum: int, frame: Any) -> None:
+        self.term = True
+
+    def _on_hup(self, signum: int, frame: Any) -> None:
+        self.hup = True
+
+
+def _listen(app: FastAPI, settings: Settings, host: str | None, port: int | None) -> ApiServer:
+    server = ApiServer(app, host or settings.api.host, settings.api.port if port is None else port).start()
+    log.info("API listening on %s/v1 (model %s)", server.url, settings.api.model_id,
+             extra={"host": server.host, "port": server.port})
+    return server
+
+
+def run_api(settings: Settings, host: str | None = None, port: int | None = None) -> int:
+    """``ancre api``: the API alone until SIGTERM/SIGINT; returns the exit status (0).
+
+    Opens the store before listening, so that :class:`~ancre.errors.StoreLockedError` (another
+    process owns the embedded store) is raised at once; raises
+    :class:`~ancre.errors.ConfigError` without a service key, ``OSError`` when the port is taken."""
+    from ancre.api.app import create_app
+    from ancre.daemon.logs import setup_logging
+    from ancre.daemon.runtime import Runtime
+
+    setup_logging(settings.daemon.log_format, settings.daemon.log_level)
+    signals = _Signals()
+    with Runtime(settings) as rt:
+        app = create_app(rt, settings)
+        _ = rt.answer_service  # opens the store now: StoreLockedError names the owner
+        server = _listen(app, settings, host, port)
+        try:
+            while not signals.term and server.alive():
+                time.sleep(0.1)
+                if signals.hup:
+                    signals.hup = False
+                    log.info("SIGHUP: nothing to resync in `ancre api` (no daemon in this process)")
+        finally:
+            log.info("API stopping")
+            server.stop()
+    return 0 if signals.term else 1
+
+
+def run_serve(settings: Settings, host: str | None = None, port: int | None = None) -> int:
+    """``ancre serve``: the sync daemon and the API in one process over one Runtime, until
+    SIGTERM/SIGINT (SIGHUP: full resync); returns the exit status (0 after a signal).
+
+    The daemon starts first (initial sync on its worker; :class:`~ancre.errors.StoreLockedError`
+    when another process owns the embedded store), then the API listens. On stop, both stop
+    together and the Runtime is closed after the last request; if the daemon's current item did
+    not finish in time, the process ends at once with status 0 (the state is crash-safe), as
+    ``ancre daemon`` does."""
+    from ancre.api.app import create_app
+    from ancre.daemon.logs import setup_logging
+    from ancre.daemon.runtime import Runtime
+    from ancre.daemon.service import Daemon
+
+    setup_logging(settings.daemon.log_format, settings.daemon.log_level)
+    signals = _Signals()
+    rt = Runtime(settings)
+    daemon = Daemon(settings, runtime=rt)
+    server: ApiServer | None = None
+    clean = True
+    try:
+        app = create_app(rt, settings, registries=[daemon.metrics.registry])
+        daemon.start()
+        _ = rt.answer_service  # built here, not racing in the first requests
+        server = _listen(app, settings, host, port)
+        while not signals.term and server.alive():
+            time.sleep(0.1)
+            if signals.hup:
+                signals.hup = False
+                daemon.request_resync()
+        if not signals.term:
+            log.error("the API thread ended unexpectedly; stopping")
+    finally:
+        if server is not None:
+            server.request_stop()  # in-flight requests finish while the daemon stops
+        clean = daemon.stop()
+        if server is not None:
+            server.stop()
+        if clean:
+            rt.close()
+    if not clean:
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(0)
+    return 0 if signals.term else 1
+
+
+__all__ = ["ApiServer", "run_api", "run_serve"]

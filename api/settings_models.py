@@ -1,0 +1,88 @@
+"""Configuration of the RAG API (``[api]`` in ``ancre.toml``), hooked into
+:class:`ancre.config.Settings` as ``api``. See :mod:`ancre.api.app`.
+
+Secrets (``api_key``, ``signing_secret``) are best given through an environment variable named
+by ``api_key_env`` / ``signing_secret_env`` (or as ``ANCRE_API__API_KEY``); they are never logged.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+_HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+"""An HTTP header field name (RFC 9110 "token")."""
+
+
+class ApiConfig(BaseModel):
+    """``ancre api`` / ``ancre serve``: where the API listens, how callers authenticate, limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "127.0.0.1"
+    """Listening address. Keep loopback unless Open WebUI runs on another host (then bind the
+    VM's address and firewall the port to Open WebUI's host)."""
+    port: int = Field(8000, ge=0, le=65535)
+    """Listening TCP port (0: any free port, logged at start)."""
+    model_id: str = Field("ancre", min_length=1, max_length=200)
+    """The one model id listed by ``GET /v1/models`` and expected in ``/v1/chat/completions``."""
+
+    api_key: SecretStr | None = None
+    """The service key Open WebUI (or a machine client) sends as ``Authorization: Bearer <key>``.
+    Required to start (here, in ``api_key_env``, or in ``ANCRE_API__API_KEY``)."""
+    api_key_env: str | None = None
+    """Name of an environment variable holding the service key."""
+
+    user_email_header: str = Field("X-OpenWebUI-User-Email", pattern=_HEADER_NAME)
+    """Header carrying the user's e-mail (Open WebUI ``FORWARD_USER_INFO_HEADER_USER_EMAIL``). Required."""
+    user_id_header: str = Field("X-OpenWebUI-User-Id", pattern=_HEADER_NAME)
+    """Open WebUI ``FORWARD_USER_INFO_HEADER_USER_ID`` (recorded, not required)."""
+    user_name_header: str = Field("X-OpenWebUI-User-Name", pattern=_HEADER_NAME)
+    """Open WebUI ``FORWARD_USER_INFO_HEADER_USER_NAME``; Open WebUI percent-encodes it."""
+    user_role_header: str = Field("X-OpenWebUI-User-Role", pattern=_HEADER_NAME)
+    """Open WebUI ``FORWARD_USER_INFO_HEADER_USER_ROLE`` (recorded, not required)."""
+
+    identity: Literal["upn", "sam"] = "upn"
+    """How the forwarded e-mail names a directory account: ``upn`` — the e-mail as is (the file
+    directory matches it against ``upn``, LDAP against ``userPrincipalName``/``mail``); ``sam`` —
+    the part before ``@`` is the sAMAccountName (``bruno.favre@axonix.ch`` → ``bruno.favre``)."""
+    user_map: dict[str, str] = Field(default_factory=dict)
+    """Explicit e-mail → directory account overrides, checked first (case-insensitive e-mail),
+    e.g. ``{"b.favre@axonix.com" = "bruno"}``."""
+
+    signing_secret: SecretStr | None = None
+    """When set (or ``signing_secret_env``), every authenticated request must also carry
+    ``signature_header`` = ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<email>\\n<t>")>``."""
+    signing_secret_env: str | None = None
+    """Name of an environment variable holding the signing secret."""
+    signature_header: str = Field("X-Ancre-Signature", pattern=_HEADER_NAME)
+    max_clock_skew_s: float = Field(300.0, gt=0, le=86_400)
+    """A signature whose timestamp is further than this from the server's clock (seconds, either
+    way) is refused."""
+
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest accepted request body in bytes (HTTP 413 beyond). Open WebUI sends the whole
+    conversation, so leave room for long chats."""
+    max_question_chars: int = Field(4000, ge=1, le=1_000_000)
+    """Longest accepted question (the last user message), in characters (HTTP 422 beyond)."""
+
+    @field_validator("user_map")
+    @classmethod
+    def _casefold_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        return {k.strip().casefold(): val.strip() for k, val in v.items()}
+
+    @model_validator(mode="after")
+    def _one_source_per_secret(self) -> "ApiConfig":
+        if self.api_key is not None and self.api_key_env:
+            raise ValueError("set api.api_key or api.api_key_env, not both")
+        if self.signing_secret is not None and self.signing_secret_env:
+            raise ValueError("set api.signing_secret or api.signing_secret_env, not both")
+        headers = [self.user_email_header, self.user_id_header, self.user_name_header, self.user_role_header,
+                   self.signature_header]
+        if len({h.lower() for h in headers}) != len(headers):
+            raise ValueError("api: the user and signature header names must be distinct")
+        return self
+
+
+__all__ = ["ApiConfig"]

@@ -1,0 +1,588 @@
+"""Issue 6 end to end: the RAG API served by uvicorn on 127.0.0.1 (started by the tests in a
+thread), over the REAL Axonix corpus synced once for the module, with a scripted Ollama on
+127.0.0.1 answering as the model and as the judge. Clients: the official ``openai`` SDK, httpx,
+schemathesis; and ``ancre serve`` run as a subprocess for co-location."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import openai
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from starlette.testclient import TestClient
+from support.corpus import CORPUS, copy_corpus, write_config
+from support.httpserver import Request, ScriptedServer
+from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL, NOT_GROUNDED, chats, script, user_part
+
+from ancre.acl.directory import FileDirectory
+from ancre.api.app import WARNING_UNGROUNDED, create_app
+from ancre.api.identity import signature
+from ancre.api.server import ApiServer
+from ancre.config import Settings, load_settings
+from ancre.daemon.runtime import Runtime
+from ancre.query.answer import AnswerService
+from ancre.query.prompt import REFUSAL
+
+KEY = "test-service-key-0123456789"
+SECRET = "test-signing-secret"
+QUESTIONS = json.loads((CORPUS / "questions.json").read_text(encoding="utf-8"))
+BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
+ROCHAT = "03_Contrat_Maintenance_Etude_Rochat.docx"
+INVENTED = "22_Contrat_Maintenance_Étude_Rochat.docx"
+CLIENTS_UNC = "\\\\SRV-FICHIERS\\Partage\\CLIENTS\\"
+Q_BAUMONT = QUESTIONS[0]["q"]
+Q_ROCHAT = "Quel est le forfait mensuel du contrat de maintenance de l'étude Rochat ?"
+Q_SAME_FOR_ROCHAT = "Fais pareil pour l'étude Rochat"
+ROCHAT_FEE = "CHF 3 840 HT"
+BAUMONT_FEE = "CHF 4 200 HT"
+CASE1 = (
+    f"Le contrat de maintenance avec Baumont Industries couvre l'infogérance de 35 postes Windows 11 "
+    f"Pro [{BAUMONT}]. Le forfait mensuel s'élève à {BAUMONT_FEE} [{BAUMONT}]."
+)
+CASE2 = (
+    f"Le contrat de maintenance de l'étude Rochat couvre 20 postes et un pare-feu pfSense [{INVENTED}]. "
+    f"Le forfait mensuel s'élève à CHF 3 000 HT [{INVENTED}]."
+)
+UPN = {"alice": "alice.martin@axonix.ch", "bruno": "bruno.favre@axonix.ch", "mallory": "mallory@axonix.ch"}
+NAMES = {"alice": "Alice Martin", "bruno": "Bruno Favre", "mallory": "Mallory Éve"}
+
+
+def who(user: str, key: str = KEY) -> dict[str, str]:
+    """The headers Open WebUI sends for ``user`` (the name percent-encoded as Open WebUI does)."""
+    return {
+        "Authorization": f"Bearer {key}",
+        "X-OpenWebUI-User-Email": UPN[user],
+        "X-OpenWebUI-User-Id": f"id-{user}",
+        "X-OpenWebUI-User-Name": quote(NAMES[user], safe=" "),
+        "X-OpenWebUI-User-Role": "user",
+    }
+
+
+def chat_body(*turns: str, stream: bool = False) -> dict[str, Any]:
+    """A conversation alternating user / assistant turns, ending with the user's question."""
+    roles = ["user", "assistant"]
+    return {
+        "model": "ancre",
+        "stream": stream,
+        "messages": [{"role": roles[i % 2], "content": t} for i, t in enumerate(turns)],
+    }
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@dataclass
+class Served:
+    root: Path
+    settings: Settings
+    rt: Runtime
+    url: str
+    signed_url: str
+
+    @property
+    def audit_dir(self) -> Path:
+        return Path(self.settings.data_dir) / "audit"
+
+    def audit_count(self) -> int:
+        return sum(len(f.read_text("utf-8").splitlines()) for f in self.audit_dir.glob("audit-*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, srv: ScriptedServer) -> Iterator[Served]:
+    """The corpus synced once; the API on two uvicorn servers over the same Runtime: one
+    without and one with a signing secret."""
+    root = copy_corpus(tmp_path_factory.mktemp("api-corpus"))
+    config = write_config(root)
+    base = {"llm": {"kind": "ollama", "url": srv.url}, "judge": {"timeout_s": 5}}
+    plain = load_settings(config, **base, api={"api_key": KEY})
+    signed = load_settings(config, **base, api={"api_key": KEY, "signing_secret": SECRET, "max_clock_skew_s": 120})
+    rt = Runtime(plain)
+    for conn in rt.connectors():
+        rep = rt.engine.run_pass(conn)
+        assert rep.outcome == "ok" and rep.failed == 0, rep
+    one = ApiServer(create_app(rt, plain)).start()
+    two = ApiServer(create_app(rt, signed)).start()
+    try:
+        yield Served(root, plain, rt, one.url, two.url)
+    finally:
+        one.stop()
+        two.stop()
+        rt.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh(srv: ScriptedServer) -> None:
+    srv.clear()
+    script(srv, REFUSAL, GROUNDED)
+
+
+def _no_error(srv: ScriptedServer) -> None:
+    assert not srv.errors, srv.errors
+
+
+# ----------------------------------------------------------------------------- the openai SDK
+
+
+def test_openai_sdk_lists_the_model_and_answers_streaming_and_not(served: Served, srv: ScriptedServer) -> None:
+    script(srv, CASE1, GROUNDED)
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key=KEY, default_headers=who("alice"), max_retries=0)
+    assert [m.id for m in client.models.list()] == ["ancre"]
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="ancre", messages=[{"role": "user", "content": Q_BAUMONT}]
+    )
+    assert raw.headers["x-ancre-ancree"] == "true" and raw.headers["x-ancre-verification"] == "effectuee"
+    completion = raw.parse()
+    text = completion.choices[0].message.content
+    assert text is not None and text.startswith(CASE1)
+    block = text[len(CASE1):]
+    assert block == f"\n\n---\n**Sources :**\n- {BAUMONT} — `{CLIENTS_UNC}`"  # file and UNC folder
+    verdict = completion.model_extra["ancre"]
+    assert verdict["ancree"] is True and verdict["controles"] == [] and verdict["verification"] == "effectuee"
+    assert [s["filename"] for s in verdict["sources"]] == [BAUMONT]
+
+    stream = client.chat.completions.create(
+        model="ancre", messages=[{"role": "user", "content": Q_BAUMONT}], stream=True
+    )
+    chunks = list(stream)
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(pieces) > 5  # really streamed, piece by piece
+    assert "".join(pieces) == text  # the streamed text equals the non-streamed one
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop" and last.model_extra["ancre"] == verdict
+    assert all("ancre" not in (c.model_extra or {}) for c in chunks[:-1])
+
+    asked = chats(srv, ANSWER_MODEL)
+    assert [r.json["stream"] for r in asked] == [False, True]
+    assert all(Q_BAUMONT in r.json["messages"][1]["content"] for r in asked)
+    assert len(chats(srv, JUDGE_MODEL)) == 2
+    _no_error(srv)
+
+
+def test_sdk_wrong_key_is_an_authentication_error(served: Served) -> None:
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="wrong", default_headers={
+        k: v for k, v in who("alice").items() if k != "Authorization"}, max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as exc:
+        client.chat.completions.create(model="ancre", messages=[{"role": "user", "content": Q_BAUMONT}])
+    assert exc.value.status_code == 401 and exc.value.code == "invalid_api_key"
+
+
+# ----------------------------------------------------------------------------- /query
+
+
+def test_query_200_when_grounded_and_422_when_not(served: Served, srv: ScriptedServer) -> None:
+    script(srv, CASE1, GROUNDED)
+    r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"reponse", "sources", "ancree", "controles", "verification", "extractive"}
+    assert body["ancree"] is True and body["controles"] == [] and body["verification"] == "effectuee"
+    assert body["reponse"].count(f"[{BAUMONT} : `{CLIENTS_UNC}`]") == 2  # citations carry their folder
+    assert body["sources"] == [{"filename": BAUMONT, "location": CLIENTS_UNC, "path": f"CLIENTS/{BAUMONT}"}]
+    assert r.headers["x-ancre-ancree"] == "true"
+
+    script(srv, CASE2, GROUNDED)  # cites a file that was never shown: control 3
+    r = httpx.post(f"{served.url}/query", json={"question": Q_SAME_FOR_ROCHAT}, headers=who("alice"), timeout=60)
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert "reponse" not in body and body["reponse_bloquee"] == CASE2
+    assert body["ancree"] is False and "citation_inventee" in body["controles"]
+    assert body["citations_inventees"] == [INVENTED] and r.headers["x-ancre-ancree"] == "false"
+
+    # a judge that cannot judge: the answer passes, visibly not verified (DESIGN.md step 7)
+    script(srv, CASE1, "Je ne sais pas juger.")
+    r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+    assert r.status_code == 200 and r.json()["ancree"] is None and r.json()["verification"] == "non_effectuee"
+    assert r.headers["x-ancre-ancree"] == "null"
+
+    # the same ungrounded answer on /v1 is returned, with its verdict and a warning
+    script(srv, CASE2, GROUNDED)
+    r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_SAME_FOR_ROCHAT), headers=who("alice"), timeout=60)
+    assert r.status_code == 200 and r.headers["x-ancre-ancree"] == "false"
+    content = r.json()["choices"][0]["message"]["content"]
+    assert content.startswith(CASE2) and content.endswith(WARNING_UNGROUNDED)
+    _no_error(srv)
+
+
+# ----------------------------------------------------------------------------- identity
+
+
+def _post(url: str, path: str, headers: dict[str, str], body: Any = None) -> httpx.Response:
+    payload = body if body is not None else (chat_body(Q_BAUMONT) if path.startswith("/v1") else {"question": Q_BAUMONT})
+    return httpx.post(f"{url}{path}", json=payload, headers=headers, timeout=60)
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/query"])
+def test_missing_or_wrong_key_or_identity_is_401(served: Served, srv: ScriptedServer, path: str) -> None:
+    before = served.audit_count()
+    ident = {k: v for k, v in who("alice").items() if k != "Authorization"}
+    cases = {
+        "no key": (ident, "invalid_api_key"),
+        "wrong key": (who("alice", key="not-the-key"), "invalid_api_key"),
+        "basic auth": ({**ident, "Authorization": f"Basic {KEY}"}, "invalid_api_key"),
+        "no identity": ({"Authorization": f"Bearer {KEY}"}, "missing_identity"),
+        "empty identity": ({**who("alice"), "X-OpenWebUI-User-Email": ""}, "missing_identity"),
+    }
+    for what, (headers, code) in cases.items():
+        r = _post(served.url, path, headers)
+        assert r.status_code == 401, (what, r.text)
+        assert r.json() == {"error": {"message": r.json()["error"]["message"], "type": "invalid_request_error",
+                                      "param": None, "code": code}}, what
+        assert KEY not in r.text and r.headers["www-authenticate"] == "Bearer"
+    assert srv.requests_to("/api/chat") == []  # nobody answered
+    assert served.audit_count() == before  # and nothing was asked
+
+
+def test_models_needs_the_key_only(served: Served) -> None:
+    assert httpx.get(f"{served.url}/v1/models").status_code == 401
+    assert httpx.get(f"{served.url}/v1/models", headers={"Authorization": "Bearer nope"}).status_code == 401
+    r = httpx.get(f"{served.url}/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200 and [m["id"] for m in r.json()["data"]] == ["ancre"]
+
+
+def test_signature_required_when_a_secret_is_configured(served: Served, srv: ScriptedServer) -> None:
+    script(srv, CASE1, GROUNDED)
+    email = UPN["alice"]
+    now = int(time.time())
+    good = {**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now)}
+    r = _post(served.signed_url, "/query", good)
+    assert r.status_code == 200 and r.json()["ancree"] is True
+
+    bad = {
+        "missing": ({**who("alice")}, "missing_signature"),
+        "other user's": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, UPN["bruno"], now)}, "invalid_signature"),
+        "bruno replaying alice's": ({**who("bruno"), "X-Ancre-Signature": signature(SECRET, email, now)}, "invalid_signature"),
+        "wrong secret": ({**who("alice"), "X-Ancre-Signature": signature("guess", email, now)}, "invalid_signature"),
+        "malformed": ({**who("alice"), "X-Ancre-Signature": "deadbeef"}, "invalid_signature"),
+        "stale": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now - 600)}, "stale_signature"),
+        "future": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now + 600)}, "stale_signature"),
+    }
+    srv.clear()
+    for what, (headers, code) in bad.items():
+        for path in ("/query", "/v1/chat/completions"):
+            r = _post(served.signed_url, path, headers)
+            assert r.status_code == 401 and r.json()["error"]["code"] == code, (what, path, r.text)
+            assert SECRET not in r.text
+    assert srv.requests_to("/api/chat") == []
+    # the unsigned server does not ask for one
+    assert _post(served.url, "/query", who("alice")).status_code == 200
+
+
+def _honest_model(req: Request) -> str:
+    """A model that follows the prompt: answers from the extracts it was given, refuses otherwise;
+    and would repeat an earlier answer if the conversation were passed to it."""
+    prompt = user_part(req)
+    if ROCHAT in prompt or ROCHAT_FEE in prompt:
+        return f"Le forfait mensuel de l'étude Rochat s'élève à {ROCHAT_FEE} [{ROCHAT}]."
+    if CASE1 in prompt or Q_BAUMONT in prompt:
+        return f"Pour l'étude Rochat, le forfait mensuel s'élève à {BAUMONT_FEE} [{BAUMONT}]."
+    return REFUSAL
+
+
+def sse_text(raw: str) -> tuple[str, dict[str, Any]]:
+    """The text of an SSE chat completion stream (deltas joined) and its last chunk."""
+    events = [line[len("data: "):] for line in raw.split("\n\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks), chunks[-1]
+
+
+def _no_trace(resp: httpx.Response, *needles: str) -> None:
+    blob = resp.text + json.dumps(dict(resp.headers))
+    for n in needles:
+        assert n not in blob, n
+
+
+def test_a_user_who_may_not_read_gets_the_refusal_and_no_trace(served: Served, srv: ScriptedServer) -> None:
+    script(srv, _honest_model, GROUNDED)
+    r = httpx.post(f"{served.url}/query", json={"question": Q_ROCHAT}, headers=who("alice"), timeout=60)
+    assert r.status_code == 200 and ROCHAT_FEE in r.json()["reponse"]  # alice may read it: the model sees it
+
+    srv.clear()
+    r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_ROCHAT), headers=who("bruno"), timeout=60)
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["message"]["content"] == REFUSAL  # no sources block
+    assert r.json()["ancre"]["sources"] == [] and r.headers["x-ancre-ancree"] == "true"
+    _no_trace(r, "Etude_Rochat", "DIRECTION", "ARCHIVES", ROCHAT_FEE)
+    with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=chat_body(Q_ROCHAT, stream=True),
+                      headers=who("bruno"), timeout=60) as s:
+        streamed = s.read().decode()
+    assert streamed.endswith("data: [DONE]\n\n") and "Etude_Rochat" not in streamed and ROCHAT_FEE not in streamed
+    text, last = sse_text(streamed)
+    assert text == REFUSAL and last["ancre"]["sources"] == []
+    r = httpx.post(f"{served.url}/query", json={"question": Q_ROCHAT}, headers=who("bruno"), timeout=60)
+    assert r.status_code == 200 and r.json()["reponse"] == REFUSAL and r.json()["sources"] == []
+    _no_trace(r, "Etude_Rochat", "DIRECTION", ROCHAT_FEE)
+    asked = chats(srv, ANSWER_MODEL)
+    assert len(asked) == 3 and not any("Rochat.docx" in user_part(q) or ROCHAT_FEE in user_part(q) for q in asked)
+
+    # an identity the directory does not know: the refusal, no model call, no source
+    srv.clear()
+    r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_ROCHAT), headers=who("mallory"), timeout=60)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == REFUSAL
+    assert r.json()["ancre"] == {"ancree": True, "verification": "non_requise", "controles": ["aucun_extrait"],
+                                 "sources": [], "extractive": False}
+    assert srv.requests_to("/api/chat") == []
+    _no_error(srv)
+
+
+def test_fais_pareil_for_rochat_as_bruno(served: Served, srv: ScriptedServer) -> None:
+    """A 2-turn conversation: the Baumont question and its answer, then « Fais pareil pour l'étude
+    Rochat » as bruno, who cannot read Rochat: the model is given that sentence and bruno's
+    extracts only — no Rochat extract, no earlier turn — so nothing of Rochat comes back and no
+    Baumont figure is presented as Rochat's."""
+    script(srv, _honest_model, GROUNDED)
+    conversation = (Q_BAUMONT, CASE1, Q_SAME_FOR_ROCHAT)
+    r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(*conversation), headers=who("bruno"), timeout=60)
+    assert r.status_code == 200, r.text
+    (req,) = chats(srv, ANSWER_MODEL)
+    system, user = req.json["messages"]
+    assert system["role"] == "system" and user["role"] == "user"
+    assert Q_SAME_FOR_ROCHAT in user["content"]
+    assert Q_BAUMONT not in user["content"] and CASE1 not in user["content"]  # earlier turns never sent
+    prompt = user_part(req)  # the question and the extracts
+    assert "Rochat.docx" not in prompt and ROCHAT_FEE not in prompt and "DIRECTION" not in prompt
+    content = r.json()["choices"][0]["message"]["content"]
+    assert content == REFUSAL and r.json()["ancre"]["sources"] == []
+    _no_trace(r, "Etude_Rochat", ROCHAT_FEE, BAUMONT_FEE)
+
+    # a model that does lend Baumont's figure to Rochat: the judge refuses it, /query blocks it
+    # and /v1 flags it — it is never presented as grounded
+    script(srv, f"Pour l'étude Rochat, le forfait mensuel s'élève à {BAUMONT_FEE} [{BAUMONT}].", NOT_GROUNDED)
+    r = httpx.post(f"{served.url}/query", json={"question": Q_SAME_FOR_ROCHAT}, headers=who("bruno"), timeout=60)
+    assert r.status_code == 422 and "reponse" not in r.json() and r.json()["controles"] == ["juge"]
+    r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(*conversation), headers=who("bruno"), timeout=60)
+    assert r.headers["x-ancre-ancree"] == "false" and r.json()["choices"][0]["message"]["content"].endswith(WARNING_UNGROUNDED)
+    _no_error(srv)
+
+
+# ----------------------------------------------------------------------------- bad requests
+
+
+def test_bad_requests(served: Served, srv: ScriptedServer) -> None:
+    h = who("alice")
+    r = httpx.post(f"{served.url}/v1/chat/completions", content=b"{not json", headers={**h, "Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request_error"
+    r = _post(served.url, "/v1/chat/completions", h, {"model": "ancre"})
+    assert r.status_code == 422 and r.json()["error"]["param"] == "messages"
+    assert r.json()["error"]["message"].startswith("messages: ")
+    secret_text = "texte confidentiel 4471-ZETA"
+    r = _post(served.url, "/v1/chat/completions", h, {"model": "ancre", "messages": [{"role": "boss", "content": secret_text}]})
+    assert r.status_code == 422 and r.json()["error"]["param"] == "messages[0].role"
+    assert secret_text not in r.text  # inputs are never echoed
+    r = _post(served.url, "/v1/chat/completions", h, {"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    r = _post(served.url, "/query", h, {"question": "x" * 4001})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "question_too_long"
+    assert "4000" in r.json()["error"]["message"] and "api.max_question_chars" in r.json()["error"]["message"]
+    r = _post(served.url, "/v1/chat/completions", h, chat_body("y" * 4001))
+    assert r.status_code == 422 and r.json()["error"]["param"] == "messages[0].content"
+    r = _post(served.url, "/query", h, {"question": "a", "extra": 1})
+    assert r.status_code == 422 and r.json()["error"]["param"] == "extra"
+    big = b'{"question": "' + b"z" * (4 * 1024 * 1024) + b'"}'
+    r = httpx.post(f"{served.url}/query", content=big, headers={**h, "Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+    r = httpx.get(f"{served.url}/nowhere")
+    assert r.status_code == 404 and set(r.json()["error"]) == {"message", "type", "param", "code"}
+    assert srv.requests_to("/api/chat") == []
+
+
+def test_directory_failure_fails_closed_with_503(served: Served, srv: ScriptedServer, tmp_path: Path) -> None:
+    broken = tmp_path / "directory.json"
+    broken.write_text("{ not json", encoding="utf-8")
+    rt = served.rt
+    svc = AnswerService(rt.retriever, rt.store, FileDirectory(broken), served.settings, None, None, None)
+    with TestClient(create_app(svc, served.settings)) as client:
+        for path, body in (("/query", {"question": Q_BAUMONT}), ("/v1/chat/completions", chat_body(Q_BAUMONT)),
+                           ("/v1/chat/completions", chat_body(Q_BAUMONT, stream=True))):
+            r = client.post(path, json=body, headers=who("alice"))
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "directory_unavailable" and str(broken) not in r.text
+        health = client.get("/health")
+        assert health.status_code == 503 and health.json()["checks"]["directory"]["status"] == "error"
+    assert srv.requests_to("/api/chat") == []
+
+
+def test_health_and_metrics(served: Served, srv: ScriptedServer) -> None:
+    r = httpx.get(f"{served.url}/health")
+    assert r.status_code == 200, r.text
+    checks = r.json()["checks"]
+    assert {k: v["status"] for k, v in checks.items()} == {"store": "ok", "directory": "ok", "llm": "ok"}
+    assert checks["store"]["points"]["documents"] > 0
+    srv.route("GET", "/api/version", (500, {"error": "down"}))
+    r = httpx.get(f"{served.url}/health")
+    assert r.status_code == 503 and r.json()["checks"]["llm"]["status"] == "error"
+
+    _post(served.url, "/query", who("alice"))
+    text = httpx.get(f"{served.url}/metrics").text
+    assert 'ancre_api_requests_total{method="POST",route="/query",status="200"}' in text
+    assert 'ancre_api_answers_total{ancree="true",endpoint="query"}' in text
+
+
+# ----------------------------------------------------------------------------- schemathesis
+
+
+def _published_schema() -> dict[str, Any]:
+    """The app's OpenAPI document (it does not depend on the index: no service is needed)."""
+    return create_app(object(), load_settings(None, api={"api_key": KEY})).openapi()
+
+
+schema = schemathesis.openapi.from_dict(_published_schema())
+
+
+@schema.parametrize()
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_schemathesis_no_server_error(case: Any, served: Served, srv: ScriptedServer) -> None:
+    """Generated requests (valid and invalid, per the published schema) with valid credentials,
+    against the live server: never a 5xx."""
+    script(srv, CASE1, GROUNDED)
+    body = case.body
+    if isinstance(body, dict) and isinstance(body.get("model"), str):
+        # the served model, and a last turn from the user: reach the answering path, not only 404/422
+        body["model"] = "ancre"
+        if isinstance(body.get("messages"), list) and body["messages"] and isinstance(body["messages"][-1], dict):
+            last = body["messages"][-1]
+            last["role"] = "user"
+            if not (isinstance(last.get("content"), str) and last["content"].strip()):
+                last["content"] = json.dumps(last.get("content"), ensure_ascii=False)
+    response = case.call(base_url=served.url, headers=who("alice"), timeout=60)
+    assert response.status_code < 500, (case.method, case.path, response.status_code, response.text[:500])
+
+
+# ----------------------------------------------------------------------------- ancre serve
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ancre(*args: str) -> list[str]:
+    exe = Path(sys.executable).with_name("ancre")
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-c", "from ancre.daemon.cli import main; main()", *args]
+
+
+def _wait(pred: Any, what: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = pred()
+        except (OSError, ValueError, httpx.HTTPError):
+            value = None
+        if value:
+            return value
+        assert proc.poll() is None, f"ancre serve exited ({proc.returncode})\n{log.read_text(errors='replace')[-3000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{log.read_text(errors='replace')[-3000:]}"
+        time.sleep(0.1)
+
+
+def test_ancre_serve_runs_daemon_and_api_in_one_process(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "note.md").write_text("# Note\n\nLe mot de passe du coffre vorxbbbb est rangé au bureau 12.\n", "utf-8")
+    port = _free_port()
+    (tmp_path / "directory.json").write_bytes((CORPUS / "directory.json").read_bytes())
+    config = tmp_path / "ancre.toml"
+    config.write_text(
+        f'''data_dir = "data"
+[directory]
+kind = "file"
+path = "directory.json"
+cache_ttl_s = 0
+[daemon]
+debounce_s = 0.3
+status_interval_s = 0.5
+log_format = "text"
+[api]
+port = {port}
+api_key_env = "ANCRE_TEST_API_KEY"
+[[sources]]
+id = "t"
+root = "tree"
+principals = ["sid:S-1-1-0"]
+''',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "ANCRE_CONFIG", "WATCHDOG_USEC")}
+    env["ANCRE_TEST_API_KEY"] = KEY
+    log = tmp_path / "serve.log"
+    url = f"http://127.0.0.1:{port}"
+    status_file = tmp_path / "data" / "daemon-status.json"
+
+    def ask(question: str) -> dict[str, Any]:
+        r = httpx.post(f"{url}/query", json={"question": question}, headers=who("alice"), timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(_ancre("serve", "--config", str(config)), stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=tmp_path)
+    try:
+        _wait(lambda: httpx.get(f"{url}/health").status_code == 200, "the API", proc, log)
+
+        def status() -> dict[str, Any]:
+            return json.loads(status_file.read_text("utf-8"))
+
+        _wait(lambda: status()["passes"].get("startup") and status()["idle"], "the initial sync", proc, log)
+        assert status()["pid"] == proc.pid
+        assert "note.md" in [s["filename"] for s in ask("Où est rangé le mot de passe du coffre vorxbbbb ?")["sources"]]
+
+        # a change picked up by the daemon is answered by the API of the same process
+        (tree / "memo.md").write_text("# Memo\n\nLa clé du local vorxcccc est chez le concierge.\n", "utf-8")
+        _wait(lambda: "memo.md" in [s["filename"] for s in ask("Chez qui est la clé du local vorxcccc ?")["sources"]],
+              "the new file to be answered from", proc, log)
+
+        # SIGHUP: a full resync of every source
+        proc.send_signal(signal.SIGHUP)
+        _wait(lambda: status()["passes"].get("sighup"), "the SIGHUP pass", proc, log)
+
+        metrics = httpx.get(f"{url}/metrics").text
+        assert "ancre_api_requests_total" in metrics and "ancre_passes_total" in metrics  # API and daemon
+
+        # a second process cannot open the embedded store: a clear error naming the owner
+        other = subprocess.run(_ancre("search", "coffre", "--as", "alice", "--config", str(config)),
+                               capture_output=True, env=env, cwd=tmp_path, timeout=120)
+        assert other.returncode == 2, other
+        message = " ".join(other.stderr.decode().split())
+        assert f"PID {proc.pid}" in message and "ancre serve" in message and "Qdrant server" in message
+        api_alone = subprocess.run(_ancre("api", "--config", str(config), "--port", str(_free_port())),
+                                   capture_output=True, env=env, cwd=tmp_path, timeout=120)
+        assert api_alone.returncode == 2 and f"PID {proc.pid}" in " ".join(api_alone.stderr.decode().split())
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, log.read_text(errors="replace")[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status()["state"] == "stopped"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/health")
+
+
+def test_ancre_api_refuses_to_start_without_a_key(tmp_path: Path) -> None:
+    config = write_config(copy_corpus(tmp_path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANCRE_")}
+    r = subprocess.run(_ancre("api", "--config", str(config)), capture_output=True, env=env, timeout=120)
+    assert r.returncode == 2 and "api.api_key is required" in " ".join(r.stderr.decode().split())
