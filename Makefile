@@ -6,6 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG := examples/axonix/ancre.toml
 QUESTION := Quel est le code d'accès de la salle serveur de Baumont Industries ?
+ROCHAT := Quel est le forfait mensuel du contrat de maintenance de l'étude Rochat ?
 
 .PHONY: install demo test bench
 
@@ -22,6 +23,8 @@ demo: install
 	$(BIN)/ancre search "$(QUESTION)" --as alice --config $(CONFIG)
 	$(BIN)/ancre search "$(QUESTION)" --as chloe --config $(CONFIG)
 	$(BIN)/ancre acl explain --as chloe CLIENTS/test-deny-explicite.docx --config $(CONFIG)
+	$(BIN)/ancre ask "$(ROCHAT)" --as alice --config $(CONFIG)
+	$(BIN)/ancre ask "$(ROCHAT)" --as bruno --config $(CONFIG)
 
 test: install
 	bash .ci/setup-test-deps.sh
