@@ -11,12 +11,18 @@
 #   ldb-tools   -> ldbsearch/ldbmodify on the provisioned sam.ldb (debugging aid).
 #   attr acl    -> getfattr/setfattr, getfacl (check xattr support, debugging aid).
 #   openssl     -> the fixture's own CA and LDAPS certificate (SAN IP:127.0.0.1).
+#   libkrb5-dev gcc -> build the `gssapi` and `krb5` Python packages (the `kerberos` extra, no
+#                  Linux wheels): SMB over Kerberos against the DC's KDC in
+#                  tests/integration/test_smb_connector.py. Once they are here, the extra is
+#                  installed into the repository's venv ($VENV, default .venv) if it exists.
+#   krb5-user   -> kinit/klist (debugging aid; the test gets its ticket through gssapi).
 #   (unshare/nsenter come from util-linux, which is essential.)
-# Not needed: krb5-user (tests use NTLM over SMB and simple binds over LDAP), bind9 (DNS disabled).
+# Not needed: bind9 (DNS disabled). No /etc/krb5.conf is written (krb5-config is a recommend):
+# the Kerberos test points KRB5_CONFIG at a file of its own.
 set -euo pipefail
 
 PKGS=(samba samba-ad-dc samba-ad-provision samba-dsdb-modules samba-vfs-modules winbind
-      smbclient ldb-tools attr acl openssl)
+      smbclient ldb-tools attr acl openssl libkrb5-dev gcc krb5-user)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-samba.sh: must run as root" >&2
@@ -29,8 +35,22 @@ for p in "${PKGS[@]}"; do
         missing+=("$p")
     fi
 done
+# The `kerberos` extra (gssapi, krb5) builds against libkrb5-dev: installed into the venv once
+# the Debian packages are there (pip is a no-op when it is already satisfied).
+install_kerberos_extra() {
+    local repo venv
+    repo="$(cd "$(dirname "$0")/.." && pwd)"
+    venv="${VENV:-.venv}"
+    case "$venv" in /*) ;; *) venv="$repo/$venv" ;; esac
+    if [ -x "$venv/bin/pip" ]; then
+        "$venv/bin/pip" install -q -e "$repo[kerberos]"
+        echo "install-samba.sh: kerberos extra installed in $venv"
+    fi
+}
+
 if [ "${#missing[@]}" -eq 0 ]; then
     echo "install-samba.sh: already installed: ${PKGS[*]}"
+    install_kerberos_extra
     exit 0
 fi
 
@@ -50,3 +70,4 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends "${PKGS[@]}"
 echo "install-samba.sh: installed ${missing[*]}"
 samba --version
+install_kerberos_extra

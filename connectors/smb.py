@@ -1,11 +1,13 @@
 """SMB connector: a Windows (or Samba) share read with smbprotocol, NT ACLs from the server.
 
-- **Listing** walks the share with ``smbclient.scandir`` (FILE_ID_FULL_DIRECTORY_INFORMATION): each
+- **Listing** walks the share with :func:`list_dir` (FILE_ID_FULL_DIRECTORY_INFORMATION): each
   file gives its FileId (the server's stable file id, ``native_id = "fid:<16 hex>"``; the relative
   path when the server returns 0), its size (EndOfFile, bytes) and mtime (LastWriteTime, epoch
   seconds). Ignore rules, include/exclude globs and NFC paths as in the folder connector. Symbolic
   links and junctions are not followed; DFS links are followed through their referral (smbclient)
-  unless ``dfs = false``, which leaves them out.
+  unless ``dfs = false``, which leaves them out. A DFS link whose referral can't be followed (target
+  down, refused, unknown) while the share itself still answers is recorded in
+  :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it indexed under it.
 - **Rights**, fetched lazily per file: one compound CREATE(READ_CONTROL) + QUERY_INFO(security:
   OWNER|GROUP|DACL, [MS-SMB2] 2.2.37) + CLOSE, parsed by :mod:`ancre.acl.sd_parse` and reduced by
   the ACL engine; then intersected with the share-level permissions (:func:`intersect_share`).
@@ -14,7 +16,7 @@
   refused reconnection, expired or deleted session, ...) drops the pooled connection and retries
   the call once on a new one; a second failure raises :class:`SourceUnavailableError` (never an
   empty or partial listing: a folder that can't be listed fails the whole listing, naming it, so
-  the sync engine purges nothing).
+  the sync engine purges nothing; only an unfollowable DFS link is left out, see above).
 - **Changes**: :meth:`SmbConnector.watch` — SMB2 CHANGE_NOTIFY on the share root with
   WATCH_TREE, see :mod:`ancre.connectors.smb_notify`.
 """
@@ -29,7 +31,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import smbclient
-from smbclient._io import SMBFileTransaction, SMBRawIO
+from smbclient._io import SMBDirectoryIO, SMBFileTransaction, SMBRawIO
+from smbclient._os import SMBDirEntryInformation
 from smbprotocol import MAX_PAYLOAD_SIZE
 from smbprotocol.exceptions import (
     SMBAuthenticationError,
@@ -38,7 +41,7 @@ from smbprotocol.exceptions import (
     SMBOSError,
     SMBResponseException,
 )
-from smbprotocol.file_info import FileAttributes, InfoType
+from smbprotocol.file_info import FileAttributes, FileInformationClass, InfoType
 from smbprotocol.header import NtStatus
 from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
 
@@ -183,6 +186,38 @@ def intersect_share(
     return Acl(frozenset(allow), deny, ntfs.reason)
 
 
+def list_dir(unc_path: str, search_pattern: str = "*", **kwargs: Any) -> list[SMBDirEntryInformation]:
+    """The entries of the folder ``unc_path`` matching ``search_pattern`` (``.``/``..`` left out),
+    from SMB2 QUERY_DIRECTORY with FILE_ID_FULL_DIRECTORY_INFORMATION ([MS-FSCC] 2.4.18; EaSize
+    holds the reparse tag of a reparse point). ``kwargs``: smbclient session arguments.
+
+    Unlike ``smbclient.scandir``, which opens a tree for every entry's path (and so, once a DFS
+    referral to a dead server is cached, fails on the folder holding the link), only the folder
+    itself is opened (its own referral, if any, is followed). Raises ``SMBOSError`` or
+    connection errors."""
+    out: list[SMBDirEntryInformation] = []
+    with SMBDirectoryIO(unc_path, share_access="rwd", **kwargs) as fd:
+        for raw in fd.query_directory(search_pattern, FileInformationClass.FILE_ID_FULL_DIRECTORY_INFORMATION):
+            name = raw["file_name"].get_value().decode("utf-16-le")
+            if name in (".", ".."):
+                continue
+            out.append(
+                SMBDirEntryInformation(
+                    creation_time=raw["creation_time"].get_value(),
+                    last_access_time=raw["last_access_time"].get_value(),
+                    last_write_time=raw["last_write_time"].get_value(),
+                    change_time=raw["change_time"].get_value(),
+                    end_of_file=raw["end_of_file"].get_value(),
+                    allocation_size=raw["allocation_size"].get_value(),
+                    file_attributes=raw["file_attributes"].get_value(),
+                    ea_size=raw["ea_size"].get_value(),
+                    file_id=raw["file_id"].get_value(),
+                    file_name=name,
+                )
+            )
+    return out
+
+
 def read_security_descriptor(unc_path: str, **kwargs: Any) -> bytes:
     """The raw self-relative SECURITY_DESCRIPTOR (OWNER|GROUP|DACL) of a file or folder, in one
     compound CREATE (READ_CONTROL; opens files and folders alike) + QUERY_INFO
@@ -251,6 +286,10 @@ class SmbConnector:
         self._nesting: dict[tuple[str, str], bool] = {}
         self.watch_ready = threading.Event()
         """Set while :meth:`watch` has its CHANGE_NOTIFY requests armed on the server."""
+        self.unreachable: tuple[str, ...] = ()
+        """Relative paths (NFC, ``/``-separated) of the DFS links whose referral the last
+        :meth:`list_items` could not follow: nothing of the listing lies under them, and what was
+        indexed there must be kept (the sync engine purges nothing under these prefixes)."""
 
     # ---------------------------------------------------------------- sessions
     def session_kwargs(self, cache: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -332,18 +371,27 @@ class SmbConnector:
             return self.cfg.dfs
         return tag not in (IO_REPARSE_TAG_SYMLINK, IO_REPARSE_TAG_MOUNT_POINT)
 
-    def _walk(self, rel_dir: str, kw: dict[str, Any], out: list[SourceItem]) -> None:
+    def _walk(self, rel_dir: str, kw: dict[str, Any], out: list[SourceItem], unreachable: list[str]) -> None:
         """Append the indexable files under ``rel_dir`` (depth first, sorted by name) to ``out``.
 
-        A folder that can't be listed raises :class:`SourceUnavailableError` naming it — also a
-        DFS link whose referral can't be followed — except a plain folder that vanished meanwhile."""
+        A folder that can't be listed raises :class:`SourceUnavailableError` naming it, except a
+        plain folder that vanished meanwhile (skipped). A DFS link whose referral can't be followed
+        (any error: target refused or down, referral to nowhere) is appended to ``unreachable`` and
+        skipped, provided the share itself still answers (checked at once; if it does not, the
+        error propagates as the connection error it is)."""
         stack = [(rel_dir, False)]
         while stack:
             cur, is_link = stack.pop()
             try:
-                with smbclient.scandir(self.unc_of(cur), **kw) as it:
-                    entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(list_dir(self.unc_of(cur), **kw), key=lambda e: e.file_name)
             except Exception as e:
+                if is_link and self._share_answers(kw):
+                    log.warning(
+                        "source %s: DFS link %r unreachable (%s: %s): left as indexed",
+                        self.source_id, cur, type(e).__name__, e,
+                    )
+                    unreachable.append(cur)
+                    continue
                 if is_connection_error(e) or is_auth_error(e):
                     raise
                 if cur != rel_dir and not is_link and is_not_found(e):
@@ -354,10 +402,9 @@ class SmbConnector:
                     f"({type(e).__name__}: {e}); nothing under it is purged"
                 ) from None
             subdirs: list[tuple[str, bool]] = []
-            for entry in entries:
-                name = nfc(entry.name)
+            for info in entries:
+                name = nfc(info.file_name)
                 rel = f"{cur}/{name}" if cur else name
-                info = entry.smb_info
                 if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
                     if self._descend(info):
                         link = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
@@ -370,23 +417,39 @@ class SmbConnector:
                 out.append(self._item(rel, info))
             stack.extend(reversed(subdirs))
 
+    def _share_answers(self, kw: dict[str, Any]) -> bool:
+        """Whether the share's root can still be read (after a DFS link failed: its target is at
+        fault, not this server)."""
+        try:
+            smbclient.stat(self.unc, **kw)
+        except Exception as e:  # noqa: BLE001 - any failure: the server itself is in doubt
+            log.debug("source %s: share root check failed: %s", self.source_id, e)
+            return False
+        return True
+
     def list_items(self) -> Iterator[SourceItem]:
-        """Every indexable file of the share. Raises :class:`SourceUnavailableError` when the
-        share, or any folder in it, can't be listed (the message names the folder)."""
+        """Every indexable file of the share, except those under a DFS link whose referral can't
+        be followed: those links are in :attr:`unreachable` once this returns. Raises
+        :class:`SourceUnavailableError` when the share, or any folder in it, can't be listed
+        (the message names the folder)."""
         self._share = None  # share principals and nesting are re-resolved once per full pass
         self._nesting = {}
 
-        def walk(kw: dict[str, Any]) -> list[SourceItem]:
+        def walk(kw: dict[str, Any]) -> tuple[list[SourceItem], list[str]]:
             out: list[SourceItem] = []
-            self._walk("", kw, out)
-            return out
+            unreachable: list[str] = []
+            self._walk("", kw, out, unreachable)
+            return out, unreachable
 
-        return iter(self._call("list the share", walk))
+        items, unreachable = self._call("list the share", walk)
+        self.unreachable = tuple(unreachable)
+        return iter(items)
 
     def list_under(self, prefix: str) -> list[SourceItem]:
         """The indexable files below the folder ``prefix`` (``[]`` when it is not an existing
         folder). Used by the sync engine for folder events (an ACL change on a folder re-reads
-        the ACLs of its subtree). Raises :class:`SourceUnavailableError`."""
+        the ACLs of its subtree); files under an unfollowable DFS link are left out (the engine
+        purges nothing it can't ``get_item``). Raises :class:`SourceUnavailableError`."""
         rel = nfc(prefix.strip("/"))
         if not rel:
             return list(self.list_items())
@@ -394,7 +457,7 @@ class SmbConnector:
         def walk(kw: dict[str, Any]) -> list[SourceItem]:
             out: list[SourceItem] = []
             try:
-                self._walk(rel, kw, out)
+                self._walk(rel, kw, out, [])
             except SourceUnavailableError as e:
                 # the prefix itself missing or a file: nothing below it
                 try:
@@ -413,15 +476,13 @@ class SmbConnector:
         mtime are exactly those of :meth:`list_items`), ``None`` if it does not exist."""
         parent, _, name = rel.rpartition("/")
         try:
-            with smbclient.scandir(self.unc_of(parent), search_pattern=name, **kw) as it:
-                hits = [e for e in it if nfc(e.name).casefold() == name.casefold()]
+            hits = [e for e in list_dir(self.unc_of(parent), name, **kw) if nfc(e.file_name).casefold() == name.casefold()]
         except Exception as e:
             if is_not_found(e) and not is_connection_error(e):
                 return None
             raise
-        exact = [e for e in hits if nfc(e.name) == name]
-        hit = (exact or hits or [None])[0]
-        return hit.smb_info if hit is not None else None
+        exact = [e for e in hits if nfc(e.file_name) == name]
+        return (exact or hits or [None])[0]
 
     def get_item(self, path: str) -> SourceItem | None:
         """The listing entry of one relative path; ``None`` when it is absent, a folder, a symlink,
@@ -568,5 +629,6 @@ __all__ = [
     "is_auth_error",
     "is_connection_error",
     "is_not_found",
+    "list_dir",
     "read_security_descriptor",
 ]

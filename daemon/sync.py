@@ -53,8 +53,10 @@ class PassReport:
 
     source: str
     outcome: str = "ok"
-    """``ok``; ``suspect`` (root unreachable or mass deletion: nothing purged); ``interrupted``
-    (stop requested: nothing purged); ``error``."""
+    """``ok``; ``partial`` (full pass done except under subtrees the connector reported
+    unreachable, e.g. dead DFS links: nothing purged under them, ``reason`` names them);
+    ``suspect`` (root unreachable or mass deletion: nothing purged); ``interrupted`` (stop
+    requested: nothing purged); ``error``."""
     scope: str = "full"
     """``full`` (:meth:`SyncEngine.run_pass`) or ``paths`` (:meth:`SyncEngine.sync_paths`)."""
     reason: str | None = None
@@ -140,6 +142,11 @@ class SyncEngine:
         ``should_stop`` is polled between items (SIGTERM: finish the current item, then stop;
         an interrupted pass purges nothing). Never raises for a bad file or an unreachable root:
         the report says what happened.
+
+        A connector may expose ``unreachable: tuple[str, ...]`` (relative folder paths, read
+        once ``list_items()`` has been consumed): subtrees it could not list. Everything listed
+        is synced, nothing indexed under those prefixes is purged, and the outcome is
+        ``partial`` with the prefixes in ``reason``.
         """
         with self._lock:
             t0 = time.monotonic()
@@ -169,13 +176,21 @@ class SyncEngine:
         except SourceUnavailableError as e:
             rep.outcome, rep.reason = "suspect", str(e)
             return
+        unreachable = tuple(getattr(connector, "unreachable", ()) or ())
         rep.listed = len(listing)
         known = self.state.items(connector.source_id)
         if not self._sync_items(connector, listing, known, rep, force=force, progress=progress, should_stop=should_stop):
             return
         seen = {item.native_id for item in listing}
-        vanished = [st for nid, st in known.items() if nid not in seen]
+        kept = tuple(p.strip("/") + "/" for p in unreachable)
+        vanished = [
+            st for nid, st in known.items()
+            if nid not in seen and not st.path.startswith(kept) and "/" not in kept  # "" = the root: keep all
+        ]
         self._purge(vanished, len(known), rep)
+        if unreachable and rep.outcome == "ok":
+            rep.outcome = "partial"
+            rep.reason = f"unreachable, left as indexed: {', '.join(unreachable)}"
 
     def _bm25_stale(self) -> bool:
         """Whether the published BM25 snapshot is missing or unusable (another tokenizer version,

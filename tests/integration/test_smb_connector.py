@@ -606,16 +606,16 @@ def test_smbd_stopped_during_a_sync_purges_nothing_and_the_next_pass_completes(
         assert watcher.watch_ready.wait(WAIT_S)
 
         # 1. smbd goes away in the middle of the listing: suspect, nothing purged
-        real_scandir = smbclient.scandir
+        real_list_dir = smb_module.list_dir
         calls = [0]
 
-        def scandir(*a: Any, **kw: Any) -> Any:
+        def list_dir(*a: Any, **kw: Any) -> Any:
             calls[0] += 1
             if calls[0] == 3:
                 dc.stop_smbd()
-            return real_scandir(*a, **kw)
+            return real_list_dir(*a, **kw)
 
-        monkeypatch.setattr(smb_module.smbclient, "scandir", scandir)
+        monkeypatch.setattr(smb_module, "list_dir", list_dir)
         rep = env.sync()
         monkeypatch.undo()
         assert rep.outcome == "suspect" and rep.deleted == 0, rep
@@ -664,3 +664,165 @@ def test_smbd_stopped_during_a_sync_purges_nothing_and_the_next_pass_completes(
         wt.join(10)
         watcher.close()
     shutil.rmtree(dc.share_path / "TMP-OVERFLOW", ignore_errors=True)
+
+
+# ---------------------------------------------------------------- DFS links (after the outages)
+DEAD_DFS_TARGET = "msdfs:127.0.0.9\\absent"  # loopback, nothing listens: the referral can't be followed
+
+
+def dfs_link(dc: SambaDC, name: str, target: str) -> Path:
+    """An msdfs link ``name`` at the share's root (Samba answers it with a referral to ``target``)."""
+    link = dc.share_path / name
+    link.symlink_to(target)
+    return link
+
+
+def test_dfs_referral_is_followed_and_one_that_cannot_be_is_reported(env: Env) -> None:
+    dc = env.dc
+    # the target folder is excluded from the source: its files show only through the link
+    cfg = env.rt.settings.sources[0].model_copy(update={"exclude": ("DFS-CIBLE/*",)})
+    conn = SmbConnector(cfg, directory=None, ignore=env.rt.settings.ignore)
+    links = [
+        dfs_link(dc, "LIEN-OK", "msdfs:localhost\\Partage\\DFS-CIBLE"),  # another server name: followed
+        # smbprotocol never follows a referral back into the share it came from (same \\server\share
+        # name): it gets STATUS_PATH_NOT_COVERED, so this one is unreachable to it
+        dfs_link(dc, "LIEN-SELF", "msdfs:127.0.0.1\\Partage\\DFS-CIBLE"),
+    ]
+    try:
+        dc.smbclient('mkdir "DFS-CIBLE"', f'put "{CORPUS / "share" / DENY_FILE}" "DFS-CIBLE/cible.docx"')
+        items = {it.path: it for it in conn.list_items()}
+        assert set(items) == set(indexed_docs(env.rt)) | {"LIEN-OK/cible.docx"}
+        assert conn.unreachable == ("LIEN-SELF",)
+        item = items["LIEN-OK/cible.docx"]
+        assert conn.fetch_content(item) == (CORPUS / "share" / DENY_FILE).read_bytes()
+        assert conn.fetch_acl(item).allow  # the target's descriptor, read through the referral
+    finally:
+        conn.close()
+        for link in links:
+            link.unlink()
+        shutil.rmtree(dc.share_path / "DFS-CIBLE", ignore_errors=True)
+
+
+def test_dead_dfs_link_purges_nothing_while_other_changes_apply(env: Env) -> None:
+    rt, dc = env.rt, env.dc
+    before = indexed_docs(rt)
+    new = "DOCUMENTATION/dfs-voisin.md"
+    link = dfs_link(dc, "LIEN-MORT", DEAD_DFS_TARGET)
+    cache: dict = {}
+    try:
+        with smbclient.open_file(env.conn.unc_of(new), "w", encoding="utf-8", connection_cache=cache, **env.admin) as fh:
+            fh.write("# Voisin\n\nMarqueur ZDFSVOISINQ.\n")
+        rep = env.sync()
+        assert rep.outcome == "partial" and "LIEN-MORT" in (rep.reason or ""), rep
+        assert (rep.new, rep.deleted) == (1, 0) and rep.listed == N_FILES + 1, rep
+        assert env.conn.unreachable == ("LIEN-MORT",)
+        assert indexed_docs(rt) == before | {new}
+        # a deletion elsewhere is still applied while the link stays dead
+        smbclient.remove(env.conn.unc_of(new), connection_cache=cache, **env.admin)
+        rep = env.sync()
+        assert rep.outcome == "partial" and rep.deleted == 1, rep.reason
+        assert indexed_docs(rt) == before
+    finally:
+        SmbConnector.drop_connections(cache)
+        link.unlink()
+        (dc.share_path / new).unlink(missing_ok=True)
+    rep = env.sync()
+    assert rep.outcome == "ok" and env.conn.unreachable == () and indexed_docs(rt) == before, rep
+
+
+def test_indexed_subtree_that_becomes_a_dead_dfs_link_stays_indexed(env: Env, tmp_path: Path) -> None:
+    rt, dc = env.rt, env.dc
+    doc = "DFS-SOUS/sous.md"
+    moved = tmp_path / "DFS-SOUS"
+    admins = frozenset({"sid:S-1-5-32-544"})  # the share root's ACL: Administrators only
+    link: Path | None = None
+    try:
+        dc.smbclient('mkdir "DFS-SOUS"')
+        dc.smbclient(f'put "{CORPUS / "share" / "DOCUMENTATION" / "09-pipeline-llm.md"}" "{doc}"')
+        rep = env.sync()
+        assert rep.outcome == "ok" and rep.new == 1, rep
+        acl_before = next(p.payload.acl_allow for p in rt.store.scroll("documents") if p.payload.path == doc)
+        assert doc in visible(rt, admins)
+        # the folder becomes a DFS link to a server that does not answer
+        shutil.move(dc.share_path / "DFS-SOUS", moved)
+        link = dfs_link(dc, "DFS-SOUS", DEAD_DFS_TARGET)
+        rep = env.sync()
+        assert rep.outcome == "partial" and rep.deleted == 0 and "DFS-SOUS" in (rep.reason or ""), rep
+        assert doc in indexed_docs(rt) and doc in visible(rt, admins)
+        assert next(p.payload.acl_allow for p in rt.store.scroll("documents") if p.payload.path == doc) == acl_before
+        assert any(st.path == doc for st in rt.state.items("partage").values())
+    finally:
+        if link is not None:
+            link.unlink()
+        shutil.rmtree(dc.share_path / "DFS-SOUS", ignore_errors=True)
+    # the link gone for good: the next pass purges what was under it
+    rep = env.sync()
+    assert rep.outcome == "ok" and rep.deleted == 1 and doc not in indexed_docs(rt), rep
+
+
+# ---------------------------------------------------------------- Kerberos
+KRB5_CONF = """[libdefaults]
+	default_realm = {realm}
+	dns_lookup_kdc = false
+	dns_lookup_realm = false
+	dns_canonicalize_hostname = false
+	rdns = false
+[realms]
+	{realm} = {{
+		kdc = {host}:88
+	}}
+"""
+
+
+def test_kerberos_ticket_from_the_dc_kdc_lists_and_reads_the_share(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        import gssapi
+        import gssapi.raw
+        import krb5  # noqa: F401 - pyspnego's Kerberos provider needs it
+    except ImportError as e:
+        msg = (
+            f"Kerberos over SMB needs the gssapi and krb5 packages ({e}): apt install libkrb5-dev gcc, "
+            "then pip install -e '.[kerberos]' (.ci/install-samba.sh does both)"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    dc = env.dc
+    # the KDC of the fixture's DC, no DNS: the service ticket is for cifs/127.0.0.1 as written
+    (tmp_path / "krb5.conf").write_text(KRB5_CONF.format(realm=dc.realm, host=dc.host))
+    monkeypatch.setenv("KRB5_CONFIG", str(tmp_path / "krb5.conf"))
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'ccache'}")
+    cfg = env.rt.settings.sources[0].model_copy(
+        update={"auth": "kerberos", "username": None, "password": None, "password_env": None}
+    )
+    # the DC answers as DC1 / dc1.axonix.test, which don't resolve here (no DNS, /etc/hosts left
+    # alone): give its account the SPN of the address the source uses (an IP SPN, as on Windows)
+    spn = ["samba-tool", "spn", "{}", f"cifs/{dc.host}", "DC1$", "-s", str(dc.smb_conf)]
+    subprocess.run([a.format("add") for a in spn], check=True, capture_output=True)
+    try:
+        # no ticket: no access (and no silent fallback to another mechanism)
+        conn = SmbConnector(cfg, directory=None, ignore=env.rt.settings.ignore)
+        with pytest.raises(SourceUnavailableError, match="authentication"):
+            list(conn.list_items())
+        conn.close()
+
+        user = gssapi.Name(f"{dc.admin_user}@{dc.realm}", gssapi.NameType.user)
+        creds = gssapi.raw.acquire_cred_with_password(user, dc.admin_password.encode(), usage="initiate").creds
+        gssapi.raw.store_cred_into({"ccache": os.environ["KRB5CCNAME"]}, creds, usage="initiate", overwrite=True)
+
+        conn = SmbConnector(cfg, directory=None, ignore=env.rt.settings.ignore)
+        try:
+            items = {it.path: it for it in conn.list_items()}
+            assert set(items) == indexed_docs(env.rt) and len(items) == N_FILES
+            assert conn.fetch_content(items[DENY_FILE]) == (CORPUS / "share" / DENY_FILE).read_bytes()
+            assert conn.fetch_acl(items[DENY_FILE]) == env.conn.fetch_acl(env.conn.get_item(DENY_FILE))  # type: ignore[arg-type]
+        finally:
+            conn.close()
+        # the session was Kerberos: the cache now holds the service ticket for cifs/127.0.0.1
+        ccache = krb5.cc_resolve(krb5.init_context(), os.environ["KRB5CCNAME"].encode())
+        services = {b"/".join(c.server.components) for c in ccache}
+        assert f"cifs/{dc.host}".encode() in services, services
+    finally:
+        subprocess.run([a.format("delete") for a in spn], check=True, capture_output=True)

@@ -16,7 +16,8 @@ How it runs (Samba 4.17, Debian 12; packages from ``.ci/install-samba.sh``):
   StartTLS work too), and ``[Partage]`` with ``vfs objects = acl_xattr`` (the NT ACL is kept in the
   ``security.NTACL`` xattr), ``acl_xattr:ignore system acls = yes`` (the NT ACL alone decides) and
   ``acl flag inherited canonicalization = no`` (a plain ``smbcacls -a`` keeps the auto-inherited
-  control bit, so files created later get ACEs flagged INHERITED).
+  control bit, so files created later get ACEs flagged INHERITED) and ``msdfs root = yes`` (a test
+  makes a DFS link with ``ln -s 'msdfs:<server>\\<share>' <share_path>/<link>``).
 - The ``samba`` master runs in a private mount namespace where ``<root>/run`` is bind-mounted on
   ``/run/samba``: the winbind client library only looks for winbindd's socket in the compiled-in
   ``/run/samba/winbindd`` (the ``WINBINDD_SOCKET_DIR`` variable is honoured only under nss_wrapper),
@@ -244,6 +245,8 @@ def _smb_conf(root: Path) -> str:
 [{SHARE}]
 	path = {root}/share
 	read only = no
+	# a DFS root: msdfs links (symlinks to "msdfs:server\\share") answer with referrals
+	msdfs root = yes
 	vfs objects = acl_xattr
 	acl_xattr:ignore system acls = yes
 	acl flag inherited canonicalization = no
