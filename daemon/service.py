@@ -385,7 +385,7 @@ class Daemon:
             elif src.kind == "folder" and src.root is not None:
                 w = FolderWatcher(
                     src.id, Path(src.root), mode=src.watch, poll_interval_s=src.poll_interval_s,
-                    on_change=self._on_event, ignore=self.settings.ignore,
+                    on_change=self._on_event, ignore=self.settings.ignore, acl_manifest=src.acl_manifest,
                 )
             else:
                 log.info("source %s has no event source; periodic reconciliation only", src.id)

@@ -108,7 +108,10 @@ class FolderWatcher:
         poll_interval_s: float,
         on_change: ChangeCallback,
         ignore: tuple[str, ...] = (),
+        acl_manifest: Path | None = None,
     ) -> None:
+        """``acl_manifest``: the source's ACL manifest file, if any; an edit of it changes rights
+        without touching any document, so it triggers a full pass (ACLs re-read) at once."""
         self.source_id = source_id
         self.root = Path(root)
         self.mode = mode
@@ -119,6 +122,8 @@ class FolderWatcher:
         """``inotify`` / ``poll`` while an observer runs, ``down`` while the root is missing."""
         self._observer: BaseObserver | None = None
         self._root_id: tuple[int, int] | None = None
+        self.acl_manifest = Path(acl_manifest) if acl_manifest is not None else None
+        self._manifest_sig = self._manifest_signature()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -194,8 +199,22 @@ class FolderWatcher:
             if obs.is_alive():
                 obs.join(timeout)
 
+    def _manifest_signature(self) -> tuple[int, int, int] | None:
+        if self.acl_manifest is None:
+            return None
+        try:
+            st = os.stat(self.acl_manifest)
+        except OSError:
+            return (0, 0, 0)
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
     def _supervise(self) -> None:
         while not self._stop.wait(_SUPERVISE_S):
+            sig = self._manifest_signature()
+            if sig != self._manifest_sig:
+                self._manifest_sig = sig
+                log.info("watch %s: ACL manifest %s changed; re-reading every ACL", self.source_id, self.acl_manifest)
+                self.rescan()
             ident = self._identity()
             with self._lock:
                 if self._stop.is_set():

@@ -215,3 +215,25 @@ def test_auto_mode_polls_network_file_systems(tmp_path: Path, monkeypatch: pytes
     for fstype, expected in (("cifs", "poll"), ("nfs4", "poll"), ("ext4", "inotify"), (None, "inotify")):
         monkeypatch.setattr(watch, "fs_type", lambda p, t=fstype: t)
         assert w._choose() == expected
+
+
+def test_acl_manifest_edit_triggers_a_full_pass(tmp_path: Path) -> None:
+    """Editing a folder source's acl.json changes rights without touching any document: the
+    watcher must ask for a full pass (ACLs re-read), not wait for the periodic sweep."""
+    root = tmp_path / "share"
+    root.mkdir()
+    manifest = tmp_path / "acl.json"
+    manifest.write_text('{"entries": {}}', encoding="utf-8")
+    events: list[ChangeEvent] = []
+    w = FolderWatcher("s", root, mode="poll", poll_interval_s=0.5, on_change=events.append, acl_manifest=manifest)
+    w.start()
+    try:
+        time.sleep(1.5)
+        assert ChangeEvent("s", None, "rescan") not in events  # nothing changed yet
+        manifest.write_text('{"entries": {"A": {"aces": []}}}', encoding="utf-8")
+        deadline = time.monotonic() + 10
+        while ChangeEvent("s", None, "rescan") not in events and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ChangeEvent("s", None, "rescan") in events
+    finally:
+        w.stop()
