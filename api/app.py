@@ -353,6 +353,15 @@ def create_app(
         def service() -> QueryService:
             return source  # type: ignore[no-any-return]
 
+    def not_ready() -> str | None:
+        check = getattr(source, "index_not_ready", None)
+        return check() if check is not None else None
+
+    def require_ready() -> None:
+        why = not_ready()
+        if why is not None:
+            raise ApiError(503, "index_not_ready", why, type="server_error")
+
     metrics = ApiMetrics()
     started = int(time.time())
     app = FastAPI(
@@ -399,6 +408,7 @@ def create_app(
             raise ApiError(404, "model_not_found", f"model {body.model[:100]!r} does not exist; this server serves {cfg.model_id!r}",
                            param="model")
         question = last_user_question(body.messages, cfg.max_question_chars)
+        require_ready()
         svc = service()
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if body.stream:
@@ -425,6 +435,7 @@ def create_app(
     def query(body: QueryRequest, identity: Identity = Depends(require_identity)) -> Response:
         """A question in, the grounded answer out — or HTTP 422 when it is not grounded."""
         question = check_question(body.question, cfg.max_question_chars, "question")
+        require_ready()
         answer = service().ask(question, identity.user)
         metrics.answer("query", answer)
         sources = sources_out(answer)
@@ -468,6 +479,12 @@ def create_app(
                 "directory": _check("directory", probe_directory),
             }
         checks["llm"] = _llm_probe(settings.llm)
+        try:
+            reason = not_ready()
+            checks["index"] = {"status": "ok"} if reason is None else {"status": "starting", "detail": reason}
+        except Exception as e:  # noqa: BLE001 - a health check reports, it does not raise
+            log.warning("health: index readiness check failed: %s", e)
+            checks["index"] = {"status": "error", "error": type(e).__name__}
         ok = all(c["status"] in ("ok", "disabled") for c in checks.values())
         return JSONResponse({"status": "ok" if ok else "error", "checks": checks}, status_code=200 if ok else 503)
 

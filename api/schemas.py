@@ -147,7 +147,7 @@ class ErrorResponse(BaseModel):
 
 
 class Check(_Open):
-    status: Literal["ok", "error", "disabled"]
+    status: Literal["ok", "error", "disabled", "starting"]
 
 
 class Health(BaseModel):

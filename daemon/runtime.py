@@ -19,6 +19,7 @@ from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
 from ancre.index.store import Store
 from ancre.index.store_factory import make_store
+from ancre.models import COLLECTIONS
 
 if TYPE_CHECKING:
     from ancre.daemon.sync import SyncEngine
@@ -126,6 +127,23 @@ class Runtime:
                 key = load_or_create_key(Path(cfg.audit.key_file or self.data_dir / "audit.key"))
             audit = AuditLog(Path(cfg.audit.dir or self.data_dir / "audit"), cfg.audit.retention_days, key)
         return AnswerService(self.retriever, self.store, self.directory, cfg, chat, judge, audit)
+
+    def index_not_ready(self) -> str | None:
+        """``None`` once every configured source has finished a first pass; else why answers
+        would rest on an incomplete index (the API answers 503 meanwhile instead of confident
+        refusals). With no pass recorded here but points in the store (an API running apart from
+        the daemon on a Qdrant server), the index is taken as ready."""
+        if getattr(self, "_ready", False):
+            return None
+        finished = {src for src, _start, end, _outcome, _summary in self.state.last_passes(1000) if end is not None}
+        missing = [s.id for s in self.settings.sources if s.id not in finished]
+        if not missing:
+            self._ready = True
+            return None
+        if not finished and any(self.store.count(c) for c in COLLECTIONS):
+            self._ready = True
+            return None
+        return f"the index is being built: first sync of {', '.join(missing)} not finished"
 
     def close(self) -> None:
         """Release the extraction worker, the state DB and the store (and its lock)."""

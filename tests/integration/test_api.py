@@ -427,7 +427,7 @@ def test_health_and_metrics(served: Served, srv: ScriptedServer) -> None:
     r = httpx.get(f"{served.url}/health")
     assert r.status_code == 200, r.text
     checks = r.json()["checks"]
-    assert {k: v["status"] for k, v in checks.items()} == {"store": "ok", "directory": "ok", "llm": "ok"}
+    assert {k: v["status"] for k, v in checks.items()} == {"store": "ok", "directory": "ok", "llm": "ok", "index": "ok"}
     assert checks["store"]["points"]["documents"] > 0
     srv.route("GET", "/api/version", (500, {"error": "down"}))
     r = httpx.get(f"{served.url}/health")
@@ -437,6 +437,31 @@ def test_health_and_metrics(served: Served, srv: ScriptedServer) -> None:
     text = httpx.get(f"{served.url}/metrics").text
     assert 'ancre_api_requests_total{method="POST",route="/query",status="200"}' in text
     assert 'ancre_api_answers_total{ancree="true",endpoint="query"}' in text
+
+
+def test_before_the_first_sync_answers_503_not_a_confident_refusal(tmp_path: Path, srv: ScriptedServer) -> None:
+    """While the first sync has not finished, an empty index would make every answer the
+    standard refusal, looking authoritative: the API says 503 instead, and /health 'starting'."""
+    config = write_config(copy_corpus(tmp_path / "c"))
+    settings = load_settings(config, llm={"kind": "ollama", "url": srv.url}, api={"api_key": KEY})
+    rt = Runtime(settings)
+    server = ApiServer(create_app(rt, settings)).start()
+    try:
+        r = _post(server.url, "/query", who("alice"))
+        assert r.status_code == 503 and r.json()["error"]["code"] == "index_not_ready", r.text
+        assert "partage" in r.json()["error"]["message"]
+        r = httpx.post(f"{server.url}/v1/chat/completions", headers=who("alice"), json=chat_body("Forfait Rochat ?"))
+        assert r.status_code == 503
+        h = httpx.get(f"{server.url}/health")
+        assert h.status_code == 503 and h.json()["checks"]["index"]["status"] == "starting"
+        assert not srv.requests_to("/api/chat")  # no model call, no audit line for a non-answer
+        for conn in rt.connectors():
+            rt.engine.run_pass(conn)
+        assert _post(server.url, "/query", who("alice")).status_code in (200, 422)
+        assert httpx.get(f"{server.url}/health").json()["checks"]["index"]["status"] == "ok"
+    finally:
+        server.stop()
+        rt.close()
 
 
 # ----------------------------------------------------------------------------- schemathesis
