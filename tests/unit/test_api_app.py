@@ -232,7 +232,8 @@ def test_health_and_metrics_need_no_key() -> None:
         r = c.get("/health")
         assert r.status_code == 200
         assert r.json() == {"status": "ok", "checks": {"store": {"status": "ok", "points": {"documents": 3, "documentation": 3}},
-                                                       "directory": {"status": "ok"}, "llm": {"status": "disabled", "kind": "none"}}}
+                                                       "directory": {"status": "ok"}, "llm": {"status": "disabled", "kind": "none"},
+                                                       "index": {"status": "ok"}}}
         assert "ancre_api_requests_total" in c.get("/metrics").text
     with client(Service(answer(), directory_fails=True)) as c:
         r = c.get("/health")
