@@ -34,6 +34,7 @@ extractive answers are yielded as one piece.
 
 from __future__ import annotations
 
+import logging
 import time
 import unicodedata
 from collections.abc import Iterator, Mapping
@@ -57,6 +58,8 @@ from ancre.query.judge import Judge
 from ancre.query.llm import ChatClient, ExtractiveAnswerer, LlmError
 from ancre.query.prompt import REFUSAL, build_messages
 from ancre.query.retrieval import Retriever
+
+log = logging.getLogger("ancre.query")
 
 ERROR_MODEL = "erreur_modele"
 """Audit ``error`` when the answering model failed (the error itself is raised to the caller)."""
@@ -172,6 +175,10 @@ class AnswerService:
         timings: dict[str, float] = {}
         t = time.perf_counter()
         principals = self.directory.principals(user)
+        if not principals:
+            # not an error (fail closed: nothing is readable), but an admin must be able to see
+            # why a user only ever gets the refusal (a mis-mapped e-mail, a typo)
+            log.warning("identity %r is unknown to the directory: nothing is readable for it", user)
         timings["directory"] = _ms(t)
         t = time.perf_counter()
         results = self.retriever.retrieve(question, principals).results if principals else ()

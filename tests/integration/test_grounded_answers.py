@@ -563,3 +563,24 @@ def test_cli_ask_json(corpus: Synced, srv: ScriptedServer) -> None:
     assert [line["user"] for line in lines][:2] == ["alice", "alice"]
     assert lines[2]["user"].startswith("hmac-sha256:") and (corpus.root / "data" / "audit.key").stat().st_size == 32
     assert all(oct(f.stat().st_mode & 0o777) == "0o600" for f in (corpus.root / "data" / "audit").iterdir())
+
+
+def test_unknown_identity_is_logged_for_the_admin(caplog: pytest.LogCaptureFixture) -> None:
+    """An identity the directory does not know gets the refusal (fail closed) and a warning in
+    the logs, so a mis-mapped e-mail can be diagnosed."""
+    import logging
+
+    from ancre.acl.directory import FileDirectory
+    from ancre.config import Settings
+    from ancre.query.answer import AnswerService
+    from support.corpus import CORPUS
+
+    class _NoRetrieval:
+        def retrieve(self, *a, **k):  # pragma: no cover - must not be reached for no principals
+            raise AssertionError("retrieval must not run without principals")
+
+    svc = AnswerService(_NoRetrieval(), None, FileDirectory(CORPUS / "directory.json"), Settings())  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="ancre.query"):
+        ans = svc.ask("Forfait de l'étude Rochat ?", "mallory@evil.example")
+    assert ans.sources == () and "ne figure pas" in ans.reponse
+    assert "mallory@evil.example" in caplog.text and "unknown to the directory" in caplog.text
