@@ -228,11 +228,21 @@ def acl_explain(
     from ancre.acl.manifest import AclManifest
     from ancre.errors import ConfigError
 
+    from urllib.parse import unquote
+
     settings = _settings(config)
     if not settings.sources:
         raise ConfigError("sources: no source configured")
+    if "://" in path:
+        path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
     src = settings.source(source) if source else _source_of_path(settings, path)
     rel = _relative_path(src.unc_root, path)
+    if path.startswith(("\\\\", "//")) or "://" in path:
+        if rel == path.replace("\\", "/").strip("/"):
+            raise ConfigError(
+                f"{path} is not under the unc_root of source {src.id!r} ({src.unc_root or 'none set'}); "
+                "give a path relative to the source root or a path under one of the sources' unc_root"
+            )
     rt = Runtime(settings)
     conn = rt.connector(src)
     try:

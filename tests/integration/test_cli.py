@@ -144,3 +144,11 @@ def test_acl_explain_on_a_principals_source(cfg: Path) -> None:
     assert "source sharepoint-direction" in res.output and "result: READABLE" in res.output and "GG_Direction" in res.output
     res = run("acl", "explain", "--as", "bruno", url, "--config", str(cfg))
     assert "result: NOT READABLE" in res.output
+
+
+def test_acl_explain_url_encoded_and_foreign_paths(cfg: Path) -> None:
+    url = "https://axonix.sharepoint.example/sites/Direction/Documents%20partages/21_Contrat_Maintenance_Baumont_Industries.docx"
+    res = run("acl", "explain", "--as", "alice", url, "--config", str(cfg))
+    assert "source sharepoint-direction" in res.output and "result: READABLE" in res.output
+    res = runner.invoke(app, ["acl", "explain", "--as", "alice", "\\\\SRV-FICHIERS\\Autre\\x.docx", "--config", str(cfg)])
+    assert res.exit_code == 2 and "not under the unc_root" in " ".join(res.output.split())
