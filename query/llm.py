@@ -384,7 +384,7 @@ class ExtractiveAnswerer:
     only when the extracts carry what the question names and asks (:mod:`ancre.query.relevance`):
     the quotes come from on-topic documents (every distinctive term of the question in the
     document's shown text, file name or path), ranked by coverage of the question's content terms
-    then by RRF score, and the best must cover at least :data:`~ancre.query.relevance.MIN_COVERAGE`
+    (in the extract and its file name) then by RRF score, and the best must cover at least :data:`~ancre.query.relevance.MIN_COVERAGE`
     — otherwise the standard refusal, as a model following the prompt would give. Without a
     question (``None``), the best retrieval hits are quoted unconditionally.
     """
@@ -415,9 +415,12 @@ class ExtractiveAnswerer:
             for key, texts in shown.items()
             if all(mentions(fold("\n".join(texts)), t) for t in terms.distinctive)
         }
+        # an extract is read with its file name: "4. Conditions financières" of
+        # 03_Contrat_Maintenance_Etude_Rochat.docx is about the Rochat maintenance contract even
+        # though the chunk itself does not say so, and must outrank the title page
         ranked = sorted(
             (
-                (coverage(terms, e.text), e.score or 0.0, -i, e)
+                (coverage(terms, f"{e.filename}\n{e.text}"), e.score or 0.0, -i, e)
                 for i, e in enumerate(context.extracts)
                 if (e.collection, e.doc_id) in on_topic
             ),
