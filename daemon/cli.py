@@ -44,6 +44,21 @@ ConfigOpt = Annotated[
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _version(value: bool) -> None:
+    if value:
+        from ancre import __version__
+
+        console.print(f"ancre {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """ancre: permission-trimmed, grounded retrieval."""
+
+
 def _settings(config: Path | None) -> Settings:
     path = config or (Path(os.environ["ANCRE_CONFIG"]) if os.environ.get("ANCRE_CONFIG") else Path("ancre.toml"))
     return load_settings(path)

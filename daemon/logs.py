@@ -11,7 +11,10 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "taskName",
+    "color_message",  # uvicorn's copy of msg with ANSI colour codes: noise in a JSON line
+}
 
 
 class JsonFormatter(logging.Formatter):

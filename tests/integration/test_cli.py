@@ -152,3 +152,10 @@ def test_acl_explain_url_encoded_and_foreign_paths(cfg: Path) -> None:
     assert "source sharepoint-direction" in res.output and "result: READABLE" in res.output
     res = runner.invoke(app, ["acl", "explain", "--as", "alice", "\\\\SRV-FICHIERS\\Autre\\x.docx", "--config", str(cfg)])
     assert res.exit_code == 2 and "not under the unc_root" in " ".join(res.output.split())
+
+
+def test_version() -> None:
+    from ancre import __version__
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"ancre {__version__}"

@@ -164,6 +164,13 @@ def test_json_log_line_carries_extra_fields() -> None:
     assert out["msg"] == "pass of s" and out["level"] == "WARNING" and out["report"] == {"outcome": "suspect"}
 
 
+def test_json_log_line_drops_uvicorn_colour_copy() -> None:
+    rec = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, "Started server", (), None)
+    rec.color_message = "\x1b[32mStarted\x1b[0m server"
+    out = JsonFormatter().format(rec)
+    assert "color_message" not in out and "\\u001b" not in out
+
+
 def test_watcher_reports_changes_inside_the_root_only(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
