@@ -218,8 +218,14 @@ def list_dir(unc_path: str, search_pattern: str = "*", **kwargs: Any) -> list[SM
     return out
 
 
-def read_security_descriptor(unc_path: str, **kwargs: Any) -> bytes:
-    """The raw self-relative SECURITY_DESCRIPTOR (OWNER|GROUP|DACL) of a file or folder, in one
+def read_security_descriptor(
+    unc_path: str,
+    *,
+    security_information: int = OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
+    **kwargs: Any,
+) -> bytes:
+    """The raw self-relative SECURITY_DESCRIPTOR (``security_information``, by default
+    OWNER|GROUP|DACL; the SACL would need ACCESS_SYSTEM_SECURITY) of a file or folder, in one
     compound CREATE (READ_CONTROL; opens files and folders alike) + QUERY_INFO
     (SMB2_0_INFO_SECURITY, [MS-SMB2] 2.2.37) + CLOSE. ``kwargs``: smbclient session arguments.
     Output buffer 65536 bytes (the single-credit payload; an ACL is at most 65535 bytes).
@@ -235,9 +241,7 @@ def read_security_descriptor(unc_path: str, **kwargs: Any) -> bytes:
     request = SMB2QueryInfoRequest()
     request["info_type"] = InfoType.SMB2_0_INFO_SECURITY
     request["output_buffer_length"] = MAX_PAYLOAD_SIZE
-    request["additional_information"] = (
-        OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION
-    )
+    request["additional_information"] = security_information
     request["file_id"] = raw.fd.file_id
 
     def receive(sent: Any) -> bytes:

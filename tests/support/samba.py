@@ -54,10 +54,8 @@ import pytest
 import smbclient
 from ldap3.core.exceptions import LDAPException
 from ldap3.protocol.formatters.formatters import format_sid
-from smbclient._io import SMBFileTransaction, SMBRawIO
-from smbprotocol import MAX_PAYLOAD_SIZE
-from smbprotocol.file_info import InfoType
-from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
+
+from ancre.connectors.smb import read_security_descriptor
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "examples" / "axonix"
@@ -126,7 +124,8 @@ def read_sd_raw(
 ) -> bytes:
     """Read a file's or folder's security descriptor over SMB2, as the raw self-relative bytes.
 
-    One compound request through smbprotocol's ``smbclient`` layer: CREATE (desired access
+    The connector's own reader (:func:`ancre.connectors.smb.read_security_descriptor`): one
+    compound request through smbprotocol's ``smbclient`` layer: CREATE (desired access
     READ_CONTROL, any share mode, neither directory nor non-directory option, so it opens both),
     QUERY_INFO with InfoType SMB2_0_INFO_SECURITY and ``security_information`` as
     AdditionalInformation ([MS-SMB2] 2.2.37; OWNER|GROUP|DACL by default: the SACL would need
@@ -139,31 +138,9 @@ def read_sd_raw(
     smbclient's connection pool. Raises ``smbprotocol.exceptions.SMBOSError`` (e.g. ACCESS_DENIED
     when READ_CONTROL is refused, OBJECT_NAME_NOT_FOUND) or ``SMBException`` on connection errors.
     """
-    raw = SMBRawIO(
-        unc_path,
-        mode="r",
-        share_access="rwd",
-        desired_access=FilePipePrinterAccessMask.READ_CONTROL,
-        create_options=0,
-        username=username,
-        password=password,
-        port=port,
+    return read_security_descriptor(
+        unc_path, username=username, password=password, port=port, security_information=security_information
     )
-    request = SMB2QueryInfoRequest()
-    request["info_type"] = InfoType.SMB2_0_INFO_SECURITY
-    request["output_buffer_length"] = MAX_PAYLOAD_SIZE
-    request["additional_information"] = security_information
-    request["file_id"] = raw.fd.file_id
-
-    def _receive(sent: object) -> bytes:
-        response = raw.fd.connection.receive(sent)
-        answer = SMB2QueryInfoResponse()
-        answer.unpack(response["data"].get_value())
-        return bytes(answer["buffer"].get_value())
-
-    with SMBFileTransaction(raw) as transaction:
-        transaction += (request, _receive)
-    return transaction.results[0]
 
 
 def _run(cmd: list[str], *, what: str, timeout: float = 60.0, cwd: Path | None = None) -> str:
