@@ -190,6 +190,13 @@ class ExtractionConfig(_Section):
 
     timeout_s: float = Field(60.0, gt=0)
     workers: int = Field(1, ge=1, le=64)
+    ocr: bool = True
+    """OCR (Tesseract) the PDF pages that are images without a text layer (scans); off, or without
+    Tesseract, a PDF with no text layer at all is ``skipped: no_text_layer``."""
+    ocr_languages: str = Field("fra+eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
+    """Tesseract language codes joined by ``+``; those not installed are left out."""
+    ocr_dpi: int = Field(300, ge=72, le=600)
+    """Resolution a scanned page is rendered at for OCR (Tesseract reads best at 300 dpi)."""
 
 
 class ChunkingConfig(_Section):

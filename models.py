@@ -102,24 +102,28 @@ class BlockKind(str, Enum):
 @dataclass(frozen=True)
 class Block:
     """A unit of extracted text in reading order. ``level`` is the heading level (1 = top) for
-    headings, 0 otherwise; ``page`` is the 1-based PDF page, 0 when not paginated."""
+    headings, 0 otherwise; ``page`` is the 1-based PDF page, 0 when not paginated; ``ocr`` is true
+    when the text was read by OCR from an image (a scanned page) rather than from a text layer."""
 
     kind: BlockKind
     text: str
     level: int = 0
     page: int = 0
+    ocr: bool = False
 
 
 @dataclass(frozen=True)
 class Chunk:
     """A piece of a document's text as indexed: ``chunk_index`` is 0…n-1 in reading order,
     ``heading_path`` the headings above it (outermost first), ``text`` at most about the configured
-    target size in characters (a single oversized table row or sentence may exceed it)."""
+    target size in characters (a single oversized table row or sentence may exceed it); ``ocr``:
+    some of its text was read by OCR (see :attr:`Block.ocr`)."""
 
     doc_id: str
     chunk_index: int
     text: str
     heading_path: tuple[str, ...] = ()
+    ocr: bool = False
 
     @property
     def point_id(self) -> str:
@@ -135,7 +139,8 @@ def point_id(doc_id: str, chunk_index: int) -> str:
 @dataclass(frozen=True)
 class ChunkPayload:
     """The Qdrant payload of one point (DESIGN.md, "Qdrant"). ``location`` is the UNC folder
-    (``\\\\SRV\\Partage\\Dossier\\``) or SharePoint folder URL; ``indexed_at`` in epoch seconds."""
+    (``\\\\SRV\\Partage\\Dossier\\``) or SharePoint folder URL; ``indexed_at`` in epoch seconds;
+    ``ocr``: the chunk's text was (partly) read by OCR from a scanned page."""
 
     source: str
     doc_id: str
@@ -150,6 +155,7 @@ class ChunkPayload:
     indexed_at: float
     heading_path: tuple[str, ...] = ()
     collection: str = "documents"
+    ocr: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready payload dict (tuples become lists)."""
@@ -167,6 +173,7 @@ class ChunkPayload:
             "indexed_at": self.indexed_at,
             "heading_path": list(self.heading_path),
             "collection": self.collection,
+            "ocr": self.ocr,
         }
 
     @classmethod
@@ -186,6 +193,7 @@ class ChunkPayload:
             indexed_at=float(d.get("indexed_at", 0.0)),  # type: ignore[arg-type]
             heading_path=tuple(d.get("heading_path") or ()),  # type: ignore[arg-type]
             collection=str(d.get("collection", "documents")),
+            ocr=bool(d.get("ocr", False)),
         )
 
 

@@ -17,6 +17,7 @@ Rules, in reading order:
 * ``overlap_chars`` > 0 repeats the end of the previous chunk at the start of the next one within
   the same section: its last whole lines when they fit, else the end of its last line from a word
   boundary (inside a table only whole rows are repeated).
+* A chunk holding text of a block read by OCR (``Block.ocr``) is marked ``Chunk.ocr``.
 * Page breaks carry no text and open no chunk. No chunk is empty; ``chunk_index`` is 0..n-1 in
   reading order, and point ids follow from :attr:`ancre.models.Chunk.point_id`.
 """
@@ -82,6 +83,8 @@ class _Packer:
         self.n_context = 0  # leading lines that only repeat context (heading, table header, overlap)
         self.has_body = False  # holds a paragraph or table row (not only headings / context)
         self.last_body = ""  # text of the last emitted chunk without its context lines
+        self.block_ocr = False  # the block being added was read by OCR
+        self.ocr = False  # the chunk being filled holds OCR'd text
 
     def _fits(self, text: str) -> bool:
         return self.size + (1 if self.lines else 0) + len(text) <= self.target
@@ -89,14 +92,16 @@ class _Packer:
     def _new_line(self, text: str) -> None:
         self.size += len(text) + (1 if self.lines else 0)
         self.lines.append(text)
+        self.ocr |= self.block_ocr
 
     def emit(self) -> None:
         """Close the chunk being filled (dropped if it holds only context lines)."""
         if len(self.lines) > self.n_context:
             path = tuple(t for _, t in self.path)
-            self.chunks.append(Chunk(self.doc_id, len(self.chunks), "\n".join(self.lines), path))
+            self.chunks.append(Chunk(self.doc_id, len(self.chunks), "\n".join(self.lines), path, self.ocr))
             self.last_body = "\n".join(self.lines[self.n_context :])
         self.lines, self.size, self.n_context, self.has_body = [], 0, 0, False
+        self.ocr = False
 
     def _continue(self, in_table: bool, unit: str) -> None:
         """Close the full chunk; open the next one of the same section with its context lines."""
@@ -143,6 +148,7 @@ class _Packer:
             if started and self.size + 1 + len(piece) <= self.target:
                 self.lines[-1] += " " + piece
                 self.size += 1 + len(piece)
+                self.ocr |= self.block_ocr
             elif not started and self._fits(piece):
                 self._new_line(piece)
             else:
@@ -180,6 +186,7 @@ def chunk_blocks(
         text = block.text.strip()
         if block.kind is BlockKind.PAGE_BREAK or not text:
             continue
+        packer.block_ocr = block.ocr
         if block.kind is BlockKind.HEADING:
             packer.heading(text, block.level)
         elif block.kind is BlockKind.TABLE_ROW:

@@ -34,28 +34,51 @@ import io
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from ancre.connectors.textclean import collapse_leaders, normalize_pdf_text
 from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
-__all__ = ["SUPPORTED_EXTENSIONS", "extract_bytes"]
-
-SUPPORTED_EXTENSIONS = frozenset({".docx", ".pdf", ".md", ".markdown", ".txt"})
-"""Extensions :func:`extract_bytes` reads (lower case, with the dot)."""
+__all__ = ["SUPPORTED_EXTENSIONS", "DocxNotes", "ExtractOptions", "extract_bytes"]
 
 
-def extract_bytes(data: bytes, filename: str) -> tuple[Block, ...]:
+@dataclass(frozen=True)
+class ExtractOptions:
+    """Settings of one extraction (from ``[extraction]``, see README.md "Configuration").
+
+    ``ocr``: OCR the PDF pages that have no text layer (Tesseract); ``ocr_languages``: Tesseract
+    language codes joined by ``+`` (only those installed are used); ``ocr_dpi``: rendering
+    resolution of a page for OCR (dots per inch); ``time_limit_s``: the file's time limit in
+    seconds, also the bound on each external program run (``tesseract``, ``antiword``) so that none
+    outlives a worker killed on that limit for long.
+    """
+
+    ocr: bool = True
+    ocr_languages: str = "fra+eng"
+    ocr_dpi: int = 300
+    time_limit_s: float = 60.0
+
+
+DEFAULT_OPTIONS = ExtractOptions()
+
+
+def extract_bytes(
+    data: bytes, filename: str, options: ExtractOptions = DEFAULT_OPTIONS
+) -> tuple[Block, ...]:
     """Extract the text blocks of a file, in reading order.
 
-    ``data`` is the whole file; ``filename`` only serves to pick the format by its extension.
-    Returns at least one non-empty block.
+    ``data`` is the whole file; ``filename`` only serves to pick the format by its extension;
+    ``options`` (OCR, time limit) as in :class:`ExtractOptions`. Returns at least one non-empty
+    block; blocks read by OCR have ``ocr=True``.
 
     Raises :class:`~ancre.errors.ExtractionError` with ``reason``:
-    ``"unsupported"`` (extension not in :data:`SUPPORTED_EXTENSIONS`), ``"empty"`` (0 bytes, a PDF
-    with no page, or no text at all), ``"encrypted"`` (a PDF that needs a real password),
-    ``"corrupt"`` (the parser rejected the file; ``detail`` says why).
+    ``"unsupported"`` (extension not in :data:`SUPPORTED_EXTENSIONS`, or a legacy ``.doc`` when
+    ``antiword`` is not installed), ``"empty"`` (0 bytes, a PDF with no page, or no text at all),
+    ``"no_text_layer"`` (a PDF whose pages are images without text — a scan — and OCR is off,
+    unavailable or found nothing; ``detail`` counts the pages), ``"encrypted"`` (a PDF or ``.doc``
+    that needs a password), ``"corrupt"`` (the parser rejected the file; ``detail`` says why).
     """
     ext = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
     reader = _READERS.get(ext)
@@ -64,7 +87,7 @@ def extract_bytes(data: bytes, filename: str) -> tuple[Block, ...]:
     if not data:
         raise ExtractionError("empty", "0 bytes")
     try:
-        blocks = reader(data)
+        blocks = reader(data, options) if reader in _WITH_OPTIONS else reader(data)
     except (ExtractionError, MemoryError):
         raise
     except Exception as exc:  # untrusted input: any parser failure means a corrupt file
@@ -122,11 +145,12 @@ _SKIP_INLINE = frozenset(
     _w(t)
     for t in (
         "pPr", "rPr", "del", "moveFrom", "delText", "instrText", "delInstrText", "sdtPr",
-        "sdtEndPr", "footnoteReference", "endnoteReference", "commentReference",
+        "sdtEndPr", "commentReference",
     )
 )
 # Containers whose children are block-level content (paragraphs, tables, content controls).
 _BLOCK_CONTAINERS = frozenset({_SDT_CONTENT, _w("customXml"), _w("ins"), _w("moveTo")})
+_NOTE_REFS = {_w("footnoteReference"): "footnote", _w("endnoteReference"): "endnote"}
 _INLINE_TEXT = {_w("tab"): " ", _w("ptab"): " ", _w("br"): "\n", _w("cr"): "\n",
                 _w("noBreakHyphen"): "-"}
 
@@ -134,8 +158,9 @@ _INLINE_TEXT = {_w("tab"): " ", _w("ptab"): " ", _w("br"): "\n", _w("cr"): "\n",
 class _DocxWalker:
     """Walks WordprocessingML block content (body, header, cell, text box) into blocks."""
 
-    def __init__(self, heading_level: Callable[[str], int]) -> None:
+    def __init__(self, heading_level: Callable[[str], int], notes: DocxNotes | None = None) -> None:
         self._heading_level = heading_level  # styleId -> heading level (0 = not a heading)
+        self._notes = notes  # footnotes / endnotes, read after the paragraph that cites them
 
     def blocks(self, container: object) -> list[Block]:
         out: list[Block] = []
@@ -162,7 +187,8 @@ class _DocxWalker:
     def _paragraph(self, p: object) -> list[Block]:
         parts: list[str] = []
         boxes: list[object] = []
-        self._inline(p, parts, boxes)
+        cited: list[tuple[str, str]] = []
+        self._inline(p, parts, boxes, cited)
         text = _clean("".join(parts))
         out: list[Block] = []
         if text:
@@ -171,9 +197,14 @@ class _DocxWalker:
             out.append(Block(kind, text, level=level))
         for box in boxes:  # text boxes anchored here, read after their anchor paragraph
             out.extend(self.blocks(box))
+        if self._notes is not None:  # notes cited here, right after it (so in the same chunk)
+            for note_type, note_id in cited:
+                out.extend(self._notes.take(note_type, note_id, self))
         return out
 
-    def _inline(self, el: object, parts: list[str], boxes: list[object]) -> None:
+    def _inline(
+        self, el: object, parts: list[str], boxes: list[object], cited: list[tuple[str, str]]
+    ) -> None:
         for child in el:  # type: ignore[attr-defined]
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIP_INLINE:
@@ -182,14 +213,19 @@ class _DocxWalker:
                 parts.append(child.text or "")
             elif tag in _INLINE_TEXT:
                 parts.append(_INLINE_TEXT[tag])
+            elif tag in _NOTE_REFS:
+                note_id = child.get(_w("id"), "")
+                if self._notes is not None and self._notes.has(_NOTE_REFS[tag], note_id):
+                    parts.append(self._notes.mark(_NOTE_REFS[tag], note_id))
+                    cited.append((_NOTE_REFS[tag], note_id))
             elif tag == _TXBX:
                 boxes.append(child)
             elif tag == _ALT:
                 branch = _alternate_branch(child)
                 if branch is not None:
-                    self._inline(branch, parts, boxes)
+                    self._inline(branch, parts, boxes, cited)
             else:  # runs, hyperlinks, w:ins, w:moveTo, inline w:sdt, smartTag, fldSimple, drawings...
-                self._inline(child, parts, boxes)
+                self._inline(child, parts, boxes, cited)
 
     def _level(self, p: object) -> int:
         ppr = p.find(_w("pPr"))  # type: ignore[attr-defined]
@@ -296,6 +332,111 @@ def _style_levels(styles_element: object | None) -> Callable[[str], int]:
     return level
 
 
+_NOTE_SKIP_TYPES = frozenset({"separator", "continuationSeparator", "continuationNotice"})
+
+
+def _parse_part_xml(part: object) -> object | None:
+    """The root element of an XML package part: python-docx's parsed one, else its bytes parsed
+    without entity expansion or network access; ``None`` when the part is not XML."""
+    element = getattr(part, "element", None)
+    if element is not None:
+        return element
+    from lxml import etree
+
+    blob = getattr(part, "blob", b"")
+    if not blob:
+        return None
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
+    try:
+        return etree.fromstring(blob, parser)
+    except etree.XMLSyntaxError:
+        return None
+
+
+class DocxNotes:
+    """Footnotes and endnotes of a WordprocessingML document (ECMA-376 Part 1, §17.11).
+
+    Their text is in the ``footnotes`` / ``endnotes`` parts (``word/footnotes.xml``), which
+    python-docx does not expose; a ``w:footnoteReference w:id="n"`` in the body cites one. The body
+    walker puts a mark (``[1]`` for footnotes, ``[i]`` for endnotes, numbered in order of first
+    citation, as Word numbers them by default) where the note is cited and reads the note's
+    paragraphs right after the citing paragraph, the first one prefixed with the same mark, so a
+    note lands in the chunk of the sentence it annotates. Notes never cited come at the end of the
+    body (:meth:`remaining`): nothing is dropped. Separator notes (``w:type`` separator,
+    continuationSeparator, continuationNotice) are not text.
+    """
+
+    def __init__(self, footnotes: object | None = None, endnotes: object | None = None) -> None:
+        self._notes: dict[tuple[str, str], object] = {}
+        for note_type, root in (("footnote", footnotes), ("endnote", endnotes)):
+            if root is None:
+                continue
+            for note in root.iter(_w(note_type)):  # type: ignore[attr-defined]
+                if note.get(_w("type"), "normal") in _NOTE_SKIP_TYPES:
+                    continue
+                self._notes.setdefault((note_type, note.get(_w("id"), "")), note)
+        self._marks: dict[tuple[str, str], str] = {}
+        self._count = {"footnote": 0, "endnote": 0}
+        self._taken: set[tuple[str, str]] = set()
+
+    @classmethod
+    def of_part(cls, document_part: object) -> DocxNotes:
+        """The notes of an opened package, from its main document part (python-docx's
+        ``document.part``, or any part with ``rels``). Relationship types are matched on their
+        last segment (``…/footnotes``, ``…/endnotes``), so Transitional and Strict packages and
+        every Word body content type (.docx, .docm, .dotx, .dotm) are read alike."""
+        roots: dict[str, object | None] = {"footnotes": None, "endnotes": None}
+        for rel in getattr(document_part, "rels", {}).values():
+            kind = str(rel.reltype).rsplit("/", 1)[-1]
+            if kind in roots and not rel.is_external and roots[kind] is None:
+                roots[kind] = _parse_part_xml(rel.target_part)
+        return cls(roots["footnotes"], roots["endnotes"])
+
+    def has(self, note_type: str, note_id: str) -> bool:
+        """Whether a note of ``note_type`` (``footnote``/``endnote``) with that ``w:id`` exists."""
+        return (note_type, note_id) in self._notes
+
+    def mark(self, note_type: str, note_id: str) -> str:
+        """The note's mark (``[1]``, ``[ii]``), numbered on its first citation."""
+        key = (note_type, note_id)
+        if key not in self._marks:
+            self._count[note_type] += 1
+            n = self._count[note_type]
+            self._marks[key] = f"[{n}]" if note_type == "footnote" else f"[{_roman(n)}]"
+        return self._marks[key]
+
+    def take(self, note_type: str, note_id: str, walker: _DocxWalker) -> list[Block]:
+        """The note's blocks the first time it is asked for (later citations: ``[]``)."""
+        key = (note_type, note_id)
+        if key in self._taken or key not in self._notes:
+            return []
+        self._taken.add(key)
+        blocks = [b if b.kind is BlockKind.TABLE_ROW else Block(BlockKind.PARAGRAPH, b.text)
+                  for b in walker.blocks(self._notes[key])]
+        if blocks:
+            mark = self.mark(note_type, note_id)
+            blocks[0] = Block(blocks[0].kind, f"{mark} {blocks[0].text}")
+        return blocks
+
+    def remaining(self, walker: _DocxWalker) -> list[Block]:
+        """Blocks of the notes no paragraph cited, footnotes then endnotes, in part order."""
+        out: list[Block] = []
+        for note_type, note_id in list(self._notes):
+            out.extend(self.take(note_type, note_id, walker))
+        return out
+
+
+def _roman(n: int) -> str:
+    """1 → ``i``, 4 → ``iv``, 1990 → ``mcmxc`` (Word's default endnote numbering)."""
+    out = []
+    for value, digits in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
+                          (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+        while n >= value:
+            out.append(digits)
+            n -= value
+    return "".join(out)
+
+
 def _read_docx(data: bytes) -> list[Block]:
     import docx  # imported here: the worker pays for it once, the query side never
     from docx.opc.constants import RELATIONSHIP_TYPE as RT
@@ -306,7 +447,10 @@ def _read_docx(data: bytes) -> list[Block]:
         styles_el = part.styles.element
     except Exception:  # a document without a styles part still has text
         styles_el = None
-    walker = _DocxWalker(_style_levels(styles_el))
+    notes = DocxNotes.of_part(part)
+    levels = _style_levels(styles_el)
+    walker = _DocxWalker(levels)
+    body_walker = _DocxWalker(levels, notes)
 
     # Headers and footers of every section, in section order, each part once, identical texts once.
     headers: list[Block] = []
@@ -333,13 +477,14 @@ def _read_docx(data: bytes) -> list[Block]:
             seen_texts.add(key)
             (headers if rel.reltype == RT.HEADER else footers).extend(blocks)
 
-    return headers + walker.blocks(document.element.body) + footers
+    body = body_walker.blocks(document.element.body)
+    return headers + body + notes.remaining(body_walker) + footers
 
 
 # ------------------------------------------------------------------------------------------- pdf
 
 
-def _read_pdf(data: bytes) -> list[Block]:
+def _read_pdf(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Block]:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
@@ -358,13 +503,217 @@ def _read_pdf(data: bytes) -> list[Block]:
         raise ExtractionError("encrypted", str(exc)) from exc
     if count == 0:
         raise ExtractionError("empty", "the PDF has no page")
-    out: list[Block] = []
+    fields = _PdfFields(reader)
+    per_page: list[list[Block]] = []
+    scanned: list[int] = []  # 1-based numbers of pages that are images without a text layer
     for number in range(1, count + 1):
-        text = normalize_pdf_text(pages[number - 1].extract_text() or "")
+        page = pages[number - 1]
+        text = normalize_pdf_text(page.extract_text() or "")
+        blocks = [Block(BlockKind.PARAGRAPH, para, page=number) for para in _pdf_paragraphs(text)]
+        if not blocks and _has_image(page):
+            scanned.append(number)
+        blocks.extend(fields.of_page(page, number))
+        per_page.append(blocks)
+    tail = fields.remaining(count)
+    if scanned:
+        _ocr_pages(data, scanned, per_page, options, has_other_text=bool(tail) or any(per_page))
+    out: list[Block] = []
+    for number, blocks in enumerate(per_page, start=1):
         if number > 1:
             out.append(Block(BlockKind.PAGE_BREAK, "", page=number))
-        out.extend(Block(BlockKind.PARAGRAPH, para, page=number) for para in _pdf_paragraphs(text))
-    return out
+        out.extend(blocks)
+    return out + tail
+
+
+def _has_image(page: object) -> bool:
+    """Whether a PDF page paints at least one image (an image XObject, also inside a form XObject,
+    or an inline image): with no text layer, such a page is a scan."""
+    try:
+        return len(page.images) > 0  # type: ignore[attr-defined]
+    except Exception:  # a broken image dictionary still means "there is an image"
+        return True
+
+
+class _PdfFields:
+    """Names and values of a PDF's interactive form (ISO 32000-1 §12.7): AcroForm fields, each as
+    a ``name : value`` paragraph on the page of its widget (fields with no widget on any page come
+    after the last page); when no AcroForm field holds a value, the XFA ``datasets`` packet's
+    filled-in leaves (XFA 3.3, "datasets"), as ``name : value`` after the last page. The name is
+    the field's user-facing name (``/TU``) when it has one, else its qualified name (``/T`` parts
+    joined by dots). Empty values and an unchecked box (``/Off``) are left out; a checked box
+    reads as its export value (``Oui``, ``Yes``…)."""
+
+    def __init__(self, reader: object) -> None:
+        self._reader = reader
+        self._seen: set[str] = set()
+        try:
+            self._fields = reader.get_fields() or {}  # type: ignore[attr-defined]
+        except Exception:  # a broken form never costs the page text
+            self._fields = {}
+        self._any_value = False
+
+    @staticmethod
+    def _value(raw: object) -> str:
+        if raw is None:
+            return ""
+        if isinstance(raw, list):
+            return ", ".join(v for v in (_PdfFields._value(x) for x in raw) if v)
+        text = str(raw)
+        if text.startswith("/"):  # a name object: check box or radio state
+            text = "" if text == "/Off" else text[1:]
+        return _clean(text)
+
+    def _line(self, qualified: str, field: object) -> str | None:
+        if qualified in self._seen:
+            return None
+        get = getattr(field, "get", None)
+        if get is None:
+            return None
+        value = self._value(get("/V"))
+        if not value:
+            return None
+        self._seen.add(qualified)
+        self._any_value = True
+        label = _clean(str(get("/TU") or "")) or qualified
+        return f"{label} : {value}"
+
+    def of_page(self, page: object, number: int) -> list[Block]:
+        """The fields whose widget sits on ``page``, in annotation order."""
+        out: list[Block] = []
+        try:
+            annots = page.get("/Annots") or []  # type: ignore[attr-defined]
+            for ref in annots:
+                annot = ref.get_object()
+                if annot.get("/Subtype") != "/Widget":
+                    continue
+                names: list[str] = []
+                node = annot
+                for _ in range(32):  # walk up to the terminal field's ancestors for its full name
+                    if node.get("/T") is not None:
+                        names.insert(0, str(node["/T"]))
+                    parent = node.get("/Parent")
+                    if parent is None:
+                        break
+                    node = parent.get_object()
+                qualified = ".".join(names)
+                field = self._fields.get(qualified)
+                line = self._line(qualified, field if field is not None else annot)
+                if line:
+                    out.append(Block(BlockKind.PARAGRAPH, line, page=number))
+        except Exception:
+            return out
+        return out
+
+    def remaining(self, last_page: int) -> list[Block]:
+        """Fields with a value that no page's widget showed, then the XFA data if no AcroForm
+        field had a value."""
+        out = [Block(BlockKind.PARAGRAPH, line, page=last_page)
+               for line in (self._line(q, f) for q, f in self._fields.items()) if line]
+        if not self._any_value:
+            out.extend(Block(BlockKind.PARAGRAPH, line, page=last_page) for line in self._xfa())
+        return out
+
+    def _xfa(self) -> list[str]:
+        try:
+            packets = self._reader.xfa or {}  # type: ignore[attr-defined]
+        except Exception:
+            return []
+        data = packets.get("datasets") if isinstance(packets, dict) else None
+        if not data:
+            return []
+        from lxml import etree
+
+        parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
+        try:
+            root = etree.fromstring(data if isinstance(data, bytes) else str(data).encode(), parser)
+        except etree.XMLSyntaxError:
+            return []
+        lines: list[str] = []
+        for el in root.iter():
+            if not isinstance(el.tag, str) or len(el) or not (el.text or "").strip():
+                continue
+            lines.append(f"{etree.QName(el).localname} : {_clean(el.text or '')}")
+        return lines
+
+
+class _OcrUnavailable(Exception):
+    """Tesseract or its language data is missing."""
+
+
+def _ocr_pages(
+    data: bytes,
+    numbers: list[int],
+    per_page: list[list[Block]],
+    options: ExtractOptions,
+    *,
+    has_other_text: bool,
+) -> None:
+    """OCR the scanned pages ``numbers`` (1-based) in place into ``per_page`` (blocks with
+    ``ocr=True``). Without OCR (off, Tesseract or its languages missing) a PDF with text elsewhere
+    keeps that text; one with no text at all raises ``no_text_layer`` counting its pages."""
+    total = len(per_page)
+    why = "OCR disabled ([extraction] ocr = false)"
+    if options.ocr:
+        try:
+            texts = ocr_pdf_pages(data, numbers, options)
+        except _OcrUnavailable as exc:
+            why = f"OCR unavailable: {exc}"
+        else:
+            for number, text in zip(numbers, texts):
+                per_page[number - 1] = [
+                    Block(BlockKind.PARAGRAPH, para, page=number, ocr=True)
+                    for para in _pdf_paragraphs(normalize_pdf_text(text))
+                ]
+            if has_other_text or any(per_page[n - 1] for n in numbers):
+                return
+            why = "OCR found no text"
+    if not has_other_text:
+        raise ExtractionError(
+            "no_text_layer", f"{len(numbers)} of {total} pages are images without text; {why}"
+        )
+
+
+def _tesseract_languages(wanted: str) -> str:
+    import pytesseract
+
+    try:
+        installed = set(pytesseract.get_languages(config=""))
+    except (pytesseract.TesseractNotFoundError, OSError) as exc:
+        raise _OcrUnavailable("tesseract is not installed") from exc
+    langs = [lang for lang in wanted.split("+") if lang in installed]
+    if not langs:
+        raise _OcrUnavailable(f"no Tesseract data for {wanted!r} (installed: {sorted(installed)})")
+    return "+".join(langs)
+
+
+def ocr_pdf_pages(data: bytes, numbers: list[int], options: ExtractOptions = DEFAULT_OPTIONS) -> list[str]:
+    """OCR pages ``numbers`` (1-based) of a PDF: each page rendered at ``options.ocr_dpi`` with
+    PDFium (pypdfium2), then read by Tesseract (pytesseract) in ``options.ocr_languages`` (those
+    installed). Returns one text per page number, in order. Each Tesseract run is bounded by
+    ``options.time_limit_s``. Raises :class:`ExtractionError` (``timeout``) when Tesseract runs
+    over that limit, ``_OcrUnavailable`` when Tesseract or every wanted language is missing."""
+    import pypdfium2
+    import pytesseract
+
+    langs = _tesseract_languages(options.ocr_languages)
+    pdf = pypdfium2.PdfDocument(data)
+    texts: list[str] = []
+    try:
+        for number in numbers:
+            page = pdf[number - 1]
+            try:
+                image = page.render(scale=options.ocr_dpi / 72, grayscale=True).to_pil()
+            finally:
+                page.close()
+            try:
+                texts.append(pytesseract.image_to_string(
+                    image, lang=langs, config="--psm 3", timeout=options.time_limit_s
+                ))
+            except RuntimeError as exc:  # pytesseract's timeout
+                raise ExtractionError("timeout", f"OCR of page {number}: {exc}") from exc
+    finally:
+        pdf.close()
+    return texts
 
 
 _LIST_MARKER = re.compile(r"^(?:\d+(?:\.\d+)*[.)]?\s|[-–—•*▪◦·]\s|[a-zA-Z][.)]\s)")
@@ -450,10 +799,223 @@ def _read_markdown(data: bytes) -> list[Block]:
     return out
 
 
+# ------------------------------------------------------------------------------------------- odt
+
+_ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+_ODF_TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+_ODF_DRAW = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
+_ODF_OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+_ODF_STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
+# Not part of the text as read: tracked deletions, comments, generated-field declarations.
+_ODF_SKIP = frozenset({
+    (_ODF_TEXT, "tracked-changes"), (_ODF_OFFICE, "annotation"), (_ODF_TEXT, "note-citation"),
+    (_ODF_TEXT, "sequence-decls"), (_ODF_TEXT, "variable-decls"), (_ODF_TEXT, "user-field-decls"),
+    (_ODF_OFFICE, "forms"), (_ODF_TABLE, "covered-table-cell"),
+})
+
+
+class _OdtWalker:
+    """Walks an OpenDocument text body (ODF 1.2 Part 1, §5–§9, read with odfpy) into blocks:
+    ``text:h`` headings with their ``text:outline-level``, ``text:p`` paragraphs (also inside lists,
+    sections and frames), table rows joined by ``" | "``; ``text:s`` / ``text:tab`` /
+    ``text:line-break`` become spaces and line breaks; a footnote or endnote (``text:note``) leaves
+    its citation mark (``[1]``) in the paragraph and its body follows the paragraph; text boxes
+    (``draw:text-box``) follow their anchor paragraph; tracked deletions and comments are not text."""
+
+    def __init__(self) -> None:
+        self._after: list[list[object]] = []  # per open paragraph: notes / boxes to read after it
+
+    def blocks(self, container: object) -> list[Block]:
+        out: list[Block] = []
+        for child in getattr(container, "childNodes", ()):
+            qname = getattr(child, "qname", None)
+            if qname is None or qname in _ODF_SKIP:
+                continue
+            if qname in ((_ODF_TEXT, "p"), (_ODF_TEXT, "h")):
+                out.extend(self._paragraph(child, qname[1] == "h"))
+            elif qname == (_ODF_TABLE, "table"):
+                out.extend(self._table(child))
+            else:  # lists, list items, sections, indexes, frames, shapes, soft page breaks…
+                out.extend(self.blocks(child))
+        return out
+
+    def _paragraph(self, p: object, heading: bool) -> list[Block]:
+        parts: list[str] = []
+        after: list[object] = []
+        self._inline(p, parts, after)
+        text = _clean("".join(parts))
+        out: list[Block] = []
+        if text:
+            level = 0
+            if heading:
+                try:
+                    level = max(1, int(p.getAttrNS(_ODF_TEXT, "outline-level") or 1))  # type: ignore[attr-defined]
+                except ValueError:
+                    level = 1
+            out.append(Block(BlockKind.HEADING if level else BlockKind.PARAGRAPH, text, level=level))
+        for mark, body in after:  # type: ignore[misc]
+            blocks = [Block(BlockKind.PARAGRAPH, b.text) for b in self.blocks(body)]
+            if blocks and mark:
+                blocks[0] = Block(BlockKind.PARAGRAPH, f"{mark} {blocks[0].text}")
+            out.extend(blocks)
+        return out
+
+    def _inline(self, el: object, parts: list[str], after: list[object]) -> None:
+        for child in getattr(el, "childNodes", ()):
+            if child.nodeType == child.TEXT_NODE:
+                parts.append(child.data)
+                continue
+            qname = getattr(child, "qname", None)
+            if qname is None or qname in _ODF_SKIP:
+                continue
+            local = qname[1] if qname[0] == _ODF_TEXT else None
+            if local == "s":
+                try:
+                    parts.append(" " * max(1, int(child.getAttrNS(_ODF_TEXT, "c") or 1)))
+                except ValueError:
+                    parts.append(" ")
+            elif local == "tab":
+                parts.append(" ")
+            elif local == "line-break":
+                parts.append("\n")
+            elif local == "note":
+                mark = ""
+                for sub in child.childNodes:
+                    if getattr(sub, "qname", None) == (_ODF_TEXT, "note-citation"):
+                        mark = f"[{_clean(str(sub))}]"
+                    elif getattr(sub, "qname", None) == (_ODF_TEXT, "note-body"):
+                        after.append((mark, sub))
+                parts.append(mark)
+            elif qname == (_ODF_DRAW, "text-box"):
+                after.append(("", child))
+            else:  # spans, links, frames, fields, bookmarks, changes that are kept…
+                self._inline(child, parts, after)
+
+    def _table(self, table: object) -> list[Block]:
+        out: list[Block] = []
+        for row in _odf_descendants(table, (_ODF_TABLE, "table-row"), stop=(_ODF_TABLE, "table")):
+            cells = []
+            for cell in row.childNodes:
+                if getattr(cell, "qname", None) == (_ODF_TABLE, "table-cell"):
+                    text = " ".join(b.text.replace("\n", " ") for b in self.blocks(cell))
+                    if text:
+                        cells.append(text)
+            if cells:
+                out.append(Block(BlockKind.TABLE_ROW, " | ".join(cells)))
+        return out
+
+
+def _odf_descendants(el: object, qname: tuple[str, str], stop: tuple[str, str]) -> Iterable[object]:
+    """Elements ``qname`` below ``el`` in document order, not looking inside nested ``stop``."""
+    for child in getattr(el, "childNodes", ()):
+        q = getattr(child, "qname", None)
+        if q == qname:
+            yield child
+        elif q is not None and q != stop:
+            yield from _odf_descendants(child, qname, stop)
+
+
+def _read_odt(data: bytes) -> list[Block]:
+    from odf.opendocument import load
+
+    document = load(io.BytesIO(data))
+    walker = _OdtWalker()
+    headers: list[Block] = []
+    footers: list[Block] = []
+    seen: set[tuple[str, ...]] = set()
+    for master in _odf_descendants(document.masterstyles, (_ODF_STYLE, "master-page"), stop=("", "")):
+        for part in master.childNodes:
+            q = getattr(part, "qname", None)
+            if q not in ((_ODF_STYLE, "header"), (_ODF_STYLE, "footer")):
+                continue
+            blocks = walker.blocks(part)
+            key = tuple(b.text for b in blocks)
+            if blocks and key not in seen:
+                seen.add(key)
+                (headers if q[1] == "header" else footers).extend(blocks)
+    return headers + walker.blocks(document.text) + footers
+
+
+# ------------------------------------------------------------------------------------------- rtf
+
+
+def _read_rtf(data: bytes) -> list[Block]:
+    from striprtf.striprtf import rtf_to_text
+
+    if not data.lstrip()[:5] == b"{\\rtf":
+        raise ExtractionError("corrupt", "not an RTF file (no {\\rtf header)")
+    # RTF is 7-bit; \'xx escapes are decoded by striprtf in the document's code page (\ansicpg)
+    text = rtf_to_text(data.decode("latin-1"), errors="replace")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _lines_to_blocks(text)
+
+
+def _lines_to_blocks(text: str) -> list[Block]:
+    """One paragraph per line of converter output; lines with ``|`` cell separators are table rows."""
+    out: list[Block] = []
+    for line in text.split("\n"):
+        if "|" in line and line.strip().strip("|").strip():
+            cells = [c for c in (_clean(c) for c in line.strip().strip("|").split("|")) if c]
+            if len(cells) > 1:
+                out.append(Block(BlockKind.TABLE_ROW, " | ".join(cells)))
+                continue
+        cleaned = _clean(line)
+        if cleaned:
+            out.append(Block(BlockKind.PARAGRAPH, cleaned))
+    return out
+
+
+# ------------------------------------------------------------------------------------------- doc
+
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+def _read_doc(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Block]:
+    """Word 97–2003 (and Word 6/95) binary documents through Debian's ``antiword`` (UTF-8 output,
+    no line wrapping), run as a child process bounded by ``options.time_limit_s``."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if not data.startswith(_OLE_MAGIC):
+        if data.lstrip()[:5] == b"{\\rtf":  # Word saves RTF under .doc too: read it as RTF
+            return _read_rtf(data)
+        raise ExtractionError("corrupt", "not a Word 97-2003 file (no OLE compound file header)")
+    exe = shutil.which("antiword")
+    if exe is None:
+        raise ExtractionError("unsupported", "legacy .doc (antiword is not installed)")
+    with tempfile.NamedTemporaryFile(suffix=".doc") as tmp:
+        tmp.write(data)
+        tmp.flush()
+        try:
+            proc = subprocess.run(
+                [exe, "-m", "UTF-8.txt", "-w", "0", tmp.name],
+                capture_output=True, timeout=options.time_limit_s, check=False,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ExtractionError("timeout", f"antiword after {options.time_limit_s:g} s") from exc
+    err = proc.stderr.decode("utf-8", "replace").strip()
+    if proc.returncode != 0:
+        low = err.lower()
+        if "encrypt" in low or "password" in low:
+            raise ExtractionError("encrypted", err[:300])
+        raise ExtractionError("corrupt", f"antiword: {err[:300] or f'exit {proc.returncode}'}")
+    text = proc.stdout.decode("utf-8", "replace")
+    # antiword marks pictures and drawings it cannot render; they are not text
+    text = re.sub(r"\[pic\]|\[picture\]", "", text)
+    return _lines_to_blocks(text)
+
+
 _READERS: dict[str, Callable[[bytes], list[Block]]] = {
     ".docx": _read_docx,
-    ".pdf": _read_pdf,
+    ".pdf": _read_pdf,  # type: ignore[dict-item]
     ".md": _read_markdown,
     ".markdown": _read_markdown,
     ".txt": _read_txt,
+    ".odt": _read_odt,
+    ".rtf": _read_rtf,
+    ".doc": _read_doc,  # type: ignore[dict-item]
 }
+_WITH_OPTIONS: frozenset[Callable[..., list[Block]]] = frozenset({_read_pdf, _read_doc})
+"""Readers that take :class:`ExtractOptions` as a second argument."""

@@ -42,11 +42,13 @@ def _resolve(target: str) -> Callable[[bytes, str], tuple[Block, ...]]:
     return func  # type: ignore[no-any-return]
 
 
-def _worker_main(conn: Connection, target: str) -> None:
+def _worker_main(conn: Connection, target: str, options: object | None = None) -> None:
     """Worker loop: receive ``(data, filename)``, answer ``("ok", blocks)`` or
-    ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop."""
+    ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop. ``options``, when
+    given, is passed to the target as its third argument."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     func = _resolve(target)
+    extra = () if options is None else (options,)
     while True:
         try:
             msg = conn.recv()
@@ -56,7 +58,7 @@ def _worker_main(conn: Connection, target: str) -> None:
             return
         data, filename = msg
         try:
-            reply: tuple[Any, ...] = ("ok", tuple(func(data, filename)))
+            reply: tuple[Any, ...] = ("ok", tuple(func(data, filename, *extra)))
         except ExtractionError as exc:
             reply = ("error", exc.reason, exc.detail)
         except MemoryError:
@@ -79,17 +81,23 @@ class ExtractionPool:
     :func:`ancre.connectors.extract.extract_bytes`; tests pass a hanging or crashing one (the
     module must be importable in the worker: ``spawn`` gives it the parent's ``sys.path``).
 
+    ``options`` (picklable, e.g. :class:`ancre.connectors.extract.ExtractOptions`: OCR settings),
+    when not ``None``, is handed to the target as its third argument for every file.
+
     Thread-safe (calls are serialised: one file at a time). Use as a context manager or call
     :meth:`close`. The worker starts on the first :meth:`extract`, not in the constructor.
     """
 
-    def __init__(self, timeout_s: float = 60.0, target: str = DEFAULT_TARGET) -> None:
+    def __init__(
+        self, timeout_s: float = 60.0, target: str = DEFAULT_TARGET, options: object | None = None
+    ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if ":" not in target:
             raise ValueError(f"target must be 'module:function', got {target!r}")
         self.timeout_s = float(timeout_s)
         self.target = target
+        self.options = options
         self._lock = threading.Lock()
         self._proc: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -168,7 +176,7 @@ class ExtractionPool:
         self._kill()
         parent, child = _CTX.Pipe(duplex=True)
         proc = _CTX.Process(
-            target=_worker_main, args=(child, self.target), name="ancre-extract", daemon=True
+            target=_worker_main, args=(child, self.target, self.options), name="ancre-extract", daemon=True
         )
         proc.start()
         child.close()

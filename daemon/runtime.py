@@ -93,10 +93,15 @@ class Runtime:
     @cached_property
     def engine(self) -> SyncEngine:
         """The sync engine (starts the extraction worker on first use)."""
+        from ancre.connectors.extract import ExtractOptions
         from ancre.connectors.worker import ExtractionPool
         from ancre.daemon.sync import SyncEngine
 
-        pool = ExtractionPool(timeout_s=self.settings.extraction.timeout_s)
+        ex = self.settings.extraction
+        options = ExtractOptions(
+            ocr=ex.ocr, ocr_languages=ex.ocr_languages, ocr_dpi=ex.ocr_dpi, time_limit_s=ex.timeout_s
+        )
+        pool = ExtractionPool(timeout_s=ex.timeout_s, options=options)
         self._pool = pool
         return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)
 

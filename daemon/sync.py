@@ -42,7 +42,7 @@ from ancre.models import COLLECTIONS, Acl, Chunk, ChunkPayload, SourceItem
 
 log = logging.getLogger("ancre.sync")
 
-SKIP_REASONS = frozenset({"encrypted", "empty", "too_large", "unsupported"})
+SKIP_REASONS = frozenset({"encrypted", "empty", "too_large", "unsupported", "no_text_layer"})
 """Extraction outcomes recorded as status ``skipped`` (a property of the file, not an error);
 every other extraction error is ``failed``."""
 
@@ -464,7 +464,7 @@ class SyncEngine:
                             location=location, chunk_index=c.chunk_index, text=c.text,
                             acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
                             content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
-                            collection=p.collection,
+                            collection=p.collection, ocr=c.ocr,
                         ),
                     )
                 )
