@@ -43,6 +43,9 @@ from ancre.models import Block, BlockKind
 
 __all__ = ["SUPPORTED_EXTENSIONS", "DocxNotes", "ExtractOptions", "extract_bytes"]
 
+SUPPORTED_EXTENSIONS = frozenset({".docx", ".pdf", ".md", ".markdown", ".txt", ".odt", ".rtf", ".doc"})
+"""Extensions :func:`extract_bytes` reads (lower case, with the dot)."""
+
 
 @dataclass(frozen=True)
 class ExtractOptions:

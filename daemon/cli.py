@@ -353,12 +353,20 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
         counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
         chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == "indexed")
     problems = [(i.source, i.path, i.status, i.reason) for i in items if i.status in ("failed", "skipped", "pending")]
+    from ancre.daemon.sync import skip_reason_key
+
+    skipped: dict[tuple[str, str], int] = {}
+    for it in items:
+        if it.status == "skipped":
+            key = (it.source, skip_reason_key(it.reason))
+            skipped[key] = skipped.get(key, 0) + 1
     if as_json:
         sys.stdout.write(json.dumps({
             "counts": [{"source": s, "status": st, "n": n} for (s, st), n in sorted(counts.items())],
             "chunks": chunks, "bm25_generation": gen,
             "passes": [{"source": p[0], "started_at": p[1], "finished_at": p[2], "outcome": p[3]} for p in passes],
             "problems": [{"source": p[0], "path": p[1], "status": p[2], "reason": p[3]} for p in problems],
+            "skipped": [{"source": s, "reason": r, "n": n} for (s, r), n in sorted(skipped.items())],
         }, ensure_ascii=False) + "\n")
         return
     t = Table(title="documents")
@@ -367,6 +375,13 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     for (s, st), n in sorted(counts.items()):
         t.add_row(s, st, str(n))
     console.print(t)
+    if skipped:
+        ts = Table(title="skipped, by reason")
+        for c in ("source", "reason", "documents"):
+            ts.add_column(c)
+        for (s, r), n in sorted(skipped.items()):
+            ts.add_row(s, r, str(n))
+        console.print(ts)
     console.print(f"chunks indexed: {sum(chunks.values())}   BM25 generation: {gen}")
     last: dict[str, tuple[str, float, float | None, str | None, str | None]] = {}
     for p in passes:

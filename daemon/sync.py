@@ -47,6 +47,22 @@ SKIP_REASONS = frozenset({"encrypted", "empty", "too_large", "unsupported", "no_
 every other extraction error is ``failed``."""
 
 
+def skip_reason_key(reason: str | None) -> str:
+    """The group a skipped document is counted under in ``ancre status``: the reason code
+    (``no_text_layer``, ``empty``, ``encrypted``, ``too_large``…) without the per-file detail
+    (page counts, sizes); for ``unsupported``, the code with its detail, so that
+    ``unsupported: legacy .doc (…)`` and each unsupported extension are counted apart.
+    ``"unsupported: extension '.png'"`` → itself; ``"no_text_layer: 3 of 3 pages…"`` →
+    ``"no_text_layer"``; ``None`` → ``"(none)"``."""
+    if not reason:
+        return "(none)"
+    code, _, detail = reason.partition(":")
+    code = code.strip()
+    if code == "unsupported" and detail.strip():
+        return f"{code}: {detail.strip()}"
+    return code
+
+
 @dataclass
 class PassReport:
     """Outcome of one pass over one source. Counts are documents unless named ``chunks``."""
@@ -589,4 +605,4 @@ def _replace(st: ItemState, **kw: object) -> ItemState:
     return replace(st, **kw)  # type: ignore[arg-type]
 
 
-__all__ = ["PassReport", "SyncEngine", "SKIP_REASONS", "Acl"]
+__all__ = ["PassReport", "SyncEngine", "SKIP_REASONS", "Acl", "skip_reason_key"]
