@@ -976,6 +976,7 @@ _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 def _read_doc(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Block]:
     """Word 97–2003 (and Word 6/95) binary documents through Debian's ``antiword`` (UTF-8 output,
     no line wrapping), run as a child process bounded by ``options.time_limit_s``."""
+    import os
     import shutil
     import subprocess
     import tempfile
@@ -987,14 +988,16 @@ def _read_doc(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
     exe = shutil.which("antiword")
     if exe is None:
         raise ExtractionError("unsupported", "legacy .doc (antiword is not installed)")
-    with tempfile.NamedTemporaryFile(suffix=".doc") as tmp:
-        tmp.write(data)
-        tmp.flush()
+    with tempfile.TemporaryDirectory(prefix="ancre-doc-") as tmp:
+        path = os.path.join(tmp, "document.doc")
+        with open(path, "wb") as fh:
+            fh.write(data)
         try:
             proc = subprocess.run(
-                [exe, "-m", "UTF-8.txt", "-w", "0", tmp.name],
+                [exe, "-m", "UTF-8.txt", "-w", "0", path],
                 capture_output=True, timeout=options.time_limit_s, check=False,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                # antiword wants a HOME (for ~/.antiword); the service account may have none
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": tmp},
             )
         except subprocess.TimeoutExpired as exc:
             raise ExtractionError("timeout", f"antiword after {options.time_limit_s:g} s") from exc
