@@ -159,6 +159,15 @@ def test_ocr_of_a_french_scan_at_300_dpi_finds_its_sentence(pool: ExtractionPool
 
 
 @needs_tesseract
+def test_ocr_over_the_time_limit_says_how_far_it_got() -> None:
+    data = scanned_pdf([[SCAN_SENTENCE]] * 3, dpi=150)
+    with pytest.raises(ExtractionError) as exc:
+        extract_bytes(data, "long.pdf", ExtractOptions(ocr_dpi=150, time_limit_s=0.3))
+    assert exc.value.reason == "timeout"
+    assert "of 3 scanned pages" in exc.value.detail and "timeout_s" in exc.value.detail
+
+
+@needs_tesseract
 def test_ocr_of_a_blank_scan_is_no_text_layer() -> None:
     with pytest.raises(ExtractionError) as exc:
         extract_bytes(scanned_pdf([None], dpi=150), "blanc.pdf", ExtractOptions(ocr_dpi=150))
