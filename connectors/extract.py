@@ -13,12 +13,23 @@ Dispatch is on the file name's extension (case-insensitive):
   :attr:`~ancre.models.BlockKind.TABLE_ROW` block each, non-empty cells joined by ``" | "``; a
   horizontally merged cell (``w:gridSpan``, or legacy ``w:hMerge`` continuation) and a vertically
   merged cell (``w:vMerge`` continuation) count once. Headers come first and footers last, all
-  sections, identical ones once.
+  sections, identical ones once. Footnotes and endnotes (§17.11, parts python-docx does not
+  expose) follow the paragraph that cites them, marked ``[1]`` / ``[i]`` (:class:`DocxNotes`).
 * ``.pdf`` — pypdf, page by page, each page cleaned by
   :func:`~ancre.connectors.textclean.normalize_pdf_text`; a ``PAGE_BREAK`` block opens every page
   after the first and every block carries its 1-based ``page``. An encrypted PDF whose user password
   is empty (only "permissions" set) is decrypted (AES needs the ``cryptography`` package). Lines
   are re-flowed into paragraphs (see :func:`_pdf_paragraphs`), one ``PARAGRAPH`` block each.
+  Filled-in form fields (AcroForm, else XFA data) follow their page as ``name : value``
+  paragraphs. A page with no text but an image is a scan: with ``ExtractOptions.ocr`` it is
+  rendered by PDFium and read by Tesseract (:func:`ocr_pdf_pages`; blocks with ``ocr=True``);
+  without OCR, a PDF whose every page is such a scan is ``no_text_layer`` (pages counted).
+* ``.odt`` — odfpy (OpenDocument 1.2): headings, paragraphs, lists, tables, notes after their
+  paragraph, text boxes, headers and footers of the master pages (:class:`_OdtWalker`).
+* ``.rtf`` — striprtf, one paragraph per line.
+* ``.doc`` — Word 97–2003 through Debian's ``antiword`` (a child process under the file's time
+  limit); ``unsupported: legacy .doc (antiword is not installed)`` without it; an RTF file saved
+  as ``.doc`` is read as RTF.
 * ``.md``, ``.markdown``, ``.txt`` — UTF-8 (BOM dropped), else cp1252. Markdown is parsed with
   markdown-it-py (CommonMark + tables): ATX/setext headings become ``HEADING`` blocks with their
   level, table rows ``TABLE_ROW`` blocks, every other top-level block (paragraphs, lists, fenced code,
