@@ -74,6 +74,50 @@ def test_footnote_and_endnote_follow_the_paragraph_that_cites_them() -> None:
     assert any("limitée" in c.text and "CHF 250 000" in c.text for c in chunks)
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/vnd.ms-word.document.macroEnabled.main+xml",  # .docm
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",  # .dotx
+    ],
+)
+def test_notes_are_read_from_any_word_body_package(content_type: str) -> None:
+    """DocxNotes works on the opened package whatever the main part's content type, so the
+    .docm/.dotx/.dotm readers get footnotes and endnotes too."""
+    import io
+    import zipfile
+
+    from docx.opc.package import OpcPackage
+    from lxml import etree
+
+    from ancre.connectors.extract import DocxNotes, _DocxWalker, _style_levels
+
+    data = docx_with_notes([("Clause de garantie.", ["Garantie de 24 mois MARQUEURDOCM."], ["Fin MARQUEURFIN."])])
+    src, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            blob = src.read(info)
+            if info.filename == "[Content_Types].xml":
+                blob = blob.replace(
+                    b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
+                    content_type.encode(),
+                )
+            dst.writestr(info, blob)
+    part = OpcPackage.open(io.BytesIO(out.getvalue())).main_document_part
+    assert part.content_type == content_type
+    notes = DocxNotes.of_part(part)
+    assert notes.has("footnote", "1") and notes.has("endnote", "1")
+    body = etree.fromstring(part.blob).find(f"{{{_W}}}body")
+    blocks = _DocxWalker(_style_levels(None), notes).blocks(body)
+    assert [b.text for b in blocks] == [
+        "Contrat de maintenance", "Clause de garantie.[1][i]", "[1] Garantie de 24 mois MARQUEURDOCM.",
+        "[i] Fin MARQUEURFIN.",
+    ]
+
+
+_W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+
 def test_docx_without_notes_is_unchanged() -> None:
     data = docx_with_notes([("Texte simple.", [], [])])
     assert [b.text for b in extract_bytes(data, "x.docx")] == ["Contrat de maintenance", "Texte simple."]
@@ -134,17 +178,9 @@ def test_a_blank_text_page_is_still_empty() -> None:
 
 
 def test_text_pages_are_kept_when_other_pages_are_scans_and_ocr_is_off() -> None:
-    from pypdf import PdfReader, PdfWriter
-    import io
-
-    writer = PdfWriter()
-    for part in (text_pdf([["Page tapée MARQUEURTEXTE."]]), scanned_pdf([[SCAN_SENTENCE]], dpi=100)):
-        for page in PdfReader(io.BytesIO(part)).pages:
-            writer.add_page(page)
-    buf = io.BytesIO()
-    writer.write(buf)
-    blocks = extract_bytes(buf.getvalue(), "mixte.pdf", NO_OCR)
-    assert "MARQUEURTEXTE" in _text(blocks)
+    data = _merge_pdfs(text_pdf([["Page tapée MARQUEURTEXTE."]]), scanned_pdf([[SCAN_SENTENCE]], dpi=100))
+    blocks = extract_bytes(data, "mixte.pdf", NO_OCR)
+    assert "MARQUEURTEXTE" in _text(blocks) and not any(b.ocr for b in blocks)
 
 
 @needs_tesseract
@@ -156,6 +192,30 @@ def test_ocr_of_a_french_scan_at_300_dpi_finds_its_sentence(pool: ExtractionPool
     assert all(b.ocr for b in blocks if b.kind is not BlockKind.PAGE_BREAK)
     chunks = chunk_blocks("d", blocks, 1000)
     assert chunks and all(c.ocr for c in chunks)
+
+
+def _merge_pdfs(*parts: bytes) -> bytes:
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    for part in parts:
+        for page in PdfReader(io.BytesIO(part)).pages:
+            writer.add_page(page)
+    buf = io.BytesIO()
+    writer.write(buf)
+    return buf.getvalue()
+
+
+@needs_tesseract
+def test_mixed_pdf_ocrs_only_its_scanned_page_in_place() -> None:
+    data = _merge_pdfs(text_pdf([["Page tapée MARQUEURTEXTE."]]), scanned_pdf([[SCAN_SENTENCE]], dpi=200),
+                       text_pdf([["Dernière page tapée."]]))
+    blocks = [b for b in extract_bytes(data, "mixte.pdf", ExtractOptions(ocr_dpi=200))
+              if b.kind is not BlockKind.PAGE_BREAK]
+    assert [(b.page, b.ocr) for b in blocks] == [(1, False), (2, True), (3, False)]
+    assert SCAN_SENTENCE in " ".join(blocks[1].text.split())
 
 
 @needs_tesseract
