@@ -197,6 +197,10 @@ class ExtractionConfig(_Section):
     """Tesseract language codes joined by ``+``; those not installed are left out."""
     ocr_dpi: int = Field(300, ge=72, le=600)
     """Resolution a scanned page is rendered at for OCR (Tesseract reads best at 300 dpi)."""
+    ocr_timeout_per_page_s: float = Field(30.0, ge=0)
+    """Seconds added to a file's ``timeout_s`` for each scanned page it OCRs…"""
+    ocr_timeout_max_s: float = Field(1800.0, ge=0)
+    """…at most this many per file."""
 
 
 class ChunkingConfig(_Section):

@@ -68,13 +68,17 @@ class ExtractOptions:
     language codes joined by ``+`` (only those installed are used); ``ocr_dpi``: rendering
     resolution of a page for OCR (dots per inch); ``time_limit_s``: the file's time limit in
     seconds, also the bound on each external program run (``tesseract``, ``antiword``) so that none
-    outlives a worker killed on that limit for long.
+    outlives a worker killed on that limit for long; ``ocr_timeout_per_page_s``: seconds added to
+    the file's limit per scanned page to OCR, at most ``ocr_timeout_max_s`` per file (asked of the
+    worker pool with :func:`ancre.connectors.worker.request_more_time`).
     """
 
     ocr: bool = True
     ocr_languages: str = "fra+eng"
     ocr_dpi: int = 300
     time_limit_s: float = 60.0
+    ocr_timeout_per_page_s: float = 30.0
+    ocr_timeout_max_s: float = 1800.0
 
 
 DEFAULT_OPTIONS = ExtractOptions()
@@ -504,6 +508,7 @@ def _read_pdf(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
+    started = time.monotonic()
     reader = PdfReader(io.BytesIO(data), strict=False)
     if reader.is_encrypted:
         try:
@@ -532,7 +537,7 @@ def _read_pdf(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
         per_page.append(blocks)
     tail = fields.remaining(count)
     if scanned:
-        _ocr_pages(data, scanned, per_page, options, has_other_text=bool(tail) or any(per_page))
+        _ocr_pages(data, scanned, per_page, options, started, has_other_text=bool(tail) or any(per_page))
     out: list[Block] = []
     for number, blocks in enumerate(per_page, start=1):
         if number > 1:
@@ -661,6 +666,7 @@ def _ocr_pages(
     numbers: list[int],
     per_page: list[list[Block]],
     options: ExtractOptions,
+    started: float,
     *,
     has_other_text: bool,
 ) -> None:
@@ -671,7 +677,7 @@ def _ocr_pages(
     why = "OCR disabled ([extraction] ocr = false)"
     if options.ocr:
         try:
-            texts = ocr_pdf_pages(data, numbers, options)
+            texts = ocr_pdf_pages(data, numbers, options, started)
         except _OcrUnavailable as exc:
             why = f"OCR unavailable: {exc}"
         else:
@@ -702,23 +708,33 @@ def _tesseract_languages(wanted: str) -> str:
     return "+".join(langs)
 
 
-def ocr_pdf_pages(data: bytes, numbers: list[int], options: ExtractOptions = DEFAULT_OPTIONS) -> list[str]:
+def ocr_pdf_pages(
+    data: bytes, numbers: list[int], options: ExtractOptions = DEFAULT_OPTIONS, started: float | None = None
+) -> list[str]:
     """OCR pages ``numbers`` (1-based) of a PDF: each page rendered at ``options.ocr_dpi`` with
     PDFium (pypdfium2), then read by Tesseract (pytesseract) in ``options.ocr_languages`` (those
     installed), one Tesseract thread (``OMP_THREAD_LIMIT=1`` unless set: on a small shared
     machine Tesseract's OpenMP threads make it about twice slower). Returns one text per page
     number, in order.
 
-    All pages together get ``options.time_limit_s`` seconds (less 5 %, so that the worker answers
-    before its pool kills it): past it, raises :class:`ExtractionError` ``timeout`` saying how many
-    pages were read and that ``[extraction] timeout_s`` must be raised for such scans. Raises
-    ``_OcrUnavailable`` when Tesseract or every wanted language is missing."""
+    Time: the file's extraction began at ``started`` (``time.monotonic()``, default now) with
+    ``options.time_limit_s`` seconds; OCR first asks the worker pool for
+    ``ocr_timeout_per_page_s`` more per page (at most ``ocr_timeout_max_s``), and must end 5 % of
+    the base limit before the pool's deadline so that the worker answers before it is killed.
+    Past that, raises :class:`ExtractionError` ``timeout`` saying how many pages were read and
+    which keys to raise. Raises ``_OcrUnavailable`` when Tesseract or every wanted language is
+    missing."""
     import pypdfium2
     import pytesseract
 
+    from ancre.connectors.worker import request_more_time
+
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")
     langs = _tesseract_languages(options.ocr_languages)
-    deadline = time.monotonic() + 0.95 * options.time_limit_s
+    extra = min(len(numbers) * options.ocr_timeout_per_page_s, options.ocr_timeout_max_s)
+    request_more_time(extra)
+    start = time.monotonic() if started is None else started
+    deadline = start + 0.95 * options.time_limit_s + extra
     pdf = pypdfium2.PdfDocument(data)
     texts: list[str] = []
 
@@ -726,7 +742,8 @@ def ocr_pdf_pages(data: bytes, numbers: list[int], options: ExtractOptions = DEF
         return ExtractionError(
             "timeout",
             f"OCR read {done} of {len(numbers)} scanned pages within the file's time limit "
-            f"({options.time_limit_s:g} s); raise [extraction] timeout_s for long scans",
+            f"({options.time_limit_s:g} s + {extra:g} s for OCR); raise [extraction] "
+            "ocr_timeout_per_page_s / ocr_timeout_max_s for such scans",
         )
 
     try:
@@ -1036,6 +1053,14 @@ def _read_doc(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
         low = err.lower()
         if "encrypt" in low or "password" in low:
             raise ExtractionError("encrypted", err[:300])
+        if proc.returncode < 0:  # antiword died on a signal (it segfaults on some damaged files)
+            import signal
+
+            try:
+                sig = signal.Signals(-proc.returncode).name
+            except ValueError:
+                sig = str(-proc.returncode)
+            raise ExtractionError("corrupt", f"antiword died on {sig} {err[:200]}".strip())
         raise ExtractionError("corrupt", f"antiword: {err[:300] or f'exit {proc.returncode}'}")
     text = proc.stdout.decode("utf-8", "replace")
     # antiword marks pictures and drawings it cannot render; they are not text

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from types import TracebackType
@@ -26,12 +27,22 @@ from typing import Any
 from ancre.errors import ExtractionError
 from ancre.models import Block
 
-__all__ = ["DEFAULT_TARGET", "ExtractionPool"]
+__all__ = ["DEFAULT_TARGET", "ExtractionPool", "request_more_time"]
 
 DEFAULT_TARGET = "ancre.connectors.extract:extract_bytes"
 """The function the worker runs, as ``"module:function"``."""
 
 _CTX = multiprocessing.get_context("spawn")
+
+_ask_for_time: Callable[[float], None] | None = None  # set in a worker process only
+
+
+def request_more_time(seconds: float) -> None:
+    """Ask the pool for ``seconds`` more on the file being extracted, before a long step whose
+    length is known in advance (OCR of n scanned pages). The pool grants at most its
+    ``max_extra_s`` per file in total. Outside a worker process (a direct call) it does nothing."""
+    if _ask_for_time is not None and seconds > 0:
+        _ask_for_time(float(seconds))
 
 
 def _resolve(target: str) -> Callable[[bytes, str], tuple[Block, ...]]:
@@ -46,7 +57,9 @@ def _worker_main(conn: Connection, target: str, options: object | None = None) -
     """Worker loop: receive ``(data, filename)``, answer ``("ok", blocks)`` or
     ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop. ``options``, when
     given, is passed to the target as its third argument."""
+    global _ask_for_time
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731
     func = _resolve(target)
     extra = () if options is None else (options,)
     while True:
@@ -83,13 +96,19 @@ class ExtractionPool:
 
     ``options`` (picklable, e.g. :class:`ancre.connectors.extract.ExtractOptions`: OCR settings),
     when not ``None``, is handed to the target as its third argument for every file.
+    ``max_extra_s`` (seconds, default 0): how much more time per file the target may ask for with
+    :func:`request_more_time` (the OCR of a long scan), on top of ``timeout_s``.
 
     Thread-safe (calls are serialised: one file at a time). Use as a context manager or call
     :meth:`close`. The worker starts on the first :meth:`extract`, not in the constructor.
     """
 
     def __init__(
-        self, timeout_s: float = 60.0, target: str = DEFAULT_TARGET, options: object | None = None
+        self,
+        timeout_s: float = 60.0,
+        target: str = DEFAULT_TARGET,
+        options: object | None = None,
+        max_extra_s: float = 0.0,
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -98,6 +117,7 @@ class ExtractionPool:
         self.timeout_s = float(timeout_s)
         self.target = target
         self.options = options
+        self.max_extra_s = max(0.0, float(max_extra_s))
         self._lock = threading.Lock()
         self._proc: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -111,26 +131,38 @@ class ExtractionPool:
         Returns the blocks of :func:`~ancre.connectors.extract.extract_bytes`. Raises
         :class:`~ancre.errors.ExtractionError`: whatever the extractor raised (``unsupported``,
         ``empty``, ``encrypted``, ``corrupt``), ``"timeout"`` (detail ``"after {t} s"``) when the
-        worker did not answer within ``timeout_s`` and was killed, ``"crashed"`` when the worker
+        worker did not answer within ``timeout_s`` (plus the extra time it asked for, at most
+        ``max_extra_s``) and was killed, ``"crashed"`` when the worker
         died or failed unexpectedly. Raises ``RuntimeError`` after :meth:`close`.
         """
         with self._lock:
             if self._closed:
                 raise RuntimeError("ExtractionPool is closed")
             conn = self._ensure_worker()
-            try:
-                conn.send((data, filename))
-                ready = conn.poll(self.timeout_s)
-            except (BrokenPipeError, EOFError, OSError) as exc:
-                detail = self._reap(f"{type(exc).__name__}")
-                raise ExtractionError("crashed", detail) from None
-            if not ready:
-                self._kill()
-                raise ExtractionError("timeout", f"after {self.timeout_s:g} s")
-            try:
-                reply = conn.recv()
-            except (EOFError, OSError):
-                raise ExtractionError("crashed", self._reap("no answer")) from None
+            deadline = time.monotonic() + self.timeout_s
+            granted = 0.0
+            sent = False
+            while True:
+                try:
+                    if not sent:
+                        conn.send((data, filename))
+                        sent = True
+                    ready = conn.poll(max(0.0, deadline - time.monotonic()))
+                except (BrokenPipeError, EOFError, OSError) as exc:
+                    detail = self._reap(f"{type(exc).__name__}")
+                    raise ExtractionError("crashed", detail) from None
+                if not ready:
+                    self._kill()
+                    raise ExtractionError("timeout", f"after {self.timeout_s + granted:g} s")
+                try:
+                    reply = conn.recv()
+                except (EOFError, OSError):
+                    raise ExtractionError("crashed", self._reap("no answer")) from None
+                if reply[0] != "more_time":
+                    break
+                extra = min(float(reply[1]), self.max_extra_s - granted)
+                granted += extra
+                deadline += extra
             if reply[0] == "ok":
                 return reply[1]  # type: ignore[no-any-return]
             _, reason, detail = reply

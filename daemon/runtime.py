@@ -99,9 +99,12 @@ class Runtime:
 
         ex = self.settings.extraction
         options = ExtractOptions(
-            ocr=ex.ocr, ocr_languages=ex.ocr_languages, ocr_dpi=ex.ocr_dpi, time_limit_s=ex.timeout_s
+            ocr=ex.ocr, ocr_languages=ex.ocr_languages, ocr_dpi=ex.ocr_dpi, time_limit_s=ex.timeout_s,
+            ocr_timeout_per_page_s=ex.ocr_timeout_per_page_s, ocr_timeout_max_s=ex.ocr_timeout_max_s,
         )
-        pool = ExtractionPool(timeout_s=ex.timeout_s, options=options)
+        pool = ExtractionPool(
+            timeout_s=ex.timeout_s, options=options, max_extra_s=ex.ocr_timeout_max_s if ex.ocr else 0.0
+        )
         self._pool = pool
         return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)
 

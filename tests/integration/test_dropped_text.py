@@ -80,7 +80,7 @@ def _found(cfg: Path, question: str) -> list[str]:
 )
 def test_every_dropped_text_is_searchable(tmp_path: Path) -> None:
     _share(tmp_path, with_doc=True)
-    cfg = _config(tmp_path, '[extraction]\ntimeout_s = 120\n')
+    cfg = _config(tmp_path)
     res = _run("sync", "--config", str(cfg), "--json")
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)[0]

@@ -337,9 +337,12 @@ def word97_document(paragraphs: list[str]) -> bytes:
     """A minimal Word 97 binary document ([MS-DOC]) holding ``paragraphs`` (cp1252 text).
 
     ``WordDocument``: a FIB (FibBase with wIdent 0xA5EC, nFib 0x00C1, fWhichTblStm = 1;
-    FibRgLw97.ccpText; FibRgFcLcb97 with only fcClx/lcbClx set), then the text at offset 0x800 as
-    8-bit characters, paragraphs ended by a carriage return. ``1Table``: the Clx — one Pcdt with a
-    PlcPcd of a single piece whose FcCompressed points at that text (fCompressed: fc = 2 × offset).
+    FibRgLw97.ccpText; FibRgFcLcb97 with fcStshf, fcSttbfFfn and fcClx set), then the text at
+    offset 0x800 as 8-bit characters, paragraphs ended by a carriage return. ``1Table``: the Clx —
+    one Pcdt with a PlcPcd of a single piece whose FcCompressed points at that text (fCompressed:
+    fc = 2 × offset) —, a stylesheet (STSH) with one empty style and a font table (SttbfFfn) with
+    one font: antiword reads those two without checking their length, so without them it reads
+    uninitialised memory (and crashes now and then).
     """
     text = "".join(p + "\r" for p in paragraphs).encode("cp1252")
     text_offset = 0x800
@@ -360,12 +363,38 @@ def word97_document(paragraphs: list[str]) -> bytes:
     pcd = struct.pack("<HIH", 0, (text_offset * 2) | 0x40000000, 0)
     plc = struct.pack("<II", 0, ccp) + pcd
     clx = b"\x02" + struct.pack("<I", len(plc)) + plc
+    # STSH: cbStshi, Stshi (cstd = 1, cbSTDBaseInFile = 10, flags, stiMaxWhenSaved,
+    # istdMaxFixedWhenSaved, nVerBuiltInNamesWhenSaved, rgftcStandardChpStsh ×3), one empty LPStd
+    stsh = struct.pack("<H", 18) + struct.pack("<9H", 1, 10, 0, 0, 0, 0, 0, 0, 0) + struct.pack("<H", 0)
+    # SttbfFfn: cData = 1, cbExtra = 0, one FFN (cbFfnM1, 39 bytes of fixed fields, xszFfn UTF-16)
+    name = "Times New Roman".encode("utf-16-le") + b"\0\0"
+    ffn = struct.pack("<B", 40 + len(name) - 1) + b"\0" * 39 + name
+    sttbf = struct.pack("<HH", 1, 0) + ffn
+    table = clx + stsh + sttbf
     pairs = [0] * (93 * 2)
-    pairs[33 * 2] = 0  # fcClx: offset of the Clx in 1Table
-    pairs[33 * 2 + 1] = len(clx)
+    pairs[1 * 2], pairs[1 * 2 + 1] = len(clx), len(stsh)  # fcStshf / lcbStshf
+    pairs[15 * 2], pairs[15 * 2 + 1] = len(clx) + len(stsh), len(sttbf)  # fcSttbfFfn / lcbSttbfFfn
+    pairs[33 * 2], pairs[33 * 2 + 1] = 0, len(clx)  # fcClx / lcbClx: the Clx opens 1Table
     fib += struct.pack("<H", 93) + struct.pack("<186I", *pairs)
     fib += struct.pack("<H", 0)  # cswNew
     # FibBase.fcMin / fcMac (offsets 0x18, 0x1C) for readers of the Word 6 layout
     fib = fib[:0x18] + struct.pack("<II", text_offset, text_offset + ccp) + fib[0x20:]
     word_document = fib.ljust(text_offset, b"\0") + text
-    return compound_file({"WordDocument": word_document, "1Table": clx})
+    return compound_file({"WordDocument": word_document, "1Table": table})
+
+
+# ------------------------------------------------------------------------ test-only extractors
+
+
+def slow_after_asking(data: bytes, filename: str):  # -> tuple[Block, ...]
+    """Works ``float(data)`` seconds after asking the pool for that plus 1 s more
+    (:func:`ancre.connectors.worker.request_more_time`), then returns one block ``done``."""
+    import time
+
+    from ancre.connectors.worker import request_more_time
+    from ancre.models import Block, BlockKind
+
+    seconds = float(data)
+    request_more_time(seconds + 1)
+    time.sleep(seconds)
+    return (Block(BlockKind.PARAGRAPH, "done"),)

@@ -44,7 +44,8 @@ def _text(blocks) -> str:
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[ExtractionPool]:
-    with ExtractionPool(timeout_s=120, options=ExtractOptions()) as p:
+    # as the daemon builds it: OCR asks for ocr_timeout_per_page_s more per scanned page
+    with ExtractionPool(timeout_s=10, options=ExtractOptions(time_limit_s=10), max_extra_s=300) as p:
         yield p
 
 
@@ -222,9 +223,24 @@ def test_mixed_pdf_ocrs_only_its_scanned_page_in_place() -> None:
 def test_ocr_over_the_time_limit_says_how_far_it_got() -> None:
     data = scanned_pdf([[SCAN_SENTENCE]] * 3, dpi=150)
     with pytest.raises(ExtractionError) as exc:
-        extract_bytes(data, "long.pdf", ExtractOptions(ocr_dpi=150, time_limit_s=0.3))
+        extract_bytes(data, "long.pdf", ExtractOptions(ocr_dpi=150, time_limit_s=0.3, ocr_timeout_per_page_s=0))
     assert exc.value.reason == "timeout"
-    assert "of 3 scanned pages" in exc.value.detail and "timeout_s" in exc.value.detail
+    assert "of 3 scanned pages" in exc.value.detail and "ocr_timeout_per_page_s" in exc.value.detail
+
+
+def test_pool_grants_the_extra_time_asked_for_up_to_its_maximum() -> None:
+    target = "support.office_builders:slow_after_asking"
+    with ExtractionPool(timeout_s=2, target=target, max_extra_s=4) as pool:
+        pool.extract(b"0", "warm.txt")  # the worker's start is not what is measured here
+        assert pool.extract(b"4", "x.txt")[0].text == "done"  # 2 s + the 4 s granted > 4 s of work
+        with pytest.raises(ExtractionError) as exc:
+            pool.extract(b"10", "x.txt")  # asks for 11 s, gets 4: killed after 6 s
+        assert exc.value.reason == "timeout" and exc.value.detail == "after 6 s"
+    with ExtractionPool(timeout_s=2, target=target) as pool:
+        pool.extract(b"0", "warm.txt")
+        with pytest.raises(ExtractionError) as exc:
+            pool.extract(b"4", "x.txt")  # max_extra_s = 0: the request is not granted
+        assert exc.value.reason == "timeout" and exc.value.detail == "after 2 s"
 
 
 @needs_tesseract
