@@ -98,7 +98,8 @@ def extract_bytes(
     ``antiword`` is not installed), ``"empty"`` (0 bytes, a PDF with no page, or no text at all),
     ``"no_text_layer"`` (a PDF whose pages are images without text — a scan — and OCR is off,
     unavailable or found nothing; ``detail`` counts the pages), ``"encrypted"`` (a PDF or ``.doc``
-    that needs a password), ``"corrupt"`` (the parser rejected the file; ``detail`` says why).
+    that needs a password), ``"corrupt"`` (the parser rejected the file; ``detail`` says why),
+    ``"timeout"`` (OCR or ``antiword`` ran past the file's time limit; ``detail`` says how far).
     """
     ext = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
     reader = _READERS.get(ext)
