@@ -13,3 +13,10 @@ if [ "$(id -u)" = "0" ] && ! command -v systemd-analyze >/dev/null 2>&1; then
   apt-get update -q
   apt-get install -y -q --no-install-recommends systemd
 fi
+# Debian's Chromium, for the Open WebUI end-to-end test's screenshots and rendering checks
+# (tests/integration/test_openwebui.py; it installs Open WebUI itself, in a cached venv).
+if [ "$(id -u)" = "0" ] && ! command -v chromium >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends chromium
+fi
