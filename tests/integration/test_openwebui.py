@@ -82,8 +82,15 @@ class Stack:
 
 
 def _report(config: pytest.Config, line: str) -> None:
+    """Print ``line`` on the terminal now, past pytest's output capture."""
     reporter = config.pluginmanager.getplugin("terminalreporter")
-    if reporter is not None:
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if reporter is None:
+        return
+    if capture is None:
+        reporter.write_line(line)
+        return
+    with capture.global_and_fixture_disabled():
         reporter.write_line(line)
 
 
@@ -102,7 +109,7 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     ancre_port, owui_port = _free_port(), _free_port()
     config = write_config(corpus, extra=(
         f'[api]\nport = {ancre_port}\napi_key_env = "E2E_ANCRE_KEY"\nuser_jwt_secret_env = "E2E_OWUI_JWT"\n'
-        '[daemon]\nlog_format = "text"\n'))
+        '[daemon]\nlog_format = "text"\nstatus_interval_s = 0.5\n'))
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "ANCRE_CONFIG", "WATCHDOG_USEC")}
     env.update(E2E_ANCRE_KEY=KEY, E2E_OWUI_JWT=JWT_SECRET)
     ancre_log = tmp / "ancre.log"
@@ -115,12 +122,19 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         # Open WebUI starts while ancre syncs the corpus
         owui = openwebui.start(venv, openwebui.offline_env(tmp / "owui-data", owui_port, ancre_url, KEY, JWT_SECRET),
                                tmp, owui_port)
-        deadline = time.monotonic() + 600
+        status_file = corpus / "data" / "daemon-status.json"
+
+        def ready() -> bool:  # first sync done, BM25 published, API up
+            status = json.loads(status_file.read_text("utf-8"))
+            return bool(status["passes"].get("startup") and status["idle"]
+                        and httpx.get(f"{ancre_url}/health", timeout=5).status_code == 200)
+
+        deadline = time.monotonic() + 900
         while True:
             try:
-                if httpx.get(f"{ancre_url}/health", timeout=5).status_code == 200:
+                if ready():
                     break
-            except httpx.HTTPError:
+            except (OSError, ValueError, KeyError, httpx.HTTPError):
                 pass
             assert ancre.poll() is None, ancre_log.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, "ancre did not become ready\n" + ancre_log.read_text(errors="replace")[-3000:]
@@ -193,13 +207,17 @@ def test_ancre_is_hidden_from_users_until_made_public(stack: Stack) -> None:
 def test_each_user_gets_their_own_answer_through_open_webui(stack: Stack, stream: bool) -> None:
     before = len(stack.audit())
     alice = _ask(stack, "alice", stream)
-    assert ROCHAT_FEE in alice and "03_Contrat_Maintenance_Etude_Rochat.docx" in alice
-    assert "| Poste | Montant |" in alice and "> 4\\. Conditions financières" in alice
+    assert ROCHAT_FEE in alice and "03_Contrat_Maintenance_Etude_Rochat.docx" in alice, alice
+    assert "| Poste | Montant |" in alice and "> 4\\. Conditions financières" in alice, alice
     assert "**Sources :**\n- 03_Contrat_Maintenance_Etude_Rochat.docx — `\\\\SRV-FICHIERS\\Partage\\DIRECTION\\`" in alice
     bruno = _ask(stack, "bruno", stream)
     assert bruno.strip() == REFUSAL and "Sources" not in bruno and ROCHAT_FEE not in bruno
-    # the identity ancre audited is the one Open WebUI signed in its JWT
+    # the identity ancre audited is the one Open WebUI signed in its JWT; the plain header is refused
     records = stack.audit()[before:]
+    plain = httpx.post(f"{stack.ancre_url}/v1/chat/completions", timeout=60,
+                       json={"model": "ancre", "messages": [{"role": "user", "content": Q_ROCHAT}]},
+                       headers={"Authorization": f"Bearer {KEY}", "X-OpenWebUI-User-Email": USERS["alice"][1]})
+    assert plain.status_code == 401 and plain.json()["error"]["code"] == "plain_identity_refused"
     assert [(r["user"], r["question"]) for r in records] == [
         ("alice.martin@axonix.ch", Q_ROCHAT), ("bruno.favre@axonix.ch", Q_ROCHAT)]
 
@@ -231,9 +249,9 @@ def test_the_answer_renders_in_the_browser(stack: Stack, pytestconfig: pytest.Co
         if user not in stack.chats:
             _chat(stack, user)
     alice = openwebui.browse(stack.venv, stack.owui.url, stack.owui.tokens["alice"], stack.chats["alice"],
-                             stack.artifacts / "alice.png")
+                             stack.artifacts / "alice.png", "Sources")
     bruno = openwebui.browse(stack.venv, stack.owui.url, stack.owui.tokens["bruno"], stack.chats["bruno"],
-                             stack.artifacts / "bruno.png")
+                             stack.artifacts / "bruno.png", REFUSAL)
     _report(pytestconfig, f"\nOpen WebUI screenshots: {stack.artifacts}")
     assert alice["table"] and [c.casefold() for c in alice["header_cells"]] == ["poste", "montant"]
     assert alice["sources"] and alice["source_items"][0].startswith("03_Contrat_Maintenance_Etude_Rochat.docx")

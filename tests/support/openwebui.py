@@ -172,10 +172,11 @@ def start(venv: Path, env: Mapping[str, str], workdir: Path, port: int, timeout:
         time.sleep(0.5)
 
 
-def browse(venv: Path, url: str, token: str, chat_id: str, png: Path) -> dict[str, Any]:
-    """Open the chat ``chat_id`` as the user of ``token`` in headless Chromium; the screenshot
-    goes to ``png``; returns what the rendered answer holds (see :mod:`support.owui_browser`)."""
-    r = subprocess.run([str(venv / "bin" / "python"), str(BROWSER_SCRIPT), url, token, chat_id, str(png)],
+def browse(venv: Path, url: str, token: str, chat_id: str, png: Path, text: str) -> dict[str, Any]:
+    """Open the chat ``chat_id`` as the user of ``token`` in headless Chromium and wait for its
+    answer to show ``text``; the screenshot goes to ``png``; returns what the rendered answer
+    holds (see :mod:`support.owui_browser`)."""
+    r = subprocess.run([str(venv / "bin" / "python"), str(BROWSER_SCRIPT), url, token, chat_id, str(png), text],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, f"browser failed:\n{r.stderr[-3000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
