@@ -19,7 +19,8 @@ import re
 CELL_SEPARATOR = " | "
 """How extraction joins the cells of a table row."""
 
-_INLINE_RE = re.compile(r"[\\`*\[\]<>~$]")
+_BACKSLASH_RE = re.compile(r"\\(?=[!-/:-@\[-`{-~]|$)")
+_INLINE_RE = re.compile(r"[`*\[\]<>~$]")
 _ENTITY_RE = re.compile(r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{1,31};)")
 _UNDERSCORE_RE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _ORDERED_RE = re.compile(r"^(\d{1,9})([.)])(?=[ \t]|$)")
@@ -28,8 +29,11 @@ _BLOCK_START_RE = re.compile(r"^([#>+=|-])")
 
 def escape_inline(text: str) -> str:
     """``text`` with the characters that could open an inline construct backslash-escaped:
-    ``\\ ` * [ ] < > ~ $``, an ``&`` that would start an entity, and a ``_`` that is not inside
-    a word (intraword ``_`` never makes emphasis: ``03_Contrat_Rochat`` stays as is)."""
+    backticks and ``* [ ] < > ~ $``, an ``&`` that would start an entity, a ``_`` that is not inside a word
+    (intraword ``_`` never makes emphasis: ``03_Contrat_Rochat`` stays as is), and a ``\\`` only
+    where it would escape or break a line (before ASCII punctuation or at the end): a Windows
+    path ``C:\\Axonix\\Agent`` stays as written."""
+    text = _BACKSLASH_RE.sub(r"\\\\", text)
     text = _INLINE_RE.sub(lambda m: "\\" + m.group(0), text)
     text = _ENTITY_RE.sub(r"\\&", text)
     return _UNDERSCORE_RE.sub(r"\\_", text)

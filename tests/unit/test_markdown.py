@@ -46,6 +46,13 @@ def test_list_markers_headings_and_emphasis_stay_text() -> None:
 def test_raw_text_stays_readable() -> None:
     assert escape_line("03_Contrat_Rochat et 2026 et 3.5 millions") == "03_Contrat_Rochat et 2026 et 3.5 millions"
     assert escape_line("4. Conditions") == "4\\. Conditions"
+    assert escape_line("le dossier C:\\Axonix\\Agent des analyses") == "le dossier C:\\Axonix\\Agent des analyses"
+
+
+def test_backslashes_render_as_written() -> None:
+    for text in ("C:\\Axonix\\Agent", "\\\\SRV\\Partage\\", "a \\*b\\* c", "fin \\", "\\# titre"):
+        out = html(quote_extract(text))
+        assert out == f"<blockquote>\n<p>{text}</p>\n</blockquote>\n", (text, out)
 
 
 def test_table_rows_become_a_table() -> None:
