@@ -13,12 +13,14 @@ if [ "$(id -u)" = "0" ] && ! command -v systemd-analyze >/dev/null 2>&1; then
   apt-get update -q
   apt-get install -y -q --no-install-recommends systemd
 fi
-# OCR of scanned PDF pages (Tesseract with French and English data), Word 97 .doc text (antiword),
-# and the DejaVu font the scan builders draw French text with (tests/support/office_builders.py).
-# Without them those tests skip with a message.
-OCR_PKGS="tesseract-ocr tesseract-ocr-fra tesseract-ocr-eng antiword fonts-dejavu-core"
-if [ "$(id -u)" = "0" ] && ! dpkg -s $OCR_PKGS >/dev/null 2>&1; then
+# Other Debian packages the tests use; without them those tests skip with a message:
+# - OCR of scanned PDF pages (Tesseract with French and English data), Word 97 .doc text (antiword),
+#   and the DejaVu font the scan builders draw French text with (tests/support/office_builders.py);
+# - Chromium, for the Open WebUI end-to-end test's screenshots and rendering checks
+#   (tests/integration/test_openwebui.py; it installs Open WebUI itself, in a cached venv).
+EXTRA_PKGS="tesseract-ocr tesseract-ocr-fra tesseract-ocr-eng antiword fonts-dejavu-core chromium"
+if [ "$(id -u)" = "0" ] && ! dpkg -s $EXTRA_PKGS >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q --no-install-recommends $OCR_PKGS
+  apt-get install -y -q --no-install-recommends $EXTRA_PKGS
 fi

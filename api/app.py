@@ -16,6 +16,9 @@ A thin layer over :class:`~ancre.query.answer.AnswerService` (DESIGN.md "Query" 
     ``x-ancre-ancree`` (``true``/``false``/``null``) and ``x-ancre-verification`` response headers
     and an ``ancre`` object in the body (non-streamed), or to an ``ancre`` object on the last SSE
     chunk (the one with ``finish_reason: "stop"``; headers are gone by then).
+    A request carrying a non-empty ``api.task_header`` (Open WebUI's side requests: title, tags,
+    follow-ups, queries, autocomplete…) is answered at once in the format Open WebUI parses,
+    without retrieval, model call or audit record (:mod:`ancre.api.tasks`).
 ``POST /query`` ``{"question"}``
     200 ``{reponse, sources, ancree, controles, verification, extractive}`` when the answer is
     grounded (``ancree: true``, refusals included) or not established (``ancree: null``,
@@ -57,6 +60,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ancre.acl.directory import Directory
 from ancre.api.identity import AuthError, Identity, Secrets, authenticate, check_api_key
+from ancre.api.tasks import task_label, task_reply
 from ancre.api.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -217,6 +221,8 @@ class ApiMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600), registry=r,
         )
         self.answers = Counter("ancre_api_answers", "Answers given, by verdict", ["endpoint", "ancree"], registry=r)
+        self.tasks = Counter("ancre_api_tasks", "Open WebUI side requests answered without retrieval", ["task"],
+                             registry=r)
 
     def answer(self, endpoint: str, answer: Answer) -> None:
         self.answers.labels(endpoint, {True: "true", False: "false", None: "null"}[answer.ancree]).inc()
@@ -402,15 +408,22 @@ def create_app(
                    200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                          "description": "The answer; with stream=true, server-sent events ending with 'data: [DONE]'."}},
     )
-    def chat_completions(body: ChatCompletionRequest, identity: Identity = Depends(require_identity)) -> Response:
+    def chat_completions(request: Request, body: ChatCompletionRequest,
+                         identity: Identity = Depends(require_identity)) -> Response:
         """OpenAI-compatible chat completion; the question is the last user message."""
         if body.model != cfg.model_id:
             raise ApiError(404, "model_not_found", f"model {body.model[:100]!r} does not exist; this server serves {cfg.model_id!r}",
                            param="model")
+        cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        task = (request.headers.get(cfg.task_header) or "").strip() if cfg.task_header else ""
+        if task:
+            label = task_label(task)
+            metrics.tasks.labels(label).inc()
+            log.info("Open WebUI side request %s answered without retrieval", label)
+            return _task_response(task_reply(task, body.messages), body.stream, cid, created, cfg.model_id)
         question = last_user_question(body.messages, cfg.max_question_chars)
         require_ready()
         svc = service()
-        cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if body.stream:
             gen = svc.stream(question, identity.user)
             first = next(gen)  # retrieval and the first piece: errors still become proper statuses
@@ -550,6 +563,21 @@ def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: st
     if extra:
         obj.update(extra)
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+
+
+def _task_response(text: str, stream: bool, cid: str, created: int, model: str) -> Response:
+    """A side request's reply ``text`` as a chat completion, streamed (SSE) or not."""
+    if stream:
+        events = [_chunk(cid, created, model, {"role": "assistant", "content": ""}),
+                  *([_chunk(cid, created, model, {"content": text})] if text else []),
+                  _chunk(cid, created, model, {}, "stop"), b"data: [DONE]\n\n"]
+        return StreamingResponse(iter(events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return JSONResponse({
+        "id": cid, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                     "logprobs": None}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    })
 
 
 def _sse(first: str | Answer, rest: Iterator[str | Answer], cid: str, created: int, model: str,

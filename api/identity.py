@@ -19,6 +19,12 @@ Every request to ``/v1/chat/completions`` and ``/query`` must carry:
    pipe in front of ancre), so that holding the service key alone does not let a caller speak
    for any user.
 
+With ``api.user_jwt_secret`` set, the identity comes instead from the JWT Open WebUI (0.12)
+signs when its ``FORWARD_USER_INFO_HEADER_JWT_SECRET`` is set (:func:`check_user_jwt`): header
+``X-OpenWebUI-User-Jwt``, HS256 (RFC 7519 / RFC 7518), claims ``sub`` (user id), ``email``,
+``name``, ``role``, ``iss = "open-webui"``, ``iat``, ``exp`` (``iat`` + 300 s by default). The
+plain identity headers are then refused: only a party holding the secret speaks for a user.
+
 Any failure raises :class:`AuthError` (HTTP 401). The e-mail then names a directory account
 (:func:`directory_user`): ``api.user_map`` first, else the e-mail itself (``identity = "upn"``)
 or its local part (``identity = "sam"``). A name the directory does not know gets no principal,
@@ -33,7 +39,10 @@ import time
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
+
+import jwt
 
 from ancre.api.settings_models import ApiConfig
 from ancre.errors import AncreError, ConfigError
@@ -41,12 +50,21 @@ from ancre.config import resolve_secret
 
 MAX_IDENTITY_CHARS = 320
 """Longest e-mail accepted (RFC 5321: 64 + 1 + 255)."""
+JWT_ALGORITHM = "HS256"
+"""The one algorithm accepted for the user JWT (Open WebUI's ``_mint_forward_user_jwt``)."""
+JWT_ISSUER = "open-webui"
+"""The ``iss`` claim Open WebUI puts in the user JWT."""
+JWT_MIN_SECRET_BYTES = 32
+"""Shortest JWT secret accepted: an HS256 key at least as long as the hash (RFC 7518 §3.2)."""
+MAX_JWT_CHARS = 8192
+"""Longest user JWT accepted (Open WebUI's is a few hundred characters)."""
 
 
 class AuthError(AncreError):
     """The request is not authenticated (HTTP 401). ``code``: ``invalid_api_key``,
-    ``missing_identity``, ``invalid_identity``, ``missing_signature``, ``invalid_signature`` or
-    ``stale_signature``. The message never contains the key or the secret."""
+    ``missing_identity``, ``invalid_identity``, ``missing_signature``, ``invalid_signature``,
+    ``stale_signature``, ``missing_user_jwt``, ``invalid_user_jwt``, ``expired_user_jwt`` or
+    ``plain_identity_refused``. The message never contains the key or the secret."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -68,10 +86,12 @@ class Identity:
 
 @dataclass(frozen=True)
 class Secrets:
-    """The resolved service key and signing secret (``None``: no signature required)."""
+    """The resolved service key, signing secret (``None``: no signature required) and user JWT
+    secret (``None``: identity from the plain headers)."""
 
     api_key: str
     signing_secret: str | None
+    user_jwt_secret: str | None = None
 
     @classmethod
     def from_config(cls, cfg: ApiConfig) -> "Secrets":
@@ -85,7 +105,14 @@ class Secrets:
                 "environment variable holding it, or ANCRE_API__API_KEY)"
             )
         secret = resolve_secret(cfg.signing_secret, cfg.signing_secret_env, "api.signing_secret")
-        return cls(key, secret or None)
+        jwt_secret = resolve_secret(cfg.user_jwt_secret, cfg.user_jwt_secret_env, "api.user_jwt_secret")
+        if jwt_secret is not None and len(jwt_secret.strip().encode()) < JWT_MIN_SECRET_BYTES:
+            raise ConfigError(
+                f"api.user_jwt_secret: the JWT secret must be at least {JWT_MIN_SECRET_BYTES} bytes "
+                "(RFC 7518 §3.2); use the same value as Open WebUI's FORWARD_USER_INFO_HEADER_JWT_SECRET"
+            )
+        # Open WebUI strips the secret it reads from its environment: do the same
+        return cls(key, secret or None, jwt_secret.strip() if jwt_secret else None)
 
 
 def _header_text(value: str) -> str:
@@ -158,11 +185,68 @@ def directory_user(email: str, cfg: ApiConfig) -> str:
     return email
 
 
+def check_user_jwt(token: str | None, secret: str, leeway_s: float) -> dict[str, Any]:
+    """The verified claims of Open WebUI's user JWT ``token`` (see the module doc). PyJWT checks
+    the HS256 signature with ``secret`` (only HS256: ``none``, RS256/ES256 and HS384/HS512
+    tokens are refused, and so is a secret that is a PEM public key — no RS/HS confusion), that
+    ``exp``, ``iat``, ``iss`` and ``email`` are present, ``exp`` not past and ``iat`` not
+    future (``leeway_s`` seconds of clock skew either way, against the clock), ``iss`` =
+    :data:`JWT_ISSUER`. Raises :class:`AuthError`:
+    ``missing_user_jwt``, ``expired_user_jwt``, ``invalid_user_jwt`` (anything else, the
+    reason in the message; never the token or the secret)."""
+    if not token or not token.strip():
+        raise AuthError("missing_user_jwt", "missing user identity: the signed JWT header is required")
+    token = token.strip()
+    if len(token) > MAX_JWT_CHARS or not token.isascii():
+        raise AuthError("invalid_user_jwt", "invalid user JWT: malformed")
+    options: Any = {"require": ["exp", "iat", "iss", "email"], "verify_signature": True,
+                    "verify_exp": True, "verify_iat": True, "verify_iss": True}
+    try:
+        if jwt.get_unverified_header(token).get("alg") != JWT_ALGORITHM:
+            raise AuthError("invalid_user_jwt", f"invalid user JWT: the algorithm must be {JWT_ALGORITHM}")
+        claims = jwt.decode(token, secret, algorithms=[JWT_ALGORITHM], issuer=JWT_ISSUER,
+                            leeway=leeway_s, options=options)
+    except jwt.ExpiredSignatureError:
+        raise AuthError("expired_user_jwt", "expired user JWT") from None
+    except jwt.PyJWTError as e:
+        raise AuthError("invalid_user_jwt", f"invalid user JWT: {type(e).__name__}") from None
+    if not isinstance(claims.get("email"), str):
+        raise AuthError("invalid_user_jwt", "invalid user JWT: the email claim must be a string")
+    return claims
+
+
+def _jwt_identity(headers: Mapping[str, str], cfg: ApiConfig, secret: str) -> Identity:
+    """The identity carried by the user JWT; plain identity headers are refused."""
+    plain = [h for h in (cfg.user_email_header, cfg.user_id_header, cfg.user_name_header, cfg.user_role_header)
+             if h in headers]
+    if plain:
+        raise AuthError("plain_identity_refused",
+                        f"plain identity headers ({', '.join(plain)}) are refused: this server takes the "
+                        f"user from the signed {cfg.user_jwt_header} header only")
+    claims = check_user_jwt(headers.get(cfg.user_jwt_header), secret, cfg.user_jwt_leeway_s)
+    # the same mapping as the e-mail header: stripped, NFC, bounded, no control character
+    email = unicodedata.normalize("NFC", claims["email"].strip())
+    if not email:
+        raise AuthError("missing_identity", "missing user identity: the JWT's email claim is empty")
+    if len(email) > MAX_IDENTITY_CHARS or any(unicodedata.category(c)[0] == "C" for c in email):
+        raise AuthError("invalid_identity", "invalid email claim in the user JWT")
+
+    def text(name: str) -> str | None:
+        value = claims.get(name)
+        return str(value) if value is not None and str(value) else None
+
+    return Identity(email=email, user=directory_user(email, cfg), user_id=text("sub"), name=text("name"),
+                    role=text("role"))
+
+
 def authenticate(headers: Mapping[str, str], cfg: ApiConfig, secrets: Secrets, now: float | None = None) -> Identity:
     """The caller of a request with ``headers`` (case-insensitive mapping, e.g. Starlette's):
-    service key, identity headers, signature when a secret is configured, in that order. Raises
+    service key, identity headers, signature when a secret is configured, in that order — or,
+    with a user JWT secret, service key then the JWT (:func:`check_user_jwt`). Raises
     :class:`AuthError` at the first failure."""
     check_api_key(headers.get("authorization"), secrets.api_key)
+    if secrets.user_jwt_secret is not None:
+        return _jwt_identity(headers, cfg, secrets.user_jwt_secret)
     raw_email = headers.get(cfg.user_email_header)
     email = unicodedata.normalize("NFC", _header_text(raw_email).strip()) if raw_email else ""
     if not email:
@@ -189,6 +273,7 @@ __all__ = [
     "authenticate",
     "check_api_key",
     "check_signature",
+    "check_user_jwt",
     "directory_user",
     "signature",
 ]

@@ -61,11 +61,34 @@ class ApiConfig(BaseModel):
     """A signature whose timestamp is further than this from the server's clock (seconds, either
     way) is refused."""
 
+    user_jwt_secret: SecretStr | None = None
+    """When set (or ``user_jwt_secret_env``), the user's identity is read only from the HS256 JWT
+    Open WebUI signs with the same secret (its ``FORWARD_USER_INFO_HEADER_JWT_SECRET``), sent in
+    ``user_jwt_header``; the plain ``user_*_header`` headers are then refused (HTTP 401). At least
+    32 bytes (RFC 7518 §3.2)."""
+    user_jwt_secret_env: str | None = None
+    """Name of an environment variable holding the JWT secret."""
+    user_jwt_header: str = Field("X-OpenWebUI-User-Jwt", pattern=_HEADER_NAME)
+    """Open WebUI ``FORWARD_USER_INFO_HEADER_JWT``."""
+    user_jwt_leeway_s: float = Field(30.0, ge=0, le=3600)
+    """Clock skew allowed when checking the JWT's ``exp`` and ``iat`` (seconds)."""
+
+    task_header: str | None = Field("X-OpenWebUI-Task", pattern=_HEADER_NAME)
+    """Header naming an Open WebUI side request (title, tags, follow-ups, queries, autocomplete…):
+    set the connection's header ``{"X-OpenWebUI-Task": "{{TASK}}"}`` in Open WebUI. A request whose
+    value is not empty is answered in the format Open WebUI parses, without retrieval, model call
+    or audit record (see README.md); ``None`` (``task_header = ""``): every request is a question."""
+
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     """Largest accepted request body in bytes (HTTP 413 beyond). Open WebUI sends the whole
     conversation, so leave room for long chats."""
     max_question_chars: int = Field(4000, ge=1, le=1_000_000)
     """Longest accepted question (the last user message), in characters (HTTP 422 beyond)."""
+
+    @field_validator("task_header", mode="before")
+    @classmethod
+    def _no_task_header(cls, v: object) -> object:
+        return None if v == "" else v
 
     @field_validator("user_map")
     @classmethod
@@ -78,10 +101,16 @@ class ApiConfig(BaseModel):
             raise ValueError("set api.api_key or api.api_key_env, not both")
         if self.signing_secret is not None and self.signing_secret_env:
             raise ValueError("set api.signing_secret or api.signing_secret_env, not both")
+        if self.user_jwt_secret is not None and self.user_jwt_secret_env:
+            raise ValueError("set api.user_jwt_secret or api.user_jwt_secret_env, not both")
+        if (self.user_jwt_secret is not None or self.user_jwt_secret_env) and (
+                self.signing_secret is not None or self.signing_secret_env):
+            raise ValueError("api: the JWT identity (user_jwt_secret) replaces the identity signature "
+                             "(signing_secret): set one of them")
         headers = [self.user_email_header, self.user_id_header, self.user_name_header, self.user_role_header,
-                   self.signature_header]
+                   self.signature_header, self.user_jwt_header, *([self.task_header] if self.task_header else [])]
         if len({h.lower() for h in headers}) != len(headers):
-            raise ValueError("api: the user and signature header names must be distinct")
+            raise ValueError("api: the user, signature, JWT and task header names must be distinct")
         return self
 
 

@@ -28,6 +28,7 @@ from httpx_sse import SSEError, connect_sse
 
 from ancre.errors import AncreError, ConfigError
 from ancre.query.context import Context, Extract
+from ancre.query.markdown import quote_extract
 from ancre.index.tokenize import fold
 from ancre.query.prompt import REFUSAL, ChatMessage
 from ancre.query.relevance import MIN_COVERAGE, coverage, mentions, question_terms
@@ -376,8 +377,9 @@ def _shorten(text: str, max_chars: int) -> str:
 
 
 class ExtractiveAnswerer:
-    """The no-model answer: up to ``max_quotes`` extracts of the context, quoted (``> `` lines,
-    at most ``max_chars`` characters each) and each followed by its ``[filename]``, under
+    """The no-model answer: up to ``max_quotes`` extracts of the context, quoted (a Markdown
+    block quote of escaped text and tables, :func:`~ancre.query.markdown.quote_extract`; at most
+    ``max_chars`` characters of text each) and each followed by its ``[filename]`` paragraph, under
     :data:`EXTRACTIVE_HEADER`; or :data:`REFUSAL`.
 
     With the ``question`` (always, from :class:`~ancre.query.answer.AnswerService`), it answers
@@ -437,9 +439,8 @@ class ExtractiveAnswerer:
             return REFUSAL
         parts = [EXTRACTIVE_HEADER]
         for e in best:
-            lines = _shorten(e.text, self.max_chars).splitlines()
-            quote = "\n".join(f"> {line}" if line else ">" for line in lines)
-            parts.append(f"{quote}\n[{e.filename}]")
+            # a blank line: the citation is its own paragraph, never a lazy line of the quote's last one
+            parts.append(f"{quote_extract(_shorten(e.text, self.max_chars))}\n\n[{e.filename}]")
         return "\n\n".join(parts)
 
 

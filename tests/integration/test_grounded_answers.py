@@ -488,8 +488,8 @@ def test_extractive_answers_quote_the_expected_source(corpus: Synced, tmp_path: 
     assert any(fact in ans.raw for fact in case["facts"]), ans.raw
     quoted = [line for line in ans.raw.splitlines() if line.startswith(">")]
     assert quoted, "the answer quotes extracts"
-    first_quote = ans.raw.split("\n\n")[1]
-    assert case["expect_source"] in first_quote, "the first quote comes from the expected source"
+    first_citation = next(line for line in ans.raw.splitlines() if line.startswith("["))  # follows the first quote
+    assert case["expect_source"] in first_citation, "the first quote comes from the expected source"
     check_audit(only_audit(tmp_path), ans, case["as"], case["q"])
 
 
@@ -497,8 +497,9 @@ def test_extractive_quotes_the_answering_passage_first(corpus: Synced, tmp_path:
     """The fee's chunk does not name the client (its file name does): it must come before the
     contract's title page, and before the superseded 2024 version in ARCHIVES."""
     ans = service(corpus, tmp_path).ask(Q_ROCHAT, "alice")
-    first_quote = ans.raw.split("\n\n")[1]
-    assert "CHF 3 840 HT" in first_quote and "[03_Contrat_Maintenance_Etude_Rochat.docx]" in first_quote
+    head, _, rest = ans.raw.partition("\n\n[")  # the first quote, then its citation paragraph
+    first_quote, first_citation = head.split("\n\n", 1)[1], "[" + rest.splitlines()[0]
+    assert "CHF 3 840 HT" in first_quote and first_citation == "[03_Contrat_Maintenance_Etude_Rochat.docx]"
 
 
 @pytest.mark.parametrize(
