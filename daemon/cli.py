@@ -115,18 +115,25 @@ def sync(
 
 def _print_reports(reports: list[Any]) -> None:
     t = Table(title="sync")
-    for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped", "chunks embedded", "s"):
+    for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped",
+                "acl unreadable", "chunks embedded", "s"):
         t.add_column(col, justify="right" if col not in ("source", "outcome") else "left")
     for r in reports:
         t.add_row(
             r.source, r.outcome if r.outcome == "ok" else f"[red]{r.outcome}[/]", str(r.listed), str(r.new), str(r.changed),
-            str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped), str(r.embedded_chunks),
+            str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped),
+            str(r.acl_unreadable) if not r.acl_unreadable else f"[red]{r.acl_unreadable}[/]", str(r.embedded_chunks),
             f"{r.duration_s:.1f}",
         )
     console.print(t)
     for r in reports:
         if r.reason:
             console.print(f"[yellow]{r.source}: {r.reason}[/]")
+        if r.acl_unreadable:
+            console.print(
+                f"[yellow]{r.source}: {r.acl_unreadable} document(s) readable by nobody: their ACL could not be "
+                "read or understood (listed below and in `ancre status`)[/]", highlight=False,
+            )
         for path, status, reason in r.problems:
             console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
 
@@ -341,7 +348,7 @@ def _share_verdict(conn: Any, directory: Any, user: str, path: str) -> str | Non
 @app.command()
 @_errors
 def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Counts per source and status, last passes, failures."""
+    """Counts per source and status, last passes, failures and documents whose ACL can't be read."""
     settings = _settings(config)
     with Runtime(settings) as rt:
         items = rt.state.all_items()
@@ -352,13 +359,24 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     for it in items:
         counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
         chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == "indexed")
-    problems = [(i.source, i.path, i.status, i.reason) for i in items if i.status in ("failed", "skipped", "pending")]
+    # (source, path, status, problem, reason): failed/skipped/pending documents, and indexed ones
+    # whose ACL could not be read (their row's reason; readable by nobody)
+    problems = [
+        (i.source, i.path, i.status, i.status if i.status != "indexed" else "acl_unreadable", i.reason)
+        for i in items if i.status in ("failed", "skipped", "pending") or (i.status == "indexed" and i.reason)
+    ]
+    acl_unreadable: dict[str, int] = {}
+    for p in problems:
+        if p[3] == "acl_unreadable":
+            acl_unreadable[p[0]] = acl_unreadable.get(p[0], 0) + 1
     if as_json:
         sys.stdout.write(json.dumps({
             "counts": [{"source": s, "status": st, "n": n} for (s, st), n in sorted(counts.items())],
-            "chunks": chunks, "bm25_generation": gen,
+            "chunks": chunks, "bm25_generation": gen, "acl_unreadable": acl_unreadable,
             "passes": [{"source": p[0], "started_at": p[1], "finished_at": p[2], "outcome": p[3]} for p in passes],
-            "problems": [{"source": p[0], "path": p[1], "status": p[2], "reason": p[3]} for p in problems],
+            "problems": [
+                {"source": p[0], "path": p[1], "status": p[2], "problem": p[3], "reason": p[4]} for p in problems
+            ],
         }, ensure_ascii=False) + "\n")
         return
     t = Table(title="documents")
@@ -374,8 +392,10 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     for s, p in last.items():
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p[2] or p[1]))
         console.print(f"last pass of {s}: {when} — {p[3] or 'running/interrupted'}")
-    for s, path, st, reason in problems:
-        console.print(f"  {st:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
+    for s, n in sorted(acl_unreadable.items()):
+        console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable[/]", highlight=False)
+    for s, path, _st, problem, reason in problems:
+        console.print(f"  {problem:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
 
 
 @app.command()
