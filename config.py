@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ancre.errors import ConfigError
 from ancre.models import COLLECTIONS
 from ancre.query.settings_models import AuditConfig, ContextConfig, JudgeConfig, LlmConfig
-from ancre.daemon.settings_models import DaemonConfig, WatchMode
+from ancre.daemon.settings_models import DaemonConfig, LoggingConfig, WatchMode
 from ancre.api.settings_models import ApiConfig
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
@@ -236,6 +236,7 @@ class Settings(BaseSettings):
     judge: JudgeConfig = JudgeConfig()
     audit: AuditConfig = AuditConfig()
     daemon: DaemonConfig = DaemonConfig()
+    logging: LoggingConfig = LoggingConfig()
     api: ApiConfig = ApiConfig()
     sources: tuple[SourceConfig, ...] = ()
     ignore: tuple[str, ...] = DEFAULT_IGNORE

@@ -60,8 +60,13 @@ def _main(
 
 
 def _settings(config: Path | None) -> Settings:
+    """Load the config and apply its ``[logging]`` levels (libraries; ancre's only when set)."""
+    from ancre.daemon.logs import apply_levels
+
     path = config or (Path(os.environ["ANCRE_CONFIG"]) if os.environ.get("ANCRE_CONFIG") else Path("ancre.toml"))
-    return load_settings(path)
+    settings = load_settings(path)
+    apply_levels(settings.logging.levels("WARNING", cli=True))
+    return settings
 
 
 def _errors(fn: F) -> F:
