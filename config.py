@@ -161,6 +161,10 @@ class DirectoryConfig(_Section):
     """Transport security; default from the URL scheme: ``ldaps://`` → ldaps, ``ldap://`` → starttls."""
     ca_file: Path | None = None
     """PEM CA bundle that signed the DCs' certificates (default: the system's)."""
+    tls_server_name: str | None = None
+    """The name checked in the DC's certificate when the URL uses another one (an IP address, an
+    alias, a load balancer): e.g. ``dc1.axonix.ch`` with ``url = "ldaps://10.0.0.5"``. Default: the
+    URL's host."""
     user_attributes: tuple[str, ...] = ("sAMAccountName", "userPrincipalName", "mail")
     """Attributes a user name is looked up by, in order of precedence."""
     netbios: str | None = None
