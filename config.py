@@ -171,6 +171,9 @@ class DirectoryConfig(_Section):
     """NetBIOS domain name shown in names (``AXONIX\\GG_RH``); read from the directory when unset."""
     timeout_s: float = Field(10.0, gt=0)
     """Connect and answer timeout, seconds."""
+    check_user: str | None = None
+    """The account ``ancre check`` and ``ancre sync`` resolve to test the directory (default: the
+    first account the directory lists that resolves)."""
 
     @model_validator(mode="after")
     def _ldap_fields(self) -> "DirectoryConfig":

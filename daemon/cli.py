@@ -89,9 +89,17 @@ def sync(
     force: Annotated[bool, typer.Option(help="Re-read every file's content hash.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the pass reports as JSON.")] = False,
 ) -> None:
-    """Run one full pass over every source (or one), then rebuild BM25 if anything changed."""
+    """Run one full pass over every source (or one), then rebuild BM25 if anything changed.
+    The directory is checked first (bind, resolve a user): a broken one stops here (status 2)."""
+    from ancre.daemon.check import check_directory, directory_configured
+    from ancre.errors import DirectoryError
+
     settings = _settings(config)
     with Runtime(settings) as rt:
+        if directory_configured(settings):
+            res = check_directory(rt)
+            if not res.ok:
+                raise DirectoryError(f"{res.detail} — fix: {res.fix}" if res.fix else res.detail)
         reports = []
         srcs = [settings.source(source)] if source else list(settings.sources)
         for src in srcs:
@@ -401,6 +409,38 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
         console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable[/]", highlight=False)
     for s, path, _st, problem, reason in problems:
         console.print(f"  {problem:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
+
+
+@app.command()
+@_errors
+def check(
+    config: ConfigOpt = None,
+    user: Annotated[
+        str | None, typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account).")
+    ] = None,
+) -> None:
+    """Check the configuration end to end: the directory (bind, resolve a user), each source (list
+    its root, read one ACL), the embedder (one embedding), the store, and the answering model and
+    judge when configured (one short call each). One line per check, with what to fix; exit
+    status 1 if any fails."""
+    from ancre.daemon.check import CheckResult, run_checks
+
+    settings = _settings(config)
+    from rich.markup import escape
+
+    console.print(f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True)
+
+    def show(r: CheckResult) -> None:
+        style = "green" if r.ok else "bold red"
+        console.print(f"[{style}]{'ok  ' if r.ok else 'FAIL'}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True)
+
+    with Runtime(settings) as rt:
+        results = run_checks(rt, user, on_result=show)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        console.print(f"[bold red]{len(failed)} check(s) failed[/]")
+        raise typer.Exit(1)
+    console.print("[green]all checks passed[/]")
 
 
 @app.command()
