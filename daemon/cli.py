@@ -1,6 +1,6 @@
 """The ``ancre`` command line (typer + rich).
 
-``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre reindex``,
+``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre check``, ``ancre reindex``,
 ``ancre daemon``, ``ancre api`` (the RAG API) and ``ancre serve`` (daemon and API in one process).
 The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
 :class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
