@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ancre.errors import ConfigError
 from ancre.models import COLLECTIONS
 from ancre.query.settings_models import AuditConfig, ContextConfig, JudgeConfig, LlmConfig
-from ancre.daemon.settings_models import DaemonConfig, WatchMode
+from ancre.daemon.settings_models import DaemonConfig, LoggingConfig, WatchMode
 from ancre.api.settings_models import ApiConfig
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
@@ -161,12 +161,19 @@ class DirectoryConfig(_Section):
     """Transport security; default from the URL scheme: ``ldaps://`` → ldaps, ``ldap://`` → starttls."""
     ca_file: Path | None = None
     """PEM CA bundle that signed the DCs' certificates (default: the system's)."""
+    tls_server_name: str | None = None
+    """The name checked in the DC's certificate when the URL uses another one (an IP address, an
+    alias, a load balancer): e.g. ``dc1.axonix.ch`` with ``url = "ldaps://10.0.0.5"``. Default: the
+    URL's host."""
     user_attributes: tuple[str, ...] = ("sAMAccountName", "userPrincipalName", "mail")
     """Attributes a user name is looked up by, in order of precedence."""
     netbios: str | None = None
     """NetBIOS domain name shown in names (``AXONIX\\GG_RH``); read from the directory when unset."""
     timeout_s: float = Field(10.0, gt=0)
     """Connect and answer timeout, seconds."""
+    check_user: str | None = None
+    """The account ``ancre check`` and ``ancre sync`` resolve to test the directory (default: the
+    first account the directory lists that resolves)."""
 
     @model_validator(mode="after")
     def _ldap_fields(self) -> "DirectoryConfig":
@@ -247,6 +254,7 @@ class Settings(BaseSettings):
     judge: JudgeConfig = JudgeConfig()
     audit: AuditConfig = AuditConfig()
     daemon: DaemonConfig = DaemonConfig()
+    logging: LoggingConfig = LoggingConfig()
     api: ApiConfig = ApiConfig()
     sources: tuple[SourceConfig, ...] = ()
     ignore: tuple[str, ...] = DEFAULT_IGNORE

@@ -239,6 +239,24 @@ class _Evaluation:
     """Set when the whole descriptor decides (NULL/empty DACL, unreadable, unsupported ACE)."""
 
 
+EMPTY_DACL_RULE = "empty DACL: nobody"
+"""Reason of the ACL of an empty DACL: a deliberate *nobody*, not a problem."""
+SHARE_ADMITS_NONE_RULE = "share permissions: share_allow admits none of the NTFS readers"
+"""Reason of an NTFS ∩ share result with no reader left: deliberate, not a problem."""
+_DELIBERATE_NOBODY = frozenset({EMPTY_DACL_RULE, SHARE_ADMITS_NONE_RULE})
+
+
+def acl_problem(acl: Acl) -> str | None:
+    """Why nobody may read ``acl``'s document when that is *not* what its ACL says: the ACL could
+    not be read, parsed, resolved or understood (``acl.reason``: ``acl_unreadable: …``,
+    ``unsupported … ACE …``, a broken manifest entry, no rights configured). ``None`` for an ACL
+    read normally and for a deliberate nobody (an empty DACL, share permissions admitting none of
+    the readers). Such documents are problems: ``ancre status`` and the pass reports list them."""
+    if acl.reason is None or acl.reason in _DELIBERATE_NOBODY:
+        return None
+    return acl.reason
+
+
 def _evaluate(sd: SecurityDescriptor | None, unreadable_reason: str | None) -> _Evaluation:
     if sd is None:
         rule = f"unreadable security descriptor: {unreadable_reason or 'not available'}"
@@ -246,7 +264,7 @@ def _evaluate(sd: SecurityDescriptor | None, unreadable_reason: str | None) -> _
     if sd.dacl is None:
         return _Evaluation(Acl(frozenset({EVERYONE})), rule="NULL DACL: everyone")
     if not sd.dacl:
-        rule = "empty DACL: nobody"
+        rule = EMPTY_DACL_RULE
         return _Evaluation(Acl.nobody(rule), rule=rule)
     allow: list[Ace] = []
     deny: list[Ace] = []

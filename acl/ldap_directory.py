@@ -6,7 +6,12 @@ and the primary group included ([MS-ADTS] 3.1.1.4.5.19) — plus Everyone and Au
 It costs two searches: one to find the user, one BASE search of ``tokenGroups`` on its entry.
 
 Transport: LDAPS, or StartTLS on ``ldap://`` (the default for that scheme), certificates checked
-against ``ca_file`` (else the system's CAs); ``tls = "none"`` only when configured explicitly.
+against ``ca_file`` (else the system's CAs) by OpenSSL, chain and name: the name is the URL's host,
+or ``tls_server_name`` when the DC is reached by another name than its certificate's (an IP
+address, an alias, a load balancer). A certificate that is not trusted or names another host fails
+with one line naming the certificate's names and the setting to change; a DC that refuses a simple
+bind without TLS (``strongerAuthRequired``, LDAP signing required) says it requires LDAPS/StartTLS
+or signing. ``tls = "none"`` only when configured explicitly.
 The bind password comes from the config or an environment variable and appears in no message.
 
 Failure is loud and closed: an unreachable directory, a refused bind, a failed search or a user
@@ -47,6 +52,10 @@ LDAP_MATCHING_RULE_IN_CHAIN = "1.2.840.113556.1.4.1941"
 ACCOUNTDISABLE = 0x2
 """userAccountControl bit of a disabled account ([MS-ADTS] 2.2.16)."""
 _NO_SUCH_OBJECT = 32
+_STRONGER_AUTH_REQUIRED = 8
+"""LDAP result code strongerAuthRequired (RFC 4511 4.1.9): the DC wants TLS or signing."""
+_HOSTNAME_MISMATCH = (62, 64)
+"""OpenSSL X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH."""
 _PATH_LIMIT = 2000
 """Groups visited at most when tracing a membership route (explanations only)."""
 
@@ -62,13 +71,44 @@ def _values(entry: dict[str, Any], attr: str) -> list[Any]:
     return list(v) if isinstance(v, list | tuple) else [v]
 
 
+class _NameCheckedTls(ldap3.Tls):
+    """``ldap3.Tls`` whose handshake OpenSSL checks in full (chain against ``ca_file`` or the
+    system's CAs, and ``server_name`` — host name or IP address — against the certificate), instead
+    of ldap3's own name matching. Keeps the last verification error for the message."""
+
+    def __init__(self, ca_file: str | None, server_name: str | None) -> None:
+        super().__init__(validate=ssl.CERT_REQUIRED, ca_certs_file=ca_file, sni=server_name)
+        self.server_name = server_name
+        self.verify_error: ssl.SSLCertVerificationError | None = None
+
+    def wrap_socket(self, connection: Any, do_handshake: bool = False) -> None:  # noqa: FBT001,FBT002 - ldap3's signature
+        ctx = ssl.create_default_context(cafile=self.ca_certs_file)  # CERT_REQUIRED, check_hostname
+        name = self.server_name or connection.server.host
+        self.verify_error = None
+        try:
+            connection.socket = ctx.wrap_socket(connection.socket, server_hostname=name, do_handshake_on_connect=do_handshake)
+        except ssl.SSLCertVerificationError as e:
+            self.verify_error = e
+            raise
+
+
+def certificate_names(cert: dict[str, Any]) -> list[str]:
+    """The names a certificate (``SSLSocket.getpeercert()`` form) is valid for: its
+    subjectAltName DNS names and IP addresses, else its subject's commonName (RFC 6125 6.4.4)."""
+    names = [str(v) for k, v in cert.get("subjectAltName", ()) if k in ("DNS", "IP Address")]
+    if not names:
+        names = [str(v) for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"]
+    return names
+
+
 class LdapDirectory:
     """A :class:`~ancre.acl.directory.Directory` (and ``MembershipTracer``) over Active Directory.
 
     ``urls``: ``ldaps://host[:port]`` or ``ldap://host[:port]``, tried in order; ``base_dn`` the
     search base; ``bind_dn``/``bind_password`` a simple bind (both ``None``: anonymous); ``tls``
     ``"ldaps"``/``"starttls"``/``"none"`` (``None``: from each URL's scheme); ``ca_file`` a PEM
-    bundle; ``user_attributes`` the attributes a user name is matched against, by precedence;
+    bundle; ``tls_server_name`` the name checked in the DC's certificate (default: each URL's
+    host); ``user_attributes`` the attributes a user name is matched against, by precedence;
     ``netbios`` the domain's NetBIOS name (read from the directory when ``None``); ``timeout_s``
     connect/answer timeout in seconds. Raises :class:`ConfigError` on an inconsistent URL/TLS pair.
     Thread-safe (one connection, serialised; re-opened once after a connection error).
@@ -83,6 +123,7 @@ class LdapDirectory:
         bind_password: str | None = None,
         tls: str | None = None,
         ca_file: str | None = None,
+        tls_server_name: str | None = None,
         user_attributes: Iterable[str] = ("sAMAccountName", "userPrincipalName", "mail"),
         netbios: str | None = None,
         timeout_s: float = 10.0,
@@ -94,6 +135,7 @@ class LdapDirectory:
         self.bind_dn = bind_dn
         self._password = bind_password
         self.ca_file = ca_file
+        self.tls_server_name = tls_server_name
         self.user_attributes = tuple(user_attributes)
         self.timeout_s = timeout_s
         self._timeout = max(1, math.ceil(timeout_s))  # ldap3 packs socket timeouts as integers
@@ -116,6 +158,7 @@ class LdapDirectory:
             bind_password=resolve_secret(cfg.bind_password, cfg.bind_password_env, "directory.bind_password"),
             tls=cfg.tls,
             ca_file=str(cfg.ca_file) if cfg.ca_file else None,
+            tls_server_name=cfg.tls_server_name,
             user_attributes=cfg.user_attributes,
             netbios=cfg.netbios,
             timeout_s=cfg.timeout_s,
@@ -133,7 +176,7 @@ class LdapDirectory:
         port = parts.port or (636 if scheme == "ldaps" else 389)
         tls_cfg = None
         if mode != "none":
-            tls_cfg = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=self.ca_file)
+            tls_cfg = _NameCheckedTls(self.ca_file, self.tls_server_name)
         server = ldap3.Server(
             parts.hostname, port=port, use_ssl=mode == "ldaps", tls=tls_cfg,
             connect_timeout=self._timeout, get_info=ldap3.NONE,
@@ -159,10 +202,21 @@ class LdapDirectory:
                     raise DirectoryError(f"{where}: StartTLS refused: {conn.result.get('description')}")
                 if not conn.bind():
                     desc = conn.result.get("description") or conn.result
+                    code = conn.result.get("result")
                     conn.unbind()
+                    if code == _STRONGER_AUTH_REQUIRED:
+                        raise DirectoryError(self._stronger_auth_message(where, mode, conn.result))
                     # a refused bind is a configuration error: the next server would refuse it too
                     raise DirectoryError(f"directory {where}: bind as {self.bind_dn or 'anonymous'} refused: {desc}")
             except LDAPException as e:
+                tls_error = self._tls_message(server, mode, where)
+                if tls_error is not None:
+                    # a certificate problem is a configuration error too: one line, the setting to fix
+                    try:
+                        conn.unbind()
+                    except LDAPException:
+                        pass
+                    raise DirectoryError(tls_error) from None
                 errors.append(f"{where}: {type(e).__name__}: {e}")
                 try:
                     conn.unbind()
@@ -172,6 +226,60 @@ class LdapDirectory:
             return conn
         raise DirectoryError(f"directory unreachable ({'; '.join(errors)})")
 
+    def _stronger_auth_message(self, where: str, mode: str, result: dict[str, Any]) -> str:
+        detail = (result.get("message") or "").strip()
+        how = (
+            'use an ldaps:// URL, or ldap:// with StartTLS (leave directory.tls unset or "starttls"), '
+            'instead of tls = "none"' if mode == "none" else "check the DC's LDAP signing / channel binding policy"
+        )
+        return (
+            f"directory {where}: the domain controller requires LDAPS/StartTLS or signing for this bind "
+            f"(strongerAuthRequired{': ' + detail if detail else ''}): {how}"
+        )
+
+    def _tls_message(self, server: ldap3.Server, mode: str, where: str) -> str | None:
+        """One line for a failed certificate check on ``server``, or ``None`` when the failure
+        was not one: the certificate's names and ``directory.tls_server_name`` for a name
+        mismatch, ``directory.ca_file`` for an untrusted chain."""
+        tls = server.tls
+        err = getattr(tls, "verify_error", None)
+        if not isinstance(tls, _NameCheckedTls) or err is None:
+            return None
+        name = tls.server_name or server.host
+        if err.verify_code in _HOSTNAME_MISMATCH:
+            names = self._peer_names(server, mode)
+            listed = ", ".join(names) if names else "names that could not be read"
+            return (
+                f"directory {where}: the DC's certificate is for {listed}, not {name!r}: set "
+                f"directory.tls_server_name to one of these names (or use it in directory.url)"
+            )
+        return (
+            f"directory {where}: the DC's certificate is not trusted ({err.verify_message}): set "
+            f"directory.ca_file to the PEM of the CA that signed it"
+        )
+
+    def _peer_names(self, server: ldap3.Server, mode: str) -> list[str]:
+        """The names in the certificate ``server`` presents, read over a second connection that
+        checks the chain but not the name (only to word an error message); ``[]`` if unreadable."""
+        probe_tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=self.ca_file, valid_names=["*"])
+        probe = ldap3.Server(
+            server.host, port=server.port, use_ssl=mode == "ldaps", tls=probe_tls,
+            connect_timeout=self._timeout, get_info=ldap3.NONE,
+        )
+        conn = ldap3.Connection(probe, receive_timeout=self._timeout, raise_exceptions=False)
+        try:
+            conn.open()
+            if mode == "starttls":
+                conn.start_tls()
+            return certificate_names(conn.socket.getpeercert() or {})
+        except (LDAPException, OSError, ValueError):
+            return []
+        finally:
+            try:
+                conn.unbind()
+            except LDAPException:
+                pass
+
     def _drop(self) -> None:
         if self._conn is not None:
             try:
@@ -179,6 +287,9 @@ class LdapDirectory:
             except LDAPException:
                 pass
             self._conn = None
+
+    def _plain(self) -> bool:
+        return any(mode == "none" for _s, mode, _w in self._servers)
 
     def close(self) -> None:
         """Unbind (the next call connects again)."""
@@ -217,6 +328,8 @@ class LdapDirectory:
                 if code == _NO_SUCH_OBJECT:
                     return []
                 self._drop()
+                if code == _STRONGER_AUTH_REQUIRED:
+                    raise DirectoryError(self._stronger_auth_message("search", "none" if self._plain() else "tls", result))
                 if attempt or code not in (51, 52, 80):  # busy, unavailable, other: retry once
                     raise DirectoryError(
                         f"directory search failed: {result.get('description')} ({code}) {result.get('message') or ''}".strip()
@@ -416,4 +529,4 @@ class LdapDirectory:
         return len(hits) == 1
 
 
-__all__ = ["LdapDirectory"]
+__all__ = ["LdapDirectory", "certificate_names"]

@@ -10,7 +10,9 @@ Checks (any failure raises :class:`~ancre.errors.AclError`, which callers turn i
 - the header is complete, Revision is 1 and the descriptor is self-relative (SE_SELF_RELATIVE);
 - every non-zero offset lies after the header and its SID/ACL lies wholly inside the buffer;
 - a SID has revision 1, at most 15 sub-authorities and fits where it is;
-- the DACL's AclRevision is 2 or 4, its AclSize covers at least its header and stays in the
+- the DACL's AclRevision is 2, 3 or 4 (winnt.h ACL_REVISION2…ACL_REVISION4, MIN_ACL_REVISION to
+  MAX_ACL_REVISION; MS-DTYP 2.4.5 names 2, ACL_REVISION, and 4, ACL_REVISION_DS; Samba's
+  ``smbcacls --set`` writes 3 — the ACE layout is the same in all three), its AclSize covers at least its header and stays in the
   buffer, and its AceCount ACEs are read one after another, each with an AceSize that is a
   multiple of 4, at least its header, inside the ACL (an ACE overrunning the ACL is an error) and
   large enough for the SID its type places in it.
@@ -42,8 +44,10 @@ ACE_HEADER_SIZE = 4
 """Bytes of ACE_HEADER (MS-DTYP 2.4.4.1)."""
 SID_MAX_SUB_AUTHORITIES = 15
 """MS-DTYP 2.4.2.2: SubAuthorityCount is at most 15."""
-ACL_REVISIONS = (0x02, 0x04)
-"""ACL_REVISION and ACL_REVISION_DS (MS-DTYP 2.4.5)."""
+ACL_REVISIONS = (0x02, 0x03, 0x04)
+"""ACL_REVISION (2), ACL_REVISION3 and ACL_REVISION_DS (4): winnt.h's MIN_ACL_REVISION to
+MAX_ACL_REVISION (MS-DTYP 2.4.5 documents 2 and 4; Samba's smbcacls writes 3). Revision 1 and
+anything above 4 are malformed."""
 NULL_SID = "S-1-0-0"
 """Stands for the trustee of an ACE whose type this parser cannot lay out (the engine then makes
 the object *nobody*: such an ACE is not understood)."""
@@ -113,7 +117,7 @@ def _parse_acl(data: bytes, offset: int, what: str) -> tuple[Ace, ...]:
         raise AclError(f"{what}: ACL header at offset {offset} is truncated (descriptor is {len(data)} bytes)")
     revision, _sbz1, acl_size, ace_count, _sbz2 = struct.unpack_from("<BBHHH", data, offset)
     if revision not in ACL_REVISIONS:
-        raise AclError(f"{what}: ACL revision {revision} (expected 2 or 4)")
+        raise AclError(f"{what}: ACL revision {revision} (expected 2, 3 or 4)")
     if acl_size < ACL_HEADER_SIZE:
         raise AclError(f"{what}: AclSize {acl_size} is smaller than the ACL header")
     acl_end = offset + acl_size

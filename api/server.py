@@ -132,7 +132,7 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     from ancre.daemon.logs import setup_logging
     from ancre.daemon.runtime import Runtime
 
-    setup_logging(settings.daemon.log_format, settings.daemon.log_level)
+    setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
     with Runtime(settings) as rt:
         app = create_app(rt, settings)
@@ -164,7 +164,7 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     from ancre.daemon.runtime import Runtime
     from ancre.daemon.service import Daemon
 
-    setup_logging(settings.daemon.log_format, settings.daemon.log_level)
+    setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
     rt = Runtime(settings)
     daemon = Daemon(settings, runtime=rt)

@@ -46,7 +46,7 @@ from smbprotocol.header import NtStatus
 from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
 
 from ancre.acl.directory import Directory
-from ancre.acl.engine import SecurityDescriptor, read_acl
+from ancre.acl.engine import SHARE_ADMITS_NONE_RULE, SecurityDescriptor, read_acl
 from ancre.acl.sd_parse import acl_from_descriptor, parse_security_descriptor
 from ancre.config import SourceConfig, resolve_secret
 from ancre.connectors.base import ChangeCallback
@@ -182,7 +182,7 @@ def intersect_share(
             elif nested is not None and nested(s, a):
                 allow.add(s)
     if not allow:
-        return Acl.nobody("share permissions: share_allow admits none of the NTFS readers")
+        return Acl.nobody(SHARE_ADMITS_NONE_RULE)
     return Acl(frozenset(allow), deny, ntfs.reason)
 
 

@@ -1,6 +1,6 @@
 """The ``ancre`` command line (typer + rich).
 
-``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre reindex``,
+``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre check``, ``ancre reindex``,
 ``ancre daemon``, ``ancre api`` (the RAG API) and ``ancre serve`` (daemon and API in one process).
 The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
 :class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
@@ -60,8 +60,13 @@ def _main(
 
 
 def _settings(config: Path | None) -> Settings:
+    """Load the config and apply its ``[logging]`` levels (libraries; ancre's only when set)."""
+    from ancre.daemon.logs import apply_levels
+
     path = config or (Path(os.environ["ANCRE_CONFIG"]) if os.environ.get("ANCRE_CONFIG") else Path("ancre.toml"))
-    return load_settings(path)
+    settings = load_settings(path)
+    apply_levels(settings.logging.levels("WARNING", cli=True))
+    return settings
 
 
 def _errors(fn: F) -> F:
@@ -84,9 +89,17 @@ def sync(
     force: Annotated[bool, typer.Option(help="Re-read every file's content hash.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the pass reports as JSON.")] = False,
 ) -> None:
-    """Run one full pass over every source (or one), then rebuild BM25 if anything changed."""
+    """Run one full pass over every source (or one), then rebuild BM25 if anything changed.
+    The directory is checked first (bind, resolve a user): a broken one stops here (status 2)."""
+    from ancre.daemon.check import check_directory, directory_configured
+    from ancre.errors import DirectoryError
+
     settings = _settings(config)
     with Runtime(settings) as rt:
+        if directory_configured(settings):
+            res = check_directory(rt)
+            if not res.ok:
+                raise DirectoryError(f"{res.detail} — fix: {res.fix}" if res.fix else res.detail)
         reports = []
         srcs = [settings.source(source)] if source else list(settings.sources)
         for src in srcs:
@@ -115,18 +128,25 @@ def sync(
 
 def _print_reports(reports: list[Any]) -> None:
     t = Table(title="sync")
-    for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped", "chunks embedded", "s"):
+    for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped",
+                "acl unreadable", "chunks embedded", "s"):
         t.add_column(col, justify="right" if col not in ("source", "outcome") else "left")
     for r in reports:
         t.add_row(
             r.source, r.outcome if r.outcome == "ok" else f"[red]{r.outcome}[/]", str(r.listed), str(r.new), str(r.changed),
-            str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped), str(r.embedded_chunks),
+            str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped),
+            str(r.acl_unreadable) if not r.acl_unreadable else f"[red]{r.acl_unreadable}[/]", str(r.embedded_chunks),
             f"{r.duration_s:.1f}",
         )
     console.print(t)
     for r in reports:
         if r.reason:
             console.print(f"[yellow]{r.source}: {r.reason}[/]")
+        if r.acl_unreadable:
+            console.print(
+                f"[yellow]{r.source}: {r.acl_unreadable} document(s) readable by nobody: their ACL could not be "
+                "read or understood (listed below and in `ancre status`)[/]", highlight=False,
+            )
         for path, status, reason in r.problems:
             console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
 
@@ -341,7 +361,7 @@ def _share_verdict(conn: Any, directory: Any, user: str, path: str) -> str | Non
 @app.command()
 @_errors
 def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Counts per source and status, last passes, failures."""
+    """Counts per source and status, last passes, failures and documents whose ACL can't be read."""
     settings = _settings(config)
     with Runtime(settings) as rt:
         items = rt.state.all_items()
@@ -352,7 +372,16 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     for it in items:
         counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
         chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == "indexed")
-    problems = [(i.source, i.path, i.status, i.reason) for i in items if i.status in ("failed", "skipped", "pending")]
+    # (source, path, status, problem, reason): failed/skipped/pending documents, and indexed ones
+    # whose ACL could not be read (their row's reason; readable by nobody)
+    problems = [
+        (i.source, i.path, i.status, i.status if i.status != "indexed" else "acl_unreadable", i.reason)
+        for i in items if i.status in ("failed", "skipped", "pending") or (i.status == "indexed" and i.reason)
+    ]
+    acl_unreadable: dict[str, int] = {}
+    for p in problems:
+        if p[3] == "acl_unreadable":
+            acl_unreadable[p[0]] = acl_unreadable.get(p[0], 0) + 1
     from ancre.daemon.sync import skip_reason_key
 
     skipped: dict[tuple[str, str], int] = {}
@@ -363,9 +392,11 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     if as_json:
         sys.stdout.write(json.dumps({
             "counts": [{"source": s, "status": st, "n": n} for (s, st), n in sorted(counts.items())],
-            "chunks": chunks, "bm25_generation": gen,
+            "chunks": chunks, "bm25_generation": gen, "acl_unreadable": acl_unreadable,
             "passes": [{"source": p[0], "started_at": p[1], "finished_at": p[2], "outcome": p[3]} for p in passes],
-            "problems": [{"source": p[0], "path": p[1], "status": p[2], "reason": p[3]} for p in problems],
+            "problems": [
+                {"source": p[0], "path": p[1], "status": p[2], "problem": p[3], "reason": p[4]} for p in problems
+            ],
             "skipped": [{"source": s, "reason": r, "n": n} for (s, r), n in sorted(skipped.items())],
         }, ensure_ascii=False) + "\n")
         return
@@ -389,8 +420,42 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     for s, p in last.items():
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p[2] or p[1]))
         console.print(f"last pass of {s}: {when} — {p[3] or 'running/interrupted'}")
-    for s, path, st, reason in problems:
-        console.print(f"  {st:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
+    for s, n in sorted(acl_unreadable.items()):
+        console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable[/]", highlight=False)
+    for s, path, _st, problem, reason in problems:
+        console.print(f"  {problem:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
+
+
+@app.command()
+@_errors
+def check(
+    config: ConfigOpt = None,
+    user: Annotated[
+        str | None, typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account).")
+    ] = None,
+) -> None:
+    """Check the configuration end to end: the directory (bind, resolve a user), each source (list
+    its root, read one ACL), the embedder (one embedding), the store, and the answering model and
+    judge when configured (one short call each). One line per check, with what to fix; exit
+    status 1 if any fails."""
+    from ancre.daemon.check import CheckResult, run_checks
+
+    settings = _settings(config)
+    from rich.markup import escape
+
+    console.print(f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True)
+
+    def show(r: CheckResult) -> None:
+        style = "green" if r.ok else "bold red"
+        console.print(f"[{style}]{'ok  ' if r.ok else 'FAIL'}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True)
+
+    with Runtime(settings) as rt:
+        results = run_checks(rt, user, on_result=show)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        console.print(f"[bold red]{len(failed)} check(s) failed[/]")
+        raise typer.Exit(1)
+    console.print("[green]all checks passed[/]")
 
 
 @app.command()

@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 from datetime import datetime, timezone
+from collections.abc import Mapping
 from typing import Any
 
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -36,9 +37,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
-def setup_logging(fmt: str = "json", level: str = "INFO") -> None:
-    """Route the root logger to stdout, as JSON lines (``fmt="json"``) or plain text, at
-    ``level``; replaces existing root handlers. Quietens apscheduler's per-run INFO lines."""
+def apply_levels(levels: Mapping[str, str]) -> None:
+    """Set each named logger's level (``""``: the root logger), e.g. from
+    :meth:`~ancre.daemon.settings_models.LoggingConfig.levels`."""
+    for name, level in levels.items():
+        (logging.getLogger(name) if name else logging.getLogger()).setLevel(level)
+
+
+def setup_logging(fmt: str = "json", level: str = "INFO", levels: Mapping[str, str] | None = None) -> None:
+    """Route the root logger to stdout, as JSON lines (``fmt="json"``) or plain text; replaces
+    existing root handlers. ``levels`` (logger name → level, ``""`` the root) comes from
+    ``[logging]``; without it ancre logs at ``level`` and every library at WARNING (smbprotocol's
+    per-request and apscheduler's per-run INFO lines included)."""
+    from ancre.daemon.settings_models import LoggingConfig
+
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(
         JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -47,8 +59,7 @@ def setup_logging(fmt: str = "json", level: str = "INFO") -> None:
     for h in list(root.handlers):
         root.removeHandler(h)
     root.addHandler(handler)
-    root.setLevel(level)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    apply_levels(levels if levels is not None else LoggingConfig().levels(level))
 
 
-__all__ = ["JsonFormatter", "setup_logging"]
+__all__ = ["JsonFormatter", "apply_levels", "setup_logging"]

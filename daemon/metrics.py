@@ -4,7 +4,8 @@ process embedding the daemon (``ancre serve``) can expose them next to its own.
 =====================================================  ========================================
 ``ancre_documents{source,status}``                      documents in the state DB by status
 ``ancre_chunks{source}``                                chunks of indexed documents
-``ancre_item_problems{source,status,reason}``           failed/skipped/pending documents by reason
+``ancre_item_problems{source,status,reason}``           failed/skipped/pending documents by reason,
+                                                        and indexed ones with status ``acl_unreadable``
 ``ancre_items_synced_total{source,result}``             per-item results of passes and batches
 ``ancre_embedded_chunks_total{source}``                 chunks embedded
 ``ancre_passes_total{source,trigger,scope,outcome}``    passes (``scope=full``) and event batches
@@ -98,8 +99,8 @@ class DaemonMetrics:
         for it in items:
             docs[(it.source, it.status)] = docs.get((it.source, it.status), 0) + 1
             chunks[it.source] = chunks.get(it.source, 0) + (it.chunk_count if it.status == "indexed" else 0)
-            if it.status != "indexed":
-                key = (it.source, it.status, reason_class(it.reason))
+            if it.status != "indexed" or it.reason:  # an indexed row's reason: its ACL is unreadable
+                key = (it.source, it.status if it.status != "indexed" else "acl_unreadable", reason_class(it.reason))
                 problems[key] = problems.get(key, 0) + 1
         with self._lock:
             for dkey in self._doc_keys - docs.keys():

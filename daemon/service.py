@@ -625,7 +625,7 @@ def run_daemon(settings: Settings) -> int:
     SIGTERM/SIGINT; returns the exit status."""
     from ancre.daemon.logs import setup_logging
 
-    setup_logging(settings.daemon.log_format, settings.daemon.log_level)
+    setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     return Daemon(settings).run_forever()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 WatchMode = Literal["auto", "inotify", "poll", "off"]
 """How a folder source is watched: ``inotify`` (watchdog's native observer), ``poll`` (watchdog's
@@ -58,6 +58,64 @@ class DaemonConfig(BaseModel):
     log_format: Literal["json", "text"] = "json"
     """Log lines on stdout: one JSON object per line (journald) or plain text."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Level of ancre's own log lines unless ``[logging] ancre`` is set."""
 
 
-__all__ = ["DaemonConfig", "WatchMode"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+LIBRARY_LOGGERS: dict[str, tuple[str, ...]] = {
+    "smbprotocol": ("smbprotocol", "smbclient", "spnego"),
+    "uvicorn": ("uvicorn",),
+    "apscheduler": ("apscheduler",),
+}
+"""``[logging]`` component → the loggers (and their children) it sets: smbprotocol ships the
+``smbprotocol`` and ``smbclient`` packages and authenticates with pyspnego (``spnego``)."""
+
+
+class LoggingConfig(BaseModel):
+    """``[logging]``: a level per component, for the daemon, ``ancre api`` / ``ancre serve`` and
+    the CLI. Library chatter (smbprotocol writes an INFO line per SMB request) is at WARNING unless
+    asked for. ``loggers`` sets any other logger by name, e.g. ``{ "ancre.sync" = "DEBUG",
+    httpx = "INFO" }``; a logger's level applies to its children."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ancre: LogLevel | None = None
+    """ancre's own loggers; default ``daemon.log_level`` (INFO) in the daemon and the API, WARNING
+    in the other commands (``$ANCRE_LOG_LEVEL`` there)."""
+    smbprotocol: LogLevel = "WARNING"
+    """The SMB client (``smbprotocol``, ``smbclient``, ``spnego``): INFO logs every SMB request."""
+    uvicorn: LogLevel = "INFO"
+    """The API's HTTP server (INFO: one access line per request)."""
+    apscheduler: LogLevel = "WARNING"
+    """The daemon's scheduler (INFO: a line per scheduled run)."""
+    default: LogLevel = "WARNING"
+    """Every other logger (ldap3, httpx, watchdog, …): the root logger's level."""
+    loggers: dict[str, LogLevel] = Field(default_factory=dict)
+    """More loggers by name → level; wins over the settings above for that logger."""
+
+    @field_validator("loggers")
+    @classmethod
+    def _names(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in v if not k.strip() or k != k.strip()]
+        if bad:
+            raise ValueError(f"logger names must be non-empty, without surrounding spaces: {bad!r}")
+        return v
+
+    def levels(self, ancre_default: str, *, cli: bool = False) -> dict[str, str]:
+        """Logger name → level name (``""`` is the root logger). ``ancre_default`` is ancre's level
+        when ``ancre`` is unset. ``cli``: leave the root logger and, unless set in the file, ancre's
+        loggers alone (the CLI keeps its WARNING / ``$ANCRE_LOG_LEVEL`` console)."""
+        out: dict[str, str] = {}
+        if not cli or "default" in self.model_fields_set:
+            out[""] = self.default
+        if not cli or self.ancre is not None:
+            out["ancre"] = self.ancre or ancre_default
+        for component, names in LIBRARY_LOGGERS.items():
+            for name in names:
+                out[name] = getattr(self, component)
+        out.update(self.loggers)
+        return out
+
+
+__all__ = ["LIBRARY_LOGGERS", "DaemonConfig", "LogLevel", "LoggingConfig", "WatchMode"]

@@ -1,7 +1,8 @@
 """SQLite state DB of the sync engine (stdlib sqlite3, WAL): what was indexed, per item.
 
 A row is the engine's memory of one source item: size, mtime, content hash, ACL hash, chunk
-count, status (``indexed`` / ``failed`` / ``skipped`` / ``pending``) and the reason of a failure.
+count, status (``indexed`` / ``failed`` / ``skipped`` / ``pending``) and a reason: why it failed or
+was skipped, or, on an ``indexed`` row, why its ACL could not be read (readable by nobody).
 ``pending`` is written *before* the store is touched for a document, so that a crash between the
 store write and the state write leaves a row that the next pass reconciles (no ghost points).
 """

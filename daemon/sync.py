@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ancre.acl.engine import acl_problem
 from ancre.config import Settings
 from ancre.connectors.base import Connector
 from ancre.connectors.chunking import chunk_blocks
@@ -84,11 +85,15 @@ class PassReport:
     unchanged: int = 0
     failed: int = 0
     skipped: int = 0
+    acl_unreadable: int = 0
+    """Documents listed in this pass whose ACL could not be read, parsed or understood
+    (:func:`~ancre.acl.engine.acl_problem`): indexed, but readable by nobody until it can."""
     embedded_chunks: int = 0
     bm25_generation: int | None = None
     duration_s: float = 0.0
     problems: list[tuple[str, str, str]] = field(default_factory=list)
-    """``(path, status, reason)`` for every failed or skipped item."""
+    """``(path, status, reason)`` for every failed or skipped item, and ``(path,
+    "acl_unreadable", reason)`` for every document counted in ``acl_unreadable``."""
 
     @property
     def changed_index(self) -> bool:
@@ -371,6 +376,7 @@ class SyncEngine:
         collection = connector.collection_for(item)
         acl = connector.fetch_acl(item)
         acl_hash = acl.digest()
+        acl_issue = acl_problem(acl)  # kept in the row's reason while the document is indexed
         same_stat = (
             prev is not None
             and prev.size == item.size
@@ -393,10 +399,13 @@ class SyncEngine:
             if prev.status == "indexed":
                 if prev.acl_hash != acl_hash:
                     self.store.set_acl(collection, item.doc_id, acl)
-                    self.state.put(_replace(prev, acl_hash=acl_hash, path=item.path, updated_at=time.time()))
+                    self.state.put(_replace(prev, acl_hash=acl_hash, path=item.path, reason=acl_issue, updated_at=time.time()))
                     rep.acl_only += 1
                 else:
+                    if prev.reason != acl_issue:  # same rights (nobody), another reason
+                        self.state.put(_replace(prev, reason=acl_issue, updated_at=time.time()))
                     rep.unchanged += 1
+                self._count_acl_problem(rep, item.path, acl_issue)
                 return None
             # pending: a previous pass died half-way → redo below
 
@@ -422,8 +431,12 @@ class SyncEngine:
             else:
                 rep.unchanged += 1
             self.state.put(
-                _replace(prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path, updated_at=time.time())
+                _replace(
+                    prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path,
+                    reason=acl_issue, updated_at=time.time(),
+                )
             )
+            self._count_acl_problem(rep, item.path, acl_issue)
             return None
 
         try:
@@ -492,12 +505,14 @@ class SyncEngine:
             it = p.item
             if p.prev is not None and p.prev.chunk_count > len(p.chunks):
                 self.store.delete_doc(p.collection, it.doc_id, from_chunk_index=len(p.chunks))
+            acl_issue = acl_problem(p.acl)
             self.state.put(
                 ItemState(
                     it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
-                    p.content_hash, p.acl_hash, len(p.chunks), "indexed", None, now,
+                    p.content_hash, p.acl_hash, len(p.chunks), "indexed", acl_issue, now,
                 )
             )
+            self._count_acl_problem(rep, it.path, acl_issue)
             if p.prev is None or p.prev.status != "indexed":
                 rep.new += 1
             else:
@@ -526,6 +541,12 @@ class SyncEngine:
             )
         )
         self._count_problem(rep, item.path, status, reason)
+
+    @staticmethod
+    def _count_acl_problem(rep: PassReport, path: str, issue: str | None) -> None:
+        if issue is not None:
+            rep.acl_unreadable += 1
+            rep.problems.append((path, "acl_unreadable", issue))
 
     @staticmethod
     def _count_problem(rep: PassReport, path: str, status: str, reason: str) -> None:

@@ -299,8 +299,8 @@ class SambaDC:
 
     @property
     def tls_ca_file(self) -> Path:
-        """PEM CA that signed the LDAPS/StartTLS certificate (SAN: IP:127.0.0.1, localhost,
-        dc1.axonix.test)."""
+        """PEM CA that signed the LDAPS/StartTLS certificate (SAN: IP:127.0.0.1 and
+        dc1.axonix.test, not localhost: reached as ``localhost`` it names another host)."""
         return self.root / "tls" / "ca.pem"
 
     @property
@@ -574,7 +574,8 @@ class SambaDC:
         ext.write_text(
             "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
             "extendedKeyUsage=serverAuth\n"
-            f"subjectAltName=IP:{HOST},DNS:localhost,DNS:{NETBIOS_NAME.lower()}.{DNS_DOMAIN}\n"
+            # not "localhost": the tests reach the DC by that other name to exercise tls_server_name
+            f"subjectAltName=IP:{HOST},DNS:{NETBIOS_NAME.lower()}.{DNS_DOMAIN}\n"
         )
         common = ["-days", "30", "-nodes"]
         _run(

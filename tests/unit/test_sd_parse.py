@@ -219,6 +219,22 @@ def test_malformed_headers_and_sids_are_errors(mutate, message: str) -> None:
     assert acl_from_descriptor(bytes(raw)).allow == frozenset()
 
 
+@pytest.mark.parametrize("revision", [2, 3, 4], ids=["ACL_REVISION", "ACL_REVISION3", "ACL_REVISION_DS"])
+def test_acl_revisions_2_3_and_4_read_the_same(revision: int) -> None:
+    """winnt.h: MIN_ACL_REVISION 2 … MAX_ACL_REVISION 4; smbcacls --set writes 3."""
+    result = acl_from_descriptor(sd(acl(*CLIENTS_FILE_DACL, revision=revision)))
+    assert result.reason is None and result == acl_from_descriptor(sd(acl(*CLIENTS_FILE_DACL)))
+    assert p(STAG) <= result.deny and p(TECH) <= result.allow
+
+
+@pytest.mark.parametrize("revision", [0, 1, 5, 7, 0xFF])
+def test_acl_revisions_outside_2_to_4_are_malformed(revision: int) -> None:
+    with pytest.raises(AclError, match=f"ACL revision {revision} \\(expected 2, 3 or 4\\)"):
+        parse_security_descriptor(sd(acl(*CLIENTS_FILE_DACL, revision=revision)))
+    closed = acl_from_descriptor(sd(acl(*CLIENTS_FILE_DACL, revision=revision)))
+    assert closed.allow == frozenset() and (closed.reason or "").startswith("acl_unreadable: DACL: ACL revision")
+
+
 def test_bad_acl_revision_and_unaligned_ace_size() -> None:
     with pytest.raises(AclError, match="ACL revision 7"):
         parse_security_descriptor(sd(acl(*CLIENTS_FILE_DACL, revision=7)))

@@ -1,0 +1,262 @@
+"""``ancre check``: the configuration reaches every part, one line per part with what to fix.
+
+Each check contacts the real thing once, cheaply: each source lists its root and reads one ACL
+(SMB: the share root's security descriptor, with the share permissions applied; folder: the first
+file's ACL from the manifest or the configured principals), the directory binds and resolves a
+user, the embedder embeds one query, the store opens (against that embedder) and counts, the
+answering model and the judge answer one short message. ``ancre sync`` runs
+:func:`check_directory` before its first pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ancre.acl.engine import acl_problem
+from ancre.config import Settings, SourceConfig
+from ancre.errors import (
+    AclError,
+    AncreError,
+    ConfigError,
+    DirectoryError,
+    EmbedderMismatchError,
+    SourceUnavailableError,
+    StoreLockedError,
+)
+
+if TYPE_CHECKING:
+    from ancre.daemon.runtime import Runtime
+
+DEFAULT_USER_TRIES = 10
+"""Without a user to resolve, the first accounts the directory lists are tried, up to this many,
+until one resolves (built-in accounts may be disabled)."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One line of ``ancre check``: ``part`` (``directory``, ``source partage``, ``store``…),
+    ``ok``, what was found or went wrong (``detail``) and, on failure, what to change (``fix``)."""
+
+    part: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def line(self) -> str:
+        """``ok   directory  …`` / ``FAIL directory  … — fix: …``."""
+        text = f"{'ok  ' if self.ok else 'FAIL'} {self.part:<16} {self.detail}"
+        return text + (f" — fix: {self.fix}" if self.fix and not self.ok else "")
+
+
+def directory_configured(settings: Settings) -> bool:
+    """Whether a directory is configured (``ldap``, or ``file`` with a ``path``)."""
+    d = settings.directory
+    return d.kind != "file" or d.path is not None
+
+
+def _directory_fix(e: AncreError) -> str:
+    msg = str(e)
+    if "tls_server_name" in msg or "ca_file" in msg or "LDAPS/StartTLS" in msg:
+        return "see the message: the setting is named there"
+    if "refused" in msg:
+        return "check directory.bind_dn and its password (directory.bind_password / bind_password_env)"
+    if "unreachable" in msg:
+        return "check directory.url (host, port, ldaps:// or ldap://) and that the DC answers from this host"
+    if "tokenGroups" in msg:
+        return "give the bind account the right to read tokenGroups on user accounts"
+    return "check the [directory] section"
+
+
+def check_directory(rt: Runtime, user: str | None = None) -> CheckResult:
+    """Bind to the directory and resolve ``user`` (else ``directory.check_user``, else the first
+    account the directory lists that resolves). Fails on a directory error, an unknown or
+    disabled ``user``, or a directory that knows no usable account. Never raises."""
+    part = "directory"
+    cfg = rt.settings.directory
+    if not directory_configured(rt.settings):
+        return CheckResult(part, False, "no directory configured", 'set [directory] kind = "ldap" (with url, base_dn…) or kind = "file" with path')
+    where = cfg.ldap_urls[0] if cfg.kind == "ldap" else str(cfg.path)
+    wanted = user or cfg.check_user
+    try:
+        d = rt.directory
+        if wanted:
+            principals = d.principals(wanted)
+            if not principals:
+                return CheckResult(
+                    part, False, f"{where}: user {wanted!r} is unknown to the directory (or disabled)",
+                    "give an existing, enabled account (sAMAccountName, UPN or DOMAIN\\user) with --as or directory.check_user",
+                )
+            return CheckResult(part, True, f"{where}: {wanted} resolves to {len(principals)} principals")
+        names = d.users()
+        for name in names[:DEFAULT_USER_TRIES]:
+            principals = d.principals(name)
+            if principals:
+                return CheckResult(part, True, f"{where}: {len(names)} accounts; {name} resolves to {len(principals)} principals")
+        return CheckResult(
+            part, False, f"{where}: no account resolves ({len(names)} listed)",
+            "check directory.base_dn (and the directory file's users), or name an account with --as / directory.check_user",
+        )
+    except (DirectoryError, ConfigError) as e:
+        return CheckResult(part, False, str(e), _directory_fix(e))
+    except AncreError as e:
+        return CheckResult(part, False, f"{type(e).__name__}: {e}", "check the [directory] section")
+
+
+def check_source(rt: Runtime, src: SourceConfig) -> CheckResult:
+    """List the source's root and read one ACL. Never raises."""
+    part = f"source {src.id}"
+    conn = None
+    try:
+        conn = rt.connector(src)
+        if src.kind == "smb":
+            return _check_smb(conn, part)
+        items = list(conn.list_items())
+        if not items:
+            return CheckResult(part, True, f"{src.root}: listed, no indexable file")
+        acl = conn.fetch_acl(items[0])
+        issue = acl_problem(acl)
+        if issue is not None:
+            return CheckResult(
+                part, False, f"{len(items)} files; the ACL of {items[0].path} can't be read: {issue}",
+                "fix the source's acl_manifest entry or principals named in the message",
+            )
+        return CheckResult(part, True, f"{src.root}: {len(items)} files; {items[0].path} readable by {len(acl.allow)} principal(s)")
+    except SourceUnavailableError as e:
+        return CheckResult(part, False, str(e), f"check sources.{src.id} (root, server, share, credentials) and that it is reachable")
+    except AncreError as e:
+        return CheckResult(part, False, str(e), f"check sources.{src.id}")
+    except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+        return CheckResult(part, False, f"{type(e).__name__}: {e}", f"check sources.{src.id}")
+    finally:
+        close = getattr(conn, "close", None)
+        if callable(close):
+            close()
+
+
+def _check_smb(conn: object, part: str) -> CheckResult:
+    from ancre.connectors.smb import SmbConnector, is_auth_error, list_dir
+
+    assert isinstance(conn, SmbConnector)
+    try:
+        entries = list_dir(conn.unc_of(""), **conn.session_kwargs())
+    except Exception as e:  # noqa: BLE001
+        fix = (
+            f"check sources.{conn.source_id}.username and its password (password / password_env)"
+            if is_auth_error(e) else f"check sources.{conn.source_id}.server / share / port and that the server answers"
+        )
+        return CheckResult(part, False, f"{conn.unc_of('')}: can't list the share root: {type(e).__name__}: {e}", fix)
+    try:
+        sd = conn.security_descriptor("")
+    except AclError as e:
+        return CheckResult(
+            part, False, f"{conn.unc_of('')}: {len(entries)} entries; the root's security descriptor: {e}",
+            "the service account needs READ_CONTROL (read permissions) on the whole share",
+        )
+    acl = conn.acl_of_descriptor(sd)
+    issue = acl_problem(acl)
+    if issue is not None:
+        return CheckResult(part, False, f"{conn.unc_of('')}: the root's ACL can't be used: {issue}", f"check sources.{conn.source_id}.share_allow / share_deny and the directory")
+    return CheckResult(part, True, f"{conn.unc_of('')}: {len(entries)} entries at the root; its DACL read ({len(sd.dacl or ())} ACEs)")
+
+
+def check_embedder(rt: Runtime) -> CheckResult:
+    """Embed one query with the configured embedder. Never raises."""
+    cfg = rt.settings.embedder
+    try:
+        vec = rt.embedder.embed_query("vérification de la configuration")
+        return CheckResult("embedder", True, f"{rt.embedder.name}: one embedding of {len(vec)} dimensions")
+    except Exception as e:  # noqa: BLE001
+        where = f" at {cfg.url}" if cfg.url else ""
+        return CheckResult("embedder", False, f"{cfg.kind}{where}: {e}", "check embedder.kind / url / model (is the model pulled?)")
+
+
+def check_store(rt: Runtime) -> CheckResult:
+    """Open the store against the embedder and count its points. A store owned by another
+    process (the daemon) is reported as reachable. Never raises."""
+    from ancre.models import COLLECTIONS
+
+    cfg = rt.settings.store
+    try:
+        counts = {c: rt.store.count(c) for c in COLLECTIONS}
+        return CheckResult("store", True, f"{cfg.kind}: " + ", ".join(f"{n} points in {c}" for c, n in counts.items()))
+    except StoreLockedError as e:
+        return CheckResult("store", True, f"{cfg.kind}: in use by another process ({e})")
+    except EmbedderMismatchError as e:
+        return CheckResult("store", False, str(e), "run `ancre reindex` (or configure the embedder that built the index)")
+    except Exception as e:  # noqa: BLE001
+        return CheckResult("store", False, f"{cfg.kind}: {e}", "check [store] (url, api_key) and data_dir")
+
+
+def _ping(client: object) -> str:
+    from ancre.query.llm import ChatClient
+    from ancre.query.prompt import ChatMessage
+
+    assert isinstance(client, ChatClient)
+    res = client.chat([ChatMessage("user", "Réponds seulement : OK")], temperature=0.0)
+    return res.content.strip()[:40]
+
+
+def check_models(rt: Runtime) -> list[CheckResult]:
+    """One short chat with the answering model and with the judge, when configured (no line for
+    ``llm.kind = "none"``: extractive mode; none for a disabled judge). Never raises."""
+    from ancre.query.judge import Judge
+    from ancre.query.llm import make_chat_client
+
+    cfg = rt.settings
+    out: list[CheckResult] = []
+    if cfg.llm.kind == "none":
+        return out
+    client = None
+    try:
+        client = make_chat_client(cfg.llm)
+        assert client is not None
+        answer = _ping(client)
+        out.append(CheckResult("llm", True, f"{cfg.llm.kind} {client.model}: answered {answer!r}"))
+    except Exception as e:  # noqa: BLE001
+        out.append(CheckResult("llm", False, f"{cfg.llm.kind} {cfg.llm.model or ''}: {e}".strip(), "check llm.url and llm.model (is the model pulled?)"))
+    finally:
+        if client is not None:
+            client.close()
+    if cfg.judge.enabled:
+        judge = None
+        try:
+            judge = Judge.from_config(cfg.judge, cfg.llm)
+            answer = _ping(judge.client)
+            out.append(CheckResult("judge", True, f"ollama {cfg.judge.model}: answered {answer!r}"))
+        except Exception as e:  # noqa: BLE001
+            out.append(CheckResult("judge", False, f"{cfg.judge.model}: {e}", "check judge.url and judge.model (or judge.enabled = false)"))
+        finally:
+            if judge is not None:
+                judge.client.close()
+    return out
+
+
+def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Every check, in order: directory, each source, embedder, store, answering model, judge.
+    ``on_result`` is called as each result is known (for printing as they come)."""
+    results: list[CheckResult] = []
+
+    def add(r: CheckResult) -> None:
+        results.append(r)
+        if on_result is not None:
+            on_result(r)
+
+    add(check_directory(rt, user))
+    if not rt.settings.sources:
+        add(CheckResult("sources", False, "no source configured", "add a [[sources]] section"))
+    for src in rt.settings.sources:
+        add(check_source(rt, src))
+    emb = check_embedder(rt)
+    add(emb)
+    if emb.ok:
+        add(check_store(rt))
+    else:
+        add(CheckResult("store", False, "not opened: the embedder failed (the store is checked against it)", "fix the embedder first"))
+    for r in check_models(rt):
+        add(r)
+    return results
+
+
+__all__ = ["CheckResult", "check_directory", "check_embedder", "check_models", "check_source", "check_store", "directory_configured", "run_checks"]

@@ -1,0 +1,110 @@
+"""``ancre check`` on the bundled corpus (folder sources, file directory, e5-local, embedded
+store) with a scripted Ollama on 127.0.0.1 as answering model and judge: one line per part, exit
+status 1 with the failing part's line and what to fix. ``ancre sync`` checks the directory first.
+(The Samba/LDAP side is in ``test_check_and_directory_tls.py``.)"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ancre.daemon.cli import app
+from support.corpus import copy_corpus, write_config
+from support.httpserver import ScriptedServer
+from support.scripted_ollama import ANSWER_MODEL, JUDGE_MODEL, chats, script
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def lines(output: str) -> dict[str, str]:
+    """First word after ok/FAIL (the part, ``source`` for sources) → the line (last one wins)."""
+    return {ln.split()[1]: ln for ln in output.splitlines() if ln.startswith(("ok ", "FAIL "))}
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ollama() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as srv:
+        script(srv, "OK")
+        yield srv
+
+
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    return copy_corpus(tmp_path / "c")
+
+
+def llm(url: str) -> str:
+    return f"[llm]\nkind = 'ollama'\nurl = '{url}'\nmodel = '{ANSWER_MODEL}'\n[judge]\nmodel = '{JUDGE_MODEL}'\n"
+
+
+def test_check_passes_with_every_part_reached(root: Path, ollama: ScriptedServer) -> None:
+    cfg = write_config(root, extra=llm(ollama.url))
+    ollama.clear()
+    res = run("check", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    got = lines(res.output)
+    assert set(got) == {"config", "directory", "source", "embedder", "store", "llm", "judge"}, res.output
+    assert all(ln.startswith("ok") for ln in got.values()) and "all checks passed" in res.output
+    assert sum(ln.startswith("ok   source") for ln in res.output.splitlines()) == 2
+    assert "384 dimensions" in got["embedder"] and "alice resolves to" in got["directory"]
+    assert len(chats(ollama, ANSWER_MODEL)) == 1 and len(chats(ollama, JUDGE_MODEL)) == 1
+
+
+def test_check_without_a_model_has_no_model_lines(root: Path) -> None:
+    res = run("check", "--as", "chloe", "--config", str(write_config(root)))
+    assert res.exit_code == 0, res.output
+    assert "llm" not in lines(res.output) and "chloe resolves to" in res.output
+
+
+@pytest.mark.parametrize("case", ["llm-down", "unknown-user", "broken-manifest", "missing-root", "no-directory"])
+def test_check_fails_with_the_part_and_the_fix(root: Path, ollama: ScriptedServer, case: str) -> None:
+    extra, args = llm(ollama.url), []
+    if case == "llm-down":
+        extra = llm(f"http://127.0.0.1:{closed_port()}")
+    elif case == "unknown-user":
+        args = ["--as", "mallory"]
+    elif case == "broken-manifest":
+        (root / "acl.json").write_text("{not json", encoding="utf-8")
+    elif case == "missing-root":
+        (root / "sharepoint").rename(root / "elsewhere")
+    cfg = write_config(root, extra=extra)
+    if case == "no-directory":
+        cfg.write_text(cfg.read_text(encoding="utf-8").replace('path = "directory.json"', ""), encoding="utf-8")
+    res = run("check", *args, "--config", str(cfg))
+    assert res.exit_code == 1, res.output
+    failed = [ln for ln in res.output.splitlines() if ln.startswith("FAIL")]
+    expected_part = {
+        "llm-down": "FAIL llm", "unknown-user": "FAIL directory", "broken-manifest": "FAIL source partage",
+        "missing-root": "FAIL source sharepoint-direction", "no-directory": "FAIL directory",
+    }[case]
+    assert failed and failed[0].startswith(expected_part), res.output
+    assert "— fix:" in failed[0]
+    if case == "llm-down":
+        assert len(failed) == 2 and failed[1].startswith("FAIL judge")  # the judge defaults to llm.url
+    if case == "broken-manifest":
+        assert "not valid JSON" in failed[0]
+    if case == "unknown-user":
+        assert "'mallory' is unknown" in failed[0]
+
+
+def test_sync_checks_the_directory_first(root: Path) -> None:
+    cfg = write_config(root)
+    (root / "directory.json").write_text("{}", encoding="utf-8")
+    res = run("sync", "--config", str(cfg))
+    assert res.exit_code == 2 and "directory" in res.stderr, res.output
+    assert json.loads(run("status", "--json", "--config", str(cfg)).stdout)["passes"] == []
