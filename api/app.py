@@ -61,6 +61,7 @@ from ancre.api.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
     ChatMessage,
+    INVALID_TEXT,
     ErrorResponse,
     Health,
     ModelList,
@@ -88,6 +89,8 @@ WARNING_UNGROUNDED = (
     "(réponse non ancrée) ; vérifiez-la avant de vous en servir."
 )
 """Appended to a ``/v1`` answer whose verdict is ``ancree: false`` (the answer is still given)."""
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+"""The detail of the HTTP 400 FastAPI raises when the body can't be decoded (answered 422 here)."""
 
 
 class QueryService(Protocol):
@@ -508,6 +511,9 @@ def create_app(
     async def _validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
         errs = e.errors()
         first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
+        if first.get("type") == INVALID_TEXT:  # the message already names the field
+            param = str(first.get("ctx", {}).get("param", "body"))
+            return _error(422, str(first.get("msg")), "invalid_request_error", "invalid_value", param)
         param = "body" if first.get("type") == "json_invalid" else _param(first.get("loc", ()))
         more = f" (and {len(errs) - 1} more error(s))" if len(errs) > 1 else ""
         return _error(422, f"{param}: {first.get('msg', 'invalid value')}{more}", "invalid_request_error",
@@ -515,6 +521,11 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        if e.status_code == 400 and e.detail == _FASTAPI_BODY_ERROR:
+            # FastAPI's answer to a body json.loads() cannot decode (not UTF-8, nested too deep):
+            # a bad body, 422 like every other one (README, OpenAPI)
+            return _error(422, "body: the request body is not JSON in UTF-8 (RFC 8259)", "invalid_request_error",
+                          "invalid_value", "body")
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
         return _error(e.status_code, str(e.detail), "invalid_request_error", code, headers=getattr(e, "headers", None))
 

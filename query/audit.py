@@ -122,7 +122,8 @@ class AuditLog:
         return self.directory / f"audit-{day.isoformat()}.jsonl"
 
     def line(self, record: AuditRecord) -> str:
-        """The JSON line (without newline) written for ``record``."""
+        """The JSON line (without newline) written for ``record``; always encodable as UTF-8 (text
+        that is not, such as a lone surrogate, is written as JSON ``\\u`` escapes)."""
         when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
         v = record.verdict
         entry = {
@@ -143,7 +144,12 @@ class AuditLog:
             "timings_ms": {k: round(float(ms), 1) for k, ms in record.timings_ms.items()},
             "error": record.error,
         }
-        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (e.g. in a model's output): escaped, still logged
+            text = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
+        return text
 
     def _open(self, day: date) -> int:
         if self._fd is not None and self._day == day:

@@ -187,3 +187,13 @@ def test_write_failure_is_an_audit_error(tmp_path) -> None:
     log = AuditLog(target, retention_days=30)
     with pytest.raises(AuditError, match=str(target)):
         log.append(_record())
+
+
+def test_text_that_is_not_unicode_is_still_audited(tmp_path: Path) -> None:
+    """A lone surrogate (from a model's output, say) never stops a record: it is written escaped."""
+    log = AuditLog(tmp_path / "audit")
+    verdict = Verdict(False, (CONTROL_INVENTED,), ("22_\ud800.docx",), (), "non_requise")
+    log.append(AuditRecord("alice", PRINCIPALS, "Forfait de l'étude Rochat ?", (SRC,), verdict, {}, T0))
+    log.close()
+    (entry,) = _lines(tmp_path / "audit" / "audit-2026-01-15.jsonl")
+    assert entry["invented"] == ["22_\ud800.docx"] and entry["question"] == "Forfait de l'étude Rochat ?"
