@@ -387,7 +387,8 @@ def create_app(
         check_api_key(request.headers.get("authorization"), secrets.api_key)
 
     async def require_identity(request: Request, _key: Any = Security(bearer), _email: Any = Security(email_header)) -> Identity:
-        return authenticate(request.headers, cfg, secrets)
+        body = await request.body() if secrets.signing_secret is not None else b""
+        return authenticate(request.headers, cfg, secrets, method=request.method, path=request.url.path, body=body)
 
     errors = {401: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
               502: {"model": ErrorResponse}, 503: {"model": ErrorResponse}}

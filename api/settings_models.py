@@ -53,7 +53,9 @@ class ApiConfig(BaseModel):
 
     signing_secret: SecretStr | None = None
     """When set (or ``signing_secret_env``), every authenticated request must also carry
-    ``signature_header`` = ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<email>\\n<t>")>``."""
+    ``signature_header`` = ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, string to sign)>``, the
+    string to sign binding the e-mail, the time, the method, the path and a SHA-256 of the body
+    (:mod:`ancre.api.identity`, README "Identity signature")."""
     signing_secret_env: str | None = None
     """Name of an environment variable holding the signing secret."""
     signature_header: str = Field("X-Ancre-Signature", pattern=_HEADER_NAME)

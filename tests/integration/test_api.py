@@ -260,27 +260,46 @@ def test_models_needs_the_key_only(served: Served) -> None:
     assert r.status_code == 200 and [m["id"] for m in r.json()["data"]] == ["ancre"]
 
 
+def _body(path: str, question: str = Q_BAUMONT) -> bytes:
+    payload = chat_body(question) if path.startswith("/v1") else {"question": question}
+    return json.dumps(payload).encode()
+
+
+def _sig(email: str, t: int, path: str, body: bytes, secret: str = SECRET) -> str:
+    return signature(secret, email, t, "POST", path, body)
+
+
 def test_signature_required_when_a_secret_is_configured(served: Served, srv: ScriptedServer) -> None:
     script(srv, CASE1, GROUNDED)
     email = UPN["alice"]
     now = int(time.time())
-    good = {**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now)}
-    r = _post(served.signed_url, "/query", good)
+    body = _body("/query")
+    good = {**who("alice"), "X-Ancre-Signature": _sig(email, now, "/query", body), "Content-Type": "application/json"}
+    r = httpx.post(f"{served.signed_url}/query", content=body, headers=good, timeout=60)
     assert r.status_code == 200 and r.json()["ancree"] is True
 
-    bad = {
-        "missing": ({**who("alice")}, "missing_signature"),
-        "other user's": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, UPN["bruno"], now)}, "invalid_signature"),
-        "bruno replaying alice's": ({**who("bruno"), "X-Ancre-Signature": signature(SECRET, email, now)}, "invalid_signature"),
-        "wrong secret": ({**who("alice"), "X-Ancre-Signature": signature("guess", email, now)}, "invalid_signature"),
-        "malformed": ({**who("alice"), "X-Ancre-Signature": "deadbeef"}, "invalid_signature"),
-        "stale": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now - 600)}, "stale_signature"),
-        "future": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now + 600)}, "stale_signature"),
-    }
+    def bad_cases(path: str) -> dict[str, tuple[dict[str, str], bytes, str]]:
+        b = _body(path)
+        h = {**who("alice"), "Content-Type": "application/json"}
+        return {
+            "missing": (h, b, "missing_signature"),
+            "other user's": ({**h, "X-Ancre-Signature": _sig(UPN["bruno"], now, path, b)}, b, "invalid_signature"),
+            "bruno replaying alice's": ({**who("bruno"), "X-Ancre-Signature": _sig(email, now, path, b)}, b, "invalid_signature"),
+            "wrong secret": ({**h, "X-Ancre-Signature": _sig(email, now, path, b, "guess")}, b, "invalid_signature"),
+            "malformed": ({**h, "X-Ancre-Signature": "deadbeef"}, b, "invalid_signature"),
+            "stale": ({**h, "X-Ancre-Signature": _sig(email, now - 600, path, b)}, b, "stale_signature"),
+            "future": ({**h, "X-Ancre-Signature": _sig(email, now + 600, path, b)}, b, "stale_signature"),
+            # issue 9: a captured signature is good for its own question and endpoint only
+            "another question": ({**h, "X-Ancre-Signature": _sig(email, now, path, b)},
+                                 _body(path, "Quel est le salaire de la directrice ?"), "invalid_signature"),
+            "another endpoint": ({**h, "X-Ancre-Signature": _sig(email, now, "/query" if path != "/query" else "/v1/chat/completions", b)},
+                                 b, "invalid_signature"),
+        }
+
     srv.clear()
-    for what, (headers, code) in bad.items():
-        for path in ("/query", "/v1/chat/completions"):
-            r = _post(served.signed_url, path, headers)
+    for path in ("/query", "/v1/chat/completions"):
+        for what, (headers, content, code) in bad_cases(path).items():
+            r = httpx.post(f"{served.signed_url}{path}", content=content, headers=headers, timeout=60)
             assert r.status_code == 401 and r.json()["error"]["code"] == code, (what, path, r.text)
             assert SECRET not in r.text
     assert srv.requests_to("/api/chat") == []
