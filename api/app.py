@@ -31,7 +31,8 @@ A thin layer over :class:`~ancre.query.answer.AnswerService` (DESIGN.md "Query" 
 Authentication and identity: :mod:`ancre.api.identity` (401 on failure). Errors always have
 OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``: 422 for a bad body (the
 message names the field), 413 beyond ``api.max_body_bytes``, 422 beyond
-``api.max_question_chars``, 503 when the directory cannot be read (fail closed, never "no
+``api.max_question_chars``, 408 when the body has not arrived within ``api.body_timeout_s``,
+503 when the directory cannot be read (fail closed, never "no
 filter"), the index or the audit log is unavailable, 502 when the answering model fails, and a
 bland 500 for anything else (logged server-side). No message carries a stack trace or document
 text.
@@ -39,6 +40,7 @@ text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -251,10 +253,12 @@ class _MetricsMiddleware:
 
 
 class _BodyLimitMiddleware:
-    """Reads the whole body (at most ``max_bytes``) before the app runs; beyond: 413."""
+    """Reads the whole body (at most ``max_bytes``, within ``timeout_s`` seconds of the request's
+    headers) before the app runs; beyond the size: 413; a body that has not fully arrived in
+    time: 408 and the connection is closed (a client that never sends its body holds nothing)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -275,8 +279,18 @@ class _BodyLimitMiddleware:
                 await too_large(scope, receive, send)
                 return
         body = bytearray()
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                log.info("%s %s: request body not received within %g s (api.body_timeout_s): 408",
+                         scope.get("method"), scope.get("path"), self.timeout_s)
+                await _error(
+                    408, f"request body not received within {self.timeout_s:g} s (api.body_timeout_s)",
+                    "invalid_request_error", "request_timeout", headers={"Connection": "close"},
+                )(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
@@ -375,7 +389,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.metrics = metrics
-    app.add_middleware(_BodyLimitMiddleware, max_bytes=cfg.max_body_bytes)
+    app.add_middleware(_BodyLimitMiddleware, max_bytes=cfg.max_body_bytes, timeout_s=cfg.body_timeout_s)
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
 
     # documented security schemes; the checks themselves are in ancre.api.identity
@@ -390,7 +404,7 @@ def create_app(
         body = await request.body() if secrets.signing_secret is not None else b""
         return authenticate(request.headers, cfg, secrets, method=request.method, path=request.url.path, body=body)
 
-    errors = {401: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
+    errors = {401: {"model": ErrorResponse}, 408: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
               502: {"model": ErrorResponse}, 503: {"model": ErrorResponse}}
 
     # ------------------------------------------------------------------ endpoints

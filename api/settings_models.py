@@ -69,6 +69,18 @@ class ApiConfig(BaseModel):
     max_question_chars: int = Field(4000, ge=1, le=1_000_000)
     """Longest accepted question (the last user message), in characters (HTTP 422 beyond)."""
 
+    header_timeout_s: float = Field(10.0, gt=0, le=3600)
+    """Seconds a new connection has to send its request line and headers; then it is closed."""
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """Seconds a request has to send its whole body once its headers arrived; then HTTP 408 and
+    the connection is closed."""
+    keep_alive_s: int = Field(5, ge=1, le=3600)
+    """Seconds an idle keep-alive connection is kept open (and has to send the next request's
+    headers) after a response (uvicorn ``timeout_keep_alive``)."""
+    max_connections: int = Field(100, ge=1, le=100_000)
+    """Open connections served at once; beyond, requests are answered HTTP 503 at once and the
+    connection closed (uvicorn ``limit_concurrency``)."""
+
     @field_validator("user_map")
     @classmethod
     def _casefold_keys(cls, v: dict[str, str]) -> dict[str, str]:
