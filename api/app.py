@@ -101,9 +101,9 @@ class QueryService(Protocol):
     store: Store
     directory: Directory
 
-    def ask(self, question: str, user: str) -> Answer: ...
+    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer: ...
 
-    def stream(self, question: str, user: str) -> Iterator[str | Answer]: ...
+    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]: ...
 
 
 class ApiError(AncreError):
@@ -430,13 +430,13 @@ def create_app(
         svc = service()
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if body.stream:
-            gen = svc.stream(question, identity.user)
+            gen = svc.stream(question, identity.user, identity=identity.header)
             first = next(gen)  # retrieval and the first piece: errors still become proper statuses
             return StreamingResponse(
                 _sse(first, gen, cid, created, cfg.model_id, metrics), media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        answer = svc.ask(question, identity.user)
+        answer = svc.ask(question, identity.user, identity=identity.header)
         metrics.answer("chat", answer)
         content = {
             "id": cid, "object": "chat.completion", "created": created, "model": cfg.model_id,
@@ -454,7 +454,7 @@ def create_app(
         """A question in, the grounded answer out — or HTTP 422 when it is not grounded."""
         question = check_question(body.question, cfg.max_question_chars, "question")
         require_ready()
-        answer = service().ask(question, identity.user)
+        answer = service().ask(question, identity.user, identity=identity.header)
         metrics.answer("query", answer)
         sources = sources_out(answer)
         if answer.ancree is False:

@@ -24,9 +24,11 @@ Every request to ``/v1/chat/completions`` and ``/query`` must carry:
    a captured signature is good for that one request only, within the skew.
 
 Any failure raises :class:`AuthError` (HTTP 401). The e-mail then names a directory account
-(:func:`directory_user`): ``api.user_map`` first, else the e-mail itself (``identity = "upn"``)
-or its local part (``identity = "sam"``). A name the directory does not know gets no principal,
-hence only the refusal (fail closed).
+(:func:`directory_user`): ``api.user_map`` first, else the e-mail itself (``identity = "upn"``:
+it must be a UPN, ``name@domain``, and the directory matches it against UPNs only) or its local
+part (``identity = "sam"``). Names are compared exactly after NFC and ASCII-only lowercasing
+(:func:`~ancre.acl.directory.fold_name`), never Unicode case folding (``jeß`` ≠ ``jess``). A
+name the directory does not know gets no principal, hence only the refusal (fail closed).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from ancre.acl.directory import fold_name
 from ancre.api.settings_models import ApiConfig
 from ancre.errors import AncreError, ConfigError
 from ancre.config import resolve_secret
@@ -59,15 +62,17 @@ class AuthError(AncreError):
 
 @dataclass(frozen=True)
 class Identity:
-    """The caller as forwarded by Open WebUI: ``email`` (as sent, stripped), ``user`` (the
-    directory account it maps to), and the optional ``user_id``, ``name`` (percent-decoded),
-    ``role``."""
+    """The caller as forwarded by Open WebUI: ``email`` (NFC, stripped), ``user`` (the name the
+    directory is asked for), ``header`` (the e-mail header value exactly as received, decoded
+    from UTF-8: what the audit log records next to the resolved account), and the optional
+    ``user_id``, ``name`` (percent-decoded), ``role``."""
 
     email: str
     user: str
     user_id: str | None = None
     name: str | None = None
     role: str | None = None
+    header: str = ""
 
 
 @dataclass(frozen=True)
@@ -162,13 +167,23 @@ def check_signature(
 
 
 def directory_user(email: str, cfg: ApiConfig) -> str:
-    """The directory account an e-mail names: ``cfg.user_map`` (case-insensitive) first, else the
-    e-mail itself (``identity = "upn"``) or its part before the last ``@`` (``"sam"``)."""
-    mapped = cfg.user_map.get(email.casefold())
+    """The directory name an e-mail designates: ``cfg.user_map`` first (exact after
+    :func:`~ancre.acl.directory.fold_name`), else the e-mail itself (``identity = "upn"``) or
+    its part before the last ``@`` (``"sam"``). Raises :class:`AuthError` (``invalid_identity``)
+    when, with ``"upn"``, the e-mail is not a UPN (``name@domain``, no ``\\``), or with
+    ``"sam"`` its local part is not a plain account name — so that the directory is never
+    asked for another kind of name than the one configured."""
+    mapped = cfg.user_map.get(fold_name(email))
     if mapped:
         return mapped
+    local, at, domain = email.rpartition("@")
     if cfg.identity == "sam":
-        return email.rpartition("@")[0] or email
+        name = local if at else email
+        if not name or "\\" in name or "@" in name:
+            raise AuthError("invalid_identity", "api.identity = 'sam': the e-mail's part before @ must be an account name")
+        return name
+    if not at or not local or not domain or "\\" in email:
+        raise AuthError("invalid_identity", "api.identity = 'upn': the forwarded e-mail must be a UPN (name@domain)")
     return email
 
 
@@ -191,6 +206,7 @@ def authenticate(
                         secrets.signing_secret, cfg.max_clock_skew_s, now, method=method, path=path, body=body)
     name = headers.get(cfg.user_name_header)
     return Identity(
+        header=_header_text(raw_email or ""),
         email=email,
         user=directory_user(email, cfg),
         user_id=_header_text(headers[cfg.user_id_header]) if headers.get(cfg.user_id_header) else None,

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ancre.acl.directory import fold_name
+
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 """An HTTP header field name (RFC 9110 "token")."""
 
@@ -44,11 +46,15 @@ class ApiConfig(BaseModel):
     """Open WebUI ``FORWARD_USER_INFO_HEADER_USER_ROLE`` (recorded, not required)."""
 
     identity: Literal["upn", "sam"] = "upn"
-    """How the forwarded e-mail names a directory account: ``upn`` — the e-mail as is (the file
-    directory matches it against ``upn``, LDAP against ``userPrincipalName``/``mail``); ``sam`` —
-    the part before ``@`` is the sAMAccountName (``bruno.favre@axonix.ch`` → ``bruno.favre``)."""
+    """How the forwarded e-mail names a directory account: ``upn`` — the e-mail as is, which must
+    be a UPN (``name@domain``: anything else is refused, HTTP 401) and is matched against UPNs only
+    (the file directory's ``upn``, LDAP's ``userPrincipalName``/``mail``), never against an
+    account name; ``sam`` — the part before ``@`` is the sAMAccountName
+    (``bruno.favre@axonix.ch`` → ``bruno.favre``). Matching is exact after NFC and ASCII-only
+    lowercasing: ``jeß.rossi@…`` never matches ``jess.rossi@…``."""
     user_map: dict[str, str] = Field(default_factory=dict)
-    """Explicit e-mail → directory account overrides, checked first (case-insensitive e-mail),
+    """Explicit e-mail → directory account overrides, checked first (the e-mail matched exactly
+    after NFC and ASCII-only lowercasing),
     e.g. ``{"b.favre@axonix.com" = "bruno"}``."""
 
     signing_secret: SecretStr | None = None
@@ -83,8 +89,8 @@ class ApiConfig(BaseModel):
 
     @field_validator("user_map")
     @classmethod
-    def _casefold_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        return {k.strip().casefold(): val.strip() for k, val in v.items()}
+    def _fold_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        return {fold_name(k): val.strip() for k, val in v.items()}
 
     @model_validator(mode="after")
     def _one_source_per_secret(self) -> "ApiConfig":

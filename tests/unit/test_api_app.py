@@ -63,13 +63,13 @@ class Service:
         self.store, self.directory = Store(), Directory(directory_fails)
         self.asked: list[tuple[str, str]] = []
 
-    def ask(self, question: str, user: str) -> Answer:
+    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
         self.asked.append((question, user))
         if isinstance(self.result, Exception):
             raise self.result
         return self.result
 
-    def stream(self, question: str, user: str) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
         self.asked.append((question, user))
         if isinstance(self.result, Exception):
             raise self.result

@@ -153,3 +153,28 @@ def test_api_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.api.port == 9001 and s.api.api_key is not None and s.api.api_key.get_secret_value() == KEY
     with pytest.raises(ConfigError, match="api.identity"):
         load_settings(None, api={"identity": "guess"})
+
+
+def test_identity_upn_accepts_upns_only() -> None:
+    """Issue 9: with identity = "upn" the e-mail must be a UPN; an account name or DOMAIN\\sam in
+    the e-mail header is refused (the directory would match it against account names)."""
+    cfg, secrets = ApiConfig(identity="upn"), Secrets(KEY, None)
+    for not_upn in ("bruno", "AXONIX\\bruno", "bruno@", "@axonix.ch", "AXONIX\\bruno@axonix.ch"):
+        assert code_of(authenticate, headers(**{"x-openwebui-user-email": not_upn}), cfg, secrets) == "invalid_identity", not_upn
+        assert code_of(directory_user, not_upn, cfg) == "invalid_identity", not_upn
+    sam = ApiConfig(identity="sam")
+    assert directory_user("bruno@axonix.ch", sam) == "bruno"
+    assert code_of(directory_user, "AXONIX\\bruno@axonix.ch", sam) == "invalid_identity"
+
+
+def test_user_map_matches_exactly_after_ascii_lowercasing() -> None:
+    """``ß`` is not ``ss`` (Unicode case folding would merge them)."""
+    mapped = ApiConfig(user_map={"Jess.Rossi@Axonix.com": "jess"})
+    assert directory_user("JESS.ROSSI@axonix.com", mapped) == "jess"
+    assert directory_user("je\u00df.rossi@axonix.com", mapped) == "je\u00df.rossi@axonix.com"  # not mapped
+    assert directory_user("je\u017fs.rossi@axonix.com", mapped) == "je\u017fs.rossi@axonix.com"
+
+
+def test_the_identity_keeps_the_header_as_received() -> None:
+    ident = authenticate(headers(**{"x-openwebui-user-email": " Zoe\u0301.Blanc@axonix.ch "}), ApiConfig(), Secrets(KEY, None))
+    assert ident.header == " Zoe\u0301.Blanc@axonix.ch " and ident.email == "Zoé.Blanc@axonix.ch"
