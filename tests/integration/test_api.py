@@ -426,6 +426,72 @@ def test_bad_requests(served: Served, srv: ScriptedServer) -> None:
     assert srv.requests_to("/api/chat") == []
 
 
+BAD_TEXT = [
+    ("/query", b'{"question": "Forfait \\ud800 du contrat Rochat ?"}'),
+    ("/v1/chat/completions", b'{"model": "ancre", "messages": [{"role": "user", "content": "Rochat \\udc00 ?"}]}'),
+    ("/v1/chat/completions", b'{"model": "ancre", "stream": true, "messages": [{"role": "user", "content": "Rochat \\udc00 ?"}]}'),
+    ("/v1/chat/completions",
+     b'{"model": "ancre", "messages": [{"role": "user", "content": [{"type": "text", "text": "\\ud83d Rochat"}]}]}'),
+]
+
+
+def test_bad_text_is_422_everywhere_and_every_answered_question_is_audited(served: Served, srv: ScriptedServer) -> None:
+    """Issue 9: a lone surrogate crashed the embedder or the audit writer (500); it is refused at
+    the edge with 422 on every endpoint, and each question that is answered leaves its audit line."""
+    script(srv, CASE1, GROUNDED)
+    before = served.audit_count()
+    for path, body in BAD_TEXT:
+        r = httpx.post(f"{served.url}{path}", content=body, headers={**who("alice"), "Content-Type": "application/json"},
+                       timeout=60)
+        assert r.status_code == 422, (path, body, r.text)
+        assert "lone surrogate" in r.json()["error"]["message"] and r.json()["error"]["param"], r.text
+    assert srv.requests_to("/api/chat") == [] and served.audit_count() == before
+    answered = 0
+    for path, payload in (("/query", {"question": Q_BAUMONT}), ("/v1/chat/completions", chat_body(Q_BAUMONT)),
+                          ("/v1/chat/completions", chat_body(Q_BAUMONT, stream=True)),
+                          ("/query", {"question": "Forfait \U0001F600 Baumont \u0000 ?"})):
+        r = httpx.post(f"{served.url}{path}", json=payload, headers=who("alice"), timeout=60)
+        assert r.status_code in (200, 422) and "error" not in r.text[:20], (path, r.text)
+        answered += 1
+        assert served.audit_count() == before + answered, path
+    _no_error(srv)
+
+
+def test_lookalike_identities_get_nothing_and_the_audit_names_both(served: Served, srv: ScriptedServer, tmp_path: Path) -> None:
+    """Issue 9: the forwarded jeß.rossi@ (or with ſ) is not the directory's jess.rossi@; the audit
+    line keeps the header as received and the resolved account apart."""
+    from ancre.query.audit import AuditLog
+
+    data = json.loads((served.root / "directory.json").read_text("utf-8"))
+    sid = data["users"]["alice"]["sid"].rsplit("-", 1)[0] + "-1299"
+    data["users"]["jess"] = {"sid": sid, "upn": "jess.rossi@axonix.ch", "groups": ["GG_Direction"]}
+    (tmp_path / "directory.json").write_text(json.dumps(data), "utf-8")
+    rt = served.rt
+    audit = AuditLog(tmp_path / "audit")
+    svc = AnswerService(rt.retriever, rt.store, FileDirectory(tmp_path / "directory.json"), served.settings, None, None, audit)
+
+    def ask(email: str) -> httpx.Response:
+        with TestClient(create_app(svc, served.settings)) as client:
+            headers: dict[str, Any] = {**who("alice"), "X-OpenWebUI-User-Email": email.encode()}  # UTF-8 bytes
+            return client.post("/query", json={"question": Q_ROCHAT}, headers=headers)
+
+    r = ask("Jess.Rossi@axonix.ch")
+    assert r.status_code == 200 and ROCHAT_FEE in r.json()["reponse"], r.text  # jess reads DIRECTION
+    for lookalike in ("je\u00df.rossi@axonix.ch", "je\u017fs.rossi@axonix.ch", "JE\u1e9e.ROSSI@axonix.ch"):
+        r = ask(lookalike)
+        assert r.status_code == 200 and r.json()["reponse"] == REFUSAL and r.json()["sources"] == [], (lookalike, r.text)
+        _no_trace(r, ROCHAT_FEE, "Rochat.docx")
+    r = ask("jess")  # identity = "upn": an account name is not a UPN
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_identity"
+    audit.close()
+    lines = [json.loads(x) for f in sorted((tmp_path / "audit").glob("audit-*.jsonl")) for x in f.read_text("utf-8").splitlines()]
+    assert [(x["user"], x["account"]) for x in lines] == [
+        ("Jess.Rossi@axonix.ch", "jess"), ("je\u00df.rossi@axonix.ch", None), ("je\u017fs.rossi@axonix.ch", None),
+        ("JE\u1e9e.ROSSI@axonix.ch", None)]
+    assert lines[0]["sources"] and not any(x["sources"] for x in lines[1:])
+    assert srv.requests_to("/api/chat") == []
+
+
 def test_directory_failure_fails_closed_with_503(served: Served, srv: ScriptedServer, tmp_path: Path) -> None:
     broken = tmp_path / "directory.json"
     broken.write_text("{ not json", encoding="utf-8")
