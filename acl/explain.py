@@ -43,14 +43,19 @@ def _resolve_dots(parts: list[str], given: str) -> list[str]:
     return out
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _under(prefix: str, path: str) -> str | None:
-    """The rest of ``path`` after ``prefix`` (both with ``/`` or ``\\`` separators, compared
-    case-insensitively as Windows and URLs' hosts do), ``None`` when ``path`` is not under it."""
+    """The rest of ``path`` after ``prefix`` (both NFC, ``/`` or ``\\`` separators, ASCII letters
+    compared case-insensitively as server and share names are), ``None`` when ``path`` is not
+    under it. The fold keeps lengths (no ``ß`` → ``ss``), so the rest is cut at the right place."""
     norm_prefix = unicodedata.normalize("NFC", prefix).replace("\\", "/").rstrip("/")
     norm_path = unicodedata.normalize("NFC", path).replace("\\", "/")
-    if norm_path.casefold() == norm_prefix.casefold():
+    folded_prefix, folded_path = norm_prefix.translate(_ASCII_LOWER), norm_path.translate(_ASCII_LOWER)
+    if folded_path == folded_prefix:
         return ""
-    if norm_path.casefold().startswith(norm_prefix.casefold() + "/"):
+    if folded_path.startswith(folded_prefix + "/"):
         return norm_path[len(norm_prefix) + 1 :]
     return None
 

@@ -59,6 +59,12 @@ def test_paths_outside_the_source_are_errors(given: str) -> None:
     assert issubclass(PathOutsideSourceError, AncreError)
 
 
+def test_unc_roots_with_non_ascii_names() -> None:
+    assert canonical_path("\\\\SRV\\STRAßE\\a\\b.docx", unc_root="\\\\srv\\Straße") == "a/b.docx"
+    with pytest.raises(PathOutsideSourceError):
+        canonical_path("\\\\SRV\\STRASSE\\a\\b.docx", unc_root="\\\\srv\\Straße")
+
+
 def test_an_absolute_path_inside_a_folder_source_is_its_relative_path(tmp_path: Path) -> None:
     (tmp_path / "RH").mkdir()
     assert canonical_path(str(tmp_path / "RH" / "x.docx"), root=tmp_path) == "RH/x.docx"
