@@ -332,9 +332,9 @@ class LdapDirectory:
             return "S" + _bare(name)[1:]
         domain, sep, short = name.rpartition("\\")
         for wk, sid in WELL_KNOWN.items():
-            if short.casefold() == wk.casefold() and (not sep or domain.casefold() in _WELL_KNOWN_DOMAINS):
+            if fold_name(short) == fold_name(wk) and (not sep or fold_name(domain) in _WELL_KNOWN_DOMAINS):
                 return sid
-        if sep and domain.casefold() not in ("builtin", self.netbios().casefold()):
+        if sep and fold_name(domain) not in ("builtin", fold_name(self.netbios())):
             return None
         value = escape_filter_chars(short)
         flt = f"(sAMAccountName={value})" if sep else f"(|(sAMAccountName={value})(userPrincipalName={value}))"
@@ -344,7 +344,7 @@ class LdapDirectory:
                 if wanted in {fold_name(str(v)) for a in ("sAMAccountName", "userPrincipalName") for v in _values(e, a)}]
         sids = {format_sid(e["raw_attributes"]["objectSid"][0]) for e in hits if e.get("raw_attributes", {}).get("objectSid")}
         if sep:
-            builtin = domain.casefold() == "builtin"
+            builtin = fold_name(domain) == "builtin"
             sids = {s for s in sids if s.startswith(_BUILTIN_PREFIX) == builtin}
         return sids.pop() if len(sids) == 1 else None
 
@@ -397,8 +397,8 @@ class LdapDirectory:
         came_from: dict[str, str | None] = {}
         queue: deque[str] = deque()
         for dn in starts:
-            if dn.casefold() not in came_from:
-                came_from[dn.casefold()] = None
+            if fold_name(dn) not in came_from:
+                came_from[fold_name(dn)] = None
                 queue.append(dn)
         info: dict[str, tuple[str, str]] = {}
         while queue and len(info) < _PATH_LIMIT:
@@ -408,18 +408,18 @@ class LdapDirectory:
                 continue
             e = hits[0]
             gsid = format_sid(e["raw_attributes"]["objectSid"][0]) if e.get("raw_attributes", {}).get("objectSid") else ""
-            info[dn.casefold()] = (str((_values(e, "sAMAccountName") or [dn])[0]), gsid)
+            info[fold_name(dn)] = (str((_values(e, "sAMAccountName") or [dn])[0]), gsid)
             if gsid == target:
                 route: list[str] = []
-                cur: str | None = dn.casefold()
+                cur: str | None = fold_name(dn)
                 while cur is not None:
                     route.append(info[cur][0])
                     cur = came_from[cur]
                 return tuple(reversed(route))
             for parent in _values(e, "memberOf"):
-                key = str(parent).casefold()
+                key = fold_name(str(parent))
                 if key not in came_from:
-                    came_from[key] = dn.casefold()
+                    came_from[key] = fold_name(dn)
                     queue.append(str(parent))
         return None
 
