@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import unicodedata
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,13 +32,25 @@ WELL_KNOWN: dict[str, str] = {"Everyone": "S-1-1-0", "Authenticated Users": "S-1
 _WELL_KNOWN_DOMAINS = ("builtin", "nt authority")
 """Name prefixes Windows shows for well-known SIDs (``BUILTIN\\Administrators``)."""
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold_name(name: str) -> str:
+    """The form account and group names are compared in: NFC, surrounding spaces removed, and
+    only ASCII ``A``–``Z`` lowercased. Never Unicode case folding: ``str.casefold`` turns
+    ``jeß.rossi`` and ``jeſs.rossi`` into ``jess.rossi``, two accounts that Open WebUI (and AD's
+    sign-in) keep apart; exact matching after this fold cannot merge them."""
+    return unicodedata.normalize("NFC", name).strip().translate(_ASCII_LOWER)
+
 
 @runtime_checkable
 class Directory(Protocol):
     """Users and groups, as the query core and the ACL manifests need them.
 
-    Names are matched case-insensitively, with or without a ``DOMAIN\\`` prefix. SIDs returned by
-    :meth:`sid_of` are bare (``"S-1-5-21-…"``); principals are prefixed (``"sid:S-1-5-21-…"``).
+    Names are matched exactly after :func:`fold_name` (NFC, ASCII-only lowercasing), with or
+    without a ``DOMAIN\\`` prefix; a user name containing ``@`` is a UPN and matches only UPNs.
+    SIDs returned by :meth:`sid_of` are bare (``"S-1-5-21-…"``); principals are prefixed
+    (``"sid:S-1-5-21-…"``).
     """
 
     def principals(self, user: str) -> frozenset[str]:
@@ -59,6 +72,25 @@ class Directory(Protocol):
     def users(self) -> list[str]:
         """Every user's account name (sAMAccountName), sorted. Raises ``DirectoryError``."""
         ...
+
+
+@runtime_checkable
+class AccountResolver(Protocol):
+    """Optional capability of a directory: which account a user name designates."""
+
+    def account_of(self, user: str) -> str | None:
+        """The sAMAccountName of the account ``user`` (sAMAccountName, ``DOMAIN\\sam`` or UPN,
+        matched as :meth:`Directory.principals` matches it) designates; ``None`` if unknown.
+        Raises ``DirectoryError``."""
+        ...
+
+
+def resolve_account(directory: Directory, user: str) -> str | None:
+    """The directory account ``user`` designates (:meth:`AccountResolver.account_of`), or
+    ``user`` itself when the directory can't tell. Raises ``DirectoryError``."""
+    if isinstance(directory, AccountResolver):
+        return directory.account_of(user)
+    return user
 
 
 @runtime_checkable
@@ -107,7 +139,9 @@ class _Snapshot:
 
     netbios: str
     user_key: dict[str, str]
-    """casefolded sAMAccountName / UPN / NETBIOS\\sam → sAMAccountName."""
+    """folded sAMAccountName / NETBIOS\\sam → sAMAccountName (:func:`fold_name`)."""
+    upn_key: dict[str, str]
+    """folded UPN → sAMAccountName."""
     user_sid: dict[str, str]
     """sAMAccountName → SID."""
     user_groups: dict[str, tuple[str, ...]]
@@ -115,9 +149,9 @@ class _Snapshot:
     parents: dict[str, tuple[str, ...]]
     """group SID → SIDs of the groups it is a member of."""
     domain_names: dict[str, str]
-    """casefolded user/group name (and UPN) → SID."""
+    """folded user/group name (and UPN) → SID."""
     well_known: dict[str, str]
-    """casefolded well-known name → SID."""
+    """folded well-known name → SID."""
     short_name: dict[str, str]
     """SID → short name (``GG_RH``, ``alice``, ``Everyone``)."""
     display: dict[str, str]
@@ -133,10 +167,10 @@ class _Snapshot:
             loc = ".".join(str(x) for x in first["loc"]) or "(root)"
             raise DirectoryError(f"{where}: {loc}: {first['msg']} ({e.error_count()} error(s))") from None
 
-        well_known: dict[str, str] = {k.casefold(): v for k, v in WELL_KNOWN.items()}
+        well_known: dict[str, str] = {fold_name(k): v for k, v in WELL_KNOWN.items()}
         short: dict[str, str] = {v: k for k, v in WELL_KNOWN.items()}
         for name, sid in f.well_known.items():
-            well_known[name.casefold()] = sid
+            well_known[fold_name(name)] = sid
             short.setdefault(sid, name)
         display = dict(short)
 
@@ -144,7 +178,7 @@ class _Snapshot:
         seen_sids: dict[str, str] = {}
 
         def claim(kind: str, name: str, sid: str) -> None:
-            key = name.casefold()
+            key = fold_name(name)
             if key in domain_names or key in well_known:
                 raise DirectoryError(f"{where}: {kind}.{name}: name already used by another account")
             if sid in seen_sids or sid in short:
@@ -159,10 +193,10 @@ class _Snapshot:
         for name, u in f.users.items():
             claim("users", name, u.sid)
 
-        group_sid = {n.casefold(): g.sid for n, g in f.groups.items()}
+        group_sid = {fold_name(n): g.sid for n, g in f.groups.items()}
 
         def ref(kind: str, owner: str, name: str) -> str:
-            key = name.rpartition("\\")[2].casefold()
+            key = fold_name(name.rpartition("\\")[2])
             if key in group_sid:
                 return group_sid[key]
             if key in well_known:
@@ -171,19 +205,23 @@ class _Snapshot:
 
         parents = {g.sid: tuple(ref("groups", n, m) for m in g.member_of) for n, g in f.groups.items()}
         user_key: dict[str, str] = {}
+        upn_key: dict[str, str] = {}
         for name, u in f.users.items():
-            keys = [name, f"{f.netbios}\\{name}"] + ([u.upn] if u.upn else [])
-            for k in keys:
-                if k.casefold() in user_key:
+            if "@" in name:
+                raise DirectoryError(f"{where}: users.{name}: an account name cannot contain '@' (that is a UPN: put it in 'upn')")
+            keys = [(user_key, name), (user_key, f"{f.netbios}\\{name}")] + ([(upn_key, u.upn)] if u.upn else [])
+            for table, k in keys:
+                if fold_name(k) in table:
                     raise DirectoryError(f"{where}: users.{name}: {k!r} is already another user's name or UPN")
-                user_key[k.casefold()] = name
+                table[fold_name(k)] = name
             if u.upn:
-                if u.upn.casefold() in domain_names:
+                if fold_name(u.upn) in domain_names:
                     raise DirectoryError(f"{where}: users.{name}: UPN {u.upn!r} clashes with an account name")
-                domain_names[u.upn.casefold()] = u.sid
+                domain_names[fold_name(u.upn)] = u.sid
         return cls(
             netbios=f.netbios,
             user_key=user_key,
+            upn_key=upn_key,
             user_sid={n: u.sid for n, u in f.users.items()},
             user_groups={n: tuple(ref("users", n, g) for g in u.groups) for n, u in f.users.items()},
             parents=parents,
@@ -194,7 +232,11 @@ class _Snapshot:
         )
 
     def user(self, name: str) -> str | None:
-        return self.user_key.get(name.strip().casefold())
+        """The sAMAccountName ``name`` designates: a name with ``@`` is a UPN and matches UPNs
+        only; any other matches account names (``sam``, ``NETBIOS\\sam``). Exact after
+        :func:`fold_name`."""
+        key = fold_name(name)
+        return (self.upn_key if "@" in key else self.user_key).get(key)
 
     def group_walk(self, user: str) -> dict[str, str | None]:
         """Every group SID the user holds → the SID it was reached from (``None`` = direct group).
@@ -222,7 +264,8 @@ class FileDirectory:
          "users": {"alice": {"sid": "S-…-1201", "upn": "alice.martin@axonix.ch", "groups": ["GG_Direction"]}, …},
          "well_known": {"Everyone": "S-1-1-0", "Authenticated Users": "S-1-5-11", "Administrators": "S-1-5-32-544"}}
 
-    Users are found by sAMAccountName, UPN or ``NETBIOS\\sam``, case-insensitively. Nested groups
+    Users are found by sAMAccountName, UPN or ``NETBIOS\\sam``, exactly after :func:`fold_name`
+    (a name with ``@`` by UPN only). Nested groups
     are resolved transitively (cycles are harmless). The file is re-read when its mtime, size or
     inode changes, so an admin's edit takes effect at the next query. Every method raises
     :class:`~ancre.errors.DirectoryError` when the file is missing, unreadable or malformed (the
@@ -268,18 +311,22 @@ class FileDirectory:
         snap = self._current()
         name = name.strip()
         domain, _, short = name.rpartition("\\")
-        key = short.casefold()
+        key = fold_name(short)
         if not domain:
             return snap.domain_names.get(key) or snap.well_known.get(key)
-        if domain.casefold() == snap.netbios.casefold():
+        if fold_name(domain) == fold_name(snap.netbios):
             return snap.domain_names.get(key) or snap.well_known.get(key)
-        if domain.casefold() in _WELL_KNOWN_DOMAINS:
+        if fold_name(domain) in _WELL_KNOWN_DOMAINS:
             return snap.well_known.get(key)
         return None
 
     def name_of(self, sid: str) -> str | None:
         """See :meth:`Directory.name_of`."""
         return self._current().display.get(_bare(sid))
+
+    def account_of(self, user: str) -> str | None:
+        """See :meth:`AccountResolver.account_of`."""
+        return self._current().user(user)
 
     def users(self) -> list[str]:
         """See :meth:`Directory.users`."""
@@ -323,6 +370,7 @@ class CachedDirectory:
         self.ttl_s = ttl_s
         self._clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._accounts: dict[str, tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 
     def principals(self, user: str) -> frozenset[str]:
@@ -337,13 +385,28 @@ class CachedDirectory:
             self._cache[user] = (now, result)
         return result
 
+    def account_of(self, user: str) -> str | None:
+        """The inner directory's :meth:`AccountResolver.account_of` (``user`` itself if it has
+        none), cached like the principals."""
+        now = self._clock()
+        with self._lock:
+            hit = self._accounts.get(user)
+        if hit is not None and now - hit[0] < self.ttl_s:
+            return hit[1]
+        result = resolve_account(self.inner, user)
+        with self._lock:
+            self._accounts[user] = (now, result)
+        return result
+
     def invalidate(self, user: str | None = None) -> None:
-        """Forget one user's cached principals, or everyone's when ``user`` is ``None``."""
+        """Forget one user's cached principals and account, or everyone's when ``user`` is ``None``."""
         with self._lock:
             if user is None:
                 self._cache.clear()
+                self._accounts.clear()
             else:
                 self._cache.pop(user, None)
+                self._accounts.pop(user, None)
 
     def sid_of(self, name: str) -> str | None:
         """See :meth:`Directory.sid_of` (not cached)."""

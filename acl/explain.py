@@ -7,16 +7,92 @@ and how the user comes to be in that group.
 
 from __future__ import annotations
 
+import ntpath
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from ancre.acl.directory import Directory, MembershipTracer
 from ancre.acl.engine import Ace, SecurityDescriptor, describe_ace, explain_read
 from ancre.acl.manifest import AclManifest, path_parts
-from ancre.errors import AclError
+from ancre.errors import AclError, AncreError
 
 SdGetter = Callable[[str], "SecurityDescriptor | None"]
 """``rel_path → SecurityDescriptor`` (``None`` if unreadable; may raise ``AclError``)."""
+
+
+class PathOutsideSourceError(AncreError):
+    """A path given to ``acl explain`` is not inside the source: it climbs above the root with
+    ``..``, or is an absolute, UNC or URL path that is not under the source's root / ``unc_root``."""
+
+
+def _resolve_dots(parts: list[str], given: str) -> list[str]:
+    """Lexical resolution of ``.`` and ``..`` (as Windows resolves a path on a share: ``..``
+    never climbs above the share root). Raises :class:`PathOutsideSourceError` when it would."""
+    out: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not out:
+                raise PathOutsideSourceError(f"{given}: the path climbs above the source root ('..'): it is outside the source")
+            out.pop()
+        else:
+            out.append(part)
+    return out
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _under(prefix: str, path: str) -> str | None:
+    """The rest of ``path`` after ``prefix`` (both NFC, ``/`` or ``\\`` separators, ASCII letters
+    compared case-insensitively as server and share names are), ``None`` when ``path`` is not
+    under it. The fold keeps lengths (no ``ß`` → ``ss``), so the rest is cut at the right place."""
+    norm_prefix = unicodedata.normalize("NFC", prefix).replace("\\", "/").rstrip("/")
+    norm_path = unicodedata.normalize("NFC", path).replace("\\", "/")
+    folded_prefix, folded_path = norm_prefix.translate(_ASCII_LOWER), norm_path.translate(_ASCII_LOWER)
+    if folded_path == folded_prefix:
+        return ""
+    if folded_path.startswith(folded_prefix + "/"):
+        return norm_path[len(norm_prefix) + 1 :]
+    return None
+
+
+def canonical_path(path: str, *, unc_root: str | None = None, root: Path | None = None) -> str:
+    """``path`` as the relative POSIX path (NFC, ``/``-separated, no ``.``/``..``/empty segment)
+    that sync gives the same file: ``CLIENTS/../RH/x.docx`` → ``RH/x.docx``.
+
+    ``path`` may be relative to the source root (``/`` or ``\\`` separators), a UNC path or URL
+    under ``unc_root`` (``\\\\SRV\\Partage\\RH\\x.docx``), or — for a folder source whose
+    tree is ``root`` — an absolute local path under it. ``..`` is resolved lexically and may not
+    climb above the root. Raises :class:`PathOutsideSourceError` for a path outside the source:
+    climbing above it, a UNC path or URL not under ``unc_root``, an absolute path (POSIX or
+    ``C:\\…``) not under ``root``. ``""`` is the share root."""
+    given = path
+    if path.startswith(("\\\\", "//")) or "://" in path:
+        rest = _under(unc_root, path) if unc_root else None
+        if rest is None:
+            raise PathOutsideSourceError(
+                f"{given}: not under the unc_root of the source ({unc_root or 'none set'}); give a path relative to the "
+                "source root or a path under one of the sources' unc_root"
+            )
+        return "/".join(_resolve_dots(rest.split("/"), given))
+    if path.startswith(("/", "\\")) or ntpath.splitdrive(path)[0]:
+        rest = None
+        if root is not None and path.startswith("/"):
+            for base in dict.fromkeys((str(root), str(root.resolve()))):
+                rest = _under(base, str(PurePosixPath(path)))
+                if rest is not None:
+                    break
+        if rest is None:
+            where = f"the source root {root}" if root is not None else "the source"
+            raise PathOutsideSourceError(
+                f"{given}: an absolute path outside {where}; give a path relative to the source root (CLIENTS/x.docx)"
+            )
+        return "/".join(_resolve_dots(rest.split("/"), given))
+    return "/".join(_resolve_dots(list(path_parts(path)), given))
 
 
 @dataclass(frozen=True)
@@ -80,10 +156,12 @@ def explain(
 
     ``manifest_or_sd_getter``: an :class:`AclManifest`, or a function giving the path's security
     descriptor (for SMB sources). A broken manifest entry or unreadable descriptor is explained as
-    such (not readable). An unknown user reads nothing. Raises
+    such (not readable). An unknown user reads nothing. ``rel_path`` is canonicalised first
+    (:func:`canonical_path`: ``CLIENTS/../RH/x`` is answered as ``RH/x``). Raises
+    :class:`PathOutsideSourceError` for a path outside the source (``../x``, absolute),
     :class:`~ancre.errors.DirectoryError` when the directory can't be read.
     """
-    path = "/".join(path_parts(rel_path))
+    path = canonical_path(rel_path)
     principals = directory.principals(user)
     named = tuple(NamedPrincipal(p, directory.name_of(p)) for p in sorted(principals))
     if not principals:

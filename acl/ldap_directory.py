@@ -27,6 +27,7 @@ import math
 import re
 import ssl
 import threading
+import unicodedata
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -37,7 +38,7 @@ from ldap3.core.exceptions import LDAPException
 from ldap3.protocol.formatters.formatters import format_sid
 from ldap3.utils.conv import escape_filter_chars
 
-from ancre.acl.directory import WELL_KNOWN
+from ancre.acl.directory import WELL_KNOWN, fold_name
 from ancre.config import DirectoryConfig, resolve_secret
 from ancre.errors import ConfigError, DirectoryError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, sid_principal
@@ -363,16 +364,23 @@ class LdapDirectory:
 
     def _find_user(self, name: str) -> dict[str, Any] | None:
         """The entry of the account ``name`` (sAMAccountName, ``NETBIOS\\sam``, UPN or mail per
-        ``user_attributes``), ``None`` if unknown, in another domain, or ambiguous."""
-        name = name.strip()
+        ``user_attributes``), ``None`` if unknown, in another domain, or ambiguous. The server's
+        answer is re-checked here: a value must equal ``name`` exactly after :func:`fold_name`
+        (NFC, ASCII-only lowercasing) — AD's own matching is wider. A name with ``@`` is a UPN:
+        it is never matched against ``sAMAccountName``."""
+        name = unicodedata.normalize("NFC", name).strip()
         if not name:
             return None
         domain, sep, short = name.rpartition("\\")
         attrs = self.user_attributes
         if sep:
-            if domain.casefold() != self.netbios().casefold():
+            if fold_name(domain) != fold_name(self.netbios()):
                 return None
             name, attrs = short, ("sAMAccountName",)
+        elif "@" in name:
+            attrs = tuple(a for a in attrs if a.lower() != "samaccountname")
+        if not attrs:
+            return None
         value = escape_filter_chars(name)
         wanted = "".join(f"({a}={value})" for a in attrs)
         entries = self._search(
@@ -381,13 +389,25 @@ class LdapDirectory:
             ["objectSid", "userAccountControl", "sAMAccountName", "memberOf", "primaryGroupID", *attrs],
         )
         for attr in attrs:
-            hits = [e for e in entries if name.casefold() in {str(v).casefold() for v in _values(e, attr)}]
+            hits = [e for e in entries if fold_name(name) in {fold_name(str(v)) for v in _values(e, attr)}]
             if len(hits) == 1:
                 return hits[0]
             if len(hits) > 1:
                 log.warning("directory: %d accounts have %s=%s: treated as unknown", len(hits), attr, name)
                 return None
         return None
+
+    def account_of(self, user: str) -> str | None:
+        """See :meth:`~ancre.acl.directory.AccountResolver.account_of`: the entry's
+        sAMAccountName (``None``: unknown, ambiguous or disabled). Raises :class:`DirectoryError`."""
+        entry = self._find_user(user)
+        if entry is None:
+            return None
+        uac = _values(entry, "userAccountControl")
+        if uac and int(uac[0]) & ACCOUNTDISABLE:
+            return None
+        sam = _values(entry, "sAMAccountName")
+        return str(sam[0]) if sam else None
 
     def principals(self, user: str) -> frozenset[str]:
         """See :meth:`Directory.principals`: objectSid, every ``tokenGroups`` SID, Everyone and
@@ -425,16 +445,19 @@ class LdapDirectory:
             return "S" + _bare(name)[1:]
         domain, sep, short = name.rpartition("\\")
         for wk, sid in WELL_KNOWN.items():
-            if short.casefold() == wk.casefold() and (not sep or domain.casefold() in _WELL_KNOWN_DOMAINS):
+            if fold_name(short) == fold_name(wk) and (not sep or fold_name(domain) in _WELL_KNOWN_DOMAINS):
                 return sid
-        if sep and domain.casefold() not in ("builtin", self.netbios().casefold()):
+        if sep and fold_name(domain) not in ("builtin", fold_name(self.netbios())):
             return None
         value = escape_filter_chars(short)
         flt = f"(sAMAccountName={value})" if sep else f"(|(sAMAccountName={value})(userPrincipalName={value}))"
-        hits = self._search(self.base_dn, flt, ["objectSid"])
+        hits = self._search(self.base_dn, flt, ["objectSid", "sAMAccountName", "userPrincipalName"])
+        wanted = fold_name(short)  # exact after fold_name, as users are matched (AD's matching is wider)
+        hits = [e for e in hits
+                if wanted in {fold_name(str(v)) for a in ("sAMAccountName", "userPrincipalName") for v in _values(e, a)}]
         sids = {format_sid(e["raw_attributes"]["objectSid"][0]) for e in hits if e.get("raw_attributes", {}).get("objectSid")}
         if sep:
-            builtin = domain.casefold() == "builtin"
+            builtin = fold_name(domain) == "builtin"
             sids = {s for s in sids if s.startswith(_BUILTIN_PREFIX) == builtin}
         return sids.pop() if len(sids) == 1 else None
 
@@ -487,8 +510,8 @@ class LdapDirectory:
         came_from: dict[str, str | None] = {}
         queue: deque[str] = deque()
         for dn in starts:
-            if dn.casefold() not in came_from:
-                came_from[dn.casefold()] = None
+            if fold_name(dn) not in came_from:
+                came_from[fold_name(dn)] = None
                 queue.append(dn)
         info: dict[str, tuple[str, str]] = {}
         while queue and len(info) < _PATH_LIMIT:
@@ -498,18 +521,18 @@ class LdapDirectory:
                 continue
             e = hits[0]
             gsid = format_sid(e["raw_attributes"]["objectSid"][0]) if e.get("raw_attributes", {}).get("objectSid") else ""
-            info[dn.casefold()] = (str((_values(e, "sAMAccountName") or [dn])[0]), gsid)
+            info[fold_name(dn)] = (str((_values(e, "sAMAccountName") or [dn])[0]), gsid)
             if gsid == target:
                 route: list[str] = []
-                cur: str | None = dn.casefold()
+                cur: str | None = fold_name(dn)
                 while cur is not None:
                     route.append(info[cur][0])
                     cur = came_from[cur]
                 return tuple(reversed(route))
             for parent in _values(e, "memberOf"):
-                key = str(parent).casefold()
+                key = fold_name(str(parent))
                 if key not in came_from:
-                    came_from[key] = dn.casefold()
+                    came_from[key] = fold_name(dn)
                     queue.append(str(parent))
         return None
 

@@ -34,7 +34,8 @@ A thin layer over :class:`~ancre.query.answer.AnswerService` (DESIGN.md "Query" 
 Authentication and identity: :mod:`ancre.api.identity` (401 on failure). Errors always have
 OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``: 422 for a bad body (the
 message names the field), 413 beyond ``api.max_body_bytes``, 422 beyond
-``api.max_question_chars``, 503 when the directory cannot be read (fail closed, never "no
+``api.max_question_chars``, 408 when the body has not arrived within ``api.body_timeout_s``,
+503 when the directory cannot be read (fail closed, never "no
 filter"), the index or the audit log is unavailable, 502 when the answering model fails, and a
 bland 500 for anything else (logged server-side). No message carries a stack trace or document
 text.
@@ -42,6 +43,7 @@ text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -65,6 +67,7 @@ from ancre.api.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
     ChatMessage,
+    INVALID_TEXT,
     ErrorResponse,
     Health,
     ModelList,
@@ -92,6 +95,8 @@ WARNING_UNGROUNDED = (
     "(réponse non ancrée) ; vérifiez-la avant de vous en servir."
 )
 """Appended to a ``/v1`` answer whose verdict is ``ancree: false`` (the answer is still given)."""
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+"""The detail of the HTTP 400 FastAPI raises when the body can't be decoded (answered 422 here)."""
 
 
 class QueryService(Protocol):
@@ -100,9 +105,9 @@ class QueryService(Protocol):
     store: Store
     directory: Directory
 
-    def ask(self, question: str, user: str) -> Answer: ...
+    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer: ...
 
-    def stream(self, question: str, user: str) -> Iterator[str | Answer]: ...
+    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]: ...
 
 
 class ApiError(AncreError):
@@ -254,10 +259,12 @@ class _MetricsMiddleware:
 
 
 class _BodyLimitMiddleware:
-    """Reads the whole body (at most ``max_bytes``) before the app runs; beyond: 413."""
+    """Reads the whole body (at most ``max_bytes``, within ``timeout_s`` seconds of the request's
+    headers) before the app runs; beyond the size: 413; a body that has not fully arrived in
+    time: 408 and the connection is closed (a client that never sends its body holds nothing)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -278,8 +285,18 @@ class _BodyLimitMiddleware:
                 await too_large(scope, receive, send)
                 return
         body = bytearray()
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                log.info("%s %s: request body not received within %g s (api.body_timeout_s): 408",
+                         scope.get("method"), scope.get("path"), self.timeout_s)
+                await _error(
+                    408, f"request body not received within {self.timeout_s:g} s (api.body_timeout_s)",
+                    "invalid_request_error", "request_timeout", headers={"Connection": "close"},
+                )(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
@@ -378,7 +395,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.metrics = metrics
-    app.add_middleware(_BodyLimitMiddleware, max_bytes=cfg.max_body_bytes)
+    app.add_middleware(_BodyLimitMiddleware, max_bytes=cfg.max_body_bytes, timeout_s=cfg.body_timeout_s)
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
 
     # documented security schemes; the checks themselves are in ancre.api.identity
@@ -390,9 +407,10 @@ def create_app(
         check_api_key(request.headers.get("authorization"), secrets.api_key)
 
     async def require_identity(request: Request, _key: Any = Security(bearer), _email: Any = Security(email_header)) -> Identity:
-        return authenticate(request.headers, cfg, secrets)
+        body = await request.body() if secrets.signing_secret is not None else b""
+        return authenticate(request.headers, cfg, secrets, method=request.method, path=request.url.path, body=body)
 
-    errors = {401: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
+    errors = {401: {"model": ErrorResponse}, 408: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse},
               502: {"model": ErrorResponse}, 503: {"model": ErrorResponse}}
 
     # ------------------------------------------------------------------ endpoints
@@ -425,13 +443,13 @@ def create_app(
         require_ready()
         svc = service()
         if body.stream:
-            gen = svc.stream(question, identity.user)
+            gen = svc.stream(question, identity.user, identity=identity.header)
             first = next(gen)  # retrieval and the first piece: errors still become proper statuses
             return StreamingResponse(
                 _sse(first, gen, cid, created, cfg.model_id, metrics), media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        answer = svc.ask(question, identity.user)
+        answer = svc.ask(question, identity.user, identity=identity.header)
         metrics.answer("chat", answer)
         content = {
             "id": cid, "object": "chat.completion", "created": created, "model": cfg.model_id,
@@ -449,7 +467,7 @@ def create_app(
         """A question in, the grounded answer out — or HTTP 422 when it is not grounded."""
         question = check_question(body.question, cfg.max_question_chars, "question")
         require_ready()
-        answer = service().ask(question, identity.user)
+        answer = service().ask(question, identity.user, identity=identity.header)
         metrics.answer("query", answer)
         sources = sources_out(answer)
         if answer.ancree is False:
@@ -521,6 +539,9 @@ def create_app(
     async def _validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
         errs = e.errors()
         first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
+        if first.get("type") == INVALID_TEXT:  # the message already names the field
+            param = str(first.get("ctx", {}).get("param", "body"))
+            return _error(422, str(first.get("msg")), "invalid_request_error", "invalid_value", param)
         param = "body" if first.get("type") == "json_invalid" else _param(first.get("loc", ()))
         more = f" (and {len(errs) - 1} more error(s))" if len(errs) > 1 else ""
         return _error(422, f"{param}: {first.get('msg', 'invalid value')}{more}", "invalid_request_error",
@@ -528,6 +549,11 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        if e.status_code == 400 and e.detail == _FASTAPI_BODY_ERROR:
+            # FastAPI's answer to a body json.loads() cannot decode (not UTF-8, nested too deep):
+            # a bad body, 422 like every other one (README, OpenAPI)
+            return _error(422, "body: the request body is not JSON in UTF-8 (RFC 8259)", "invalid_request_error",
+                          "invalid_value", "body")
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
         return _error(e.status_code, str(e.detail), "invalid_request_error", code, headers=getattr(e, "headers", None))
 

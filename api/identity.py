@@ -11,13 +11,17 @@ Every request to ``/v1/chat/completions`` and ``/query`` must carry:
 3. when ``api.signing_secret`` is set, a signature header (default ``X-Ancre-Signature``)::
 
        X-Ancre-Signature: t=<unix time, integer seconds>,v1=<hex>
-       hex = lowercase hex of HMAC-SHA256(key = secret as UTF-8,
-                                           msg = <email header value as UTF-8> + "\\n" + <t>)
+       hex = lowercase hex of HMAC-SHA256(key = secret as UTF-8, msg = the UTF-8 bytes of
+             <email> "\\n" <t> "\\n" <METHOD> "\\n" <path> "\\n" <lowercase hex SHA-256 of the body>)
 
-   accepted when ``|now - t| <= api.max_clock_skew_s`` and the digest matches (constant-time
-   comparison). It binds the identity to a party that knows the secret (a proxy or an Open WebUI
-   pipe in front of ancre), so that holding the service key alone does not let a caller speak
-   for any user.
+   ``<email>``: the e-mail header value as sent (surrounding spaces removed); ``<METHOD>``: the
+   HTTP method in capitals (``POST``); ``<path>``: the request path without the query string
+   (``/v1/chat/completions``); the body hash covers the exact body bytes (SHA-256 of ``b""``
+   when there is none). Accepted when ``|now - t| <= api.max_clock_skew_s`` — in the past or the
+   future — and the digest matches (constant-time comparison). It binds the identity, the
+   endpoint and the question to a party that knows the secret (a proxy or an Open WebUI pipe in
+   front of ancre): holding the service key alone does not let a caller speak for any user, and
+   a captured signature is good for that one request only, within the skew.
 
 With ``api.user_jwt_secret`` set, the identity comes instead from the JWT Open WebUI (0.12)
 signs when its ``FORWARD_USER_INFO_HEADER_JWT_SECRET`` is set (:func:`check_user_jwt`): header
@@ -26,9 +30,11 @@ signs when its ``FORWARD_USER_INFO_HEADER_JWT_SECRET`` is set (:func:`check_user
 plain identity headers are then refused: only a party holding the secret speaks for a user.
 
 Any failure raises :class:`AuthError` (HTTP 401). The e-mail then names a directory account
-(:func:`directory_user`): ``api.user_map`` first, else the e-mail itself (``identity = "upn"``)
-or its local part (``identity = "sam"``). A name the directory does not know gets no principal,
-hence only the refusal (fail closed).
+(:func:`directory_user`): ``api.user_map`` first, else the e-mail itself (``identity = "upn"``:
+it must be a UPN, ``name@domain``, and the directory matches it against UPNs only) or its local
+part (``identity = "sam"``). Names are compared exactly after NFC and ASCII-only lowercasing
+(:func:`~ancre.acl.directory.fold_name`), never Unicode case folding (``jeß`` ≠ ``jess``). A
+name the directory does not know gets no principal, hence only the refusal (fail closed).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from urllib.parse import unquote
 
 import jwt
 
+from ancre.acl.directory import fold_name
 from ancre.api.settings_models import ApiConfig
 from ancre.errors import AncreError, ConfigError
 from ancre.config import resolve_secret
@@ -73,15 +80,17 @@ class AuthError(AncreError):
 
 @dataclass(frozen=True)
 class Identity:
-    """The caller as forwarded by Open WebUI: ``email`` (as sent, stripped), ``user`` (the
-    directory account it maps to), and the optional ``user_id``, ``name`` (percent-decoded),
-    ``role``."""
+    """The caller as forwarded by Open WebUI: ``email`` (NFC, stripped), ``user`` (the name the
+    directory is asked for), ``header`` (the e-mail header value exactly as received, decoded
+    from UTF-8: what the audit log records next to the resolved account), and the optional
+    ``user_id``, ``name`` (percent-decoded), ``role``."""
 
     email: str
     user: str
     user_id: str | None = None
     name: str | None = None
     role: str | None = None
+    header: str = ""
 
 
 @dataclass(frozen=True)
@@ -144,17 +153,25 @@ def check_api_key(authorization: str | None, api_key: str) -> None:
         raise AuthError("invalid_api_key", "invalid service key")
 
 
-def signature(secret: str, email: str, timestamp: int) -> str:
-    """The signature header value for ``email`` at ``timestamp`` (unix seconds):
-    ``t=<timestamp>,v1=<hex HMAC-SHA256(secret, email + "\\n" + timestamp)>`` (see the module doc)."""
-    msg = f"{email}\n{int(timestamp)}".encode()
-    return f"t={int(timestamp)},v1={hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()}"
+def signature(secret: str, email: str, timestamp: int, method: str, path: str, body: bytes = b"") -> str:
+    """The signature header value of a request by ``email`` at ``timestamp`` (unix seconds):
+    ``t=<timestamp>,v1=<hex HMAC-SHA256(secret, string to sign)>``, the string to sign being
+    ``email, timestamp, METHOD, path, hex SHA-256 of body`` joined by ``"\\n"`` (see the module doc).
+    ``path`` is the request path without the query string; ``body`` the exact body bytes."""
+    t = int(timestamp)
+    msg = "\n".join((email, str(t), method.upper(), path, hashlib.sha256(body).hexdigest())).encode()
+    return f"t={t},v1={hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()}"
 
 
-def check_signature(header: str | None, email: str, secret: str, max_skew_s: float, now: float | None = None) -> None:
-    """Verify a signature header (see the module doc) for ``email``; ``now`` in unix seconds
-    (default the clock). Raises :class:`AuthError`: ``missing_signature``, ``invalid_signature``
-    (malformed or wrong digest), ``stale_signature`` (timestamp beyond ``max_skew_s``)."""
+def check_signature(
+    header: str | None, email: str, secret: str, max_skew_s: float, now: float | None = None, *,
+    method: str, path: str, body: bytes = b"",
+) -> None:
+    """Verify a signature header (see the module doc) of the request ``method path`` with ``body``
+    by ``email``; ``now`` in unix seconds (default the clock). Raises :class:`AuthError`:
+    ``missing_signature``, ``invalid_signature`` (malformed, or a digest that does not match this
+    e-mail, time, method, path and body), ``stale_signature`` (timestamp further than
+    ``max_skew_s`` in the past or in the future)."""
     if not header:
         raise AuthError("missing_signature", "missing identity signature")
     fields: dict[str, str] = {}
@@ -167,21 +184,33 @@ def check_signature(header: str | None, email: str, secret: str, max_skew_s: flo
     if not t.isascii() or not t.isdigit() or len(t) > 12 or not given:
         raise AuthError("invalid_signature", "malformed identity signature: expected 't=<unix>,v1=<hex>'")
     now = time.time() if now is None else now
-    if abs(now - int(t)) > max_skew_s:
-        raise AuthError("stale_signature", f"identity signature outside the allowed clock skew ({max_skew_s:g} s)")
-    expected = signature(secret, email, int(t)).rpartition("v1=")[2]
+    if int(t) - now > max_skew_s:
+        raise AuthError("stale_signature", f"identity signature dated in the future beyond the allowed clock skew ({max_skew_s:g} s)")
+    if now - int(t) > max_skew_s:
+        raise AuthError("stale_signature", f"identity signature older than the allowed clock skew ({max_skew_s:g} s)")
+    expected = signature(secret, email, int(t), method, path, body).rpartition("v1=")[2]
     if not hmac.compare_digest(_raw(given.strip().lower(), "invalid_signature"), expected.encode()):
         raise AuthError("invalid_signature", "invalid identity signature")
 
 
 def directory_user(email: str, cfg: ApiConfig) -> str:
-    """The directory account an e-mail names: ``cfg.user_map`` (case-insensitive) first, else the
-    e-mail itself (``identity = "upn"``) or its part before the last ``@`` (``"sam"``)."""
-    mapped = cfg.user_map.get(email.casefold())
+    """The directory name an e-mail designates: ``cfg.user_map`` first (exact after
+    :func:`~ancre.acl.directory.fold_name`), else the e-mail itself (``identity = "upn"``) or
+    its part before the last ``@`` (``"sam"``). Raises :class:`AuthError` (``invalid_identity``)
+    when, with ``"upn"``, the e-mail is not a UPN (``name@domain``, no ``\\``), or with
+    ``"sam"`` its local part is not a plain account name — so that the directory is never
+    asked for another kind of name than the one configured."""
+    mapped = cfg.user_map.get(fold_name(email))
     if mapped:
         return mapped
+    local, at, domain = email.rpartition("@")
     if cfg.identity == "sam":
-        return email.rpartition("@")[0] or email
+        name = local if at else email
+        if not name or "\\" in name or "@" in name:
+            raise AuthError("invalid_identity", "api.identity = 'sam': the e-mail's part before @ must be an account name")
+        return name
+    if not at or not local or not domain or "\\" in email:
+        raise AuthError("invalid_identity", "api.identity = 'upn': the forwarded e-mail must be a UPN (name@domain)")
     return email
 
 
@@ -239,11 +268,14 @@ def _jwt_identity(headers: Mapping[str, str], cfg: ApiConfig, secret: str) -> Id
                     role=text("role"))
 
 
-def authenticate(headers: Mapping[str, str], cfg: ApiConfig, secrets: Secrets, now: float | None = None) -> Identity:
-    """The caller of a request with ``headers`` (case-insensitive mapping, e.g. Starlette's):
-    service key, identity headers, signature when a secret is configured, in that order — or,
-    with a user JWT secret, service key then the JWT (:func:`check_user_jwt`). Raises
-    :class:`AuthError` at the first failure."""
+def authenticate(
+    headers: Mapping[str, str], cfg: ApiConfig, secrets: Secrets, now: float | None = None, *,
+    method: str = "", path: str = "", body: bytes = b"",
+) -> Identity:
+    """The caller of the request ``method path`` with ``headers`` (case-insensitive mapping, e.g.
+    Starlette's) and ``body`` (its bytes): service key, identity headers, signature when a secret
+    is configured, in that order — or, with a user JWT secret, service key then the JWT
+    (:func:`check_user_jwt`). Raises :class:`AuthError` at the first failure."""
     check_api_key(headers.get("authorization"), secrets.api_key)
     if secrets.user_jwt_secret is not None:
         return _jwt_identity(headers, cfg, secrets.user_jwt_secret)
@@ -255,9 +287,10 @@ def authenticate(headers: Mapping[str, str], cfg: ApiConfig, secrets: Secrets, n
         raise AuthError("invalid_identity", f"invalid {cfg.user_email_header} header")
     if secrets.signing_secret is not None:
         check_signature(headers.get(cfg.signature_header), _header_text(raw_email or "").strip(),
-                        secrets.signing_secret, cfg.max_clock_skew_s, now)
+                        secrets.signing_secret, cfg.max_clock_skew_s, now, method=method, path=path, body=body)
     name = headers.get(cfg.user_name_header)
     return Identity(
+        header=_header_text(raw_email or ""),
         email=email,
         user=directory_user(email, cfg),
         user_id=_header_text(headers[cfg.user_id_header]) if headers.get(cfg.user_id_header) else None,

@@ -8,13 +8,60 @@ the server's (never above 0.3).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+INVALID_TEXT = "invalid_text"
+"""Validation error type of a request string that is not valid Unicode text (see :func:`text_error`)."""
 
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+def text_error(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first string in a decoded JSON value (``dict``/``list``/``str``, keys included) that is
+    not valid Unicode text, as ``(param, reason)`` — ``param`` like ``messages[0].content`` — or
+    ``None`` when all are valid. Invalid: a lone surrogate code point (U+D800–U+DFFF: JSON's
+    ``"\\ud800"`` escape decodes to one, RFC 8259 §8.2), which cannot be encoded as UTF-8 and so
+    could reach neither the embedder, the model nor the audit log."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return path or "body", f"lone surrogate U+{ord(value[e.start]):04X} at character {e.start} is not valid Unicode text"
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = str(k)
+            found = text_error(key, path or "body") if isinstance(k, str) else None
+            if found is not None:
+                return found[0], f"a key: {found[1]}"
+            found = text_error(v, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = text_error(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+class _RequestBody(BaseModel):
+    """A request body: every string in it, extra fields included, must be valid Unicode text —
+    checked once here, at the edge, before any field is used (HTTP 422 naming the field)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        found = text_error(data)
+        if found is not None:
+            raise PydanticCustomError(INVALID_TEXT, "{param}: {reason}", {"param": found[0], "reason": found[1]})
+        return data
 
 
 class ContentPart(_Open):
@@ -32,7 +79,7 @@ class ChatMessage(_Open):
     content: str | list[ContentPart] | None = None
 
 
-class ChatCompletionRequest(_Open):
+class ChatCompletionRequest(_RequestBody, _Open):
     """``POST /v1/chat/completions`` body (OpenAI schema; extra fields ignored)."""
 
     model: str = Field(description="The model id of GET /v1/models (default 'ancre').", examples=["ancre"])
@@ -40,7 +87,7 @@ class ChatCompletionRequest(_Open):
     stream: bool | None = Field(False, description="Server-sent events ending with 'data: [DONE]'.")
 
 
-class QueryRequest(BaseModel):
+class QueryRequest(_RequestBody):
     """``POST /query`` body."""
 
     model_config = ConfigDict(extra="forbid")
@@ -158,6 +205,7 @@ class Health(BaseModel):
 
 
 __all__ = [
+    "INVALID_TEXT",
     "ChatCompletion",
     "ChatCompletionRequest",
     "ChatMessage",
@@ -172,4 +220,5 @@ __all__ = [
     "QueryRequest",
     "SourceOut",
     "Verdict",
+    "text_error",
 ]

@@ -14,6 +14,7 @@ resync of every source (``ancre serve``; ignored by ``ancre api``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -23,25 +24,98 @@ import threading
 import time
 from typing import Any
 
+import h11
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ancre.api.settings_models import ApiConfig
 from ancre.config import Settings
 
 log = logging.getLogger("ancre.api")
 
 GRACEFUL_S = 5.0
 """Seconds in-flight requests get to finish when the API stops."""
+ACCESS_LOGGER = "uvicorn.access"
+"""uvicorn's access log (``'<client> - "<METHOD> <path> HTTP/1.1" <status>'``)."""
+
+
+class RedactQueryString(logging.Filter):
+    """Drops the query string from uvicorn's access log lines: ``/v1/models?api_key=…`` is logged
+    as ``/v1/models?[redacted]``. No route of the API reads a query string, and a client that puts
+    its service key in the URL must not get it written to the journal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (*args[:2], args[2].split("?", 1)[0] + "?[redacted]", *args[3:])
+        return True
+
+
+def redact_access_log() -> None:
+    """Install :class:`RedactQueryString` on uvicorn's access logger (once)."""
+    logger = logging.getLogger(ACCESS_LOGGER)
+    if not any(isinstance(f, RedactQueryString) for f in logger.filters):
+        logger.addFilter(RedactQueryString())
+
+
+def h11_protocol(header_timeout_s: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, plus a deadline of ``header_timeout_s`` seconds for each request's
+    line and headers, counted from the connection's opening or from the previous response.
+    uvicorn has none: its keep-alive timer is cancelled by any byte received, so a client that
+    connects and sends nothing, or half a header, would otherwise hold the connection forever.
+    When the deadline passes the connection is closed."""
+
+    class _H11WithHeaderTimeout(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _arm_head_timer(self) -> None:
+            self._cancel_head_timer()
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self._head_timer = self.loop.call_later(header_timeout_s, self._head_timeout)
+
+        def _head_timeout(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:  # a whole request head arrived
+                self._cancel_head_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_head_timer()  # the next request's head (not when one is already in)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            super().connection_lost(exc)
+
+    return _H11WithHeaderTimeout
 
 
 class ApiServer:
     """uvicorn serving ``app`` on ``host:port`` (0: a free port) from a daemon thread.
 
     :meth:`start` binds the socket itself (``OSError`` at once when the address is taken) and
-    returns once uvicorn accepts connections; :attr:`port` is the bound port."""
+    returns once uvicorn accepts connections; :attr:`port` is the bound port. ``limits`` gives
+    the connection limits (``header_timeout_s``, ``keep_alive_s``, ``max_connections``; the body
+    deadline is the app's, :func:`~ancre.api.app.create_app`); default: ``ApiConfig()``'s. The
+    access log never shows query strings (:class:`RedactQueryString`)."""
 
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, limits: ApiConfig | None = None) -> None:
         self.app, self.host, self.requested_port = app, host, port
+        self.limits = limits if limits is not None else ApiConfig()
         self.port = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -59,9 +133,14 @@ class ApiServer:
             raise
         sock.set_inheritable(False)
         self.port = int(sock.getsockname()[1])
+        redact_access_log()
+        lim = self.limits
         config = uvicorn.Config(
             self.app, host=self.host, port=self.port, log_config=None, lifespan="off",
             timeout_graceful_shutdown=int(GRACEFUL_S), server_header=False,
+            http=h11_protocol(lim.header_timeout_s), timeout_keep_alive=lim.keep_alive_s,
+            # uvicorn answers 503 once len(connections) >= limit, the new connection included
+            limit_concurrency=lim.max_connections + 1,
         )
         self._server = server = uvicorn.Server(config)
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="api", daemon=True)
@@ -116,7 +195,7 @@ class _Signals:
 
 
 def _listen(app: FastAPI, settings: Settings, host: str | None, port: int | None) -> ApiServer:
-    server = ApiServer(app, host or settings.api.host, settings.api.port if port is None else port).start()
+    server = ApiServer(app, host or settings.api.host, settings.api.port if port is None else port, settings.api).start()
     log.info("API listening on %s/v1 (model %s)", server.url, settings.api.model_id,
              extra={"host": server.host, "port": server.port})
     return server
@@ -197,4 +276,4 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     return 0 if signals.term else 1
 
 
-__all__ = ["ApiServer", "run_api", "run_serve"]
+__all__ = ["ApiServer", "RedactQueryString", "h11_protocol", "redact_access_log", "run_api", "run_serve"]

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ancre.acl.directory import fold_name
+
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 """An HTTP header field name (RFC 9110 "token")."""
 
@@ -44,16 +46,22 @@ class ApiConfig(BaseModel):
     """Open WebUI ``FORWARD_USER_INFO_HEADER_USER_ROLE`` (recorded, not required)."""
 
     identity: Literal["upn", "sam"] = "upn"
-    """How the forwarded e-mail names a directory account: ``upn`` — the e-mail as is (the file
-    directory matches it against ``upn``, LDAP against ``userPrincipalName``/``mail``); ``sam`` —
-    the part before ``@`` is the sAMAccountName (``bruno.favre@axonix.ch`` → ``bruno.favre``)."""
+    """How the forwarded e-mail names a directory account: ``upn`` — the e-mail as is, which must
+    be a UPN (``name@domain``: anything else is refused, HTTP 401) and is matched against UPNs only
+    (the file directory's ``upn``, LDAP's ``userPrincipalName``/``mail``), never against an
+    account name; ``sam`` — the part before ``@`` is the sAMAccountName
+    (``bruno.favre@axonix.ch`` → ``bruno.favre``). Matching is exact after NFC and ASCII-only
+    lowercasing: ``jeß.rossi@…`` never matches ``jess.rossi@…``."""
     user_map: dict[str, str] = Field(default_factory=dict)
-    """Explicit e-mail → directory account overrides, checked first (case-insensitive e-mail),
+    """Explicit e-mail → directory account overrides, checked first (the e-mail matched exactly
+    after NFC and ASCII-only lowercasing),
     e.g. ``{"b.favre@axonix.com" = "bruno"}``."""
 
     signing_secret: SecretStr | None = None
     """When set (or ``signing_secret_env``), every authenticated request must also carry
-    ``signature_header`` = ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<email>\\n<t>")>``."""
+    ``signature_header`` = ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, string to sign)>``, the
+    string to sign binding the e-mail, the time, the method, the path and a SHA-256 of the body
+    (:mod:`ancre.api.identity`, README "Identity signature")."""
     signing_secret_env: str | None = None
     """Name of an environment variable holding the signing secret."""
     signature_header: str = Field("X-Ancre-Signature", pattern=_HEADER_NAME)
@@ -85,6 +93,18 @@ class ApiConfig(BaseModel):
     max_question_chars: int = Field(4000, ge=1, le=1_000_000)
     """Longest accepted question (the last user message), in characters (HTTP 422 beyond)."""
 
+    header_timeout_s: float = Field(10.0, gt=0, le=3600)
+    """Seconds a new connection has to send its request line and headers; then it is closed."""
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """Seconds a request has to send its whole body once its headers arrived; then HTTP 408 and
+    the connection is closed."""
+    keep_alive_s: int = Field(5, ge=1, le=3600)
+    """Seconds an idle keep-alive connection is kept open (and has to send the next request's
+    headers) after a response (uvicorn ``timeout_keep_alive``)."""
+    max_connections: int = Field(100, ge=1, le=100_000)
+    """Open connections served at once; beyond, requests are answered HTTP 503 at once and the
+    connection closed (uvicorn ``limit_concurrency``)."""
+
     @field_validator("task_header", mode="before")
     @classmethod
     def _no_task_header(cls, v: object) -> object:
@@ -92,8 +112,8 @@ class ApiConfig(BaseModel):
 
     @field_validator("user_map")
     @classmethod
-    def _casefold_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        return {k.strip().casefold(): val.strip() for k, val in v.items()}
+    def _fold_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        return {fold_name(k): val.strip() for k, val in v.items()}
 
     @model_validator(mode="after")
     def _one_source_per_secret(self) -> "ApiConfig":

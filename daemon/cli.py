@@ -259,7 +259,7 @@ def acl_explain(
     On an SMB source the file's security descriptor is read from the server (and the share
     permissions, when configured, are applied on top); on a folder source it comes from the ACL
     manifest, or from the source's configured principals."""
-    from ancre.acl.explain import explain
+    from ancre.acl.explain import canonical_path, explain
     from ancre.acl.manifest import AclManifest
     from ancre.errors import ConfigError
 
@@ -271,13 +271,8 @@ def acl_explain(
     if "://" in path:
         path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
     src = settings.source(source) if source else _source_of_path(settings, path)
-    rel = _relative_path(src.unc_root, path)
-    if path.startswith(("\\\\", "//")) or "://" in path:
-        if rel == path.replace("\\", "/").strip("/"):
-            raise ConfigError(
-                f"{path} is not under the unc_root of source {src.id!r} ({src.unc_root or 'none set'}); "
-                "give a path relative to the source root or a path under one of the sources' unc_root"
-            )
+    # the path sync gives that file: `..` resolved, never outside the source (else an error)
+    rel = canonical_path(path, unc_root=src.unc_root, root=src.root if src.kind != "smb" else None)
     rt = Runtime(settings)
     conn = rt.connector(src)
     try:
@@ -303,22 +298,17 @@ def acl_explain(
 
 
 def _source_of_path(settings: Settings, path: str) -> Any:
-    """The source whose ``unc_root`` starts ``path``, else the first configured source."""
+    """The source whose ``unc_root`` (or, for an absolute local path, whose folder ``root``)
+    starts ``path``, else the first configured source."""
     norm = path.replace("/", "\\").casefold()
     for s in settings.sources:
         if s.unc_root and norm.startswith(s.unc_root.replace("/", "\\").rstrip("\\").casefold() + "\\"):
             return s
+    if path.startswith("/"):
+        for s in settings.sources:
+            if s.kind != "smb" and s.root is not None and Path(path).is_relative_to(s.root):
+                return s
     return settings.sources[0]
-
-
-def _relative_path(unc_root: str | None, path: str) -> str:
-    """``\\\\SRV\\Partage\\CLIENTS\\x.docx`` (under ``unc_root``) or ``CLIENTS\\x.docx`` → ``CLIENTS/x.docx``."""
-    p = path
-    if unc_root:
-        root = unc_root.replace("/", "\\").rstrip("\\")
-        if p.replace("/", "\\").casefold().startswith(root.casefold() + "\\"):
-            p = p[len(root) + 1 :]
-    return p.replace("\\", "/").strip("/")
 
 
 def _principals_verdict(rt: Runtime, src: Any, user: str, rel: str) -> str:

@@ -2,9 +2,9 @@
 
 :meth:`AnswerService.ask` runs, for one question of one user:
 
-1. the user's principals from the directory — a :class:`~ancre.errors.DirectoryError` propagates
-   (fail closed: no answer at all); a user the directory does not know gets no principal, hence
-   no chunk, hence the refusal;
+1. the directory account the user name designates, and its principals — a
+   :class:`~ancre.errors.DirectoryError` propagates (fail closed: no answer at all); a user the
+   directory does not know gets no principal, hence no chunk, hence the refusal;
 2. hybrid retrieval trimmed to those principals (:mod:`ancre.query.retrieval`);
 3. control 1: no chunk → the standard refusal, **no model is called**;
 4. the context (:mod:`ancre.query.context`) and the strict prompt (:mod:`ancre.query.prompt`);
@@ -40,7 +40,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from ancre.acl.directory import Directory
+from ancre.acl.directory import Directory, resolve_account
 from ancre.config import Settings
 from ancre.index.store import Store
 from ancre.query.audit import AuditLog, AuditRecord
@@ -110,6 +110,7 @@ class Answer:
 class _Prepared:
     question: str
     user: str
+    account: str | None
     principals: frozenset[str]
     context: Context
     timings: dict[str, float]
@@ -168,13 +169,15 @@ class AnswerService:
 
     # ------------------------------------------------------------------ steps
 
-    def _prepare(self, question: str, user: str) -> _Prepared:
-        """Steps 1–4: principals, retrieval, context. Raises ``DirectoryError``, ``EmbedderError``,
+    def _prepare(self, question: str, user: str, identity: str | None) -> _Prepared:
+        """Steps 1–4: account and principals, retrieval, context. ``identity``: what the audit
+        records as the user (default ``user``). Raises ``DirectoryError``, ``EmbedderError``,
         ``StoreError``."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        principals = self.directory.principals(user)
+        account = resolve_account(self.directory, user)
+        principals = self.directory.principals(account) if account is not None else frozenset()
         if not principals:
             # not an error (fail closed: nothing is readable), but an admin must be able to see
             # why a user only ever gets the refusal (a mis-mapped e-mail, a typo)
@@ -186,7 +189,7 @@ class AnswerService:
         t = time.perf_counter()
         context = build_context(results, self.store, principals, self.settings.context)
         timings["context"] = _ms(t)
-        return _Prepared(question, user, principals, context, timings, started)
+        return _Prepared(question, user if identity is None else identity, account, principals, context, timings, started)
 
     def _record(self, prep: _Prepared, verdict: Verdict, error: str | None = None) -> None:
         if self.audit is None:
@@ -194,6 +197,7 @@ class AnswerService:
         self.audit.append(
             AuditRecord(
                 user=prep.user,
+                account=prep.account,
                 principals=prep.principals,
                 question=prep.question,
                 sources=prep.context.sources,
@@ -246,9 +250,11 @@ class AnswerService:
 
     # ------------------------------------------------------------------ API
 
-    def ask(self, question: str, user: str) -> Answer:
+    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
         """Answer ``question`` for ``user`` (sAMAccountName, UPN or ``DOMAIN\\user``, as the
-        directory knows it).
+        directory knows it). ``identity``: the caller's identity as received (the forwarded
+        e-mail header), recorded in the audit log as ``user`` next to the resolved ``account``;
+        default ``user``.
 
         Raises :class:`~ancre.errors.DirectoryError` (the directory cannot be read: no answer),
         :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from retrieval,
@@ -256,7 +262,7 @@ class AnswerService:
         ``error = "erreur_modele"``), :class:`~ancre.errors.AuditError` when the audit line cannot be written (the answer is withheld).
         A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
         """
-        prep = self._prepare(question, user)
+        prep = self._prepare(question, user, identity)
         direct = self._without_model(prep)
         if direct is not None:
             return self._finish(prep, *direct)
@@ -273,14 +279,14 @@ class AnswerService:
         prep.timings["generation"] = _ms(t)
         return self._finish(prep, raw, False)
 
-    def stream(self, question: str, user: str) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
         """Like :meth:`ask`, streamed: the raw text in pieces (``str``) as the model writes it,
         then the final :class:`Answer` (see the module doc for how the pieces and the enriched
         text relate). Nothing runs before the first ``next()``. Raises as :meth:`ask`, possibly
         after some pieces; a consumer that stops early (``close()``) leaves an audit line with
         ``error = "interrompue"``.
         """
-        prep = self._prepare(question, user)
+        prep = self._prepare(question, user, identity)
         direct = self._without_model(prep)
         if direct is not None:
             text, extractive = direct

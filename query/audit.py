@@ -3,7 +3,8 @@
 One JSON line per question in a daily file ``audit-YYYY-MM-DD.jsonl`` (UTC date) under the log
 folder::
 
-    {"time": "2026-01-15T08:30:00.123+00:00", "user": "alice", "principals": "<sha256>",
+    {"time": "2026-01-15T08:30:00.123+00:00", "user": "alice.martin@axonix.ch", "account": "alice",
+     "principals": "<sha256>",
      "question": "…", "sources": [{"filename", "doc_id", "location", "acl": "<Acl.digest()>"}],
      "controls": ["citation_inventee"], "invented": ["22_….docx"], "ancree": false,
      "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0},
@@ -14,8 +15,11 @@ folder::
 - **Mode 0600**, enforced with ``fchmod`` whatever the umask; the folder is created 0700.
 - **Never lost on crash**: each record is flushed to the disk (``fsync``) before ``append``
   returns.
-- **Pseudonymisation**: with a key, ``user`` is ``hmac-sha256:<hex>`` (RFC 2104 HMAC-SHA256 of
-  the user name) and the principals hash is keyed too, so neither can be reversed by hashing a
+- **Who**: ``user`` is the identity as the caller gave it (the forwarded e-mail header exactly as
+  received, or ``--as``), ``account`` the directory account it resolved to (sAMAccountName;
+  ``null`` when the directory does not know it) — two fields, never merged.
+- **Pseudonymisation**: with a key, ``user`` and ``account`` are ``hmac-sha256:<hex>`` (RFC 2104
+  HMAC-SHA256 of the name) and the principals hash is keyed too, so neither can be reversed by hashing a
   directory listing; without a key, the principals hash is a plain SHA-256.
 - **Retention**: :meth:`AuditLog.purge_expired` deletes the daily files older than
   ``retention_days`` (also run when a new day's file is opened); ``0`` keeps everything.
@@ -46,8 +50,10 @@ FILE_RE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})\.jsonl$")
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """What is logged for one question. ``timings_ms``: step name → wall-clock milliseconds;
-    ``time``: when the question was answered (aware datetime; now, UTC, when ``None``)."""
+    """What is logged for one question. ``user``: the identity as given (raw e-mail header,
+    ``--as``); ``account``: the directory account it resolved to (``None``: unknown);
+    ``timings_ms``: step name → wall-clock milliseconds; ``time``: when the question was
+    answered (aware datetime; now, UTC, when ``None``)."""
 
     user: str
     principals: frozenset[str]
@@ -59,6 +65,7 @@ class AuditRecord:
     error: str | None = None
     """Why no answer reached the user (the model failed, the client left mid-stream); ``None``
     when one did."""
+    account: str | None = None
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -122,12 +129,14 @@ class AuditLog:
         return self.directory / f"audit-{day.isoformat()}.jsonl"
 
     def line(self, record: AuditRecord) -> str:
-        """The JSON line (without newline) written for ``record``."""
+        """The JSON line (without newline) written for ``record``; always encodable as UTF-8 (text
+        that is not, such as a lone surrogate, is written as JSON ``\\u`` escapes)."""
         when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
         v = record.verdict
         entry = {
             "time": when.isoformat(timespec="milliseconds"),
             "user": self.pseudonym(record.user),
+            "account": self.pseudonym(record.account) if record.account is not None else None,
             "principals": self.principals_hash(record.principals),
             "question": record.question,
             "sources": [
@@ -143,7 +152,12 @@ class AuditLog:
             "timings_ms": {k: round(float(ms), 1) for k, ms in record.timings_ms.items()},
             "error": record.error,
         }
-        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (e.g. in a model's output): escaped, still logged
+            text = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
+        return text
 
     def _open(self, day: date) -> int:
         if self._fd is not None and self._day == day:

@@ -260,27 +260,46 @@ def test_models_needs_the_key_only(served: Served) -> None:
     assert r.status_code == 200 and [m["id"] for m in r.json()["data"]] == ["ancre"]
 
 
+def _body(path: str, question: str = Q_BAUMONT) -> bytes:
+    payload = chat_body(question) if path.startswith("/v1") else {"question": question}
+    return json.dumps(payload).encode()
+
+
+def _sig(email: str, t: int, path: str, body: bytes, secret: str = SECRET) -> str:
+    return signature(secret, email, t, "POST", path, body)
+
+
 def test_signature_required_when_a_secret_is_configured(served: Served, srv: ScriptedServer) -> None:
     script(srv, CASE1, GROUNDED)
     email = UPN["alice"]
     now = int(time.time())
-    good = {**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now)}
-    r = _post(served.signed_url, "/query", good)
+    body = _body("/query")
+    good = {**who("alice"), "X-Ancre-Signature": _sig(email, now, "/query", body), "Content-Type": "application/json"}
+    r = httpx.post(f"{served.signed_url}/query", content=body, headers=good, timeout=60)
     assert r.status_code == 200 and r.json()["ancree"] is True
 
-    bad = {
-        "missing": ({**who("alice")}, "missing_signature"),
-        "other user's": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, UPN["bruno"], now)}, "invalid_signature"),
-        "bruno replaying alice's": ({**who("bruno"), "X-Ancre-Signature": signature(SECRET, email, now)}, "invalid_signature"),
-        "wrong secret": ({**who("alice"), "X-Ancre-Signature": signature("guess", email, now)}, "invalid_signature"),
-        "malformed": ({**who("alice"), "X-Ancre-Signature": "deadbeef"}, "invalid_signature"),
-        "stale": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now - 600)}, "stale_signature"),
-        "future": ({**who("alice"), "X-Ancre-Signature": signature(SECRET, email, now + 600)}, "stale_signature"),
-    }
+    def bad_cases(path: str) -> dict[str, tuple[dict[str, str], bytes, str]]:
+        b = _body(path)
+        h = {**who("alice"), "Content-Type": "application/json"}
+        return {
+            "missing": (h, b, "missing_signature"),
+            "other user's": ({**h, "X-Ancre-Signature": _sig(UPN["bruno"], now, path, b)}, b, "invalid_signature"),
+            "bruno replaying alice's": ({**who("bruno"), "X-Ancre-Signature": _sig(email, now, path, b)}, b, "invalid_signature"),
+            "wrong secret": ({**h, "X-Ancre-Signature": _sig(email, now, path, b, "guess")}, b, "invalid_signature"),
+            "malformed": ({**h, "X-Ancre-Signature": "deadbeef"}, b, "invalid_signature"),
+            "stale": ({**h, "X-Ancre-Signature": _sig(email, now - 600, path, b)}, b, "stale_signature"),
+            "future": ({**h, "X-Ancre-Signature": _sig(email, now + 600, path, b)}, b, "stale_signature"),
+            # issue 9: a captured signature is good for its own question and endpoint only
+            "another question": ({**h, "X-Ancre-Signature": _sig(email, now, path, b)},
+                                 _body(path, "Quel est le salaire de la directrice ?"), "invalid_signature"),
+            "another endpoint": ({**h, "X-Ancre-Signature": _sig(email, now, "/query" if path != "/query" else "/v1/chat/completions", b)},
+                                 b, "invalid_signature"),
+        }
+
     srv.clear()
-    for what, (headers, code) in bad.items():
-        for path in ("/query", "/v1/chat/completions"):
-            r = _post(served.signed_url, path, headers)
+    for path in ("/query", "/v1/chat/completions"):
+        for what, (headers, content, code) in bad_cases(path).items():
+            r = httpx.post(f"{served.signed_url}{path}", content=content, headers=headers, timeout=60)
             assert r.status_code == 401 and r.json()["error"]["code"] == code, (what, path, r.text)
             assert SECRET not in r.text
     assert srv.requests_to("/api/chat") == []
@@ -404,6 +423,72 @@ def test_bad_requests(served: Served, srv: ScriptedServer) -> None:
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
     r = httpx.get(f"{served.url}/nowhere")
     assert r.status_code == 404 and set(r.json()["error"]) == {"message", "type", "param", "code"}
+    assert srv.requests_to("/api/chat") == []
+
+
+BAD_TEXT = [
+    ("/query", b'{"question": "Forfait \\ud800 du contrat Rochat ?"}'),
+    ("/v1/chat/completions", b'{"model": "ancre", "messages": [{"role": "user", "content": "Rochat \\udc00 ?"}]}'),
+    ("/v1/chat/completions", b'{"model": "ancre", "stream": true, "messages": [{"role": "user", "content": "Rochat \\udc00 ?"}]}'),
+    ("/v1/chat/completions",
+     b'{"model": "ancre", "messages": [{"role": "user", "content": [{"type": "text", "text": "\\ud83d Rochat"}]}]}'),
+]
+
+
+def test_bad_text_is_422_everywhere_and_every_answered_question_is_audited(served: Served, srv: ScriptedServer) -> None:
+    """Issue 9: a lone surrogate crashed the embedder or the audit writer (500); it is refused at
+    the edge with 422 on every endpoint, and each question that is answered leaves its audit line."""
+    script(srv, CASE1, GROUNDED)
+    before = served.audit_count()
+    for path, body in BAD_TEXT:
+        r = httpx.post(f"{served.url}{path}", content=body, headers={**who("alice"), "Content-Type": "application/json"},
+                       timeout=60)
+        assert r.status_code == 422, (path, body, r.text)
+        assert "lone surrogate" in r.json()["error"]["message"] and r.json()["error"]["param"], r.text
+    assert srv.requests_to("/api/chat") == [] and served.audit_count() == before
+    answered = 0
+    for path, payload in (("/query", {"question": Q_BAUMONT}), ("/v1/chat/completions", chat_body(Q_BAUMONT)),
+                          ("/v1/chat/completions", chat_body(Q_BAUMONT, stream=True)),
+                          ("/query", {"question": "Forfait \U0001F600 Baumont \u0000 ?"})):
+        r = httpx.post(f"{served.url}{path}", json=payload, headers=who("alice"), timeout=60)
+        assert r.status_code in (200, 422) and "error" not in r.text[:20], (path, r.text)
+        answered += 1
+        assert served.audit_count() == before + answered, path
+    _no_error(srv)
+
+
+def test_lookalike_identities_get_nothing_and_the_audit_names_both(served: Served, srv: ScriptedServer, tmp_path: Path) -> None:
+    """Issue 9: the forwarded jeß.rossi@ (or with ſ) is not the directory's jess.rossi@; the audit
+    line keeps the header as received and the resolved account apart."""
+    from ancre.query.audit import AuditLog
+
+    data = json.loads((served.root / "directory.json").read_text("utf-8"))
+    sid = data["users"]["alice"]["sid"].rsplit("-", 1)[0] + "-1299"
+    data["users"]["jess"] = {"sid": sid, "upn": "jess.rossi@axonix.ch", "groups": ["GG_Direction"]}
+    (tmp_path / "directory.json").write_text(json.dumps(data), "utf-8")
+    rt = served.rt
+    audit = AuditLog(tmp_path / "audit")
+    svc = AnswerService(rt.retriever, rt.store, FileDirectory(tmp_path / "directory.json"), served.settings, None, None, audit)
+
+    def ask(email: str) -> httpx.Response:
+        with TestClient(create_app(svc, served.settings)) as client:
+            headers: dict[str, Any] = {**who("alice"), "X-OpenWebUI-User-Email": email.encode()}  # UTF-8 bytes
+            return client.post("/query", json={"question": Q_ROCHAT}, headers=headers)
+
+    r = ask("Jess.Rossi@axonix.ch")
+    assert r.status_code == 200 and ROCHAT_FEE in r.json()["reponse"], r.text  # jess reads DIRECTION
+    for lookalike in ("je\u00df.rossi@axonix.ch", "je\u017fs.rossi@axonix.ch", "JE\u1e9e.ROSSI@axonix.ch"):
+        r = ask(lookalike)
+        assert r.status_code == 200 and r.json()["reponse"] == REFUSAL and r.json()["sources"] == [], (lookalike, r.text)
+        _no_trace(r, ROCHAT_FEE, "Rochat.docx")
+    r = ask("jess")  # identity = "upn": an account name is not a UPN
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_identity"
+    audit.close()
+    lines = [json.loads(x) for f in sorted((tmp_path / "audit").glob("audit-*.jsonl")) for x in f.read_text("utf-8").splitlines()]
+    assert [(x["user"], x["account"]) for x in lines] == [
+        ("Jess.Rossi@axonix.ch", "jess"), ("je\u00df.rossi@axonix.ch", None), ("je\u017fs.rossi@axonix.ch", None),
+        ("JE\u1e9e.ROSSI@axonix.ch", None)]
+    assert lines[0]["sources"] and not any(x["sources"] for x in lines[1:])
     assert srv.requests_to("/api/chat") == []
 
 

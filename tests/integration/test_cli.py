@@ -159,3 +159,38 @@ def test_version() -> None:
 
     res = runner.invoke(app, ["--version"])
     assert res.exit_code == 0 and res.output.strip() == f"ancre {__version__}"
+
+
+@pytest.fixture(scope="module")
+def unsynced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus and its config, not synced: ``acl explain`` reads rights, not the index."""
+    return write_config(copy_corpus(tmp_path_factory.mktemp("cli-explain")))
+
+
+SALARIES = "RH/Grille_Salariale_2026.docx"
+
+
+@pytest.mark.parametrize("path", [f"CLIENTS/../{SALARIES}", f"CLIENTS\\..\\{SALARIES.replace('/', chr(92))}",
+                                  f"\\\\SRV-FICHIERS\\Partage\\CLIENTS\\..\\{SALARIES.replace('/', chr(92))}"])
+def test_acl_explain_answers_for_the_canonical_path(unsynced: Path, path: str) -> None:
+    """Issue 9: bruno reads CLIENTS, not RH; CLIENTS/../RH/x is RH/x, answered as RH/x is."""
+    canonical = run("acl", "explain", "--as", "bruno", SALARIES, "--config", str(unsynced))
+    res = run("acl", "explain", "--as", "bruno", path, "--config", str(unsynced))
+    assert res.exit_code == 0 and canonical.exit_code == 0, res.output
+    assert f"path: {SALARIES}" in res.output and "result: NOT READABLE" in res.output
+    assert res.stdout == canonical.stdout
+    assert "not an indexable file" not in res.output  # the file exists: the canonical path finds it
+
+
+def test_acl_explain_refuses_paths_outside_the_source(unsynced: Path) -> None:
+    root = unsynced.parent / "share"
+    for path in ("../../etc/passwd", "CLIENTS/../../ancre.toml", "/etc/passwd", f"{root}/../acl.json",
+                 "\\\\SRV-FICHIERS\\Partage\\..\\Autre\\x.docx", "\\\\SRV-FICHIERS\\Partage\\CLIENTS\\..\\..\\x.docx",
+                 "C:\\Windows\\win.ini"):
+        res = runner.invoke(app, ["acl", "explain", "--as", "alice", path, "--config", str(unsynced)])
+        assert res.exit_code == 2, (path, res.output)
+        assert "error:" in res.stderr and ("outside" in res.stderr or "not under" in res.stderr), (path, res.stderr)
+        assert "READABLE" not in res.stdout, path
+    # an absolute path inside the folder source's root is its relative path
+    res = run("acl", "explain", "--as", "bruno", f"{root}/{SALARIES}", "--config", str(unsynced))
+    assert res.exit_code == 0 and f"path: {SALARIES}" in res.output and "result: NOT READABLE" in res.output

@@ -153,6 +153,10 @@ def test_ldap_finds_users_by_sam_upn_mail_and_domain_name(env: Env) -> None:
     assert f"sid:{sid('GG_Direction')}" not in chloe and f"sid:{sid('GG_RH')}" not in chloe
     assert d.principals("chloe.rey@axonix.ch") == chloe  # UPN (the fixture's mail is the same address)
     assert d.principals("AXONIX\\chloe") == chloe == d.principals("CHLOE")
+    # issue 9: the account a name designates, matched exactly after NFC and ASCII lowercasing
+    assert d.account_of("CHLOE.Rey@axonix.ch") == d.account_of("axonix\\chloe") == "chloe"
+    for other in ("chlo\u0113.rey@axonix.ch", "chloe.rey@axonix.ch.evil", "chloe@axonix.ch", "mallory"):
+        assert d.account_of(other) is None and d.principals(other) == frozenset(), other
     for unknown in ("mallory", "", "OTHERDOM\\chloe", "AXONIX\\mallory", "*", "chloe)(objectClass=*"):
         assert d.principals(unknown) == frozenset(), unknown
 

@@ -63,13 +63,13 @@ class Service:
         self.store, self.directory = Store(), Directory(directory_fails)
         self.asked: list[tuple[str, str]] = []
 
-    def ask(self, question: str, user: str) -> Answer:
+    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
         self.asked.append((question, user))
         if isinstance(self.result, Exception):
             raise self.result
         return self.result
 
-    def stream(self, question: str, user: str) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
         self.asked.append((question, user))
         if isinstance(self.result, Exception):
             raise self.result
@@ -244,3 +244,46 @@ def test_health_and_metrics_need_no_key() -> None:
 def test_no_key_no_api() -> None:
     with pytest.raises(ConfigError, match="api.api_key is required"):
         create_app(Service(answer()), load_settings(None))
+
+
+# ----------------------------------------------------------------------------- bad text, bad bodies (issue 9)
+
+
+BAD_TEXT_BODIES = [
+    ("/query", b'{"question": "Forfait \\ud800 Rochat ?"}', "question"),
+    ("/v1/chat/completions", b'{"model": "ancre", "messages": [{"role": "user", "content": "x\\udc00"}]}',
+     "messages[0].content"),
+    ("/v1/chat/completions", b'{"model": "ancre", "stream": true, "messages": [{"role": "user", "content": "x\\udc00"}]}',
+     "messages[0].content"),
+    ("/v1/chat/completions",
+     b'{"model": "ancre", "messages": [{"role": "user", "content": [{"type": "text", "text": "\\udbff!"}]}]}',
+     "messages[0].content[0].text"),
+    ("/v1/chat/completions", b'{"model": "ancre", "user": "\\ud800", "messages": [{"role": "user", "content": "q"}]}',
+     "user"),  # an ignored extra field: bad text anywhere in the body is refused
+]
+
+
+@pytest.mark.parametrize(("path", "body", "param"), BAD_TEXT_BODIES)
+def test_bad_text_is_422_at_the_edge(path: str, body: bytes, param: str) -> None:
+    svc = Service(answer())
+    with client(svc) as c:
+        r = c.post(path, content=body, headers={**H, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["param"] == param and r.json()["error"]["code"] == "invalid_value"
+    assert "lone surrogate" in r.json()["error"]["message"]
+    assert svc.asked == []  # never reached the query core (embedder, model, audit)
+
+
+@pytest.mark.parametrize("body", [b'{"question": "\xff\xfe"}', b"\xff{", b"[" * 100_000 + b"]" * 100_000])
+def test_an_unparseable_body_is_422_not_400(body: bytes) -> None:
+    svc = Service(answer())
+    with client(svc, max_body_bytes=1024 * 1024) as c:
+        for path in ("/query", "/v1/chat/completions"):
+            r = c.post(path, content=body, headers={**H, "Content-Type": "application/json"})
+            assert r.status_code == 422, (path, r.text)
+            assert r.json()["error"]["param"] == "body" and r.json()["error"]["code"] == "invalid_value"
+    assert svc.asked == []
+    # and the published schema says so
+    doc = create_app(svc, load_settings(None, api={"api_key": KEY})).openapi()
+    for path in ("/query", "/v1/chat/completions"):
+        assert "422" in doc["paths"][path]["post"]["responses"]

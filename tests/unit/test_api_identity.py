@@ -43,22 +43,44 @@ def test_api_key() -> None:
     assert code_of(check_api_key, "Bearer clé€", "clé€") == "invalid_api_key"  # not header bytes: refused, no crash
 
 
+BODY = b'{"question": "Quel est le forfait de Baumont ?"}'
+REQ = {"method": "POST", "path": "/query", "body": BODY}
+
+
 def test_signature_format_is_pinned() -> None:
-    expected = hmac.new(SECRET.encode(), f"{EMAIL}\n{NOW}".encode(), hashlib.sha256).hexdigest()
-    assert signature(SECRET, EMAIL, NOW) == f"t={NOW},v1={expected}"
+    """The exact string to sign of README "Identity signature"."""
+    body_hash = hashlib.sha256(BODY).hexdigest()
+    msg = f"{EMAIL}\n{NOW}\nPOST\n/query\n{body_hash}"
+    expected = hmac.new(SECRET.encode(), msg.encode(), hashlib.sha256).hexdigest()
+    assert signature(SECRET, EMAIL, NOW, "POST", "/query", BODY) == f"t={NOW},v1={expected}"
+    assert signature(SECRET, EMAIL, NOW, "post", "/query", BODY) == f"t={NOW},v1={expected}"
+    empty = hmac.new(SECRET.encode(), f"{EMAIL}\n{NOW}\nGET\n/v1/models\n{hashlib.sha256(b'').hexdigest()}".encode(),
+                     hashlib.sha256).hexdigest()
+    assert signature(SECRET, EMAIL, NOW, "GET", "/v1/models") == f"t={NOW},v1={empty}"
 
 
 def test_signature_checks() -> None:
-    good = signature(SECRET, EMAIL, NOW)
-    check_signature(good, EMAIL, SECRET, 300, now=NOW + 299)
-    check_signature(good.upper().replace("T=", "t=").replace("V1=", "v1="), EMAIL, SECRET, 300, now=NOW)
-    assert code_of(check_signature, None, EMAIL, SECRET, 300, now=NOW) == "missing_signature"
-    assert code_of(check_signature, good, "alice.martin@axonix.ch", SECRET, 300, now=NOW) == "invalid_signature"
-    assert code_of(check_signature, good, EMAIL, "other", 300, now=NOW) == "invalid_signature"
-    assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW + 301) == "stale_signature"
-    assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW - 301) == "stale_signature"
+    good = signature(SECRET, EMAIL, NOW, **REQ)
+    check_signature(good, EMAIL, SECRET, 300, now=NOW + 299, **REQ)
+    check_signature(good, EMAIL, SECRET, 300, now=NOW - 299, **REQ)
+    check_signature(good.upper().replace("T=", "t=").replace("V1=", "v1="), EMAIL, SECRET, 300, now=NOW, **REQ)
+    assert code_of(check_signature, None, EMAIL, SECRET, 300, now=NOW, **REQ) == "missing_signature"
+    assert code_of(check_signature, good, "alice.martin@axonix.ch", SECRET, 300, now=NOW, **REQ) == "invalid_signature"
+    assert code_of(check_signature, good, EMAIL, "other", 300, now=NOW, **REQ) == "invalid_signature"
+    assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW + 301, **REQ) == "stale_signature"
+    assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW - 301, **REQ) == "stale_signature"  # dated in the future
     for bad in ("deadbeef", f"t={NOW}", "v1=abc", f"t=-{NOW},v1=abc", f"t={NOW},t={NOW},v1=abc", "t=１２,v1=abc"):
-        assert code_of(check_signature, bad, EMAIL, SECRET, 300, now=NOW) == "invalid_signature", bad
+        assert code_of(check_signature, bad, EMAIL, SECRET, 300, now=NOW, **REQ) == "invalid_signature", bad
+
+
+def test_a_captured_signature_is_good_for_its_own_request_only() -> None:
+    """Issue 9: the signature binds the method, the path and the body, not only e-mail and time."""
+    good = signature(SECRET, EMAIL, NOW, **REQ)
+    other_question = {**REQ, "body": b'{"question": "Quel est le salaire de la directrice ?"}'}
+    assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW, **other_question) == "invalid_signature"
+    assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW, **{**REQ, "path": "/v1/chat/completions"}) == "invalid_signature"
+    assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW, **{**REQ, "method": "PUT"}) == "invalid_signature"
+    check_signature(good, EMAIL, SECRET, 300, now=NOW, **REQ)
 
 
 def test_authenticate_reads_open_webui_headers() -> None:
@@ -81,13 +103,14 @@ def test_authenticate_reads_open_webui_headers() -> None:
 def test_authenticate_with_a_signing_secret() -> None:
     cfg = ApiConfig()
     secrets = Secrets(KEY, SECRET)
-    ok = headers(**{"x-ancre-signature": signature(SECRET, EMAIL, NOW)})
-    assert authenticate(ok, cfg, secrets, now=NOW).user == EMAIL
-    assert code_of(authenticate, headers(), cfg, secrets, now=NOW) == "missing_signature"
-    other = headers(**{"x-ancre-signature": signature(SECRET, "alice.martin@axonix.ch", NOW)})
-    assert code_of(authenticate, other, cfg, secrets, now=NOW) == "invalid_signature"
+    ok = headers(**{"x-ancre-signature": signature(SECRET, EMAIL, NOW, **REQ)})
+    assert authenticate(ok, cfg, secrets, now=NOW, **REQ).user == EMAIL
+    assert code_of(authenticate, ok, cfg, secrets, now=NOW, **{**REQ, "body": b"{}"}) == "invalid_signature"
+    assert code_of(authenticate, headers(), cfg, secrets, now=NOW, **REQ) == "missing_signature"
+    other = headers(**{"x-ancre-signature": signature(SECRET, "alice.martin@axonix.ch", NOW, **REQ)})
+    assert code_of(authenticate, other, cfg, secrets, now=NOW, **REQ) == "invalid_signature"
     custom = ApiConfig(signature_header="X-Proxy-Sig")
-    assert authenticate(headers(**{"x-proxy-sig": signature(SECRET, EMAIL, NOW)}), custom, secrets, now=NOW).user == EMAIL
+    assert authenticate(headers(**{"x-proxy-sig": signature(SECRET, EMAIL, NOW, **REQ)}), custom, secrets, now=NOW, **REQ).user == EMAIL
 
 
 def test_configurable_header_names() -> None:
@@ -130,3 +153,28 @@ def test_api_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.api.port == 9001 and s.api.api_key is not None and s.api.api_key.get_secret_value() == KEY
     with pytest.raises(ConfigError, match="api.identity"):
         load_settings(None, api={"identity": "guess"})
+
+
+def test_identity_upn_accepts_upns_only() -> None:
+    """Issue 9: with identity = "upn" the e-mail must be a UPN; an account name or DOMAIN\\sam in
+    the e-mail header is refused (the directory would match it against account names)."""
+    cfg, secrets = ApiConfig(identity="upn"), Secrets(KEY, None)
+    for not_upn in ("bruno", "AXONIX\\bruno", "bruno@", "@axonix.ch", "AXONIX\\bruno@axonix.ch"):
+        assert code_of(authenticate, headers(**{"x-openwebui-user-email": not_upn}), cfg, secrets) == "invalid_identity", not_upn
+        assert code_of(directory_user, not_upn, cfg) == "invalid_identity", not_upn
+    sam = ApiConfig(identity="sam")
+    assert directory_user("bruno@axonix.ch", sam) == "bruno"
+    assert code_of(directory_user, "AXONIX\\bruno@axonix.ch", sam) == "invalid_identity"
+
+
+def test_user_map_matches_exactly_after_ascii_lowercasing() -> None:
+    """``ß`` is not ``ss`` (Unicode case folding would merge them)."""
+    mapped = ApiConfig(user_map={"Jess.Rossi@Axonix.com": "jess"})
+    assert directory_user("JESS.ROSSI@axonix.com", mapped) == "jess"
+    assert directory_user("je\u00df.rossi@axonix.com", mapped) == "je\u00df.rossi@axonix.com"  # not mapped
+    assert directory_user("je\u017fs.rossi@axonix.com", mapped) == "je\u017fs.rossi@axonix.com"
+
+
+def test_the_identity_keeps_the_header_as_received() -> None:
+    ident = authenticate(headers(**{"x-openwebui-user-email": " Zoe\u0301.Blanc@axonix.ch "}), ApiConfig(), Secrets(KEY, None))
+    assert ident.header == " Zoe\u0301.Blanc@axonix.ch " and ident.email == "Zoé.Blanc@axonix.ch"

@@ -187,3 +187,33 @@ def test_write_failure_is_an_audit_error(tmp_path) -> None:
     log = AuditLog(target, retention_days=30)
     with pytest.raises(AuditError, match=str(target)):
         log.append(_record())
+
+
+def test_text_that_is_not_unicode_is_still_audited(tmp_path: Path) -> None:
+    """A lone surrogate (from a model's output, say) never stops a record: it is written escaped."""
+    log = AuditLog(tmp_path / "audit")
+    verdict = Verdict(False, (CONTROL_INVENTED,), ("22_\ud800.docx",), (), "non_requise")
+    log.append(AuditRecord("alice", PRINCIPALS, "Forfait de l'étude Rochat ?", (SRC,), verdict, {}, T0))
+    log.close()
+    (entry,) = _lines(tmp_path / "audit" / "audit-2026-01-15.jsonl")
+    assert entry["invented"] == ["22_\ud800.docx"] and entry["question"] == "Forfait de l'étude Rochat ?"
+
+
+def test_the_identity_as_received_and_the_resolved_account_are_apart(tmp_path: Path) -> None:
+    """Issue 9: ``user`` is the raw identity (the e-mail header), ``account`` the directory
+    account it resolved to (null when unknown); both pseudonymised with a key."""
+    from dataclasses import replace
+
+    log = AuditLog(tmp_path / "plain")
+    log.append(replace(_record(user="Alice.Martin@axonix.ch"), account="alice"))
+    log.append(replace(_record(user="je\u00df.rossi@axonix.ch"), account=None))
+    log.close()
+    known, unknown = _lines(tmp_path / "plain" / "audit-2026-01-15.jsonl")
+    assert (known["user"], known["account"]) == ("Alice.Martin@axonix.ch", "alice")
+    assert (unknown["user"], unknown["account"]) == ("je\u00df.rossi@axonix.ch", None)
+    key = b"k" * 32
+    keyed = AuditLog(tmp_path / "keyed", pseudonymize_key=key)
+    keyed.append(replace(_record(user="Alice.Martin@axonix.ch"), account="alice"))
+    keyed.close()
+    (entry,) = _lines(tmp_path / "keyed" / "audit-2026-01-15.jsonl")
+    assert entry["account"] == "hmac-sha256:" + hmac.new(key, b"alice", hashlib.sha256).hexdigest()

@@ -240,3 +240,52 @@ def test_cache_delegates_lookups(corpus: FileDirectory) -> None:
     assert cached.name_of(f"{DOM}-1105") == "AXONIX\\GG_RH"
     assert cached.users() == corpus.users()
     assert cached.membership_path("chloe", f"{DOM}-1103") == ("GG_Stagiaires",)
+
+
+# ----------------------------------------------------------------------------- lookalike identities (issue 9)
+
+
+def _with_jess(write: Writer) -> FileDirectory:
+    data = corpus_dict()
+    data["users"]["jess"] = {"sid": f"{DOM}-1299", "upn": "jess.rossi@axonix.ch", "groups": ["GG_Direction"]}
+    data["users"]["zoe"] = {"sid": f"{DOM}-1298", "upn": "zo\u00e9@axonix.ch", "groups": []}
+    return FileDirectory(write(data))
+
+
+@pytest.mark.parametrize("lookalike", [
+    "je\u00df.rossi@axonix.ch",  # ß: str.casefold() makes it "ss"
+    "je\u017fs.rossi@axonix.ch",  # ſ (long s): casefold() makes it "s"
+    "je\u017f\u017f.rossi@axonix.ch",
+    "JE\u1e9e.ROSSI@AXONIX.CH",  # ẞ (capital sharp s)
+    "jess.ro\u017f\u017fi@axonix.ch",
+])
+def test_lookalike_identities_never_match(write: Writer, lookalike: str) -> None:
+    """Issue 9: names are matched exactly after NFC and ASCII-only lowercasing, never by Unicode
+    case folding — Open WebUI treats jeß.rossi@ and jess.rossi@ as two accounts."""
+    d = _with_jess(write)
+    assert d.account_of("jess.rossi@axonix.ch") == "jess" and d.principals("jess.rossi@axonix.ch")
+    assert lookalike.casefold() == "jess.rossi@axonix.ch"  # what the old matching did
+    assert d.principals(lookalike) == frozenset()
+    assert d.account_of(lookalike) is None
+    assert CachedDirectory(d, 60).account_of(lookalike) is None
+
+
+def test_names_match_after_nfc_and_ascii_lowercasing(write: Writer) -> None:
+    d = _with_jess(write)
+    assert d.account_of("Jess.Rossi@AXONIX.CH") == "jess" and d.account_of("  jess  ") == "jess"
+    assert d.account_of("zoe\u0301@axonix.ch") == "zoe"  # NFD as macOS writes it: the same text
+    assert d.account_of("ZO\u00c9@axonix.ch") is None  # non-ASCII letters are not case-folded
+    assert d.account_of("AXONIX\\JESS") == "jess" and d.account_of("AXONIX\\jess.rossi@axonix.ch") is None
+    assert d.sid_of("gg_direction") == f"{DOM}-1101" and d.sid_of("GG_Dire\u017ftion") is None
+
+
+def test_a_name_with_at_is_a_upn_and_matches_upns_only(write: Writer) -> None:
+    data = corpus_dict()
+    data["users"]["alice"]["upn"] = "a.martin@axonix.ch"
+    d = FileDirectory(write(data))
+    assert d.account_of("a.martin@axonix.ch") == "alice"
+    assert d.account_of("alice") == "alice"
+    assert d.account_of("alice@axonix.ch") is None  # sam + a domain is not a UPN of this directory
+    data["users"]["x@y"] = {"sid": f"{DOM}-1297"}
+    with pytest.raises(DirectoryError, match=r"users\.x@y: an account name cannot contain '@'"):
+        FileDirectory(write(data)).principals("alice")

@@ -1,0 +1,88 @@
+"""``acl explain`` canonicalises paths as sync does (issue 9, item 3): ``..`` is resolved and may
+not leave the source; absolute, UNC and URL paths must be under the source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ancre.acl.directory import FileDirectory
+from ancre.acl.explain import PathOutsideSourceError, canonical_path, explain
+from ancre.acl.manifest import AclManifest
+from ancre.errors import AncreError
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "axonix"
+UNC = "\\\\SRV-FICHIERS\\Partage"
+SALARIES = "RH/Grille_Salariale_2026.docx"
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("CLIENTS/x.docx", "CLIENTS/x.docx"),
+        ("CLIENTS/../RH/Grille_Salariale_2026.docx", SALARIES),
+        ("CLIENTS\\..\\RH\\Grille_Salariale_2026.docx", SALARIES),
+        ("./CLIENTS//./a/../x.docx", "CLIENTS/x.docx"),
+        ("CLIENTS/..", ""),
+        ("Cafe\u0301/x.docx", "Café/x.docx"),  # NFC, as sync stores paths
+        (f"{UNC}\\CLIENTS\\..\\RH\\Grille_Salariale_2026.docx", SALARIES),
+        ("//srv-fichiers/partage/RH/Grille_Salariale_2026.docx", SALARIES),
+        ("https://sp.example/sites/D/Documents partages/a/../b.docx", "b.docx"),
+    ],
+)
+def test_canonical_paths(given: str, canonical: str) -> None:
+    unc = "https://sp.example/sites/D/Documents partages" if given.startswith("https:") else UNC
+    assert canonical_path(given, unc_root=unc, root=Path("/srv/partage")) == canonical
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "../../etc/passwd",
+        "CLIENTS/../../etc/passwd",
+        "..",
+        "/etc/passwd",
+        "/srv/partage/../etc/passwd",
+        "/srv/partage-bis/x.docx",  # a sibling whose name starts like the root
+        "C:\\Windows\\win.ini",
+        f"{UNC}\\..\\Autre\\x.docx",
+        f"{UNC}\\CLIENTS\\..\\..\\Autre\\x.docx",
+        "\\\\SRV-FICHIERS\\Autre\\x.docx",
+        "https://sp.example/sites/D/Documents partages/../../x.docx",
+    ],
+)
+def test_paths_outside_the_source_are_errors(given: str) -> None:
+    unc = "https://sp.example/sites/D/Documents partages" if given.startswith("https:") else UNC
+    with pytest.raises(PathOutsideSourceError, match="outside|not under"):
+        canonical_path(given, unc_root=unc, root=Path("/srv/partage"))
+    assert issubclass(PathOutsideSourceError, AncreError)
+
+
+def test_unc_roots_with_non_ascii_names() -> None:
+    assert canonical_path("\\\\SRV\\STRAßE\\a\\b.docx", unc_root="\\\\srv\\Straße") == "a/b.docx"
+    with pytest.raises(PathOutsideSourceError):
+        canonical_path("\\\\SRV\\STRASSE\\a\\b.docx", unc_root="\\\\srv\\Straße")
+
+
+def test_an_absolute_path_inside_a_folder_source_is_its_relative_path(tmp_path: Path) -> None:
+    (tmp_path / "RH").mkdir()
+    assert canonical_path(str(tmp_path / "RH" / "x.docx"), root=tmp_path) == "RH/x.docx"
+    assert canonical_path(f"{tmp_path}/CLIENTS/../RH/x.docx", root=tmp_path) == "RH/x.docx"
+    with pytest.raises(PathOutsideSourceError):
+        canonical_path("/RH/x.docx", root=tmp_path)  # not "relative to the share" any more
+    with pytest.raises(PathOutsideSourceError):
+        canonical_path(str(tmp_path / "RH" / "x.docx"))  # SMB source: no local root
+
+
+def test_explain_answers_for_the_canonical_path() -> None:
+    """bruno (GG_Techniciens) reads CLIENTS, not RH: going through CLIENTS/.. changes nothing."""
+    directory = FileDirectory(CORPUS / "directory.json")
+    manifest = AclManifest.load(CORPUS / "acl.json", directory)
+    direct = explain(directory, manifest, "bruno", SALARIES)
+    tricked = explain(directory, manifest, "bruno", "CLIENTS/../" + SALARIES)
+    assert not direct.readable and not tricked.readable
+    assert tricked == direct and tricked.path == SALARIES
+    assert explain(directory, manifest, "bruno", "CLIENTS/./21_Contrat_Maintenance_Baumont_Industries.docx").readable
+    with pytest.raises(PathOutsideSourceError):
+        explain(directory, manifest, "bruno", "../../etc/passwd")
