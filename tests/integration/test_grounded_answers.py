@@ -190,7 +190,9 @@ def check_audit(line: dict, answer: Answer, user: str, question: str) -> None:
     assert line["error"] is None
     assert re.fullmatch(r"[0-9a-f]{64}", line["principals"])
     for src in line["sources"]:
-        assert set(src) == {"filename", "doc_id", "location", "acl"} and re.fullmatch(r"[0-9a-f]{64}", src["acl"])
+        assert set(src) == {"filename", "doc_id", "location", "acl", "rights"} and re.fullmatch(r"[0-9a-f]{64}", src["acl"])
+        assert src["rights"] == "live"  # checked at its source before it was put in the context
+    assert {r["doc_id"] for r in line["rights"]} >= {s["doc_id"] for s in line["sources"]}
     assert {s.doc_id for s in answer.sources} <= {s["doc_id"] for s in line["sources"]}
     assert {"directory", "retrieval", "context", "grounding", "total"} <= set(line["timings_ms"])
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00$", line["time"])
