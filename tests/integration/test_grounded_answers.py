@@ -547,7 +547,8 @@ def test_cli_ask_json(corpus: Synced, srv: ScriptedServer) -> None:
         corpus.reopen()
     assert ext.exit_code == 0, ext.output
     out = json.loads(ext.stdout)
-    assert set(out) == {"reponse", "sources", "ancree", "controles", "verification", "extractive"}
+    assert set(out) == {"reponse", "sources", "ancree", "controles", "verification", "extractive", "documents_ecartes"}
+    assert out["documents_ecartes"] == []  # every document's rights were checked live
     assert out["extractive"] is True and out["ancree"] is True and out["verification"] == "non_requise"
     assert out["reponse"].startswith(EXTRACTIVE_HEADER) and "CHF 3 840 HT" in out["reponse"]
     rochat = next(s for s in out["sources"] if s["filename"] == ROCHAT)
