@@ -557,7 +557,7 @@ def test_cli_ask_json(corpus: Synced, srv: ScriptedServer) -> None:
 
     assert json.loads(refusal.stdout) == {
         "reponse": REFUSAL, "sources": [], "ancree": True, "controles": [CONTROL_REFUSAL],
-        "verification": "non_requise", "extractive": True,
+        "verification": "non_requise", "extractive": True, "documents_ecartes": [],
     }  # fmt: skip
 
     assert llm.exit_code == 0, llm.output
