@@ -232,6 +232,20 @@ class QueryConfig(_Section):
     candidates: int = Field(30, ge=1, le=1000)
     rrf_k: int = Field(60, ge=1)
     limit: int = Field(10, ge=1, le=1000)
+    live_acl: bool = True
+    """Re-read each candidate document's ACL from its source before it is shown or put in a
+    context (:mod:`ancre.query.live_acl`); ``false`` trusts the index (sync, notifications and the
+    ACL sweep) alone."""
+    live_acl_ttl_s: float = Field(5.0, ge=0, le=3600)
+    """Seconds a live reading of a document's ACL is reused by later questions (``0``: never)."""
+    live_acl_timeout_s: float = Field(3.0, gt=0, le=600)
+    """Seconds one question waits for the live readings; a source that has not answered by then
+    counts as unreachable."""
+    live_acl_on_unreachable: Literal["deny", "stored"] = "deny"
+    """A document whose source can't be reached: ``deny`` leaves it out (fail closed, the answer
+    says so), ``stored`` falls back to the ACL stored in the index (availability first)."""
+    live_acl_workers: int = Field(8, ge=1, le=64)
+    """Concurrent live ACL readings (one bounded thread pool per process)."""
 
 
 class Settings(BaseSettings):

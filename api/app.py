@@ -79,7 +79,7 @@ from ancre.config import Settings
 from ancre.errors import AncreError, AuditError, DirectoryError, EmbedderError, StoreError
 from ancre.index.store import Store
 from ancre.models import COLLECTIONS
-from ancre.query.answer import Answer
+from ancre.query.answer import Answer, unverified_note
 from ancre.query.enrich import format_location
 from ancre.query.llm import LlmError
 from ancre.query.settings_models import DEFAULT_OLLAMA_URL, LlmConfig
@@ -136,14 +136,22 @@ def sources_out(answer: Answer) -> list[dict[str, str]]:
     return [{"filename": s.filename, "location": s.location, "path": s.path} for s in answer.sources]
 
 
+def unchecked_out(answer: Answer) -> list[dict[str, Any]]:
+    """``documents_ecartes``: ``[{source, documents, raison}]``, the documents left out because
+    their rights could not be checked live (never their names)."""
+    return [{"source": u.source, "documents": u.documents, "raison": u.outcome} for u in answer.unverified]
+
+
 def verdict_out(answer: Answer) -> dict[str, Any]:
-    """The ``ancre`` object: ``{ancree, verification, controles, sources, extractive}``."""
+    """The ``ancre`` object: ``{ancree, verification, controles, sources, extractive,
+    documents_ecartes}``."""
     return {
         "ancree": answer.ancree,
         "verification": answer.verification,
         "controles": list(answer.controles),
         "sources": sources_out(answer),
         "extractive": answer.extractive,
+        "documents_ecartes": unchecked_out(answer),
     }
 
 
@@ -158,7 +166,8 @@ def verdict_headers(answer: Answer) -> dict[str, str]:
 def sources_block(answer: Answer) -> str:
     """What follows the answer's text on ``/v1``: a Markdown « Sources » list, one line per
     document (file name, then its folder as a code span / its URL as an autolink), and a warning
-    line when the answer is not grounded. ``""`` for a refusal (no source, grounded)."""
+    line when the answer is not grounded, and one when documents were left out because their
+    rights could not be checked live. ``""`` for a refusal (no source, grounded) otherwise."""
     parts: list[str] = []
     if answer.sources:
         lines = [f"- {s.filename} — {format_location(s.location)}" if s.location else f"- {s.filename}"
@@ -166,6 +175,8 @@ def sources_block(answer: Answer) -> str:
         parts.append("**Sources :**\n" + "\n".join(lines))
     if answer.ancree is False:
         parts.append(WARNING_UNGROUNDED)
+    if answer.unverified:
+        parts.append(f"⚠️ {unverified_note(answer.unverified)}")
     return "\n\n---\n" + "\n\n".join(parts) if parts else ""
 
 
@@ -476,6 +487,7 @@ def create_app(
                     "reponse_bloquee": answer.reponse, "sources": sources, "ancree": False,
                     "controles": list(answer.controles), "verification": answer.verification,
                     "citations_inventees": list(answer.invented), "affirmations_non_sourcees": list(answer.unsourced),
+                    "documents_ecartes": unchecked_out(answer),
                 },
                 status_code=422, headers=verdict_headers(answer),
             )
@@ -483,7 +495,7 @@ def create_app(
             {
                 "reponse": answer.reponse, "sources": sources, "ancree": answer.ancree,
                 "controles": list(answer.controles), "verification": answer.verification,
-                "extractive": answer.extractive,
+                "extractive": answer.extractive, "documents_ecartes": unchecked_out(answer),
             },
             headers=verdict_headers(answer),
         )

@@ -103,6 +103,16 @@ class SourceOut(BaseModel):
     path: str
 
 
+class Unchecked(BaseModel):
+    """Documents of one source left out because their rights could not be checked live."""
+
+    source: str
+    documents: int
+    raison: Literal["unreachable", "no_source"] = Field(
+        description="unreachable: the source did not answer in time; no_source: not configured"
+    )
+
+
 class Verdict(BaseModel):
     """The ``ancre`` object of a chat completion (and of the last streamed chunk)."""
 
@@ -111,6 +121,7 @@ class Verdict(BaseModel):
     controles: list[str]
     sources: list[SourceOut]
     extractive: bool
+    documents_ecartes: list[Unchecked] = []
 
 
 class AssistantMessage(BaseModel):
@@ -166,6 +177,7 @@ class QueryAnswer(BaseModel):
     controles: list[str]
     verification: Literal["effectuee", "non_effectuee", "non_requise"]
     extractive: bool
+    documents_ecartes: list[Unchecked] = []
 
 
 class QueryBlocked(BaseModel):
@@ -178,6 +190,7 @@ class QueryBlocked(BaseModel):
     verification: Literal["effectuee", "non_effectuee", "non_requise"]
     citations_inventees: list[str]
     affirmations_non_sourcees: list[str]
+    documents_ecartes: list[Unchecked] = []
 
 
 class ErrorBody(BaseModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -64,6 +64,18 @@ class Connector(Protocol):
 
     def collection_for(self, item: SourceItem) -> str:
         """The Qdrant collection (``documents`` / ``documentation``) this item feeds."""
+        ...
+
+    def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
+        """The *current* read ACL of each relative path, read from the source now (no cache of
+        the connector's own), as :meth:`fetch_acl` computes it for a sync — used by the query
+        core to check rights live before a document is shown (:mod:`ancre.query.live_acl`).
+
+        Returns ``{path: Acl}`` with the paths as given; a path that no longer exists (deleted,
+        renamed) is left out of the mapping. An unreadable or malformed ACL is
+        ``Acl.nobody(reason)``. Raises :class:`~ancre.errors.SourceUnavailableError` when the
+        source itself can't be reached (the caller decides: fail closed or the stored ACL).
+        Thread-safe: the query core calls it from several threads with disjoint batches."""
         ...
 
     def get_item(self, path: str) -> SourceItem | None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ancre.acl.directory import Directory
@@ -73,7 +74,8 @@ class FolderConnector:
         self.directory = directory
         self._real: dict[str, Path] = {}
         self._manifest: AclManifest | None = None
-        self._manifest_mtime: float | None = None
+        self._manifest_key: tuple[int, int, int] | None = None
+        self._manifest_lock = threading.Lock()
 
     # -- listing ---------------------------------------------------------------------------------
     def list_items(self) -> Iterator[SourceItem]:
@@ -145,12 +147,14 @@ class FolderConnector:
         path = self.cfg.acl_manifest
         if path is None:
             return None
-        mtime = Path(path).stat().st_mtime
-        if self._manifest is None or self._manifest_mtime != mtime:
-            assert self.directory is not None
-            self._manifest = AclManifest.load(Path(path), self.directory)
-            self._manifest_mtime = mtime
-        return self._manifest
+        st = Path(path).stat()
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)  # an editor's save-by-rename changes the inode
+        with self._manifest_lock:
+            if self._manifest is None or self._manifest_key != key:
+                assert self.directory is not None
+                self._manifest = AclManifest.load(Path(path), self.directory)
+                self._manifest_key = key
+            return self._manifest
 
     def fetch_acl(self, item: SourceItem) -> Acl:
         """Read ACL of the item: manifest, else configured principals, else nobody. Never raises."""
@@ -166,6 +170,23 @@ class FolderConnector:
         except (OSError, ValueError, AclError, DirectoryError) as e:
             return Acl.nobody(f"acl_unreadable: {e}")
         return Acl.nobody("no acl manifest and no principals configured for this source")
+
+    def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
+        """The current ACL of each relative path (see
+        :meth:`ancre.connectors.base.Connector.read_acls`): the manifest is re-read when it changed
+        on disk (modification time, size or inode), the configured principals re-resolved. A path
+        that is no longer a regular file is left out. Raises ``SourceUnavailableError`` when the
+        root is missing (an unmounted share is not a deletion)."""
+        if not self.root.is_dir():
+            raise SourceUnavailableError(f"source {self.source_id}: root {self.root} is missing or not a directory")
+        out: dict[str, Acl] = {}
+        for path in paths:
+            rel = nfc(path.strip("/"))
+            full = self._real.get(rel) or self.root / rel
+            if not rel or not full.is_file():
+                continue
+            out[path] = self.fetch_acl(SourceItem(self.source_id, rel, rel, 0, 0.0))
+        return out
 
     def _resolve(self, name: str) -> str:
         if ":" in name:

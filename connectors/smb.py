@@ -27,7 +27,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import smbclient
@@ -100,6 +100,15 @@ _DEAD_SESSION_STATUSES = frozenset(
 _AUTH_STATUSES = frozenset({0xC000006D, 0xC000006A, 0xC0000064, 0xC0000071, 0xC0000072, 0xC0000234, 0xC000006E})
 """LOGON_FAILURE, WRONG_PASSWORD, NO_SUCH_USER, PASSWORD_EXPIRED, ACCOUNT_DISABLED,
 ACCOUNT_LOCKED_OUT, ACCOUNT_RESTRICTION: a retry won't help."""
+
+SHARE_REFRESH_S = 60.0
+"""The live ACL check (:meth:`SmbConnector.read_acls`) re-resolves ``share_allow`` /
+``share_deny`` and group nesting at most this often (a sync pass does it once per pass)."""
+
+
+class _Gone(Exception):
+    """The path does not exist on the share (any more)."""
+
 
 FAIL_FAST_S = 10.0
 """After a failed reconnection, content and ACL reads fail at once for this many seconds (a pass
@@ -288,6 +297,8 @@ class SmbConnector:
         self._down_until = 0.0
         self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
         self._nesting: dict[tuple[str, str], bool] = {}
+        self._share_at = time.monotonic()
+        self._session_lock = threading.Lock()
         self.watch_ready = threading.Event()
         """Set while :meth:`watch` has its CHANGE_NOTIFY requests armed on the server."""
         self.unreachable: tuple[str, ...] = ()
@@ -544,9 +555,16 @@ class SmbConnector:
         descriptor gives ``Acl.nobody(reason)``; a server that can't be reached raises
         :class:`SourceUnavailableError` (the pass stops as suspect instead of revoking rights)."""
         try:
+            return self._acl_at(item.path)
+        except _Gone as e:
+            return Acl.nobody(f"acl_unreadable: {e}")
+
+    def _acl_at(self, rel: str) -> Acl:
+        """:meth:`fetch_acl` of a relative path; raises :class:`_Gone` when it does not exist."""
+        try:
             raw = self._call(
-                f"read the security of {item.path!r}",
-                lambda kw: read_security_descriptor(self.unc_of(item.path), **kw),
+                f"read the security of {rel!r}",
+                lambda kw: read_security_descriptor(self.unc_of(rel), **kw),
                 fail_fast=True,
             )
         except SourceUnavailableError:
@@ -554,10 +572,35 @@ class SmbConnector:
         except SMBOSError as e:
             if e.ntstatus == NtStatus.STATUS_ACCESS_DENIED:
                 return Acl.nobody("acl_unreadable: access denied on READ_CONTROL")
+            if is_not_found(e):
+                raise _Gone(str(e)) from None
             return Acl.nobody(f"acl_unreadable: {e}")
         except Exception as e:  # noqa: BLE001 - whatever went wrong, fail closed
             return Acl.nobody(f"acl_unreadable: {type(e).__name__}: {e}")
         return self._with_share(acl_from_descriptor(raw))
+
+    def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
+        """The current ACL of each relative path, as :meth:`fetch_acl` computes it (one compound
+        CREATE + QUERY_INFO + CLOSE per path, NTFS DACL ∩ share permissions), for the query
+        core's live check (see :meth:`ancre.connectors.base.Connector.read_acls`). A path the
+        server no longer has is left out. Raises :class:`SourceUnavailableError` when the share
+        can't be reached (at once for :data:`FAIL_FAST_S` seconds after a failed reconnection).
+        Share principals and group nesting are re-resolved at most every
+        :data:`SHARE_REFRESH_S` seconds. Thread-safe: concurrent batches share one session."""
+        with self._session_lock:
+            now = time.monotonic()
+            if now - self._share_at > SHARE_REFRESH_S:
+                self._share, self._nesting, self._share_at = None, {}, now
+            # one session for the concurrent batches (smbclient's pool is not safe against two
+            # threads registering the same server at once)
+            self._call("connect", lambda kw: smbclient.register_session(self.cfg.server or "", **kw), fail_fast=True)
+        out: dict[str, Acl] = {}
+        for path in paths:
+            try:
+                out[path] = self._acl_at(nfc(path.strip("/")))
+            except _Gone:
+                continue
+        return out
 
     def acl_of_descriptor(self, sd: SecurityDescriptor | None, reason: str | None = None) -> Acl:
         """``read_acl(sd)`` ∩ the share permissions (what :meth:`fetch_acl` computes)."""

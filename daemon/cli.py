@@ -21,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -185,9 +186,17 @@ def search(
                 }
                 for r in res.results
             ],
+            "unverified": [
+                {"source": u.source, "documents": u.documents, "reason": u.reason} for u in res.unverified
+            ],
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
+    for u in res.unverified:
+        err.print(
+            f"[yellow]warning: {u.documents} result document(s) of source {u.source!r} left out: their rights "
+            f"could not be checked live ({escape(u.reason)})[/]", highlight=False,
+        )
     t = Table(title=f"{question!r} as {user}")
     for col in ("#", "file", "folder", "chunk", "score", "found by"):
         t.add_column(col)
@@ -221,11 +230,18 @@ def ask(
             "controles": list(ans.controles),
             "verification": ans.verification,
             "extractive": ans.extractive,
+            "documents_ecartes": [
+                {"source": u.source, "documents": u.documents, "raison": u.outcome} for u in ans.unverified
+            ],
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
     console.print(ans.reponse, markup=False, highlight=False, soft_wrap=True)
     console.print()
+    if ans.unverified:
+        from ancre.query.answer import unverified_note
+
+        console.print(f"[yellow]{escape(unverified_note(ans.unverified))}[/]", highlight=False)
     if ans.sources:
         t = Table(title="sources")
         for col in ("file", "folder"):

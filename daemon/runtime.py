@@ -24,6 +24,7 @@ from ancre.models import COLLECTIONS
 if TYPE_CHECKING:
     from ancre.daemon.sync import SyncEngine
     from ancre.query.answer import AnswerService
+    from ancre.query.live_acl import LiveAclChecker
     from ancre.query.retrieval import Retriever
 
 
@@ -109,11 +110,24 @@ class Runtime:
         return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)
 
     @cached_property
+    def live_acl(self) -> LiveAclChecker:
+        """The query side's live rights check: its own connectors (built at the first question
+        that needs each source, kept for the process), the store and the state DB it updates."""
+        from ancre.query.live_acl import LiveAclChecker
+
+        return LiveAclChecker(
+            lambda source_id: self.connector(self.settings.source(source_id)),
+            self.store, self.state, self.settings.query,
+        )
+
+    @cached_property
     def retriever(self) -> Retriever:
-        """The query core's hybrid retriever."""
+        """The query core's hybrid retriever, with the live rights check unless
+        ``query.live_acl = false``."""
         from ancre.query.retrieval import Retriever
 
-        return Retriever(self.store, self.embedder, self.bm25, self.settings.query)
+        live = self.live_acl if self.settings.query.live_acl else None
+        return Retriever(self.store, self.embedder, self.bm25, self.settings.query, live)
 
     @cached_property
     def answer_service(self) -> AnswerService:
@@ -157,6 +171,8 @@ class Runtime:
         """Release the extraction worker, the state DB and the store (and its lock)."""
         if "answer_service" in self.__dict__:
             self.answer_service.close()
+        if "live_acl" in self.__dict__:
+            self.live_acl.close()
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.close()

@@ -538,6 +538,9 @@ class Daemon:
                 }
                 for r in res.results
             ],
+            "unverified": [
+                {"source": u.source, "documents": u.documents, "reason": u.reason} for u in res.unverified
+            ],
         }
 
     def _doc_counts(self) -> dict[str, Any]:

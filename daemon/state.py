@@ -112,6 +112,18 @@ class StateDB:
                 tuple(getattr(st, f) for f in ItemState.__dataclass_fields__),
             )
 
+    def set_acl_hash(self, source: str, doc_id: str, acl_hash: str) -> bool:
+        """Record a new ACL digest for the *indexed* document ``doc_id`` of ``source`` (the query
+        core's live check found its ACL changed and already wrote it to the store), so that the
+        next pass sees no ACL-only change left to apply. One atomic UPDATE: a row a pass holds as
+        ``pending`` (or failed/skipped) is left to that pass. Returns whether a row changed."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE items SET acl_hash = ?, updated_at = ? WHERE source = ? AND doc_id = ? AND status = 'indexed'",
+                (acl_hash, time.time(), source, doc_id),
+            )
+            return cur.rowcount > 0
+
     def delete(self, source: str, native_id: str) -> None:
         """Forget one item."""
         with self._tx() as db:

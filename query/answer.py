@@ -5,7 +5,10 @@
 1. the directory account the user name designates, and its principals — a
    :class:`~ancre.errors.DirectoryError` propagates (fail closed: no answer at all); a user the
    directory does not know gets no principal, hence no chunk, hence the refusal;
-2. hybrid retrieval trimmed to those principals (:mod:`ancre.query.retrieval`);
+2. hybrid retrieval trimmed to those principals (:mod:`ancre.query.retrieval`), each result's
+   document checked live against its source (:mod:`ancre.query.live_acl`): a document whose
+   rights could not be checked is left out, the control ``droits_non_verifies`` fires and
+   :attr:`Answer.unverified` says how many per source;
 3. control 1: no chunk → the standard refusal, **no model is called**;
 4. the context (:mod:`ancre.query.context`) and the strict prompt (:mod:`ancre.query.prompt`);
 5. the answering model — or, with none configured, the extractive answer
@@ -38,11 +41,12 @@ import logging
 import time
 import unicodedata
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.config import Settings
 from ancre.index.store import Store
+from ancre.models import SearchResult
 from ancre.query.audit import AuditLog, AuditRecord
 from ancre.query.context import Context, Source, build_context
 from ancre.query.enrich import enrich_citations
@@ -55,6 +59,7 @@ from ancre.query.grounding import (
     no_context_verdict,
 )
 from ancre.query.judge import Judge
+from ancre.query.live_acl import RightsCheck, Unverified, unverified
 from ancre.query.llm import ChatClient, ExtractiveAnswerer, LlmError
 from ancre.query.prompt import REFUSAL, build_messages
 from ancre.query.retrieval import Retriever
@@ -65,6 +70,10 @@ ERROR_MODEL = "erreur_modele"
 """Audit ``error`` when the answering model failed (the error itself is raised to the caller)."""
 ERROR_INTERRUPTED = "interrompue"
 """Audit ``error`` when a streamed answer was abandoned by its consumer before the end."""
+CONTROL_RIGHTS_UNVERIFIED = "droits_non_verifies"
+"""Control that fires when documents were left out because their rights could not be checked
+live (their source unreachable): the answer rests on the others only. It does not change
+``ancree``."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,21 @@ class Answer:
     extractive: bool
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     unsourced: tuple[str, ...] = ()
+    unverified: tuple[Unverified, ...] = ()
+    """Documents left out because their rights could not be checked live (source unreachable),
+    per source; non-empty exactly when ``droits_non_verifies`` is among the controls."""
+
+
+def unverified_note(groups: tuple[Unverified, ...]) -> str:
+    """The sentence shown to the user when documents were left out unchecked (``""`` if none):
+    the count and the source, never the documents' names."""
+    if not groups:
+        return ""
+    n = sum(g.documents for g in groups)
+    where = ", ".join(f"« {g.source} »" for g in groups)
+    if n == 1:
+        return f"1 document a été écarté : ses droits d'accès n'ont pas pu être vérifiés (source {where} injoignable)."
+    return f"{n} documents ont été écartés : leurs droits d'accès n'ont pas pu être vérifiés (source {where} injoignable)."
 
 
 @dataclass
@@ -115,6 +139,7 @@ class _Prepared:
     context: Context
     timings: dict[str, float]
     started: float
+    rights: tuple[RightsCheck, ...] = ()
 
 
 def _ms(since: float) -> float:
@@ -184,12 +209,19 @@ class AnswerService:
             log.warning("identity %r is unknown to the directory: nothing is readable for it", user)
         timings["directory"] = _ms(t)
         t = time.perf_counter()
-        results = self.retriever.retrieve(question, principals).results if principals else ()
+        results: tuple[SearchResult, ...] = ()
+        rights: tuple[RightsCheck, ...] = ()
+        if principals:
+            retrieval = self.retriever.retrieve(question, principals)
+            results, rights = retrieval.results, retrieval.rights
+            timings["live_acl"] = retrieval.timings.live_acl_ms
         timings["retrieval"] = _ms(t)
         t = time.perf_counter()
         context = build_context(results, self.store, principals, self.settings.context)
         timings["context"] = _ms(t)
-        return _Prepared(question, user if identity is None else identity, account, principals, context, timings, started)
+        return _Prepared(
+            question, user if identity is None else identity, account, principals, context, timings, started, rights
+        )
 
     def _record(self, prep: _Prepared, verdict: Verdict, error: str | None = None) -> None:
         if self.audit is None:
@@ -204,6 +236,7 @@ class AnswerService:
                 verdict=verdict,
                 timings_ms=dict(prep.timings),
                 error=error,
+                rights=prep.rights,
             )
         )
 
@@ -220,6 +253,9 @@ class AnswerService:
         else:
             verdict = ground(prep.question, raw, prep.context, self.judge, extractive=extractive)
         prep.timings["grounding"] = _ms(t)
+        left_out = unverified(prep.rights)
+        if left_out:
+            verdict = replace(verdict, controls=(*verdict.controls, CONTROL_RIGHTS_UNVERIFIED))
         reponse = enrich_citations(raw, prep.context.sources)  # after every check
         prep.timings["total"] = _ms(prep.started)
         self._record(prep, verdict)
@@ -234,6 +270,7 @@ class AnswerService:
             extractive=extractive,
             timings_ms=dict(prep.timings),
             unsourced=verdict.unsourced,
+            unverified=left_out,
         )
 
     def _without_model(self, prep: _Prepared) -> tuple[str, bool] | None:
@@ -331,10 +368,12 @@ class AnswerService:
 
 
 __all__ = [
+    "CONTROL_RIGHTS_UNVERIFIED",
     "ERROR_INTERRUPTED",
     "ERROR_MODEL",
     "Answer",
     "AnswerService",
     "AnswerSource",
     "shown_sources",
+    "unverified_note",
 ]

@@ -5,10 +5,18 @@ folder::
 
     {"time": "2026-01-15T08:30:00.123+00:00", "user": "alice.martin@axonix.ch", "account": "alice",
      "principals": "<sha256>",
-     "question": "…", "sources": [{"filename", "doc_id", "location", "acl": "<Acl.digest()>"}],
+     "question": "…", "sources": [{"filename", "doc_id", "location", "acl": "<Acl.digest()>",
+     "rights": "live"}],
+     "rights": [{"doc_id", "filename", "live": true, "outcome": "live", "readable": true,
+                 "reason": null, "age_s": 0.0}],
      "controls": ["citation_inventee"], "invented": ["22_….docx"], "ancree": false,
      "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0},
      "error": null}
+
+``rights`` lists every document whose rights were decided for the question — those put before
+the model and those left out — with whether they were checked live at their source and the
+outcome (:data:`ancre.query.live_acl.Outcome`: ``live``, ``changed``, ``gone``, ``unreachable``,
+``stored``, ``no_source``, ``off``); each source's ``rights`` repeats its outcome.
 
 - **Append-only**: files are opened ``O_WRONLY | O_APPEND | O_CREAT`` and each record is one
   ``write`` (concurrent writers, even in other processes, never interleave within a line).
@@ -44,6 +52,7 @@ from pathlib import Path
 from ancre.errors import AuditError
 from ancre.query.context import Source
 from ancre.query.grounding import Verdict
+from ancre.query.live_acl import RightsCheck
 
 FILE_RE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})\.jsonl$")
 
@@ -66,6 +75,8 @@ class AuditRecord:
     """Why no answer reached the user (the model failed, the client left mid-stream); ``None``
     when one did."""
     account: str | None = None
+    rights: tuple[RightsCheck, ...] = ()
+    """The rights decision on every document considered (live check or not)."""
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -133,6 +144,7 @@ class AuditLog:
         that is not, such as a lone surrogate, is written as JSON ``\\u`` escapes)."""
         when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
         v = record.verdict
+        rights = {c.doc_id: c for c in record.rights}
         entry = {
             "time": when.isoformat(timespec="milliseconds"),
             "user": self.pseudonym(record.user),
@@ -140,8 +152,18 @@ class AuditLog:
             "principals": self.principals_hash(record.principals),
             "question": record.question,
             "sources": [
-                {"filename": s.filename, "doc_id": s.doc_id, "location": s.location, "acl": s.acl_digest}
+                {
+                    "filename": s.filename, "doc_id": s.doc_id, "location": s.location, "acl": s.acl_digest,
+                    "rights": rights[s.doc_id].outcome if s.doc_id in rights else None,
+                }
                 for s in record.sources
+            ],
+            "rights": [
+                {
+                    "doc_id": c.doc_id, "filename": c.filename, "live": c.live, "outcome": c.outcome,
+                    "readable": c.readable, "reason": c.reason, "age_s": c.age_s,
+                }
+                for c in record.rights
             ],
             "controls": list(v.controls),
             "invented": list(v.invented),

@@ -6,7 +6,11 @@
    id *with* the rights filter, in one call per collection — hits that are gone or now forbidden are
    dropped: the snapshot never decides rights;
 3. Reciprocal Rank Fusion, ``score = Σ 1 / (k + rank)`` with ``k = 60`` and 1-based ranks
-   (Cormack, Clarke & Büttcher, SIGIR 2009), so scores lie in [0, 2/61 ≈ 0.033].
+   (Cormack, Clarke & Büttcher, SIGIR 2009), so scores lie in [0, 2/61 ≈ 0.033];
+4. with a :class:`~ancre.query.live_acl.LiveAclChecker` (``query.live_acl``), the documents of the
+   best fused results have their ACL re-read from their source before they are returned: a
+   document the fresh ACL (or an unreachable source) refuses is dropped and the next results
+   move up — in rounds, so only the documents that may be shown are read (usually one round).
 
 An empty principal set returns ``[]`` before anything is searched.
 """
@@ -23,6 +27,7 @@ from ancre.index.bm25 import Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import Store
 from ancre.models import COLLECTIONS, SearchResult, StoredPoint
+from ancre.query.live_acl import LiveAclChecker, RightsCheck, Unverified, unchecked, unverified
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class RetrievalTimings:
     bm25_ms: float = 0.0
     reread_ms: float = 0.0
     fuse_ms: float = 0.0
+    live_acl_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,14 @@ class Retrieval:
     bm25_dropped: int = 0
     """BM25 hits the fresh read refused (deleted or no longer readable by this user)."""
     timings: RetrievalTimings = field(default_factory=RetrievalTimings)
+    rights: tuple[RightsCheck, ...] = ()
+    """The rights decision on every document considered for the results, in order (those
+    dropped included): live checks, or ``off`` ones when the live check is disabled."""
+
+    @property
+    def unverified(self) -> tuple[Unverified, ...]:
+        """Documents left out because their rights could not be checked live, per source."""
+        return unverified(self.rights)
 
 
 def rrf(lists: dict[str, Sequence[str]], k: int = 60) -> dict[str, tuple[float, dict[str, int]]]:
@@ -64,11 +78,20 @@ def rrf(lists: dict[str, Sequence[str]], k: int = 60) -> dict[str, tuple[float, 
 class Retriever:
     """The query core's retrieval step; thread-safe as long as the store and embedder are."""
 
-    def __init__(self, store: Store, embedder: Embedder, bm25: Bm25Manager, cfg: QueryConfig) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        bm25: Bm25Manager,
+        cfg: QueryConfig,
+        live: LiveAclChecker | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.bm25 = bm25
         self.cfg = cfg
+        self.live = live
+        """The live rights check (step 4); ``None``: the index's ACLs decide alone."""
 
     def retrieve(self, question: str, principals: frozenset[str], limit: int | None = None) -> Retrieval:
         """Top ``limit`` (default ``cfg.limit``) fused results readable by ``principals``.
@@ -109,7 +132,10 @@ class Retriever:
         t4 = time.perf_counter()
 
         fused = rrf({"vector": [p.id for p in vec_hits], "bm25": bm25_ids}, k=self.cfg.rrf_k)
-        order = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+        ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        t_fused = time.perf_counter()
+        order, rights = self._allowed(ranked, by_id, principals, limit)
+        t_live = time.perf_counter()
         results = []
         for pid, (score, ranks) in order:
             pl = by_id[pid].payload
@@ -126,5 +152,41 @@ class Retriever:
         return Retrieval(
             tuple(results),
             bm25_dropped=len(bm25_hits) - len(bm25_ids),
-            timings=RetrievalTimings((t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms, (t4 - t3) * ms, (t5 - t4) * ms),
+            timings=RetrievalTimings(
+                (t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms, (t4 - t3) * ms,
+                (t5 - t4 - (t_live - t_fused)) * ms, (t_live - t_fused) * ms,
+            ),
+            rights=rights,
         )
+
+    def _allowed(
+        self,
+        ranked: list[tuple[str, tuple[float, dict[str, int]]]],
+        by_id: dict[str, StoredPoint],
+        principals: frozenset[str],
+        limit: int,
+    ) -> tuple[list[tuple[str, tuple[float, dict[str, int]]]], tuple[RightsCheck, ...]]:
+        """The first ``limit`` of ``ranked`` whose document passes the live check, and every
+        check made. Each round checks the unchecked documents among the current top ``limit``;
+        a refused document lets the next results move up (the loop ends when the top is made
+        of checked, readable documents or the candidates run out)."""
+        if self.live is None:
+            top = ranked[:limit]
+            return top, tuple(unchecked((by_id[pid].payload for pid, _ in top), principals).values())
+        checks: dict[str, RightsCheck] = {}
+        while True:
+            top: list[tuple[str, tuple[float, dict[str, int]]]] = []
+            need: dict[str, StoredPoint] = {}
+            for item in ranked:
+                pl = by_id[item[0]].payload
+                check = checks.get(pl.doc_id)
+                if check is not None and not check.readable:
+                    continue
+                top.append(item)
+                if check is None:
+                    need.setdefault(pl.doc_id, by_id[item[0]])
+                if len(top) == limit:
+                    break
+            if not need:
+                return top, tuple(checks.values())
+            checks.update(self.live.check([p.payload for p in need.values()], principals))

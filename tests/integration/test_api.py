@@ -195,7 +195,8 @@ def test_query_200_when_grounded_and_422_when_not(served: Served, srv: ScriptedS
     r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"reponse", "sources", "ancree", "controles", "verification", "extractive"}
+    assert set(body) == {"reponse", "sources", "ancree", "controles", "verification", "extractive", "documents_ecartes"}
+    assert body["documents_ecartes"] == []  # every source document's rights were checked live
     assert body["ancree"] is True and body["controles"] == [] and body["verification"] == "effectuee"
     assert body["reponse"].count(f"[{BAUMONT} : `{CLIENTS_UNC}`]") == 2  # citations carry their folder
     assert body["sources"] == [{"filename": BAUMONT, "location": CLIENTS_UNC, "path": f"CLIENTS/{BAUMONT}"}]
@@ -360,7 +361,7 @@ def test_a_user_who_may_not_read_gets_the_refusal_and_no_trace(served: Served, s
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_ROCHAT), headers=who("mallory"), timeout=60)
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == REFUSAL
     assert r.json()["ancre"] == {"ancree": True, "verification": "non_requise", "controles": ["aucun_extrait"],
-                                 "sources": [], "extractive": False}
+                                 "sources": [], "extractive": False, "documents_ecartes": []}
     assert srv.requests_to("/api/chat") == []
     _no_error(srv)
 

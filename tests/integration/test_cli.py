@@ -60,7 +60,7 @@ def test_search_for_unknown_user_says_so(cfg: Path) -> None:
     assert res.exit_code == 0
     assert "unknown to the directory" in res.output and "no readable result" in res.output
     res = run("search", Q, "--as", "mallory", "--json", "--config", str(cfg))
-    assert json.loads(res.stdout) == {"user": "mallory", "results": []}
+    assert json.loads(res.stdout) == {"user": "mallory", "results": [], "unverified": []}
     assert "unknown to the directory" in res.stderr
 
 

@@ -190,7 +190,9 @@ def check_audit(line: dict, answer: Answer, user: str, question: str) -> None:
     assert line["error"] is None
     assert re.fullmatch(r"[0-9a-f]{64}", line["principals"])
     for src in line["sources"]:
-        assert set(src) == {"filename", "doc_id", "location", "acl"} and re.fullmatch(r"[0-9a-f]{64}", src["acl"])
+        assert set(src) == {"filename", "doc_id", "location", "acl", "rights"} and re.fullmatch(r"[0-9a-f]{64}", src["acl"])
+        assert src["rights"] == "live"  # checked at its source before it was put in the context
+    assert {r["doc_id"] for r in line["rights"]} >= {s["doc_id"] for s in line["sources"]}
     assert {s.doc_id for s in answer.sources} <= {s["doc_id"] for s in line["sources"]}
     assert {"directory", "retrieval", "context", "grounding", "total"} <= set(line["timings_ms"])
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00$", line["time"])
@@ -546,7 +548,8 @@ def test_cli_ask_json(corpus: Synced, srv: ScriptedServer) -> None:
         corpus.reopen()
     assert ext.exit_code == 0, ext.output
     out = json.loads(ext.stdout)
-    assert set(out) == {"reponse", "sources", "ancree", "controles", "verification", "extractive"}
+    assert set(out) == {"reponse", "sources", "ancree", "controles", "verification", "extractive", "documents_ecartes"}
+    assert out["documents_ecartes"] == []  # every document's rights were checked live
     assert out["extractive"] is True and out["ancree"] is True and out["verification"] == "non_requise"
     assert out["reponse"].startswith(EXTRACTIVE_HEADER) and "CHF 3 840 HT" in out["reponse"]
     rochat = next(s for s in out["sources"] if s["filename"] == ROCHAT)
@@ -555,7 +558,7 @@ def test_cli_ask_json(corpus: Synced, srv: ScriptedServer) -> None:
 
     assert json.loads(refusal.stdout) == {
         "reponse": REFUSAL, "sources": [], "ancree": True, "controles": [CONTROL_REFUSAL],
-        "verification": "non_requise", "extractive": True,
+        "verification": "non_requise", "extractive": True, "documents_ecartes": [],
     }  # fmt: skip
 
     assert llm.exit_code == 0, llm.output

@@ -1,7 +1,8 @@
 """Property: whatever the sequence of file adds/modifies/deletes, ACL changes, directory membership
 changes, syncs (with or without BM25 rebuild) and searches, no search ever returns a chunk that the
-user may not read per the ACL engine on the source state the index last saw, nor a deleted or
-outdated chunk. ``ANCRE_STATEFUL_EXAMPLES`` sets the number of examples (CI: 200; bench: 10,000)."""
+user may not read per the ACL engine on the source state *now* (the live rights check re-reads
+the manifest at every search, ``live_acl_ttl_s = 0``, without waiting for a sync), nor a deleted
+or outdated chunk. ``ANCRE_STATEFUL_EXAMPLES`` sets the number of examples (CI: 200; bench: 10,000)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ class RightsMachine(RuleBasedStateMachine):
         cfg = self.tmp / "ancre.toml"
         cfg.write_text(
             'data_dir = "data"\n[directory]\nkind = "file"\npath = "directory.json"\ncache_ttl_s = 0\n'
-            '[sync]\nmass_delete_min_items = 1000\n'
+            '[sync]\nmass_delete_min_items = 1000\n[query]\nlive_acl_ttl_s = 0\n'
             '[[sources]]\nid = "s"\nroot = "share"\nacl_manifest = "acl.json"\n',
             encoding="utf-8",
         )
@@ -143,6 +144,7 @@ class RightsMachine(RuleBasedStateMachine):
     def search(self, query: str) -> None:
         assert self.rt is not None and self.synced_manifest is not None
         oracle_dir = FileDirectory(self.tmp / "directory.json")
+        current = AclManifest.load(self.tmp / "acl.json", oracle_dir)  # rights right now
         for user in (*USERS, "intrus"):
             principals = oracle_dir.principals(user)
             got = self.rt.retriever.retrieve(query, self.rt.directory.principals(user), limit=100).results
@@ -151,8 +153,9 @@ class RightsMachine(RuleBasedStateMachine):
             for r in got:
                 assert r.path in self.synced_files, f"{r.path} is deleted but was returned"
                 assert self.synced_files[r.path] in r.text, f"{r.path}: outdated chunk returned"
-                acl = self.synced_manifest.acl_for(r.path, is_dir=False)
-                assert acl.readable_by(principals), f"{user} may not read {r.path} ({acl})"
+                acl = current.acl_for(r.path, is_dir=False)
+                assert acl.readable_by(principals), f"{user} may not read {r.path} now ({acl})"
+                assert (self.share / r.path).is_file(), f"{r.path} was deleted at its source"
 
 RightsMachine.TestCase.settings = settings(
     max_examples=EXAMPLES,

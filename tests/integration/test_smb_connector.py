@@ -36,8 +36,8 @@ from ancre.errors import DirectoryError, SourceUnavailableError
 from ancre.models import COLLECTIONS, Acl
 from support.corpus import CORPUS, USERS, readable_paths
 from support.samba import SambaDC, samba_dc  # noqa: F401 - the session fixture
+from support.smb_config import PASSWORD_ENV, write_smb_config
 
-PASSWORD_ENV = "ANCRE_TEST_SMB_PASSWORD"
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"
 DENY_QUESTION = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"
 N_FILES = 9  # files of examples/axonix/share
@@ -74,36 +74,7 @@ def hits(rt: Runtime, question: str, principals: frozenset[str], limit: int = 20
 
 
 def write_config(dest: Path, dc: SambaDC, *, ttl: float = 0) -> Path:
-    cfg = dest / "ancre.toml"
-    cfg.write_text(
-        f'''data_dir = "data"
-[embedder]
-kind = "e5-local"
-[store]
-kind = "edge"
-[directory]
-kind = "ldap"
-url = "ldaps://{dc.host}:{dc.ldaps_port}"
-base_dn = "{dc.base_dn}"
-bind_dn = "{dc.admin_bind_dn}"
-bind_password_env = "{PASSWORD_ENV}"
-ca_file = "{dc.tls_ca_file}"
-cache_ttl_s = {ttl}
-[sync]
-mass_delete_ratio = 1.0
-[[sources]]
-id = "partage"
-kind = "smb"
-server = "{dc.host}"
-share = "{dc.share}"
-username = '{dc.admin_principal}'
-password_env = "{PASSWORD_ENV}"
-unc_root = '\\\\SRV-FICHIERS\\Partage'
-collection_overrides = {{ DOCUMENTATION = "documentation" }}
-''',
-        encoding="utf-8",
-    )
-    return cfg
+    return write_smb_config(dest, dc, ttl=ttl)
 
 
 class Env:

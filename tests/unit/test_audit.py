@@ -18,6 +18,7 @@ from ancre.models import Acl
 from ancre.query.audit import AuditLog, AuditRecord, load_or_create_key
 from ancre.query.context import Source
 from ancre.query.grounding import CONTROL_INVENTED, Verdict
+from ancre.query.live_acl import RightsCheck
 
 T0 = datetime(2026, 1, 15, 8, 30, 0, 123000, tzinfo=timezone.utc)
 ACL = Acl(frozenset({"sid:S-1-5-21-1-1001"}), frozenset({"sid:S-1-5-21-1-666"}))
@@ -33,9 +34,18 @@ SRC = Source(
 PRINCIPALS = frozenset({"sid:S-1-5-21-1-1001", "sid:S-1-1-0"})
 
 
+LIVE = RightsCheck(SRC.doc_id, "partage", SRC.path, SRC.filename, "documents", "changed", True, None, 1.25)
+LEFT_OUT = RightsCheck(
+    "partage:CLIENTS/x.docx", "partage", "CLIENTS/x.docx", "x.docx", "documents", "unreachable", False,
+    "source 'partage': \\\\srv\\Partage unreachable",
+)
+
+
 def _record(question: str = "Forfait de l'étude Rochat ?", time: datetime | None = T0, user: str = "alice") -> AuditRecord:
     verdict = Verdict(False, (CONTROL_INVENTED,), ("22_Contrat.docx",), (), "non_requise")
-    return AuditRecord(user, PRINCIPALS, question, (SRC,), verdict, {"retrieval": 12.34, "llm": 5000.0}, time)
+    return AuditRecord(
+        user, PRINCIPALS, question, (SRC,), verdict, {"retrieval": 12.34, "llm": 5000.0}, time, rights=(LIVE, LEFT_OUT)
+    )
 
 
 def _lines(path: Path) -> list[dict]:
@@ -53,7 +63,14 @@ def test_one_line_per_record_with_every_field(tmp_path: Path) -> None:
     assert entry["principals"] == hashlib.sha256(json.dumps(sorted(PRINCIPALS), separators=(",", ":")).encode()).hexdigest()
     assert entry["question"] == "Forfait de l'étude Rochat ?"
     assert entry["sources"] == [
-        {"filename": SRC.filename, "doc_id": SRC.doc_id, "location": SRC.location, "acl": ACL.digest()}
+        {"filename": SRC.filename, "doc_id": SRC.doc_id, "location": SRC.location, "acl": ACL.digest(), "rights": "changed"}
+    ]
+    # every document whose rights were decided, shown or left out, says whether it was checked live
+    assert entry["rights"] == [
+        {"doc_id": SRC.doc_id, "filename": SRC.filename, "live": True, "outcome": "changed", "readable": True,
+         "reason": None, "age_s": 1.25},
+        {"doc_id": "partage:CLIENTS/x.docx", "filename": "x.docx", "live": False, "outcome": "unreachable",
+         "readable": False, "reason": LEFT_OUT.reason, "age_s": 0.0},
     ]
     assert entry["controls"] == [CONTROL_INVENTED] and entry["invented"] == ["22_Contrat.docx"]
     assert entry["ancree"] is False and entry["verification"] == "non_requise"

@@ -1,0 +1,352 @@
+"""Rights checked live at answer time (README "How it stays safe", "Rights checked live").
+
+The index's ACLs follow the sources through sync passes, change notifications and the periodic
+ACL sweep — but a server may send no notification (Samba sends none for a file's own security
+descriptor), drop them, or the watch may be down. So before a document is shown by ``search`` or
+put in the context of ``ask``, :class:`LiveAclChecker` re-reads its *current* ACL from its source
+through :meth:`~ancre.connectors.base.Connector.read_acls` (SMB: a QUERY_INFO for the security
+descriptor, with the share permissions, as a sync computes it; folder sources: the ACL manifest,
+re-read when it changed):
+
+- **batched and concurrent**: the documents of one question are grouped by source and read in up
+  to ``query.live_acl_workers`` batches at once on one bounded thread pool; the question waits at
+  most ``query.live_acl_timeout_s`` seconds;
+- **a short TTL cache**: a reading is reused for ``query.live_acl_ttl_s`` seconds (any user: it is
+  the document's ACL, not a decision), but never when it disagrees with the ACL the index holds
+  (the sync may have written a newer one meanwhile): then the source is read again;
+- **a changed ACL updates the index at once**: the store payload of every chunk of the document
+  (no re-embedding), then the state DB's ACL digest — the same two writes as a sync pass's
+  ACL-only update, in the same order, so later questions and the next pass agree — and the rights
+  are evaluated on the fresh ACL;
+- **a source that can't be reached** (or does not answer in time): with
+  ``query.live_acl_on_unreachable = "deny"`` (default) the document is left out and the answer
+  says so (:func:`unverified`); with ``"stored"`` the ACL in the index decides;
+- a document that no longer exists at its source is left out (the next sync purges it).
+
+Every decision is a :class:`RightsCheck`, kept with the retrieval and written to the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ancre.config import QueryConfig
+from ancre.connectors.base import Connector
+from ancre.errors import AncreError, SourceUnavailableError
+from ancre.index.store import Store
+from ancre.models import Acl, ChunkPayload
+
+if TYPE_CHECKING:
+    from ancre.daemon.state import StateDB
+
+log = logging.getLogger("ancre.query.live_acl")
+
+Outcome = Literal["live", "changed", "gone", "unreachable", "stored", "no_source", "off"]
+"""How a document's rights were decided for one question:
+
+- ``live``: its ACL was read from the source (for this question, or within the TTL) and equals
+  the index's;
+- ``changed``: read from the source, it differs: the index was updated at once and the fresh ACL
+  decided;
+- ``gone``: the source no longer has the document: left out;
+- ``unreachable``: the source could not be reached in time: left out (fail closed);
+- ``stored``: the source could not be reached and ``live_acl_on_unreachable = "stored"``: the ACL
+  in the index decided;
+- ``no_source``: the document's source is not configured (any more) or its connector can't be
+  built: left out;
+- ``off``: ``query.live_acl = false``: the index's ACL decided.
+"""
+
+UNVERIFIED_OUTCOMES = frozenset({"unreachable", "no_source"})
+"""Outcomes of documents left out because their rights could not be checked."""
+
+
+@dataclass(frozen=True)
+class RightsCheck:
+    """The rights decision on one document for one question. ``readable``: whether the asking
+    user may see it; ``reason``: why it was left out or not checked (the source's error, the
+    fresh ACL's own reason), ``None`` otherwise; ``age_s``: seconds since its ACL was read from the
+    source (``0.0`` when read for this question or not read at all)."""
+
+    doc_id: str
+    source: str
+    path: str
+    filename: str
+    collection: str
+    outcome: Outcome
+    readable: bool
+    reason: str | None = None
+    age_s: float = 0.0
+
+    @property
+    def live(self) -> bool:
+        """Whether the rights were checked against the source (now or within the TTL)."""
+        return self.outcome in ("live", "changed", "gone")
+
+
+@dataclass(frozen=True)
+class Unverified:
+    """Documents of one source left out of a result because their rights could not be checked:
+    ``documents`` how many, ``reason`` one of the source's errors (for logs and admins; the user
+    is told only the source and the count)."""
+
+    source: str
+    documents: int
+    outcome: Outcome
+    reason: str
+
+
+def unverified(checks: Iterable[RightsCheck]) -> tuple[Unverified, ...]:
+    """The documents left out because their rights could not be checked, grouped by source (in
+    order of first appearance)."""
+    groups: dict[str, list[RightsCheck]] = {}
+    for c in checks:
+        if c.outcome in UNVERIFIED_OUTCOMES:
+            groups.setdefault(c.source, []).append(c)
+    return tuple(Unverified(s, len(cs), cs[0].outcome, cs[0].reason or "") for s, cs in groups.items())
+
+
+def unchecked(payloads: Iterable[ChunkPayload], principals: frozenset[str]) -> dict[str, RightsCheck]:
+    """``off`` checks (the index's ACL decides) for documents when the live check is disabled."""
+    out: dict[str, RightsCheck] = {}
+    for pl in payloads:
+        if pl.doc_id not in out:
+            stored = Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny))
+            out[pl.doc_id] = RightsCheck(
+                pl.doc_id, pl.source, pl.path, pl.filename, pl.collection, "off", stored.readable_by(principals)
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class _Reading:
+    acl: Acl | None  # None: the path no longer exists
+    at: float  # clock() when read
+
+
+def _slices(paths: list[str], n: int) -> list[list[str]]:
+    """``paths`` cut into at most ``n`` batches of nearly equal size, in order."""
+    if not paths:
+        return []
+    size = math.ceil(len(paths) / min(n, len(paths)))
+    return [paths[i : i + size] for i in range(0, len(paths), size)]
+
+
+class LiveAclChecker:
+    """Reads documents' current ACLs from their sources for the query core (see the module doc).
+
+    ``connector_for(source_id)`` returns the connector of a configured source (built once, then
+    kept; raises :class:`~ancre.errors.AncreError` for an unknown source or a bad configuration);
+    ``store`` receives changed ACLs (``set_acl``) and ``state`` their digests (``None``: no state
+    DB, e.g. an API apart from the daemon); ``cfg`` gives ``live_acl_ttl_s``,
+    ``live_acl_timeout_s``, ``live_acl_on_unreachable`` and ``live_acl_workers``; ``clock``:
+    monotonic seconds (tests move it). Thread-safe; :meth:`close` stops the pool and closes the
+    connectors it built.
+    """
+
+    def __init__(
+        self,
+        connector_for: Callable[[str], Connector],
+        store: Store,
+        state: StateDB | None,
+        cfg: QueryConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._connector_for = connector_for
+        self.store = store
+        self.state = state
+        self.cfg = cfg
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str], _Reading] = {}
+        self._connectors: dict[str, Connector] = {}
+        self._pool = ThreadPoolExecutor(max_workers=cfg.live_acl_workers, thread_name_prefix="ancre-live-acl")
+        self.reads = 0
+        """Paths read from sources so far (a cache hit reads nothing)."""
+
+    # ------------------------------------------------------------------ parts
+
+    def _connector(self, source: str) -> Connector:
+        with self._lock:
+            conn = self._connectors.get(source)
+        if conn is None:
+            conn = self._connector_for(source)
+            with self._lock:
+                conn = self._connectors.setdefault(source, conn)
+        return conn
+
+    def _cached(self, pl: ChunkPayload, stored: Acl, now: float) -> _Reading | None:
+        """A reading young enough and not contradicted by the index, or ``None``."""
+        ttl = self.cfg.live_acl_ttl_s
+        if ttl <= 0:
+            return None
+        with self._lock:
+            hit = self._cache.get((pl.source, pl.path))
+        if hit is None or now - hit.at >= ttl:
+            return None
+        if hit.acl is not None and hit.acl.digest() != stored.digest():
+            return None  # the index moved on (a sync wrote a newer ACL): read again
+        return hit
+
+    def _remember(self, key: tuple[str, str], reading: _Reading) -> None:
+        with self._lock:
+            self._cache[key] = reading
+            if len(self._cache) > 50_000:
+                ttl = self.cfg.live_acl_ttl_s
+                for k in [k for k, r in self._cache.items() if reading.at - r.at >= ttl]:
+                    del self._cache[k]
+
+    def forget(self) -> None:
+        """Drop every cached reading (the next question reads every ACL again)."""
+        with self._lock:
+            self._cache.clear()
+
+    def _apply(self, pl: ChunkPayload, fresh: Acl) -> None:
+        """Write a changed ACL to the index: the store's payloads, then the state DB's digest
+        (the order of the sync engine's ACL-only update). A failure is logged: the fresh ACL
+        still decides this question and the next sync applies it."""
+        try:
+            self.store.set_acl(pl.collection, pl.doc_id, fresh)
+            if self.state is not None:
+                self.state.set_acl_hash(pl.source, pl.doc_id, fresh.digest())
+        except Exception as e:  # noqa: BLE001 - the decision does not depend on the write
+            log.warning("live ACL check: %s changed but the index could not be updated: %s", pl.doc_id, e)
+            return
+        log.info(
+            "live ACL check: the ACL of %s changed at its source; index updated", pl.doc_id,
+            extra={"doc_id": pl.doc_id, "source": pl.source},
+        )
+
+    # ------------------------------------------------------------------ API
+
+    def check(self, payloads: Sequence[ChunkPayload], principals: frozenset[str]) -> dict[str, RightsCheck]:
+        """The rights of each distinct document of ``payloads`` (one payload per document is
+        enough: its ``source``, ``path``, ``collection`` and stored ACL are used) for a user
+        holding ``principals``, keyed by ``doc_id``. Blocks at most about
+        ``live_acl_timeout_s`` seconds. Never raises for a source's failure (see
+        :data:`Outcome`); with an empty principal set nothing is readable."""
+        docs: dict[str, ChunkPayload] = {}
+        for pl in payloads:
+            docs.setdefault(pl.doc_id, pl)
+        now = self._clock()
+        readings: dict[tuple[str, str], _Reading] = {}
+        todo: dict[str, list[str]] = defaultdict(list)
+        for pl in docs.values():
+            key = (pl.source, pl.path)
+            hit = self._cached(pl, Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny)), now)
+            if hit is not None:
+                readings[key] = hit
+            elif pl.path not in todo[pl.source]:
+                todo[pl.source].append(pl.path)
+
+        failures: dict[tuple[str, str], tuple[Outcome, str]] = {}
+        futures: dict[Future[Mapping[str, Acl]], tuple[str, list[str]]] = {}
+        for source, paths in todo.items():
+            if not paths:
+                continue
+            try:
+                conn = self._connector(source)
+            except AncreError as e:
+                for p in paths:
+                    failures[(source, p)] = ("no_source", f"source {source!r}: {e}")
+                continue
+            for batch in _slices(paths, self.cfg.live_acl_workers):
+                futures[self._pool.submit(conn.read_acls, batch)] = (source, batch)
+        if futures:
+            timeout = self.cfg.live_acl_timeout_s
+            done, not_done = wait(futures, timeout=timeout)
+            read_at = self._clock()
+            for fut in not_done:
+                fut.cancel()
+                source, batch = futures[fut]
+                for p in batch:
+                    failures[(source, p)] = ("unreachable", f"source {source!r}: no answer within {timeout:g} s")
+            for fut in done:
+                source, batch = futures[fut]
+                try:
+                    got = fut.result()
+                except SourceUnavailableError as e:
+                    reason = str(e)
+                except Exception as e:  # noqa: BLE001 - any failure of a source: fail closed
+                    log.warning("live ACL check: source %s failed: %s: %s", source, type(e).__name__, e)
+                    reason = f"source {source!r}: {type(e).__name__}: {e}"
+                else:
+                    for p in batch:
+                        reading = _Reading(got.get(p), read_at)
+                        readings[(source, p)] = reading
+                        self._remember((source, p), reading)
+                    with self._lock:
+                        self.reads += len(batch)
+                    continue
+                for p in batch:
+                    failures[(source, p)] = ("unreachable", reason)
+        for source in {s for (s, _p), (o, _r) in failures.items() if o == "unreachable"}:
+            log.warning(
+                "live ACL check: source %s unreachable: its documents are %s", source,
+                "judged on the stored ACL" if self.cfg.live_acl_on_unreachable == "stored" else "left out",
+            )
+
+        out: dict[str, RightsCheck] = {}
+        for doc_id, pl in docs.items():
+            key = (pl.source, pl.path)
+            stored = Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny))
+
+            def decided(outcome: Outcome, readable: bool, reason: str | None = None, age: float = 0.0) -> RightsCheck:
+                return RightsCheck(
+                    doc_id, pl.source, pl.path, pl.filename, pl.collection, outcome,
+                    readable and bool(principals), reason, round(max(0.0, age), 3),
+                )
+
+            if key in failures:
+                outcome, reason = failures[key]
+                if outcome == "unreachable" and self.cfg.live_acl_on_unreachable == "stored":
+                    out[doc_id] = decided("stored", stored.readable_by(principals), reason)
+                else:
+                    out[doc_id] = decided(outcome, False, reason)
+                continue
+            reading = readings[key]
+            age = now - reading.at if reading.at < now else 0.0
+            if reading.acl is None:
+                out[doc_id] = decided("gone", False, "no longer at its source", age)
+                continue
+            fresh = reading.acl
+            if fresh.digest() != stored.digest():
+                self._apply(pl, fresh)
+                out[doc_id] = decided("changed", fresh.readable_by(principals), fresh.reason, age)
+            else:
+                out[doc_id] = decided("live", fresh.readable_by(principals), fresh.reason, age)
+        return out
+
+    def close(self) -> None:
+        """Stop the pool (pending readings are cancelled) and close the connectors built here."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            conns = list(self._connectors.values())
+            self._connectors.clear()
+        for conn in conns:
+            close = getattr(conn, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as e:  # noqa: BLE001 - closing must not fail the caller
+                    log.debug("closing connector %s: %s", getattr(conn, "source_id", "?"), e)
+
+
+__all__ = [
+    "UNVERIFIED_OUTCOMES",
+    "LiveAclChecker",
+    "Outcome",
+    "RightsCheck",
+    "Unverified",
+    "unchecked",
+    "unverified",
+]
