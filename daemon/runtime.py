@@ -77,7 +77,7 @@ class Runtime:
         """The connector of one configured source."""
         if src.kind == "folder":
             directory = self.directory if (src.acl_manifest is not None or src.principals) else None
-            return FolderConnector(src, directory=directory, ignore=self.settings.ignore)
+            return FolderConnector(src, directory=directory, ignore=self.settings.ignore, private_dirs=self.private_paths())
         if src.kind == "smb":
             from ancre.connectors.smb import SmbConnector
 
@@ -85,6 +85,14 @@ class Runtime:
             directory = self.directory if (src.share_allow or src.share_deny) else None
             return SmbConnector(src, directory=directory, ignore=self.settings.ignore)
         raise ConfigError(f"sources.{src.id}.kind = {src.kind!r} is not available in this build")
+
+    def private_paths(self) -> tuple[Path, ...]:
+        """ancre's own files (data directory, audit folder and key): never a document, even
+        through a link."""
+        a = self.settings.audit
+        paths = [self.data_dir]
+        paths += [Path(p) for p in (a.dir, a.key_file) if p is not None]
+        return tuple(paths)
 
     def connectors(self) -> list[Connector]:
         """Connectors of every configured source, in config order."""

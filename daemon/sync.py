@@ -353,6 +353,9 @@ class SyncEngine:
         hash, extraction and chunking are settled here (``None``); a document whose chunks must
         be (re-)embedded is returned for :meth:`_commit`."""
         collection = connector.collection_for(item)
+        if item.skip is not None:  # a link not followed: reported, never read (its old points go)
+            self._record_problem(item, prev, collection, "", rep, "skipped", item.skip, drop=True)
+            return None
         acl = connector.fetch_acl(item)
         acl_hash = acl.digest()
         same_stat = (
