@@ -111,6 +111,26 @@ class StateDB:
                 tuple(getattr(st, f) for f in ItemState.__dataclass_fields__),
             )
 
+    def get(self, source: str, native_id: str) -> ItemState | None:
+        """One row, ``None`` if absent."""
+        with self._lock:
+            cur = self._db.execute(
+                f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items WHERE source = ? AND native_id = ?",
+                (source, native_id),
+            )
+            row = cur.fetchone()
+            return None if row is None else ItemState(*row)
+
+    def set_acl_hash(self, source: str, native_id: str, acl_hash: str) -> bool:
+        """Record a new ACL hash for an ``indexed`` row only (a row another writer turned
+        ``pending``/``failed`` meanwhile is left alone); ``True`` if a row was updated."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE items SET acl_hash = ?, updated_at = ? WHERE source = ? AND native_id = ? AND status = 'indexed'",
+                (acl_hash, time.time(), source, native_id),
+            )
+            return cur.rowcount > 0
+
     def delete(self, source: str, native_id: str) -> None:
         """Forget one item."""
         with self._tx() as db:
