@@ -12,6 +12,7 @@ from ancre.acl.directory import CachedDirectory, Directory, FileDirectory
 from ancre.config import Settings, SourceConfig
 from ancre.connectors.base import Connector
 from ancre.connectors.folder import FolderConnector
+from ancre.daemon.private import restrict_umask, tighten_tree
 from ancre.daemon.state import StateDB
 from ancre.errors import ConfigError
 from ancre.index.bm25 import Bm25Manager
@@ -31,8 +32,15 @@ class Runtime:
     """Lazily-built components of one ancre process. Close it to release the store lock."""
 
     def __init__(self, settings: Settings) -> None:
+        """Builds nothing yet, but makes ancre's files private: the process umask gains 077 and an
+        existing data directory (and audit folder) loses group/other permissions
+        (:mod:`ancre.daemon.private`)."""
         self.settings = settings
         self.data_dir = Path(settings.data_dir)
+        restrict_umask()
+        tighten_tree(self.data_dir)
+        if settings.audit.dir is not None:
+            tighten_tree(Path(settings.audit.dir))
 
     @cached_property
     def embedder(self) -> Embedder:
