@@ -530,6 +530,8 @@ class Daemon:
             src["last"] = summary
             if rep.scope == "full":
                 src["last_full"] = summary
+            elif rep.scope == "acl":
+                src["last_acl"] = summary
             if rep.outcome == "ok":
                 src["last_ok_at"] = now
             self._counts = None
@@ -591,7 +593,8 @@ class Daemon:
     def status(self) -> dict[str, Any]:
         """The daemon status (JSON-able): ``state``, ``pid``, ``queue_depth``, ``idle`` (queue
         empty, worker and BM25 idle), ``bm25_generation``, ``passes`` by trigger,
-        ``embedded_chunks_total``, per-source last pass/batch and watch mode, document and chunk
+        ``embedded_chunks_total``, per-source last pass/batch (``last``), last full pass
+        (``last_full``), last ACL refresh (``last_acl``) and watch mode, document and chunk
         counts, recent event-to-searchable ``delays_s``, the ports."""
         counts = self._doc_counts() if self.state in ("running", "stopping", "stopped") else {}
         pending = self.queue.pending()

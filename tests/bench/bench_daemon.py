@@ -181,7 +181,10 @@ def revocation_under_load(backlog_chunks: int = BACKLOG_CHUNKS) -> dict:
                 (root / "arriere" / f"a{j:04d}.txt").write_text(text.replace("Section", f"Fichier {j} section"), encoding="utf-8")
             d.wait_for(lambda: not d.status()["idle"], "the backlog to start")  # type: ignore[index]
             time.sleep(2.0)  # the worker is embedding the backlog
-            t0 = time.monotonic()
+            q0 = time.monotonic()
+            d.search(target, user="bruno")
+            query_s = time.monotonic() - q0  # one search's own latency under this load, for reference
+            t0, wall0 = time.monotonic(), time.time()
             acl.write_text(json.dumps({"share": "T", "entries": revoked}), encoding="utf-8")
             d.wait_for(
                 lambda: "projets/cible.txt" not in {r["path"] for r in d.search(target, user="bruno")},
@@ -189,12 +192,15 @@ def revocation_under_load(backlog_chunks: int = BACKLOG_CHUNKS) -> dict:
             )
             seconds = time.monotonic() - t0
             embedded = _indexed_chunks(base / "data" / "state.sqlite3", "arriere/")
+            last = d.wait_for(lambda: (d.status() or {}).get("sources", {}).get("t", {}).get("last_acl"), "the ACL refresh report")
+            applied = float(last["finished_at"]) - wall0
             d.kill()
         finally:
             d.kill()
     total = n_files * chunks_per_file
     return {"change": "revocation under load", "n": 1, "median_s": round(seconds, 3), "p95_s": round(seconds, 3),
-            "max_s": round(seconds, 3), "backlog_chunks": total, "embedded_by_then": max(0, embedded)}
+            "max_s": round(seconds, 3), "backlog_chunks": total, "embedded_by_then": max(0, embedded),
+            "applied_s": round(applied, 3), "query_s": round(query_s, 3)}
 
 
 def render(rows: list[dict]) -> None:
@@ -222,7 +228,9 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     if rv is not None:
         verdict = "met" if rv["max_s"] <= 5.0 else "MISSED"
         out.append((f"revocation under load ({rv['backlog_chunks']:,} chunks waiting)",
-                    f"{rv['max_s']:.2f} s {verdict} ({rv['embedded_by_then']:,} of them embedded by then)", "≤ 5 s"))
+                    f"{rv['max_s']:.2f} s {verdict} (rights rewritten after {rv['applied_s']:.2f} s; one search "
+                    f"under this load {rv['query_s']:.2f} s; {rv['embedded_by_then']:,} chunks of the backlog "
+                    "embedded by then)", "≤ 5 s"))
     return out
 
 
