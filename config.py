@@ -94,6 +94,10 @@ class SourceConfig(_Section):
     a connector with a ``watch()`` capability (SMB CHANGE_NOTIFY) uses it unless ``off``."""
     poll_interval_s: float = Field(5.0, gt=0)
     """Seconds between two directory snapshots when the source is polled."""
+    follow_symlinks: bool = False
+    """Folder sources: follow symbolic links whose target lies inside ``root`` (never outside it,
+    never into ancre's data directory), each file with the rights of its target's own path. By
+    default links are not followed: each is reported ``skipped: symlink``."""
 
     # --- kind = "smb" (ancre.connectors.smb) ---------------------------------------------------
     server: str | None = None

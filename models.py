@@ -78,6 +78,9 @@ class SourceItem:
     size: int
     mtime: float
     etag: str | None = None
+    skip: str | None = None
+    """Set when the entry is listed only to be reported, never read: the reason recorded with
+    status ``skipped`` (``symlink``: a symbolic link, junction or reparse point not followed)."""
 
     @property
     def filename(self) -> str:

@@ -18,6 +18,8 @@ class ChangeEvent:
     watcher lost track (overflow, STATUS_NOTIFY_ENUM_DIR, reconnect): a full reconciliation is
     then needed. ``kind``: ``created`` / ``modified`` / ``deleted`` / ``moved`` / ``acl`` /
     ``rescan``; for ``moved``, ``dest_path`` is the new path (``None`` when moved out of the tree).
+    An ``acl`` event without a path (an ACL manifest edit) means every document's rights may
+    have changed: the daemon re-reads them all in its rights lane, no rescan.
     """
 
     source: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import threading
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
@@ -55,6 +56,16 @@ class FolderConnector:
     ``native_id`` and ``path`` are the NFC relative POSIX path; ``doc_id`` is ``<source>:<path>``.
     Listing raises :class:`SourceUnavailableError` when the root is missing, not a directory, or any
     folder below it can't be read — a partial listing would look like mass deletion.
+
+    **Symbolic links** are never a way around a right (README "How it stays safe"). By default
+    each link below the root (to a file or a folder, dangling or not) is listed as an item with
+    ``skip = "symlink"`` (status ``skipped`` in ``ancre status``) and never read. With
+    ``follow_symlinks = true`` a link is followed only when its resolved target lies inside the
+    root and outside ``private_dirs`` (ancre's data directory, audit folder): the file keeps the
+    link's path (where users see it) but gets the ACL of its *canonical* target path; a link
+    outside the root, into ``private_dirs``, dangling, or back to a folder being walked (a loop)
+    is skipped with the reason (``symlink: target outside the source root``, …). ``private_dirs``
+    are never listed, linked or not.
     """
 
     def __init__(
@@ -63,6 +74,7 @@ class FolderConnector:
         *,
         directory: Directory | None,
         ignore: tuple[str, ...],
+        private_dirs: tuple[Path, ...] = (),
     ) -> None:
         if cfg.root is None:  # guarded by config validation too
             raise SourceUnavailableError(f"source {cfg.id}: no root configured")
@@ -72,76 +84,228 @@ class FolderConnector:
         self.root = Path(cfg.root)
         self.ignore = ignore
         self.directory = directory
-        self._real: dict[str, Path] = {}
+        self.private_dirs = tuple(os.path.realpath(p) for p in private_dirs)
+        self._real: dict[str, str] = {}
+        """relative path → the real (resolved) path its bytes are read from."""
+        self._canon: dict[str, str] = {}
+        """relative path → the canonical relative path whose rights it gets (differs for links)."""
         self._manifest: AclManifest | None = None
         self._manifest_key: tuple[int, int, int] | None = None
         self._manifest_lock = threading.Lock()
 
     # -- listing ---------------------------------------------------------------------------------
+    def _root_real(self) -> str:
+        return os.path.realpath(self.root)
+
+    def _private(self, real: str) -> bool:
+        return any(real == p or real.startswith(p.rstrip("/") + "/") for p in self.private_dirs)
+
+    def _selected(self, rel: str) -> bool:
+        name = rel.rsplit("/", 1)[-1]
+        return not is_ignored(name, self.ignore) and path_selected(rel, self.cfg.include, self.cfg.exclude)
+
+    def _skipped(self, rel: str, st: os.stat_result | None, reason: str) -> SourceItem:
+        return SourceItem(self.source_id, rel, rel, 0, st.st_mtime if st is not None else 0.0, skip=reason)
+
+    def _link_target(self, link: str, root_real: str) -> tuple[str | None, str]:
+        """``(real target, "")`` when the link at ``link`` may be followed, else ``(None, reason)``."""
+        if not self.cfg.follow_symlinks:
+            return None, "symlink"
+        try:
+            target = os.path.realpath(link, strict=True)
+        except (OSError, RuntimeError):
+            return None, "symlink: dangling or looping link"
+        if not (target == root_real or target.startswith(root_real.rstrip("/") + "/")):
+            return None, "symlink: target outside the source root"
+        if self._private(target):
+            return None, "symlink: target in ancre's data directory"
+        return target, ""
+
+    def _walk(
+        self,
+        dir_path: str,
+        rel_dir: str,
+        real_dir: str,
+        chain: frozenset[str],
+        root_real: str,
+        out: list[SourceItem],
+        errors: list[OSError],
+        real: dict[str, str],
+        canon: dict[str, str],
+    ) -> None:
+        """List ``dir_path`` (shown as ``rel_dir``, really ``real_dir``) depth first, sorted.
+        ``chain``: the real folders being walked (a link back to one of them is a loop)."""
+        try:
+            with os.scandir(dir_path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            errors.append(e)
+            return
+        for e in entries:
+            rel = nfc(f"{rel_dir}/{e.name}" if rel_dir else e.name)
+            full = os.path.join(dir_path, e.name)
+            try:
+                is_link = e.is_symlink()
+                target_real = os.path.join(real_dir, e.name)
+                if is_link:
+                    if not self._selected(rel) and not e.is_dir():
+                        continue  # an ignored or excluded name is not reported either
+                    target, reason = self._link_target(full, root_real)
+                    if target is None:
+                        out.append(self._skipped(rel, _lstat(full), reason))
+                        continue
+                    if target in chain:
+                        out.append(self._skipped(rel, _lstat(full), "symlink: loop"))
+                        continue
+                    target_real = target
+                is_dir = os.path.isdir(target_real) if is_link else e.is_dir(follow_symlinks=False)
+                if is_dir:
+                    if self._private(target_real):
+                        continue  # ancre's own files are never a document
+                    self._walk(full, rel, target_real, chain | {target_real}, root_real, out, errors, real, canon)
+                    continue
+                if not (os.path.isfile(target_real) if is_link else e.is_file(follow_symlinks=False)):
+                    continue  # fifo, socket, device
+                canonical = nfc(os.path.relpath(target_real, root_real).replace(os.sep, "/"))
+                if not self._selected(rel) or not self._selected(canonical) or self._private(target_real):
+                    continue
+                st = os.stat(target_real)
+            except FileNotFoundError:
+                continue  # vanished between readdir and stat: it is simply not there
+            except OSError as err:
+                errors.append(err)
+                continue
+            real[rel] = target_real
+            canon[rel] = canonical
+            out.append(SourceItem(self.source_id, rel, rel, st.st_size, st.st_mtime))
+
     def list_items(self) -> Iterator[SourceItem]:
         """Every indexable file under the root (ignored names and include/exclude applied; the size
-        limit is the sync engine's, which records a status). Raises ``SourceUnavailableError``."""
+        limit is the sync engine's, which records a status), and every link not followed as an
+        item with ``skip`` set (see the class doc). Raises ``SourceUnavailableError``."""
         if not self.root.is_dir():
             raise SourceUnavailableError(f"source {self.source_id}: root {self.root} is missing or not a directory")
         errors: list[OSError] = []
         found: list[SourceItem] = []
-        real: dict[str, Path] = {}
-        for dirpath, dirnames, filenames in os.walk(self.root, onerror=errors.append, followlinks=False):
-            dirnames.sort()
-            for name in sorted(filenames):
-                if is_ignored(name, self.ignore):
-                    continue
-                full = Path(dirpath) / name
-                rel = nfc(full.relative_to(self.root).as_posix())
-                if not path_selected(rel, self.cfg.include, self.cfg.exclude):
-                    continue
-                try:
-                    st = full.stat()
-                except FileNotFoundError:
-                    continue  # vanished between readdir and stat: it is simply not there
-                except OSError as e:
-                    errors.append(e)
-                    continue
-                if not os.path.isfile(full):
-                    continue
-                real[rel] = full
-                found.append(SourceItem(self.source_id, rel, rel, st.st_size, st.st_mtime))
+        real: dict[str, str] = {}
+        canon: dict[str, str] = {}
+        root_real = self._root_real()
+        self._walk(str(self.root), "", root_real, frozenset({root_real}), root_real, found, errors, real, canon)
         if errors:
             raise SourceUnavailableError(
                 f"source {self.source_id}: {len(errors)} folder(s) could not be read, e.g. {errors[0]}"
             )
         if not self.root.is_dir():  # unmounted during the walk
             raise SourceUnavailableError(f"source {self.source_id}: root {self.root} disappeared during listing")
-        self._real = real
+        self._real, self._canon = real, canon
         return iter(found)
+
+    def _resolve_path(self, rel: str) -> tuple[str | None, str | None, os.stat_result | None]:
+        """Follow ``rel`` component by component from the root: ``(real path, None, None)`` when
+        it may be read; ``(None, reason, lstat)`` when its last component is a link that is not
+        followed; ``(None, None, None)`` when it does not exist or lies under a folder link that
+        is not followed (that link is reported by itself)."""
+        root_real = self._root_real()
+        cur = root_real
+        parts = rel.split("/")
+        for i, part in enumerate(parts):
+            nxt = os.path.join(cur, part)
+            try:
+                st = os.lstat(nxt)
+            except FileNotFoundError:
+                on_disk = _name_on_disk(cur, part)  # stored NFC, written NFD (macOS, some tools)
+                if on_disk is None:
+                    return None, None, None
+                nxt = os.path.join(cur, on_disk)
+                try:
+                    st = os.lstat(nxt)
+                except OSError:
+                    return None, None, None
+            except OSError:
+                return None, None, None
+            if stat.S_ISLNK(st.st_mode):
+                target, reason = self._link_target(nxt, root_real)
+                if target is None:
+                    return (None, reason, st) if i == len(parts) - 1 else (None, None, None)
+                nxt = target
+            if self._private(nxt):
+                return None, None, None
+            cur = nxt
+        return cur, None, None
 
     def get_item(self, path: str) -> SourceItem | None:
         """The listing entry for one relative path, or ``None`` when it is absent, not a regular
-        file, ignored or excluded. Raises ``SourceUnavailableError`` when the root is missing."""
+        file, ignored or excluded; a link that is not followed gives an item with ``skip`` set.
+        Raises ``SourceUnavailableError`` when the root is missing."""
         if not self.root.is_dir():
             raise SourceUnavailableError(f"source {self.source_id}: root {self.root} is missing or not a directory")
         rel = nfc(path.strip("/"))
-        name = rel.rsplit("/", 1)[-1]
-        if not rel or is_ignored(name, self.ignore) or not path_selected(rel, self.cfg.include, self.cfg.exclude):
+        if not rel or any(p in ("", ".", "..") for p in rel.split("/")) or not self._selected(rel):
             return None
-        full = self._real.get(rel) or self.root / rel
+        target, reason, lst = self._resolve_path(rel)
+        if reason is not None:
+            return self._skipped(rel, lst, reason)
+        if target is None:
+            return None
+        root_real = self._root_real()
+        canonical = nfc(os.path.relpath(target, root_real).replace(os.sep, "/"))
+        if not self._selected(canonical):
+            return None
         try:
-            st = full.stat()
-        except FileNotFoundError:
+            st = os.stat(target)
+        except OSError:
             return None
-        if not full.is_file():
+        if not stat.S_ISREG(st.st_mode):
             return None
-        self._real[rel] = full
+        self._real[rel] = target
+        self._canon[rel] = canonical
         return SourceItem(self.source_id, rel, rel, st.st_size, st.st_mtime)
 
-    def _path_of(self, item: SourceItem) -> Path:
+    def list_under(self, prefix: str) -> list[SourceItem]:
+        """The items below the folder ``prefix`` (``[]`` when it is not a folder that may be
+        walked), with the same rules as :meth:`list_items`; folders that can't be read are
+        left out (the periodic full pass reports them)."""
+        rel = nfc(prefix.strip("/"))
+        if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
+            return []
+        target, _reason, _lst = self._resolve_path(rel)
+        if target is None or not os.path.isdir(target):
+            return []
+        root_real = self._root_real()
+        chain = {root_real, target}
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            anc, _r, _l = self._resolve_path("/".join(parts[:i]))
+            if anc is not None:
+                chain.add(anc)
+        out: list[SourceItem] = []
+        self._walk(str(self.root / rel), rel, target, frozenset(chain), root_real, out, [], self._real, self._canon)
+        return out
+
+    def _path_of(self, item: SourceItem) -> str:
         p = self._real.get(item.path)
-        return p if p is not None else self.root / item.path
+        if p is None:
+            p, _reason, _lst = self._resolve_path(item.path)
+            if p is None:
+                raise FileNotFoundError(f"{item.path}: not a file that may be read")
+        return p
 
     # -- content and rights ----------------------------------------------------------------------
     def fetch_content(self, item: SourceItem) -> bytes:
-        """The file's bytes; raises ``OSError`` when it can't be read."""
-        return self._path_of(item).read_bytes()
+        """The file's bytes; raises ``OSError`` when it can't be read, or when what is opened is
+        no longer the file that was listed (a component replaced by a link meanwhile)."""
+        if item.skip is not None:
+            raise OSError(f"{item.path}: {item.skip}: not read")
+        expected = self._path_of(item)
+        fd = os.open(expected, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        try:
+            opened = f"/proc/self/fd/{fd}"
+            if os.path.islink(opened) and os.readlink(opened) != expected:
+                raise OSError(f"{item.path}: changed to a link since it was listed; not read")
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        finally:
+            os.close(fd)
 
     def _load_manifest(self) -> AclManifest | None:
         path = self.cfg.acl_manifest
@@ -149,7 +313,7 @@ class FolderConnector:
             return None
         st = Path(path).stat()
         key = (st.st_mtime_ns, st.st_size, st.st_ino)  # an editor's save-by-rename changes the inode
-        with self._manifest_lock:
+        with self._manifest_lock:  # the daemon reads ACLs from its worker and its rights thread
             if self._manifest is None or self._manifest_key != key:
                 assert self.directory is not None
                 self._manifest = AclManifest.load(Path(path), self.directory)
@@ -157,14 +321,20 @@ class FolderConnector:
             return self._manifest
 
     def fetch_acl(self, item: SourceItem) -> Acl:
-        """Read ACL of the item: manifest, else configured principals, else nobody. Never raises."""
+        """Read ACL of the item: manifest (for the item's canonical path: a followed link gets
+        its target's rights), else configured principals, else nobody. Never raises."""
         try:
             if self.cfg.acl_manifest is not None:
                 if self.directory is None:
                     return Acl.nobody("acl manifest configured but no directory to resolve its names")
+                canonical = self._canon.get(item.path)
+                if canonical is None:
+                    if self.get_item(item.path) is None or item.path not in self._canon:
+                        return Acl.nobody(f"{item.path}: not a file of this source that may be read")
+                    canonical = self._canon[item.path]
                 manifest = self._load_manifest()
                 assert manifest is not None
-                return manifest.acl_for(item.path, is_dir=False)
+                return manifest.acl_for(canonical, is_dir=False)
             if self.cfg.principals:
                 return Acl(frozenset(self._resolve(p) for p in self.cfg.principals))
         except (OSError, ValueError, AclError, DirectoryError) as e:
@@ -182,7 +352,7 @@ class FolderConnector:
         out: dict[str, Acl] = {}
         for path in paths:
             rel = nfc(path.strip("/"))
-            full = self._real.get(rel) or self.root / rel
+            full = Path(self._real.get(rel) or self.root / rel)
             if not rel or not full.is_file():
                 continue
             out[path] = self.fetch_acl(SourceItem(self.source_id, rel, rel, 0, 0.0))
@@ -200,7 +370,7 @@ class FolderConnector:
         """UNC folder of the item (``unc_root`` + folders + ``\\``), or the local folder path."""
         if self.cfg.unc_root:
             return unc_folder(self.cfg.unc_root, item.path)
-        return str(self._path_of(item).parent) + os.sep
+        return str((self.root / item.path).parent) + os.sep
 
     def collection_for(self, item: SourceItem) -> str:
         """``collection_overrides`` by top-level folder (case-insensitive), else the source's."""
@@ -209,3 +379,19 @@ class FolderConnector:
             if folder.casefold() == top:
                 return coll
         return self.collection
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _name_on_disk(folder: str, name_nfc: str) -> str | None:
+    """The entry of ``folder`` whose NFC form is ``name_nfc`` (``None`` if none)."""
+    try:
+        with os.scandir(folder) as it:
+            return next((e.name for e in it if nfc(e.name) == name_nfc), None)
+    except OSError:
+        return None

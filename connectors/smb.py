@@ -4,8 +4,10 @@
   file gives its FileId (the server's stable file id, ``native_id = "fid:<16 hex>"``; the relative
   path when the server returns 0), its size (EndOfFile, bytes) and mtime (LastWriteTime, epoch
   seconds). Ignore rules, include/exclude globs and NFC paths as in the folder connector. Symbolic
-  links and junctions are not followed; DFS links are followed through their referral (smbclient)
-  unless ``dfs = false``, which leaves them out. A DFS link whose referral can't be followed (target
+  links and junctions (reparse points) are never followed: each is listed as an item with
+  ``skip`` set (``symlink`` / ``junction``: status ``skipped`` in ``ancre status``), as in the folder
+  connector. DFS links are followed through their referral (smbclient) unless ``dfs = false``,
+  which leaves them out (listed as ``skipped: dfs link (dfs = false)``). A DFS link whose referral can't be followed (target
   down, refused, unknown) while the share itself still answers is recorded in
   :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it indexed under it.
 - **Rights**, fetched lazily per file: one compound CREATE(READ_CONTROL) + QUERY_INFO(security:
@@ -372,10 +374,26 @@ class SmbConnector:
         return self.unc + ("\\" + rel.replace("/", "\\") if rel else "")
 
     # ---------------------------------------------------------------- listing
-    def _item(self, rel: str, info: Any) -> SourceItem:
+    def _item(self, rel: str, info: Any, skip: str | None = None) -> SourceItem:
         fid = int(info.file_id or 0)
         native = f"fid:{fid:016x}" if fid else rel
-        return SourceItem(self.source_id, native, rel, int(info.end_of_file), info.last_write_time.timestamp())
+        size = 0 if skip else int(info.end_of_file)
+        return SourceItem(self.source_id, native, rel, size, info.last_write_time.timestamp(), skip=skip)
+
+    def _link_reason(self, info: Any) -> str | None:
+        """Why an entry is reported instead of read: ``symlink`` / ``junction`` for those reparse
+        points, ``dfs link (dfs = false)``; ``None`` for a plain entry, a followed DFS link or
+        another reparse tag (deduplicated or cloud files are plain files)."""
+        if not info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT:
+            return None
+        tag = int(info.ea_size)
+        if tag == IO_REPARSE_TAG_SYMLINK:
+            return "symlink"
+        if tag == IO_REPARSE_TAG_MOUNT_POINT:
+            return "junction"
+        if tag == IO_REPARSE_TAG_DFS and not self.cfg.dfs:
+            return "dfs link (dfs = false)"
+        return None
 
     def _descend(self, info: Any) -> bool:
         """Whether a folder entry is walked: not a symlink/junction; a DFS link only with ``dfs``."""
@@ -420,16 +438,17 @@ class SmbConnector:
             for info in entries:
                 name = nfc(info.file_name)
                 rel = f"{cur}/{name}" if cur else name
+                reason = self._link_reason(info)
                 if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
                     if self._descend(info):
                         link = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
                         subdirs.append((rel, link and int(info.ea_size) == IO_REPARSE_TAG_DFS))
-                    continue
-                if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT and int(info.ea_size) == IO_REPARSE_TAG_SYMLINK:
+                    elif reason is not None:
+                        out.append(self._item(rel, info, skip=reason))
                     continue
                 if is_ignored(name, self.ignore) or not path_selected(rel, self.cfg.include, self.cfg.exclude):
                     continue
-                out.append(self._item(rel, info))
+                out.append(self._item(rel, info, skip=reason))
             stack.extend(reversed(subdirs))
 
     def _share_answers(self, kw: dict[str, Any]) -> bool:
@@ -500,8 +519,8 @@ class SmbConnector:
         return (exact or hits or [None])[0]
 
     def get_item(self, path: str) -> SourceItem | None:
-        """The listing entry of one relative path; ``None`` when it is absent, a folder, a symlink,
-        ignored or excluded. Raises :class:`SourceUnavailableError` when the share can't be reached."""
+        """The listing entry of one relative path; ``None`` when it is absent, a folder, ignored or
+        excluded; a symlink or junction gives an item with ``skip`` set (never read). Raises :class:`SourceUnavailableError` when the share can't be reached."""
         rel = nfc(path.strip("/"))
         if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
             return None
@@ -511,13 +530,14 @@ class SmbConnector:
 
         def stat(kw: dict[str, Any]) -> SourceItem | None:
             info = self._stat(rel, kw)
-            if info is None or info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
+            if info is None:
                 return None
-            if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT and int(info.ea_size) == IO_REPARSE_TAG_SYMLINK:
+            reason = self._link_reason(info)
+            if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY and (reason is None or self._descend(info)):
                 return None
             parent = rel.rpartition("/")[0]
             real = nfc(info.file_name)
-            return self._item(f"{parent}/{real}" if parent else real, info)
+            return self._item(f"{parent}/{real}" if parent else real, info, skip=reason)
 
         try:
             return self._call(f"stat {rel!r}", stat)

@@ -12,6 +12,10 @@ worker thread takes tasks out of it, so the single-writer store sees one writer.
   never stacked. Full passes are taken before path batches.
 - **Bounded**: a source with ``queue_max`` distinct paths waiting drops them and gets one full
   pass (trigger ``overflow``) instead: no event is ever silently lost.
+- **Rights lane**: rights changes (an ACL manifest edit, an SMB security-change notification, the
+  periodic ACL sweep) are :class:`AclRefresh` tasks in a lane of their own, taken by a separate
+  thread (:meth:`ChangeQueue.take_acl`) that only re-reads ACLs and updates payloads: a revocation
+  never waits behind content work (README "Running under systemd").
 """
 
 from __future__ import annotations
@@ -48,6 +52,17 @@ class PathBatch:
     first_event: tuple[float, ...]
 
 
+@dataclass(frozen=True)
+class AclRefresh:
+    """Re-read the ACL of every indexed document of ``source`` (``paths`` ``None``) or of those at
+    or below ``paths`` (relative POSIX paths), and update their payloads: no content read, no
+    embedding. ``trigger``: ``acl_manifest`` / ``acl_event`` / ``acl_sweep``."""
+
+    source: str
+    trigger: str
+    paths: tuple[str, ...] | None = None
+
+
 Task = FullPass | PathBatch
 
 
@@ -81,8 +96,10 @@ class ChangeQueue:
         self._cond = threading.Condition()
         self._paths: dict[str, dict[str, _Pending]] = {}
         self._full: dict[str, FullPass] = {}
+        self._acl: dict[str, AclRefresh] = {}
         self._closed = False
         self._inflight = 0
+        self._acl_inflight = 0
         self.overflows = 0
         """How many times a source's paths were replaced by a full pass."""
 
@@ -106,7 +123,14 @@ class ChangeQueue:
     def add_event(self, ev: ChangeEvent) -> None:
         """Queue what a :class:`ChangeEvent` touched: its path, and ``dest_path`` for a move (a
         move out of the tree has none: the old path's documents get purged); an event without a
-        path or of kind ``rescan`` requests a full pass (trigger ``rescan``)."""
+        path or of kind ``rescan`` requests a full pass (trigger ``rescan``). An ``acl`` event
+        requests an :class:`AclRefresh` in the rights lane — of its path (and below), or of the
+        whole source without a path — and, with a path, also queues the path."""
+        if ev.kind == "acl":  # rights first (the rights lane), then content consequences
+            self.request_acl(ev.source, "acl_event" if ev.path else "acl_manifest", None if ev.path is None else [ev.path])
+            if ev.path is not None:
+                self.add_path(ev.source, ev.path)
+            return
         if ev.path is None or ev.kind == "rescan":
             self.request_full(ev.source, "rescan")
             return
@@ -119,6 +143,39 @@ class ChangeQueue:
         with self._cond:
             self._merge_full(FullPass(source, trigger, force))
             self._cond.notify_all()
+
+    def request_acl(self, source: str, trigger: str, paths: list[str] | tuple[str, ...] | None = None) -> None:
+        """Ask for an :class:`AclRefresh` of ``source`` (of ``paths`` and below; ``None`` = every
+        document), merged with a pending one (paths united; ``None`` wins)."""
+        with self._cond:
+            cur = self._acl.get(source)
+            if cur is None:
+                merged = None if paths is None else tuple(dict.fromkeys(paths))
+                self._acl[source] = AclRefresh(source, trigger, merged)
+            else:
+                both = None if cur.paths is None or paths is None else tuple(dict.fromkeys((*cur.paths, *paths)))
+                self._acl[source] = AclRefresh(source, cur.trigger if both is not None or cur.paths is None else trigger, both)
+            self._cond.notify_all()
+
+    def take_acl(self, timeout: float) -> AclRefresh | None:
+        """The next rights task (oldest source first), waiting at most ``timeout`` seconds; ``None``
+        on timeout or after :meth:`close`. In flight until :meth:`done_acl`."""
+        deadline = self._clock() + timeout
+        with self._cond:
+            while not self._closed:
+                if self._acl:
+                    self._acl_inflight += 1
+                    return self._acl.pop(next(iter(self._acl)))
+                wait = deadline - self._clock()
+                if wait <= 0:
+                    return None
+                self._cond.wait(max(wait, 0.005))
+            return None
+
+    def done_acl(self) -> None:
+        """The rights task last taken by the caller is finished."""
+        with self._cond:
+            self._acl_inflight = max(0, self._acl_inflight - 1)
 
     def _merge_full(self, req: FullPass) -> None:
         cur = self._full.get(req.source)
@@ -180,14 +237,17 @@ class ChangeQueue:
             self._inflight = max(0, self._inflight - 1)
 
     def depth(self) -> int:
-        """Queued paths plus pending full passes (in-flight tasks not included)."""
+        """Queued paths plus pending full passes and rights tasks (in-flight tasks not included)."""
         with self._cond:
-            return sum(len(p) for p in self._paths.values()) + len(self._full)
+            return sum(len(p) for p in self._paths.values()) + len(self._full) + len(self._acl)
 
     def pending(self) -> int:
         """:meth:`depth` plus the tasks taken and not yet :meth:`done`: 0 means all caught up."""
         with self._cond:
-            return sum(len(p) for p in self._paths.values()) + len(self._full) + self._inflight
+            return (
+                sum(len(p) for p in self._paths.values()) + len(self._full) + len(self._acl)
+                + self._inflight + self._acl_inflight
+            )
 
     def close(self) -> None:
         """Wake every :meth:`take` (they return ``None``) and refuse to hand out more tasks."""
@@ -196,4 +256,4 @@ class ChangeQueue:
             self._cond.notify_all()
 
 
-__all__ = ["ChangeQueue", "FullPass", "PathBatch", "Task", "TRIGGER_PRIORITY"]
+__all__ = ["AclRefresh", "ChangeQueue", "FullPass", "PathBatch", "Task", "TRIGGER_PRIORITY"]

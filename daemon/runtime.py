@@ -12,6 +12,7 @@ from ancre.acl.directory import CachedDirectory, Directory, FileDirectory
 from ancre.config import Settings, SourceConfig
 from ancre.connectors.base import Connector
 from ancre.connectors.folder import FolderConnector
+from ancre.daemon.private import restrict_umask, tighten_tree
 from ancre.daemon.state import StateDB
 from ancre.errors import ConfigError
 from ancre.index.bm25 import Bm25Manager
@@ -32,8 +33,15 @@ class Runtime:
     """Lazily-built components of one ancre process. Close it to release the store lock."""
 
     def __init__(self, settings: Settings) -> None:
+        """Builds nothing yet, but makes ancre's files private: the process umask gains 077 and an
+        existing data directory (and audit folder) loses group/other permissions
+        (:mod:`ancre.daemon.private`)."""
         self.settings = settings
         self.data_dir = Path(settings.data_dir)
+        restrict_umask()
+        tighten_tree(self.data_dir)
+        if settings.audit.dir is not None:
+            tighten_tree(Path(settings.audit.dir))
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -78,7 +86,7 @@ class Runtime:
         """The connector of one configured source."""
         if src.kind == "folder":
             directory = self.directory if (src.acl_manifest is not None or src.principals) else None
-            return FolderConnector(src, directory=directory, ignore=self.settings.ignore)
+            return FolderConnector(src, directory=directory, ignore=self.settings.ignore, private_dirs=self.private_paths())
         if src.kind == "smb":
             from ancre.connectors.smb import SmbConnector
 
@@ -86,6 +94,14 @@ class Runtime:
             directory = self.directory if (src.share_allow or src.share_deny) else None
             return SmbConnector(src, directory=directory, ignore=self.settings.ignore)
         raise ConfigError(f"sources.{src.id}.kind = {src.kind!r} is not available in this build")
+
+    def private_paths(self) -> tuple[Path, ...]:
+        """ancre's own files (data directory, audit folder and key): never a document, even
+        through a link."""
+        a = self.settings.audit
+        paths = [self.data_dir]
+        paths += [Path(p) for p in (a.dir, a.key_file) if p is not None]
+        return tuple(paths)
 
     def connectors(self) -> list[Connector]:
         """Connectors of every configured source, in config order."""

@@ -6,15 +6,18 @@ BM25 snapshots, connectors) and runs:
 - **event sources** (:mod:`ancre.daemon.watch`): watchdog on folder sources, a connector's own
   ``watch()`` (SMB CHANGE_NOTIFY) when it has one; all feed one :class:`~ancre.daemon.queue.ChangeQueue`
   (bounded, de-duplicating, debounced);
-- **one worker thread** that applies every change (the store is single-writer): full passes
+- **one worker thread** that applies every content change: full passes
   (:meth:`SyncEngine.run_pass`) and event batches (:meth:`SyncEngine.sync_paths`);
+- **one rights thread** that applies rights changes (an ACL manifest edit, an SMB
+  security-change notification, the periodic ACL sweep) at once, while the worker may be
+  embedding a long backlog (:meth:`SyncEngine.refresh_acls`: ACL payloads only, no embedding;
+  the engine's ACL lock keeps the two consistent) — a revocation never waits behind content work;
 - **one BM25 thread** (:class:`Bm25Rebuilder`): a rebuild after any change, coalesced;
 - **apscheduler jobs** that only *request* work from the queue, so a job whose work overruns its
   interval is merged into the pending request (and apscheduler itself runs each job with
   ``coalesce=True, max_instances=1``): per source a full reconciliation (events get lost) and an
-  ACL sweep — a full pass without ``force``, which re-reads every item's ACL (a permission change
-  often produces no content event) and re-reads content only where size/mtime/etag moved; plus
-  audit-log retention;
+  ACL sweep — a rights-lane refresh of every indexed document's ACL (a permission change often
+  produces no content event); plus audit-log retention;
 - **signals** (from :meth:`Daemon.run_forever`): SIGHUP → a forced full pass of every source
   (content hashes and ACLs re-read; only what changed is embedded); SIGTERM/SIGINT → stop the
   watchers and the scheduler, let the worker finish its current item, flush, exit 0;
@@ -212,6 +215,7 @@ class Daemon:
         self._scheduler: BackgroundScheduler | None = None
         self._control: ControlServer | None = None
         self._worker: threading.Thread | None = None
+        self._rights: threading.Thread | None = None
         self._keepalive: threading.Thread | None = None
         self._bm25: Bm25Rebuilder | None = None
         self._mu = threading.Lock()
@@ -255,8 +259,9 @@ class Daemon:
         if self._control is not None:
             self._control.close()
         self.metrics.close()
-        if self._worker is not None:
-            self._worker.join(self.cfg.stop_timeout_s)
+        for t in (self._worker, self._rights):
+            if t is not None:
+                t.join(self.cfg.stop_timeout_s)
         if self._bm25 is not None:
             self._bm25.join(self.cfg.stop_timeout_s)
         self.state = "stopped"
@@ -283,6 +288,8 @@ class Daemon:
                 self.queue.request_full(sid, "startup")
         self._worker = threading.Thread(target=self._work, name="sync-worker", daemon=True)
         self._worker.start()
+        self._rights = threading.Thread(target=self._rights_work, name="rights-worker", daemon=True)
+        self._rights.start()
         self._start_scheduler()
         self.state = "running"
         self._write_status()
@@ -311,6 +318,9 @@ class Daemon:
         if self._worker is not None:
             self._worker.join(max(0.0, deadline - time.monotonic()))
             clean = not self._worker.is_alive()
+        if self._rights is not None:
+            self._rights.join(max(0.0, deadline - time.monotonic()))
+            clean = not self._rights.is_alive() and clean
         if self._bm25 is not None:
             clean = self._bm25.join(max(0.0, deadline - time.monotonic())) and clean
         if self._control is not None:
@@ -405,7 +415,7 @@ class Daemon:
                 )
             if self.cfg.acl_sweep_interval_s > 0:
                 sched.add_job(
-                    self.queue.request_full, "interval", seconds=self.cfg.acl_sweep_interval_s,
+                    self.queue.request_acl, "interval", seconds=self.cfg.acl_sweep_interval_s,
                     args=[sid, "acl_sweep"], id=f"acl_sweep:{sid}",
                 )
         if self.cfg.audit_purge_interval_s > 0:
@@ -457,6 +467,27 @@ class Daemon:
                 self.metrics.queue_depth.set(self.queue.depth())
                 self._write_status()
 
+    def _rights_work(self) -> None:
+        """The rights thread: ACL refreshes only, alongside the worker (see the module doc)."""
+        while not self._stop.is_set():
+            task = self.queue.take_acl(0.5)
+            if task is None:
+                continue
+            try:
+                conn = self._connectors.get(task.source)
+                if conn is not None:
+                    rep = self.rt.engine.refresh_acls(conn, task.paths, should_stop=self._stop.is_set)
+                    self._record(rep, task.trigger)
+                    if rep.outcome == "suspect":
+                        self._retry_later(task.source)
+            except Exception:
+                log.exception("ACL refresh failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
+                self._retry_later(task.source)
+            finally:
+                self.queue.done_acl()
+                self.metrics.queue_depth.set(self.queue.depth())
+                self._write_status()
+
     def _run_task(self, task: Task) -> None:
         assert self._bm25 is not None
         conn = self._connectors.get(task.source)
@@ -499,13 +530,15 @@ class Daemon:
             src["last"] = summary
             if rep.scope == "full":
                 src["last_full"] = summary
+            elif rep.scope == "acl":
+                src["last_acl"] = summary
             if rep.outcome == "ok":
                 src["last_ok_at"] = now
             self._counts = None
         self.metrics.record(rep, trigger, now)
         level = logging.INFO if rep.outcome in ("ok", "interrupted") else logging.WARNING
         log.log(
-            level, "%s %s of %s: %s", trigger, "pass" if rep.scope == "full" else "batch", rep.source, rep.outcome,
+            level, "%s %s of %s: %s", trigger, {"full": "pass", "acl": "ACL refresh"}.get(rep.scope, "batch"), rep.source, rep.outcome,
             extra={"trigger": trigger, "outcome": rep.outcome, "reason": rep.reason, "embedded_chunks": rep.embedded_chunks},
         )
 
@@ -563,7 +596,8 @@ class Daemon:
     def status(self) -> dict[str, Any]:
         """The daemon status (JSON-able): ``state``, ``pid``, ``queue_depth``, ``idle`` (queue
         empty, worker and BM25 idle), ``bm25_generation``, ``passes`` by trigger,
-        ``embedded_chunks_total``, per-source last pass/batch and watch mode, document and chunk
+        ``embedded_chunks_total``, per-source last pass/batch (``last``), last full pass
+        (``last_full``), last ACL refresh (``last_acl``) and watch mode, document and chunk
         counts, recent event-to-searchable ``delays_s``, the ports."""
         counts = self._doc_counts() if self.state in ("running", "stopping", "stopped") else {}
         pending = self.queue.pending()

@@ -112,15 +112,28 @@ class StateDB:
                 tuple(getattr(st, f) for f in ItemState.__dataclass_fields__),
             )
 
-    def set_acl_hash(self, source: str, doc_id: str, acl_hash: str) -> bool:
-        """Record a new ACL digest for the *indexed* document ``doc_id`` of ``source`` (the query
-        core's live check found its ACL changed and already wrote it to the store), so that the
-        next pass sees no ACL-only change left to apply. One atomic UPDATE: a row a pass holds as
-        ``pending`` (or failed/skipped) is left to that pass. Returns whether a row changed."""
+    def get(self, source: str, native_id: str) -> ItemState | None:
+        """One row, ``None`` if absent."""
+        with self._lock:
+            cur = self._db.execute(
+                f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items WHERE source = ? AND native_id = ?",
+                (source, native_id),
+            )
+            row = cur.fetchone()
+            return None if row is None else ItemState(*row)
+
+    def set_acl_hash(self, source: str, doc_id: str, acl_hash: str, *, reason: str | None = None) -> bool:
+        """Record a new ACL digest for the *indexed* document ``doc_id`` of ``source`` (its new ACL
+        was already written to the store: by the query core's live check, or the daemon's rights
+        lane), so that the next pass sees no ACL-only change left to apply; ``reason``: why that
+        ACL admits nobody when it could not be read (:func:`ancre.acl.engine.acl_problem`), else
+        ``None``. One atomic UPDATE: a row a pass holds as ``pending`` (or failed/skipped) is left
+        to that pass. Returns whether a row changed."""
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE items SET acl_hash = ?, updated_at = ? WHERE source = ? AND doc_id = ? AND status = 'indexed'",
-                (acl_hash, time.time(), source, doc_id),
+                "UPDATE items SET acl_hash = ?, reason = ?, updated_at = ? "
+                "WHERE source = ? AND doc_id = ? AND status = 'indexed'",
+                (acl_hash, reason, time.time(), source, doc_id),
             )
             return cur.rowcount > 0
 

@@ -10,8 +10,13 @@ embedder call and one upsert per collection for up to 32 documents / 128 chunks)
 batch is ``pending`` before its upsert. A document's points always have ``chunk_index`` below the
 chunk count of its state row (pending rows record the larger of the old and new counts).
 
-Two entry points: :meth:`SyncEngine.run_pass` (a full reconciliation) and
-:meth:`SyncEngine.sync_paths` (only the paths an event named, for the daemon). Test-only crash
+Three entry points: :meth:`SyncEngine.run_pass` (a full reconciliation),
+:meth:`SyncEngine.sync_paths` (only the paths an event named, for the daemon) and
+:meth:`SyncEngine.refresh_acls` (rights only, run by the daemon's rights thread *while* a pass
+embeds: a revocation never waits behind content work). Passes and path syncs are serialised; a
+refresh runs alongside them: every ACL written to the store (upserts included) is written under
+one short lock, and a document planned before the latest refresh started has its ACL re-read
+before it is written (``_acl_epoch``), so an ACL read before a revocation is never written after it. Test-only crash
 points (:mod:`ancre.daemon.faults`) mark the places a ``kill -9`` is simulated.
 """
 
@@ -75,7 +80,8 @@ class PassReport:
     ``suspect`` (root unreachable or mass deletion: nothing purged); ``interrupted`` (stop
     requested: nothing purged); ``error``."""
     scope: str = "full"
-    """``full`` (:meth:`SyncEngine.run_pass`) or ``paths`` (:meth:`SyncEngine.sync_paths`)."""
+    """``full`` (:meth:`SyncEngine.run_pass`), ``paths`` (:meth:`SyncEngine.sync_paths`) or ``acl``
+    (:meth:`SyncEngine.refresh_acls`)."""
     reason: str | None = None
     listed: int = 0
     new: int = 0
@@ -124,6 +130,8 @@ class _Planned:
     acl_hash: str
     content_hash: str
     chunks: list[Chunk]
+    epoch: int
+    """The source's ACL epoch when ``acl`` was read (see :meth:`SyncEngine.refresh_acls`)."""
 
 
 class SyncEngine:
@@ -146,6 +154,20 @@ class SyncEngine:
         self.bm25 = bm25
         self.pool = pool
         self._lock = threading.RLock()
+        self._acl_mu = threading.Lock()
+        """Held around every store write that sets ACLs (upserts, ``set_acl``) and epoch bumps."""
+        self._acl_epoch: dict[str, int] = {}
+
+    def _epoch(self, source: str) -> int:
+        with self._acl_mu:
+            return self._acl_epoch.get(source, 0)
+
+    def _current_acl(self, connector: Connector, item: SourceItem, acl: Acl, epoch: int) -> Acl:
+        """``acl`` if no rights refresh of the source started since it was read at ``epoch``,
+        else the ACL re-read now. Called with ``_acl_mu`` held."""
+        if self._acl_epoch.get(item.source, 0) == epoch:
+            return acl
+        return connector.fetch_acl(item)
 
     # ------------------------------------------------------------------------------------------
     def run_pass(
@@ -374,6 +396,10 @@ class SyncEngine:
         hash, extraction and chunking are settled here (``None``); a document whose chunks must
         be (re-)embedded is returned for :meth:`_commit`."""
         collection = connector.collection_for(item)
+        if item.skip is not None:  # a link not followed: reported, never read (its old points go)
+            self._record_problem(item, prev, collection, "", rep, "skipped", item.skip, drop=True)
+            return None
+        epoch = self._epoch(item.source)
         acl = connector.fetch_acl(item)
         acl_hash = acl.digest()
         acl_issue = acl_problem(acl)  # kept in the row's reason while the document is indexed
@@ -397,14 +423,20 @@ class SyncEngine:
                 self._count_problem(rep, item.path, prev.status, prev.reason or "")
                 return None
             if prev.status == "indexed":
-                if prev.acl_hash != acl_hash:
-                    self.store.set_acl(collection, item.doc_id, acl)
-                    self.state.put(_replace(prev, acl_hash=acl_hash, path=item.path, reason=acl_issue, updated_at=time.time()))
-                    rep.acl_only += 1
-                else:
-                    if prev.reason != acl_issue:  # same rights (nobody), another reason
-                        self.state.put(_replace(prev, reason=acl_issue, updated_at=time.time()))
-                    rep.unchanged += 1
+                with self._acl_mu:
+                    acl = self._current_acl(connector, item, acl, epoch)
+                    acl_hash = acl.digest()
+                    acl_issue = acl_problem(acl)
+                    if prev.acl_hash != acl_hash:
+                        self.store.set_acl(collection, item.doc_id, acl)
+                        self.state.put(
+                            _replace(prev, acl_hash=acl_hash, path=item.path, reason=acl_issue, updated_at=time.time())
+                        )
+                        rep.acl_only += 1
+                    else:
+                        if prev.reason != acl_issue:  # same rights (nobody), another reason
+                            self.state.put(_replace(prev, reason=acl_issue, updated_at=time.time()))
+                        rep.unchanged += 1
                 self._count_acl_problem(rep, item.path, acl_issue)
                 return None
             # pending: a previous pass died half-way → redo below
@@ -425,17 +457,21 @@ class SyncEngine:
             and prev.path == item.path
         ):
             # touched but identical bytes: no re-embedding
-            if prev.acl_hash != acl_hash:
-                self.store.set_acl(collection, item.doc_id, acl)
-                rep.acl_only += 1
-            else:
-                rep.unchanged += 1
-            self.state.put(
-                _replace(
-                    prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path,
-                    reason=acl_issue, updated_at=time.time(),
+            with self._acl_mu:
+                acl = self._current_acl(connector, item, acl, epoch)
+                acl_hash = acl.digest()
+                acl_issue = acl_problem(acl)
+                if prev.acl_hash != acl_hash:
+                    self.store.set_acl(collection, item.doc_id, acl)
+                    rep.acl_only += 1
+                else:
+                    rep.unchanged += 1
+                self.state.put(
+                    _replace(
+                        prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path,
+                        reason=acl_issue, updated_at=time.time(),
+                    )
                 )
-            )
             self._count_acl_problem(rep, item.path, acl_issue)
             return None
 
@@ -455,7 +491,7 @@ class SyncEngine:
             )
             return None
 
-        return _Planned(item, prev, collection, acl, acl_hash, content_hash, chunks)
+        return _Planned(item, prev, collection, acl, acl_hash, content_hash, chunks, epoch)
 
     def _commit(self, connector: Connector, batch: list[_Planned], rep: PassReport) -> None:
         """Embed and write a batch of planned documents.
@@ -477,6 +513,16 @@ class SyncEngine:
             )
         vectors = self.embedder.embed_documents([c.text for p in batch for c in p.chunks])
         rep.embedded_chunks += len(vectors)
+        with self._acl_mu:  # a rights refresh started while embedding: these ACLs are re-read
+            self._write_batch(connector, batch, vectors, rep)
+
+    def _write_batch(self, connector: Connector, batch: list[_Planned], vectors: list, rep: PassReport) -> None:
+        """The store and state writes of :meth:`_commit` (``_acl_mu`` held)."""
+        fresh: list[_Planned] = []
+        for p in batch:
+            acl = self._current_acl(connector, p.item, p.acl, p.epoch)
+            fresh.append(p if acl is p.acl else _replace_planned(p, acl=acl, acl_hash=acl.digest()))
+        batch = fresh
         now = time.time()
         by_collection: dict[str, list[PointWrite]] = {}
         j = 0
@@ -557,6 +603,61 @@ class SyncEngine:
         rep.problems.append((path, status, reason))
 
     # ------------------------------------------------------------------------------------------
+    def refresh_acls(
+        self,
+        connector: Connector,
+        paths: Iterable[str] | None = None,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> PassReport:
+        """Re-read the ACL of every ``indexed`` or ``pending`` document of ``connector``'s source
+        (``paths`` ``None``), or of those at or below ``paths``, and overwrite the ACL payload of
+        the points whose ACL changed — no content read, no embedding. Runs alongside
+        :meth:`run_pass`/:meth:`sync_paths` (see the module doc): a document being embedded
+        meanwhile gets the re-read ACL when it is written.
+
+        Returns a report with ``scope = "acl"`` (``acl_only``: documents whose rights changed;
+        ``unchanged``); ``suspect`` when the source can't be reached (no right is changed from
+        then on: an outage never revokes or grants). Not recorded in the ``passes`` table.
+        """
+        t0 = time.monotonic()
+        source = connector.source_id
+        rep = PassReport(source=source, scope="acl")
+        with self._acl_mu:
+            self._acl_epoch[source] = self._acl_epoch.get(source, 0) + 1
+        wanted = None if paths is None else [p for p in (clean_rel_path(x) for x in paths) if p is not None]
+        rows = [
+            st for st in self.state.items(source).values()
+            if st.status in ("indexed", "pending")
+            and (wanted is None or any(st.path == p or st.path.startswith(p + "/") for p in wanted))
+        ]
+        rep.listed = len(rows)
+        try:
+            for st in rows:
+                if should_stop is not None and should_stop():
+                    rep.outcome, rep.reason = "interrupted", "stop requested"
+                    break
+                item = SourceItem(st.source, st.native_id, st.path, st.size, st.mtime, st.etag)
+                acl = connector.fetch_acl(item)
+                acl_hash = acl.digest()
+                with self._acl_mu:
+                    cur = self.state.get(st.source, st.native_id)
+                    if cur is None or cur.status not in ("indexed", "pending"):
+                        continue
+                    if cur.status == "indexed" and cur.acl_hash == acl_hash:
+                        rep.unchanged += 1
+                        continue
+                    self.store.set_acl(cur.collection, cur.doc_id, acl)
+                    if cur.status == "indexed":
+                        self.state.set_acl_hash(cur.source, cur.doc_id, acl_hash, reason=acl_problem(acl))
+                    rep.acl_only += 1
+        except SourceUnavailableError as e:
+            rep.outcome, rep.reason = "suspect", f"source unreachable during the ACL refresh: {e}"
+        rep.duration_s = time.monotonic() - t0
+        log.info("ACLs refreshed", extra={"report": asdict(rep)})
+        return rep
+
+    # ------------------------------------------------------------------------------------------
     def rebuild_bm25(self, should_stop: Callable[[], bool] | None = None) -> int | None:
         """Rebuild the BM25 index from the store (the truth) and publish it; returns the new
         generation number, or ``None`` when ``should_stop`` turned true while reading the store
@@ -618,6 +719,12 @@ def _items_under(connector: Connector, prefix: str) -> list[SourceItem]:
             if item is not None:
                 out.append(item)
     return out
+
+
+def _replace_planned(p: _Planned, **kw: object) -> _Planned:
+    from dataclasses import replace
+
+    return replace(p, **kw)  # type: ignore[arg-type]
 
 
 def _replace(st: ItemState, **kw: object) -> ItemState:

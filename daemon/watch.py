@@ -111,7 +111,8 @@ class FolderWatcher:
         acl_manifest: Path | None = None,
     ) -> None:
         """``acl_manifest``: the source's ACL manifest file, if any; an edit of it changes rights
-        without touching any document, so it triggers a full pass (ACLs re-read) at once."""
+        without touching any document, so it triggers an ACL refresh of every document at once
+        (a path-less ``acl`` event: the daemon's rights lane)."""
         self.source_id = source_id
         self.root = Path(root)
         self.mode = mode
@@ -214,7 +215,7 @@ class FolderWatcher:
             if sig != self._manifest_sig:
                 self._manifest_sig = sig
                 log.info("watch %s: ACL manifest %s changed; re-reading every ACL", self.source_id, self.acl_manifest)
-                self.rescan()
+                self.on_change(ChangeEvent(self.source_id, None, "acl"))  # the rights lane, not a rescan
             ident = self._identity()
             with self._lock:
                 if self._stop.is_set():

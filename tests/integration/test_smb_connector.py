@@ -801,3 +801,38 @@ def test_kerberos_ticket_from_the_dc_kdc_lists_and_reads_the_share(
         assert f"cifs/{dc.host}".encode() in services, services
     finally:
         subprocess.run([a.format("delete") for a in spn], check=True, capture_output=True)
+
+
+# ---------------------------------------------------------------- links on the server (issue 9)
+def test_server_side_links_never_widen_rights(env: Env, tmp_path: Path) -> None:
+    """Unix links on the Samba share: a reparse point (symlink, junction) is reported, never
+    read; a link Samba resolves itself (``follow symlinks``, ``wide links = no``) is read with
+    the *target's* descriptor; a link leading outside the share is never read."""
+    dc = env.dc
+    outside = tmp_path / "dehors"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret hors du partage", encoding="utf-8")
+    links = {
+        "LIEN-FICHIER.docx": dc.share_path / "RH" / "Grille_Salariale_2026.docx",
+        "LIEN-DOSSIER": dc.share_path / "RH",
+        "LIEN-DEHORS.txt": outside / "secret.txt",
+        "LIEN-DEHORS-DOSSIER": outside,
+    }
+    for name, target in links.items():
+        (dc.share_path / name).symlink_to(target)
+    try:
+        items = {it.path: it for it in env.conn.list_items()}
+        seen = {p: it.skip for p, it in items.items() if p.startswith("LIEN")}
+        logging.getLogger(__name__).warning("what Samba returns for unix links: %s", seen)
+        for p, it in items.items():
+            if not p.startswith("LIEN"):
+                continue
+            if it.skip is not None:
+                assert it.skip in ("symlink", "junction"), it
+                continue
+            assert not p.startswith("LIEN-DEHORS"), f"{p}: a link outside the share was listed as a file"
+            target = p.replace("LIEN-FICHIER.docx", "RH/Grille_Salariale_2026.docx").replace("LIEN-DOSSIER", "RH")
+            assert env.conn.fetch_acl(it) == env.conn.fetch_acl(items[target]), p
+    finally:
+        for name in links:
+            (dc.share_path / name).unlink()

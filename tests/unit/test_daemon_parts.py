@@ -16,7 +16,7 @@ import pytest
 from ancre.connectors.base import ChangeEvent
 from ancre.daemon.logs import JsonFormatter
 from ancre.daemon.notify import SdNotifier, watchdog_interval
-from ancre.daemon.queue import ChangeQueue, FullPass, PathBatch
+from ancre.daemon.queue import AclRefresh, ChangeQueue, FullPass, PathBatch
 from ancre.daemon.sync import clean_rel_path
 from ancre.daemon.watch import FolderWatcher
 
@@ -96,6 +96,29 @@ def test_full_pass_requests_merge_and_sighup_wins() -> None:
     assert q.depth() == 1
     assert q.take(0) == FullPass("s", "sighup", True)
     assert q.take(0) is None
+
+
+def test_rights_changes_take_their_own_lane() -> None:
+    """An ``acl`` event never queues behind content work: it is an AclRefresh in the rights lane
+    (taken by :meth:`take_acl`), merged per source; with a path the path is queued for content
+    too. The content lane never hands it out."""
+    clock = Clock()
+    q = _queue(clock)
+    q.request_full("s", "startup")
+    q.add_event(ChangeEvent("s", "RH/a.docx", "acl"))
+    q.add_event(ChangeEvent("s", "RH", "acl"))
+    assert q.take_acl(0) == AclRefresh("s", "acl_event", ("RH/a.docx", "RH"))
+    assert q.take_acl(0) is None
+    q.add_event(ChangeEvent("s", "RH", "acl"))
+    q.add_event(ChangeEvent("s", None, "acl"))  # the manifest: every document
+    assert q.take_acl(0) == AclRefresh("s", "acl_manifest", None)
+    assert q.pending() == 1 + 2 + 2  # the full pass, two paths, two rights tasks in flight
+    q.done_acl()
+    q.done_acl()
+    assert q.take(0) == FullPass("s", "startup")
+    clock.t += 1
+    task = q.take(0)
+    assert isinstance(task, PathBatch) and set(task.paths) == {"RH/a.docx", "RH"}
 
 
 def test_rescan_and_move_out_of_tree() -> None:
@@ -224,9 +247,10 @@ def test_auto_mode_polls_network_file_systems(tmp_path: Path, monkeypatch: pytes
         assert w._choose() == expected
 
 
-def test_acl_manifest_edit_triggers_a_full_pass(tmp_path: Path) -> None:
+def test_acl_manifest_edit_triggers_an_acl_refresh(tmp_path: Path) -> None:
     """Editing a folder source's acl.json changes rights without touching any document: the
-    watcher must ask for a full pass (ACLs re-read), not wait for the periodic sweep."""
+    watcher must ask at once for every ACL to be re-read (a path-less ``acl`` event, which the
+    queue puts in the rights lane), not wait for the periodic sweep nor behind content work."""
     root = tmp_path / "share"
     root.mkdir()
     manifest = tmp_path / "acl.json"
@@ -236,11 +260,12 @@ def test_acl_manifest_edit_triggers_a_full_pass(tmp_path: Path) -> None:
     w.start()
     try:
         time.sleep(1.5)
-        assert ChangeEvent("s", None, "rescan") not in events  # nothing changed yet
+        assert ChangeEvent("s", None, "acl") not in events  # nothing changed yet
         manifest.write_text('{"entries": {"A": {"aces": []}}}', encoding="utf-8")
         deadline = time.monotonic() + 10
-        while ChangeEvent("s", None, "rescan") not in events and time.monotonic() < deadline:
+        while ChangeEvent("s", None, "acl") not in events and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert ChangeEvent("s", None, "rescan") in events
+        assert ChangeEvent("s", None, "acl") in events
+        assert ChangeEvent("s", None, "rescan") not in events
     finally:
         w.stop()
