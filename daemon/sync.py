@@ -528,7 +528,8 @@ class SyncEngine:
         entries: list[Bm25Entry] = []
         for coll in COLLECTIONS:
             for p in self.store.scroll(coll):
-                entries.append(Bm25Entry(p.id, coll, p.payload.text, p.payload.filename))
+                pl = p.payload
+                entries.append(Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny))
                 if should_stop is not None and len(entries) % 1024 == 0 and should_stop():
                     return None
         index = Bm25Index.build(entries)

@@ -2,9 +2,11 @@
 
 1. the question is embedded; vector top ``candidates`` (30) in each collection *with* the rights
    filter;
-2. BM25 top ``candidates`` over the in-memory snapshot; every hit is then re-read from the store by
-   id *with* the rights filter, in one call per collection — hits that are gone or now forbidden are
-   dropped: the snapshot never decides rights;
+2. BM25 top ``candidates`` over the in-memory snapshot, scoring only the chunks the snapshot's ACL
+   columns say the user may read (:meth:`~ancre.index.bm25.Bm25Index.search`), so a user who reads
+   a small part of the index still gets his best keyword matches; every hit is then re-read from
+   the store by id *with* the rights filter, in one call per collection — hits that are gone or now
+   forbidden are dropped: the snapshot never decides rights;
 3. Reciprocal Rank Fusion, ``score = Σ 1 / (k + rank)`` with ``k = 60`` and 1-based ranks
    (Cormack, Clarke & Büttcher, SIGIR 2009), so scores lie in [0, 2/61 ≈ 0.033].
 
@@ -94,7 +96,7 @@ class Retriever:
             by_id[p.id] = p
         t2 = time.perf_counter()
 
-        bm25_hits = self.bm25.get().search(question, n)
+        bm25_hits = self.bm25.get().search(question, n, principals)  # his chunks only
         t3 = time.perf_counter()
         wanted: dict[str, list[str]] = defaultdict(list)
         for h in bm25_hits:
