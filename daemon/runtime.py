@@ -105,7 +105,10 @@ class Runtime:
         """The query core's hybrid retriever."""
         from ancre.query.retrieval import Retriever
 
-        return Retriever(self.store, self.embedder, self.bm25, self.settings.query)
+        return Retriever(
+            self.store, self.embedder, self.bm25, self.settings.query,
+            keyword_in_store=self.settings.store.bm25 == "qdrant",
+        )
 
     @cached_property
     def answer_service(self) -> AnswerService:

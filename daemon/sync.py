@@ -526,6 +526,9 @@ class SyncEngine:
         (nothing published). Safe to call while another thread writes the store (reads are
         concurrent; the snapshot is as of the scroll). Raises ``OSError``/``StoreError``."""
         entries: list[Bm25Entry] = []
+        if self.settings.store.bm25 == "qdrant":  # BM25 lives in Qdrant: an empty snapshot
+            crash_point("bm25_publish")
+            return self.bm25.publish(Bm25Index.empty())
         for coll in COLLECTIONS:
             for p in self.store.scroll(coll):
                 pl = p.payload

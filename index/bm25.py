@@ -134,21 +134,25 @@ class Bm25Index:
                     acl_ok[hit] = False
         return acl_ok[self._acl_ids]
 
-    def term_stats(self, terms: Sequence[str], principals: frozenset[str]) -> tuple[int, dict[str, int]]:
-        """Document frequencies among the chunks ``principals`` may read (per this snapshot):
-        ``(number of such chunks, {term: chunks of them containing the term})``; ``terms`` are
-        index terms (:func:`~ancre.index.tokenize.tokenize` output), unknown ones count 0. Only
-        chunks the user may read count, so nothing here depends on documents he may not read."""
-        mask = self.readable_mask(principals)
+    def term_stats(
+        self, terms: Sequence[str], principals: frozenset[str] | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """Document frequencies: ``(chunks, {term: chunks containing it})`` over the whole
+        snapshot (``principals`` ``None``, what the extractive gate uses), or over the chunks
+        ``principals`` may read per the snapshot. ``terms`` are index terms
+        (:func:`~ancre.index.tokenize.tokenize` output); unknown ones count 0."""
+        mask = None if principals is None else self.readable_mask(principals)
+        n = len(self) if mask is None else int(mask.sum())
         out = {t: 0 for t in terms}
         if self._retriever is None:
-            return int(mask.sum()), out
+            return n, out
         indptr, indices = self._retriever.scores["indptr"], self._retriever.scores["indices"]
         for t in out:
             tid = self._vocab.get(t)
             if tid is not None:
-                out[t] = int(mask[indices[indptr[tid] : indptr[tid + 1]]].sum())
-        return int(mask.sum()), out
+                docs = indices[indptr[tid] : indptr[tid + 1]]
+                out[t] = len(docs) if mask is None else int(mask[docs].sum())
+        return n, out
 
     @classmethod
     def build(cls, entries: Sequence[Bm25Entry]) -> Bm25Index:

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ancre.config import QueryConfig
-from ancre.index.bm25 import Bm25Manager
+from ancre.index.bm25 import Bm25Hit, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import Store
 from ancre.models import COLLECTIONS, SearchResult, StoredPoint
+from ancre.query.relevance import RARE_FRACTION, RARE_MIN_DF
 
 
 @dataclass(frozen=True)
@@ -66,14 +67,44 @@ def rrf(lists: dict[str, Sequence[str]], k: int = 60) -> dict[str, tuple[float, 
 class Retriever:
     """The query core's retrieval step; thread-safe as long as the store and embedder are."""
 
-    def __init__(self, store: Store, embedder: Embedder, bm25: Bm25Manager, cfg: QueryConfig) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        bm25: Bm25Manager,
+        cfg: QueryConfig,
+        *,
+        keyword_in_store: bool = False,
+    ) -> None:
+        """``keyword_in_store``: the keyword side is the store's ``keyword_search`` (BM25 as Qdrant
+        sparse vectors, ``[store] bm25 = "qdrant"``) instead of the ``bm25`` snapshot."""
         self.store = store
         self.embedder = embedder
         self.bm25 = bm25
         self.cfg = cfg
+        self.keyword_in_store = keyword_in_store
 
-    def retrieve(self, question: str, principals: frozenset[str], limit: int | None = None) -> Retrieval:
+    def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """Document frequencies of index ``terms`` in the whole BM25 snapshot:
+        ``(chunks, {term: chunks containing it})`` (:meth:`~ancre.index.bm25.Bm25Index.term_stats`).
+        Used by the extractive gate (:mod:`ancre.query.relevance`) to tell rare terms."""
+        if self.keyword_in_store:
+            n = sum(self.store.count(c) for c in COLLECTIONS)
+            cap = int(max(RARE_MIN_DF, RARE_FRACTION * n)) + 1
+            return self.store.keyword_term_counts(terms, cap)  # type: ignore[attr-defined]
+        return self.bm25.get().term_stats(terms)
+
+    def retrieve(
+        self,
+        question: str,
+        principals: frozenset[str],
+        limit: int | None = None,
+        *,
+        lists: tuple[str, ...] = ("vector", "bm25"),
+    ) -> Retrieval:
         """Top ``limit`` (default ``cfg.limit``) fused results readable by ``principals``.
+        ``lists``: the candidate lists to fuse (``"vector"``, ``"bm25"``); one alone for the
+        retrieval evaluation's vector-only and BM25-only rows.
 
         Raises :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from the
         backends; never returns a result that the store's rights filter refused.
@@ -83,12 +114,12 @@ class Retriever:
         limit = self.cfg.limit if limit is None else limit
         n = self.cfg.candidates
         t0 = time.perf_counter()
-        qvec = self.embedder.embed_query(question)
+        qvec = self.embedder.embed_query(question) if "vector" in lists else None
         t1 = time.perf_counter()
 
         by_id: dict[str, StoredPoint] = {}
         vec_hits: list[StoredPoint] = []
-        for coll in COLLECTIONS:
+        for coll in COLLECTIONS if qvec is not None else ():
             vec_hits.extend(self.store.search(coll, qvec, principals, n))
         vec_hits.sort(key=lambda p: -(p.score or 0.0))
         vec_hits = vec_hits[:n]
@@ -96,15 +127,25 @@ class Retriever:
             by_id[p.id] = p
         t2 = time.perf_counter()
 
-        bm25_hits = self.bm25.get().search(question, n, principals)  # his chunks only
-        t3 = time.perf_counter()
-        wanted: dict[str, list[str]] = defaultdict(list)
-        for h in bm25_hits:
-            wanted[h.collection].append(h.point_id)
+        k = n if "bm25" in lists else 0
         fresh: dict[str, StoredPoint] = {}
-        for coll, ids in wanted.items():
-            for p in self.store.retrieve(coll, ids, principals):
-                fresh[p.id] = p
+        if self.keyword_in_store:  # rights filter inside the query: the hits are a fresh read
+            kw: list[StoredPoint] = []
+            for coll in COLLECTIONS if k else ():
+                kw.extend(self.store.keyword_search(coll, question, principals, k))  # type: ignore[attr-defined]
+            kw.sort(key=lambda p: -(p.score or 0.0))
+            bm25_hits = [Bm25Hit(p.id, p.payload.collection, p.score or 0.0) for p in kw[:k]]
+            fresh = {p.id: p for p in kw[:k]}
+            t3 = time.perf_counter()
+        else:
+            bm25_hits = self.bm25.get().search(question, k, principals)
+            t3 = time.perf_counter()
+            wanted: dict[str, list[str]] = defaultdict(list)
+            for h in bm25_hits:
+                wanted[h.collection].append(h.point_id)
+            for coll, ids in wanted.items():
+                for p in self.store.retrieve(coll, ids, principals):
+                    fresh[p.id] = p
         bm25_ids = [h.point_id for h in bm25_hits if h.point_id in fresh]
         for pid in bm25_ids:
             by_id.setdefault(pid, fresh[pid])
