@@ -103,7 +103,7 @@ class ModeRetriever(Retriever):
     """A :class:`Retriever` that fuses only the candidate lists of one evaluation mode."""
 
     def __init__(self, base: Retriever, lists: tuple[str, ...]) -> None:
-        super().__init__(base.store, base.embedder, base.bm25, base.cfg)
+        super().__init__(base.store, base.embedder, base.bm25, base.cfg, keyword_in_store=base.keyword_in_store)
         self.lists = lists
 
     def retrieve(self, question: str, principals: frozenset[str], limit: int | None = None, *,
