@@ -85,9 +85,11 @@ class Retriever:
         self.keyword_in_store = keyword_in_store
 
     def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """Document frequencies of index ``terms`` in the whole BM25 snapshot:
-        ``(chunks, {term: chunks containing it})`` (:meth:`~ancre.index.bm25.Bm25Index.term_stats`).
-        Used by the extractive gate (:mod:`ancre.query.relevance`) to tell rare terms."""
+        """Document frequencies of index ``terms`` over the whole keyword index:
+        ``(chunks, {term: chunks containing it})`` from the BM25 snapshot
+        (:meth:`~ancre.index.bm25.Bm25Index.term_stats`), or, with BM25 in Qdrant, counted by the
+        store up to just past the rarity limit (enough to tell rare from common). Used by the
+        extractive gate (:mod:`ancre.query.relevance`)."""
         if self.keyword_in_store:
             n = sum(self.store.count(c) for c in COLLECTIONS)
             cap = int(max(RARE_MIN_DF, RARE_FRACTION * n)) + 1

@@ -1,7 +1,9 @@
 """Issue 12, rights-aware keyword candidates, end to end (folder source, e5-local, embedded store):
 60 technician notes that a commercial user may not read repeat a code; the one commercial note he
 may read mentions it once. BM25 must find *his* note (``found_by`` has ``bm25``) and rank it first,
-and he must never see a technician note."""
+and he must never see a technician note — with the BM25 snapshot and its rights mask (default),
+and with BM25 kept in Qdrant as sparse vectors (``[store] bm25 = "qdrant"``, qdrant-client's
+local mode standing in for a server)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ from support.corpus import CORPUS
 from ancre.config import load_settings
 from ancre.daemon.runtime import Runtime
 
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+
 CODE = "RX-7731-KAPPA"
 COMMERCIAL_NOTE = "offre-client-lemanic.md"
 
 
-def _write_share(root: Path) -> None:
+def _write_share(root: Path, store: str) -> None:
     tech, com = root / "share" / "TECHNIQUE", root / "share" / "COMMERCIAL"
     tech.mkdir(parents=True)
     com.mkdir(parents=True)
@@ -53,7 +57,7 @@ def _write_share(root: Path) -> None:
 [embedder]
 kind = "e5-local"
 [store]
-kind = "edge"
+{store}
 [directory]
 kind = "file"
 path = "directory.json"
@@ -62,15 +66,21 @@ id = "partage"
 root = "share"
 unc_root = '\\\\SRV-FICHIERS\\Partage'
 acl_manifest = "acl.json"
-''',
+'''.replace("{store}", store),
         encoding="utf-8",
     )
 
 
-@pytest.fixture(scope="module")
-def rt(tmp_path_factory: pytest.TempPathFactory):
+STORES = {
+    "snapshot": 'kind = "edge"',  # the default: embedded store, BM25 snapshot with the rights mask
+    "qdrant": 'kind = "local"\nbm25 = "qdrant"',  # BM25 as sparse vectors, rights in the query
+}
+
+
+@pytest.fixture(scope="module", params=sorted(STORES))
+def rt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("narrow")
-    _write_share(root)
+    _write_share(root, STORES[request.param])
     runtime = Runtime(load_settings(root / "ancre.toml"))
     for conn in runtime.connectors():
         rep = runtime.engine.run_pass(conn)
