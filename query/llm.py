@@ -404,7 +404,7 @@ class ExtractiveAnswerer:
         self, context: Context, question: str | None = None, stats: TermStats | None = None
     ) -> list[Extract]:
         """The extracts to quote, best first; ``[]`` means refuse (see the class doc). ``stats``:
-        the asking user's document frequencies (:data:`~ancre.query.relevance.TermStats`)."""
+        the index's document frequencies (:data:`~ancre.query.relevance.TermStats`)."""
         if question is None:
             return self.best_extracts(context)
         if context.empty:
