@@ -79,7 +79,7 @@ def render(rows: list[dict]) -> None:
             "" if r["mode"] == "vector" else f"{r['keyword_p50_ms']:.2f}",
             "" if r["mode"] == "vector" else r["keyword_index"],
         )
-    Console().print(t)
+    Console(width=max(Console().width, 180)).print(t)
 
 
 def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
