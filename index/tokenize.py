@@ -28,15 +28,15 @@
    text (``sécurité``). So the one order is: fold (step 1), put back the accent of the suffixes
    Snowball reads (:data:`_REACCENT`: ``-ee`` → ``-ée``, ``-ere`` → ``-ère``, ``-ie`` → ``-ié``,
    ``-ite`` → ``-ité``, plural forms too), stem, fold the stem, and spell a final ``y`` as ``i``
-   (``payé`` → ``pay``, ``payée`` → ``pai``). As every step works on the folded word, accented,
-   unaccented and capitalised forms give the same term by construction; the property test
+   (Snowball stems ``payé`` to ``pay`` but ``payée`` to ``pai``: both become ``pai``). As every
+   step works on the folded word, accented, unaccented and capitalised forms give the same term by construction; the property test
    ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word list (with
-   elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`): on
-   the Axonix validation corpus questions worded with other inflections than the text
-   (``résilier``/``résiliation``, ``machine virtuelle``/``machines virtuelles``, ``estimée``/
-   ``estimé``) rank their source first only with it (see the retrieval evaluation in README.md).
+   elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
+   questions worded with other inflections than the text (``résilier``/``résiliation``,
+   ``machine virtuelle``/``machines virtuelles``, ``estimée``/``estimé``) share their terms with
+   it only when stemmed (the retrieval evaluation in README.md has such questions).
 7. **Hyphens and soft hyphens**: U+2010/U+2011/U+2012/U+2212 (Word's non-breaking hyphen, PDF
-   hyphens) are read as ``-``; a soft hyphen (U+00AD) is dropped (``sécu\u00adrité`` = ``sécurité``).
+   hyphens) are read as ``-``; a soft hyphen (U+00AD) is dropped, so ``sécu<U+00AD>rité`` is ``sécurité``.
 
 Deterministic: the same text always gives the same list, in text order. Fast path: the terms of
 each word or code are cached (``functools.lru_cache``), so the Python cost per word is one cache
