@@ -29,8 +29,8 @@
    Snowball reads (:data:`_REACCENT`: ``-ee`` → ``-ée``, ``-ere`` → ``-ère``, ``-ie`` → ``-ié``,
    ``-ite`` → ``-ité``, plural forms too), stem, fold the stem, and spell a final ``y`` as ``i``
    (Snowball stems ``payé`` to ``pay`` but ``payée`` to ``pai``: both become ``pai``). As every
-   step works on the folded word, accented, unaccented and capitalised forms give the same term by construction; the property test
-   ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word list (with
+   step works on the folded word, accented, unaccented and capitalised forms give the same term
+   by construction; the property test ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word list (with
    elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
    questions worded with other inflections than the text (``résilier``/``résiliation``,
    ``machine virtuelle``/``machines virtuelles``, ``estimée``/``estimé``) share their terms with
