@@ -60,11 +60,17 @@ class StoreConfig(_Section):
     api_key: str | None = None
     path: Path | None = None
     timeout_s: float = Field(30.0, gt=0)
+    bm25: Literal["snapshot", "qdrant"] = "snapshot"
+    """Where the keyword side lives: ``snapshot`` (default: bm25s snapshot files under the data
+    dir, one machine) or ``qdrant`` (sparse vectors with IDF in the Qdrant collections, for APIs on
+    several machines; ``kind = "qdrant"`` or ``"local"`` only). README "Configuration"."""
 
     @model_validator(mode="after")
     def _url_for_server(self) -> "StoreConfig":
         if self.kind == "qdrant" and not self.url:
             raise ValueError("store.url is required when store.kind = 'qdrant'")
+        if self.bm25 == "qdrant" and self.kind == "edge":
+            raise ValueError("store.bm25 = 'qdrant' needs store.kind = 'qdrant' (a Qdrant server)")
         return self
 
 

@@ -143,7 +143,10 @@ class Runtime:
         from ancre.query.retrieval import Retriever
 
         live = self.live_acl if self.settings.query.live_acl else None
-        return Retriever(self.store, self.embedder, self.bm25, self.settings.query, live)
+        return Retriever(
+            self.store, self.embedder, self.bm25, self.settings.query, live,
+            keyword_in_store=self.settings.store.bm25 == "qdrant",
+        )
 
     @cached_property
     def answer_service(self) -> AnswerService:

@@ -664,9 +664,13 @@ class SyncEngine:
         (nothing published). Safe to call while another thread writes the store (reads are
         concurrent; the snapshot is as of the scroll). Raises ``OSError``/``StoreError``."""
         entries: list[Bm25Entry] = []
+        if self.settings.store.bm25 == "qdrant":  # BM25 lives in Qdrant: an empty snapshot
+            crash_point("bm25_publish")
+            return self.bm25.publish(Bm25Index.empty())
         for coll in COLLECTIONS:
             for p in self.store.scroll(coll):
-                entries.append(Bm25Entry(p.id, coll, p.payload.text, p.payload.filename))
+                pl = p.payload
+                entries.append(Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny))
                 if should_stop is not None and len(entries) % 1024 == 0 and should_stop():
                     return None
         index = Bm25Index.build(entries)

@@ -39,7 +39,8 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 K1 = 1.2
 B = 0.75
 METHOD = "lucene"
-FORMAT = 1
+FORMAT = 2
+"""2: ACL columns (issue 12); a format-1 snapshot is not loaded, the daemon rebuilds it."""
 _META = "entries.json"
 _CURRENT = "CURRENT"
 _GEN = re.compile(r"^gen-(\d+)$")
@@ -54,12 +55,15 @@ class Bm25IndexError(StoreError):
 @dataclass(frozen=True)
 class Bm25Entry:
     """One chunk to index: its Qdrant point id (UUID string), collection (``documents`` or
-    ``documentation``), text, and the document's file name (indexed too)."""
+    ``documentation``), text, the document's file name (indexed too), and its ACL as read from the
+    store (``acl_allow`` / ``acl_deny`` principals; an empty allow set: readable by nobody)."""
 
     point_id: str
     collection: str
     text: str
     filename: str
+    acl_allow: tuple[str, ...] = ()
+    acl_deny: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,17 +88,71 @@ class Bm25Index:
         collections: list[str],
         vocab: dict[str, int],
         retriever: bm25s.BM25 | None,
+        acls: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
+        acl_ids: np.ndarray | None = None,
     ) -> None:
-        """Internal: use :meth:`build`, :meth:`empty` or :meth:`load`."""
+        """Internal: use :meth:`build`, :meth:`empty` or :meth:`load`. ``acls``: the distinct
+        ``(allow, deny)`` pairs; ``acl_ids``: ``(n,)`` int32, each chunk's pair number."""
         self._point_ids = point_ids
         self._collections = collections
         self._vocab = vocab
         self._retriever = retriever
+        self._acls = acls if acls is not None else [((), ())]
+        self._acl_ids = (
+            np.asarray(acl_ids, dtype=np.int32)
+            if acl_ids is not None
+            else np.zeros(len(point_ids), dtype=np.int32)
+        )
+        allow_of: dict[str, list[int]] = {}
+        deny_of: dict[str, list[int]] = {}
+        for n, (allow, deny) in enumerate(self._acls):
+            for p in allow:
+                allow_of.setdefault(p, []).append(n)
+            for p in deny:
+                deny_of.setdefault(p, []).append(n)
+        self._allow_of = {p: np.asarray(v, dtype=np.int32) for p, v in allow_of.items()}
+        self._deny_of = {p: np.asarray(v, dtype=np.int32) for p, v in deny_of.items()}
 
     @classmethod
     def empty(cls) -> Bm25Index:
         """An index of no chunks: every search returns ``[]``."""
         return cls([], [], {}, None)
+
+    def readable_mask(self, principals: frozenset[str]) -> np.ndarray:
+        """``(n,)`` bool: which chunks a user holding ``principals`` may read according to the
+        ACLs recorded in this snapshot (``allow ∩ P ≠ ∅`` and ``deny ∩ P = ∅``, DESIGN.md
+        "Qdrant"). All ``False`` for an empty set. Cost: O(|P| + distinct ACLs + n)."""
+        acl_ok = np.zeros(len(self._acls), dtype=bool)
+        if principals:
+            for p in principals:
+                hit = self._allow_of.get(p)
+                if hit is not None:
+                    acl_ok[hit] = True
+            for p in principals:
+                hit = self._deny_of.get(p)
+                if hit is not None:
+                    acl_ok[hit] = False
+        return acl_ok[self._acl_ids]
+
+    def term_stats(
+        self, terms: Sequence[str], principals: frozenset[str] | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """Document frequencies: ``(chunks, {term: chunks containing it})`` over the whole
+        snapshot (``principals`` ``None``, what the extractive gate uses), or over the chunks
+        ``principals`` may read per the snapshot. ``terms`` are index terms
+        (:func:`~ancre.index.tokenize.tokenize` output); unknown ones count 0."""
+        mask = None if principals is None else self.readable_mask(principals)
+        n = len(self) if mask is None else int(mask.sum())
+        out = {t: 0 for t in terms}
+        if self._retriever is None:
+            return n, out
+        indptr, indices = self._retriever.scores["indptr"], self._retriever.scores["indices"]
+        for t in out:
+            tid = self._vocab.get(t)
+            if tid is not None:
+                docs = indices[indptr[tid] : indptr[tid + 1]]
+                out[t] = len(docs) if mask is None else int(mask[docs].sum())
+        return n, out
 
     @classmethod
     def build(cls, entries: Sequence[Bm25Entry]) -> Bm25Index:
@@ -109,32 +167,46 @@ class Bm25Index:
             raise ValueError("Bm25Index.build: duplicate point ids")
         vocab: dict[str, int] = {}
         corpus_ids: list[list[int]] = []
-        for e in entries:
+        acl_numbers: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+        acl_ids = np.empty(len(entries), dtype=np.int32)
+        for i, e in enumerate(entries):
             tokens = tokenize(e.filename) + tokenize(e.text)
             for new in sorted(set(tokens).difference(vocab)):
                 vocab[new] = len(vocab)
             corpus_ids.append(list(map(vocab.__getitem__, tokens)))
+            acl = (tuple(sorted(set(e.acl_allow))), tuple(sorted(set(e.acl_deny))))
+            acl_ids[i] = acl_numbers.setdefault(acl, len(acl_numbers))
         collections = [e.collection for e in entries]
+        acls = list(acl_numbers) or [((), ())]
         if not vocab:  # no entries, or nothing but stop words: nothing can ever match
-            return cls(point_ids, collections, {}, None)
+            return cls(point_ids, collections, {}, None, acls, acl_ids)
         retriever = bm25s.BM25(k1=K1, b=B, method=METHOD)
         retriever.index((corpus_ids, vocab), create_empty_token=False, show_progress=False)
-        return cls(point_ids, collections, vocab, retriever)
+        return cls(point_ids, collections, vocab, retriever, acls, acl_ids)
 
     def __len__(self) -> int:
         """Number of chunks indexed."""
         return len(self._point_ids)
 
-    def search(self, query: str, k: int) -> list[Bm25Hit]:
+    def search(self, query: str, k: int, principals: frozenset[str] | None = None) -> list[Bm25Hit]:
         """The ``k`` best chunks for ``query``, best first, only those scoring > 0 (sharing at
         least one term with the query). Ties are broken by insertion order. Returns ``[]`` for an
-        empty index, ``k <= 0``, or a query made only of stop words or terms the index lacks."""
+        empty index, ``k <= 0``, or a query made only of stop words or terms the index lacks.
+
+        ``principals``: score only the chunks this user may read according to the snapshot's ACLs
+        (:meth:`readable_mask`); an empty set returns ``[]`` (fail closed). ``None`` searches the
+        whole snapshot (index maintenance and benchmarks only: the query core always passes the
+        user's principals). IDF stays that of the whole snapshot either way.
+        """
         if self._retriever is None or k <= 0:
+            return []
+        if principals is not None and not principals:
             return []
         ids = [self._vocab[t] for t in dict.fromkeys(tokenize(query)) if t in self._vocab]
         if not ids:
             return []
-        scores = self._retriever.get_scores_from_ids(ids)
+        mask = None if principals is None else self.readable_mask(principals)
+        scores = self._retriever.get_scores_from_ids(ids, weight_mask=mask)
         candidates = np.flatnonzero(scores > 0)
         if len(candidates) > k:
             # keep every candidate tied with the k-th score, then order and cut
@@ -159,6 +231,8 @@ class Bm25Index:
             "has_scores": self._retriever is not None,
             "point_ids": self._point_ids,
             "collections": self._collections,
+            "acls": [[list(a), list(d)] for a, d in self._acls],
+            "acl_ids": self._acl_ids.tolist(),
         }
         (directory / _META).write_text(json.dumps(meta, separators=(",", ":")), encoding="utf-8")
 
@@ -176,10 +250,17 @@ class Bm25Index:
                 )
             point_ids = [str(p) for p in meta["point_ids"]]
             collections = [str(c) for c in meta["collections"]]
-            if len(point_ids) != len(collections):
+            acls = [(tuple(map(str, a)), tuple(map(str, d))) for a, d in meta["acls"]]
+            acl_ids = np.asarray(meta["acl_ids"], dtype=np.int32)
+            if (
+                len(point_ids) != len(collections)
+                or len(acl_ids) != len(point_ids)
+                or not acls
+                or (len(acl_ids) and not 0 <= int(acl_ids.min()) <= int(acl_ids.max()) < len(acls))
+            ):
                 raise Bm25IndexError(f"{directory}: {_META} is inconsistent")
             if not meta["has_scores"]:
-                return cls(point_ids, collections, {}, None)
+                return cls(point_ids, collections, {}, None, acls, acl_ids)
             retriever = bm25s.BM25.load(str(directory), show_progress=False)
         except Bm25IndexError:
             raise
@@ -190,7 +271,7 @@ class Bm25Index:
                 f"{directory}: scores cover {retriever.scores['num_docs']} chunks, "
                 f"{_META} lists {len(point_ids)}"
             )
-        return cls(point_ids, collections, dict(retriever.vocab_dict), retriever)
+        return cls(point_ids, collections, dict(retriever.vocab_dict), retriever, acls, acl_ids)
 
 
 def _fsync_tree(directory: Path) -> None:

@@ -5,6 +5,10 @@ Python and ignores payload indexes).
 The embedder is recorded in each collection's own metadata (``create_collection(metadata=…)``,
 Qdrant server ≥ 1.16 and local mode): ``{"ancre_embedder": "e5-local:…", "ancre_dim": 384}``.
 Writes use ``wait=True``: they return once the server applied them (its WAL makes them durable).
+
+With ``sparse_bm25=True`` (``[store] bm25 = "qdrant"``) each collection also has the sparse vector
+``bm25`` with ``modifier = IDF``, every upsert writes it (:mod:`ancre.index.sparse_bm25`), and
+:meth:`QdrantStore.keyword_search` is the keyword side of retrieval, rights filter in the query.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ancre.index._filters import (
     to_stored,
     valid_point_ids,
 )
+from ancre.index import sparse_bm25
 from ancre.index.store import PAYLOAD_INDEXES, PointWrite
 from ancre.models import COLLECTIONS, Acl, StoredPoint
 
@@ -79,9 +84,13 @@ class QdrantStore:
     failure (unreachable server, timeout, HTTP error) is raised as :class:`StoreError`.
     """
 
-    def __init__(self, client: QdrantClient, location: str | None = None) -> None:
-        """``location`` names the store in messages (URL or path); taken from the client if absent."""
+    def __init__(
+        self, client: QdrantClient, location: str | None = None, *, sparse_bm25: bool = False
+    ) -> None:
+        """``location`` names the store in messages (URL or path); taken from the client if absent.
+        ``sparse_bm25``: keep BM25 as sparse vectors (see the module doc)."""
         self.client = client
+        self.sparse_bm25 = sparse_bm25
         opts = getattr(client, "init_options", {}) or {}
         self.location = location or str(
             opts.get("url") or opts.get("path") or opts.get("host") or opts.get("location") or "Qdrant"
@@ -89,19 +98,21 @@ class QdrantStore:
         self._dim = 0
 
     @classmethod
-    def from_url(cls, url: str, api_key: str | None = None, timeout_s: float = 30.0) -> "QdrantStore":
+    def from_url(
+        cls, url: str, api_key: str | None = None, timeout_s: float = 30.0, *, sparse_bm25: bool = False
+    ) -> "QdrantStore":
         """A store on the Qdrant server at ``url`` (REST, e.g. ``http://127.0.0.1:6333``);
         ``timeout_s`` per request in seconds (rounded up to whole seconds, the client's unit).
         Connects lazily: an unreachable server surfaces at :meth:`open` as :class:`StoreError`."""
         client = QdrantClient(
             url=url, api_key=api_key, timeout=max(1, math.ceil(timeout_s)), check_compatibility=False
         )
-        return cls(client, location=url)
+        return cls(client, location=url, sparse_bm25=sparse_bm25)
 
     @classmethod
-    def local(cls, path: Path) -> "QdrantStore":
+    def local(cls, path: Path, *, sparse_bm25: bool = False) -> "QdrantStore":
         """qdrant-client local mode persisted under ``path`` (tests only; one client per path)."""
-        return cls(QdrantClient(path=str(path)), location=str(path))
+        return cls(QdrantClient(path=str(path)), location=str(path), sparse_bm25=sparse_bm25)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -135,6 +146,14 @@ class QdrantStore:
                         dim,
                     )
                 )
+            has_sparse = sparse_bm25.VECTOR_NAME in (info.config.params.sparse_vectors or {})
+            if has_sparse != self.sparse_bm25:
+                raise StoreError(
+                    f"collection {name!r} at {self.location} was built "
+                    f"{'with' if has_sparse else 'without'} BM25 in Qdrant but the configuration "
+                    f"says store.bm25 = {'qdrant' if self.sparse_bm25 else 'snapshot'!r}; set it back, "
+                    f"or run `{REINDEX_COMMAND}` to rebuild the index"
+                )
             with _client(f"index payload of {name}"):
                 for field in PAYLOAD_INDEXES:
                     if field not in (info.payload_schema or {}):
@@ -165,11 +184,12 @@ class QdrantStore:
             ids = valid_point_ids([p.id])
             if not ids:
                 raise StoreError(f"point id {p.id!r} is not a UUID string")
-            structs.append(
-                qm.PointStruct(
-                    id=ids[0], vector=as_vector(p.vector, self._dim), payload=p.payload.to_dict()
-                )
-            )
+            vector: list[float] | dict[str, list[float] | qm.SparseVector]
+            vector = as_vector(p.vector, self._dim)
+            if self.sparse_bm25:
+                indices, values = sparse_bm25.document_vector(p.payload.filename, p.payload.text)
+                vector = {"": vector, sparse_bm25.VECTOR_NAME: qm.SparseVector(indices=indices, values=values)}
+            structs.append(qm.PointStruct(id=ids[0], vector=vector, payload=p.payload.to_dict()))
         with _client(f"upsert into {collection}"):
             for i in range(0, len(structs), _UPSERT_BATCH):
                 self.client.upsert(collection, points=structs[i : i + _UPSERT_BATCH], wait=True)
@@ -212,6 +232,50 @@ class QdrantStore:
                 collection, query=query, query_filter=flt, limit=limit, with_payload=True
             ).points
         return [to_stored(h.id, h.payload, float(h.score)) for h in hits]
+
+    def keyword_search(
+        self, collection: str, question: str, principals: frozenset[str], limit: int
+    ) -> list[StoredPoint]:
+        """Top-``limit`` points by BM25 (sparse vector ``bm25``, IDF computed by Qdrant) under
+        the rights filter, in one query, best first, ``score`` set; only points sharing a term
+        with ``question``. ``[]`` for empty ``principals``, a question of stop words, or a store
+        opened without ``sparse_bm25`` (raises :class:`StoreError` then)."""
+        self._check(collection)
+        if not self.sparse_bm25:
+            raise StoreError(f"store at {self.location} keeps no BM25 (store.bm25 = 'snapshot')")
+        flt = _rights_filter(principals)
+        indices, values = sparse_bm25.query_vector(question)
+        if flt is None or limit <= 0 or not indices:
+            return []
+        with _client(f"keyword search {collection}"):
+            hits = self.client.query_points(
+                collection,
+                query=qm.SparseVector(indices=indices, values=values),
+                using=sparse_bm25.VECTOR_NAME,
+                query_filter=flt,
+                limit=limit,
+                with_payload=True,
+            ).points
+        return [to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0]
+
+    def keyword_term_counts(self, terms: Sequence[str], cap: int) -> tuple[int, dict[str, int]]:
+        """``(points, {term: points holding it, counted up to cap + 1})`` over both collections,
+        unfiltered (the extractive gate's document frequencies, as the snapshot's
+        :meth:`~ancre.index.bm25.Bm25Index.term_stats`): one sparse query per term and collection."""
+        n = sum(self.count(c) for c in COLLECTIONS)
+        out: dict[str, int] = {}
+        for term in terms:
+            q = qm.SparseVector(indices=[sparse_bm25.term_index(term)], values=[1.0])
+            found = 0
+            for coll in COLLECTIONS:
+                self._check(coll)
+                with _client(f"count term in {coll}"):
+                    hits = self.client.query_points(
+                        coll, query=q, using=sparse_bm25.VECTOR_NAME, limit=cap + 1, with_payload=False
+                    ).points
+                found += sum(1 for h in hits if h.score > 0)
+            out[term] = min(found, cap + 1)
+        return n, out
 
     def retrieve(
         self, collection: str, ids: Sequence[str], principals: frozenset[str]
@@ -283,9 +347,15 @@ class QdrantStore:
 
     def _create(self, name: str, embedder_name: str, dim: int) -> None:
         try:
+            sparse = (
+                {sparse_bm25.VECTOR_NAME: qm.SparseVectorParams(modifier=qm.Modifier.IDF)}
+                if self.sparse_bm25
+                else None
+            )
             self.client.create_collection(
                 name,
                 vectors_config=qm.VectorParams(size=dim, distance=qm.Distance.COSINE),
+                sparse_vectors_config=sparse,
                 metadata={META_EMBEDDER: embedder_name, META_DIM: dim},
             )
         except Exception:

@@ -17,7 +17,9 @@ def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
       ``cfg.api_key`` and ``cfg.timeout_s`` (seconds);
     - ``local``: qdrant-client local mode under ``cfg.path`` (default ``data_dir/qdrant-local``).
 
-    Raises :class:`ConfigError` when ``kind = "qdrant"`` has no ``url``.
+    With ``cfg.bm25 = "qdrant"`` the Qdrant backends also keep BM25 as sparse vectors
+    (:mod:`ancre.index.sparse_bm25`). Raises :class:`ConfigError` when ``kind = "qdrant"`` has no
+    ``url``.
     """
     if cfg.kind == "edge":
         from ancre.index.edge_store import EdgeStore
@@ -26,8 +28,9 @@ def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
 
     from ancre.index.qdrant_store import QdrantStore
 
+    sparse = cfg.bm25 == "qdrant"
     if cfg.kind == "qdrant":
         if not cfg.url:
             raise ConfigError("store.url is required when store.kind = 'qdrant'")
-        return QdrantStore.from_url(cfg.url, cfg.api_key, cfg.timeout_s)
-    return QdrantStore.local(cfg.path or Path(data_dir) / "qdrant-local")
+        return QdrantStore.from_url(cfg.url, cfg.api_key, cfg.timeout_s, sparse_bm25=sparse)
+    return QdrantStore.local(cfg.path or Path(data_dir) / "qdrant-local", sparse_bm25=sparse)

@@ -13,19 +13,30 @@
    ``C:\\Axonix\\Agent``) are emitted whole (folded, never stemmed nor stop-filtered), then the
    name without its extension when the last ``.``-part looks like one (1–5 characters with a
    letter), then each part as a word: ``"WD-EXCL-042"`` → ``["wd-excl-042", "wd", "excl", "042"]``.
+   A hyphenated French compound (only letters, only ``-``) is emitted whole with each part
+   stemmed, so its inflections match: ``"sous-traitants"`` → ``["sous-traitant", "traitant"]``.
 4. **Numbers** are kept as written (``"042"`` stays ``"042"``); a number written in thousands groups
    (``"4 200"``, ``"4'200"``, ``"44 800"``: groups of exactly three digits) also yields the joined
    form ``"4200"``, so that either spelling in a question finds it.
 5. **Stop words**: a French list (articles, pronouns, prepositions, conjunctions, forms of *être* and
    *avoir*, elided forms, interrogatives) compared after folding; dropped from words and parts only.
-6. **Stemming**: French Snowball (PyStemmer) applied to words and parts *after* folding, so that a
-   question typed without accents stems exactly like the accented text (``"securite"`` and
-   ``"sécurité"`` both → ``"securit"``). Kept on (:data:`STEM`): on the Axonix validation corpus
-   (62 chunks of ~1 000 characters) the ten questions of ``questions.json`` and a dozen more rank
-   their source first either way, but fifteen questions worded with other inflections than the
-   text (``résilier``/``résiliation``, ``machine virtuelle``/``machines virtuelles``,
-   ``correctif publié``/``publication des correctifs``) went from MRR 0.57 without stemming to
-   0.87 with it, and none ranked worse.
+6. **Stemming**: French Snowball (PyStemmer) on a *canonical accented form* of the folded word,
+   then the stem is folded again. Snowball's French rules need some accents (``ée``/``ées`` of past
+   participles, ``ère``, ``ité``, ``ié``), so stemming the folded word split inflections
+   (``estimée`` → ``estime`` but ``estimé`` → ``estim``); stemming the text as written conflates
+   them but then a question typed without accents (``securite``) stems apart from the accented
+   text (``sécurité``). So the one order is: fold (step 1), put back the accent of the suffixes
+   Snowball reads (:data:`_REACCENT`: ``-ee`` → ``-ée``, ``-ere`` → ``-ère``, ``-ie`` → ``-ié``,
+   ``-ite`` → ``-ité``, plural forms too), stem, fold the stem, and spell a final ``y`` as ``i``
+   (Snowball stems ``payé`` to ``pay`` but ``payée`` to ``pai``: both become ``pai``). As every
+   step works on the folded word, accented, unaccented and capitalised forms give the same term
+   by construction; the property test ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word list (with
+   elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
+   questions worded with other inflections than the text (``résilier``/``résiliation``,
+   ``machine virtuelle``/``machines virtuelles``, ``estimée``/``estimé``) share their terms with
+   it only when stemmed (the retrieval evaluation in README.md has such questions).
+7. **Hyphens and soft hyphens**: U+2010/U+2011/U+2012/U+2212 (Word's non-breaking hyphen, PDF
+   hyphens) are read as ``-``; a soft hyphen (U+00AD) is dropped, so ``sécu<U+00AD>rité`` is ``sécurité``.
 
 Deterministic: the same text always gives the same list, in text order. Fast path: the terms of
 each word or code are cached (``functools.lru_cache``), so the Python cost per word is one cache
@@ -45,7 +56,7 @@ import Stemmer
 STEM: bool = True
 """Whether :func:`tokenize` applies the French Snowball stemmer (see the module docstring)."""
 
-TOKENIZER_VERSION = f"fr-1{'-stem' if STEM else ''}"
+TOKENIZER_VERSION = f"fr-2{'-stem' if STEM else ''}"
 """Recorded with each saved BM25 index: an index built by another tokenizer is not loaded."""
 
 _STOP_WORDS_RAW = """
@@ -65,7 +76,9 @@ afin ainsi alors aussi car chez comme comment combien dont donc lors or selon so
 
 _COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 _LIGATURES = str.maketrans({"œ": "oe", "æ": "ae"})
-_SEPARATORS = str.maketrans({c: " " for c in "'’‘ʼ`´«»“”„‹›—–•"})
+_SEPARATORS = str.maketrans(
+    {**{c: " " for c in "'’‘ʼ`´«»“”„‹›—–•"}, **{c: "-" for c in "\u2010\u2011\u2012\u2212"}, "\u00ad": None}
+)
 """Apostrophes split words; typographic punctuation becomes a space too, so that most folded French
 text is ASCII and takes the faster ASCII pattern."""
 _WORD = r"[^\W_]+"
@@ -101,8 +114,27 @@ def _word(word: str) -> str | None:
         return None
     if not STEM or word.isdigit():
         return word
+    return _stem(word)
+
+
+_REACCENT = (
+    ("ees", "ées"), ("ee", "ée"), ("eres", "ères"), ("ere", "ère"),
+    ("ies", "iés"), ("ie", "ié"), ("ites", "ités"), ("ite", "ité"),
+)
+"""Suffixes of a folded word given back the accent the French Snowball rules read (first match)."""
+
+
+def _stem(folded: str) -> str:
+    """Stem of one folded word: re-accent its suffix (:data:`_REACCENT`), Snowball, fold, final
+    ``y`` → ``i`` (module doc, step 6). A function of the folded word only."""
+    word = folded
+    for plain, accented in _REACCENT:
+        if word.endswith(plain) and len(word) >= len(plain) + 2:
+            word = word[: -len(plain)] + accented
+            break
     with _stem_lock:
-        return _stemmer.stemWord(word)
+        stem = fold(_stemmer.stemWord(word))
+    return stem[:-1] + "i" if stem.endswith("y") else stem
 
 
 @lru_cache(maxsize=1 << 18)
@@ -114,7 +146,11 @@ def _terms(term: str) -> tuple[str, ...]:
     if " " in term:  # "4 200": the groups as written, then joined
         groups = term.split(" ")
         return (*groups, "".join(groups))
-    out = [term]  # a code or file name: whole, without extension, then its parts
+    parts = term.split("-")
+    if all(p.isalpha() for p in parts):  # a French compound: whole with its parts stemmed
+        out = ["-".join(p if p in STOP_WORDS else _stem(p) for p in parts)] if STEM else [term]
+    else:
+        out = [term]  # a code or file name: whole, without extension, then its parts
     head, dot, ext = term.rpartition(".")
     if dot and _EXTENSION.fullmatch(ext) and _SPLIT.search(head):
         out.append(head)

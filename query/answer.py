@@ -280,7 +280,7 @@ class AnswerService:
             return REFUSAL, self.chat_client is None
         if self.chat_client is None:
             t = time.perf_counter()
-            text = self.extractive.answer(prep.context, prep.question)
+            text = self.extractive.answer(prep.context, prep.question, self.retriever.term_stats)
             prep.timings["generation"] = _ms(t)
             return text, True
         return None

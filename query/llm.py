@@ -29,9 +29,8 @@ from httpx_sse import SSEError, connect_sse
 from ancre.errors import AncreError, ConfigError
 from ancre.query.context import Context, Extract
 from ancre.query.markdown import quote_extract
-from ancre.index.tokenize import fold
 from ancre.query.prompt import REFUSAL, ChatMessage
-from ancre.query.relevance import MIN_COVERAGE, coverage, mentions, question_terms
+from ancre.query.relevance import MIN_COVERAGE, TermStats, coverage, on_topic, question_terms
 from ancre.query.settings_models import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
 
 DEFAULT_OLLAMA_MODEL = "qwen2.5:14b"
@@ -384,11 +383,12 @@ class ExtractiveAnswerer:
 
     With the ``question`` (always, from :class:`~ancre.query.answer.AnswerService`), it answers
     only when the extracts carry what the question names and asks (:mod:`ancre.query.relevance`):
-    the quotes come from on-topic documents (every distinctive term of the question in the
-    document's shown text, file name or path), ranked by coverage of the question's content terms
-    (in the extract and its file name) then by RRF score, and the best must cover at least :data:`~ancre.query.relevance.MIN_COVERAGE`
-    — otherwise the standard refusal, as a model following the prompt would give. Without a
-    question (``None``), the best retrieval hits are quoted unconditionally.
+    the quotes come from on-topic documents (every named term and every term rare among the user's
+    chunks in the document's shown text, file name or path), ranked by coverage of the question's
+    content terms (in the extract and its file name) then by RRF score, and the best must contain
+    at least one content term — otherwise the standard refusal, as a model following the prompt
+    would give. Common words never make it refuse. Without a question (``None``), the best
+    retrieval hits are quoted unconditionally.
     """
 
     model = "extractive"
@@ -402,21 +402,22 @@ class ExtractiveAnswerer:
         hits = sorted((e for e in context.extracts if e.score is not None), key=lambda e: -(e.score or 0))
         return (hits or list(context.extracts))[: self.max_quotes]
 
-    def select(self, context: Context, question: str | None = None) -> list[Extract]:
-        """The extracts to quote, best first; ``[]`` means refuse (see the class doc)."""
+    def select(
+        self, context: Context, question: str | None = None, stats: TermStats | None = None
+    ) -> list[Extract]:
+        """The extracts to quote, best first; ``[]`` means refuse (see the class doc). ``stats``:
+        the index's document frequencies (:data:`~ancre.query.relevance.TermStats`)."""
         if question is None:
             return self.best_extracts(context)
-        terms = question_terms(question)
-        if terms.empty or context.empty:
+        if context.empty:
+            return []
+        terms = question_terms(question, stats)
+        if terms.empty:
             return []
         shown: dict[tuple[str, str], list[str]] = {}
         for e in context.extracts:
             shown.setdefault((e.collection, e.doc_id), [e.filename, e.path]).append(e.text)
-        on_topic = {
-            key
-            for key, texts in shown.items()
-            if all(mentions(fold("\n".join(texts)), t) for t in terms.distinctive)
-        }
+        topical = {key for key, texts in shown.items() if on_topic(terms, "\n".join(texts))}
         # an extract is read with its file name: "4. Conditions financières" of
         # 03_Contrat_Maintenance_Etude_Rochat.docx is about the Rochat maintenance contract even
         # though the chunk itself does not say so, and must outrank the title page
@@ -424,17 +425,23 @@ class ExtractiveAnswerer:
             (
                 (coverage(terms, f"{e.filename}\n{e.text}"), e.score or 0.0, -i, e)
                 for i, e in enumerate(context.extracts)
-                if (e.collection, e.doc_id) in on_topic
+                if (e.collection, e.doc_id) in topical
             ),
             key=lambda x: (-x[0], -x[1], -x[2]),
         )
-        if not ranked or ranked[0][0] < MIN_COVERAGE:
+        if not ranked:
             return []
-        return [e for cov, _, _, e in ranked if cov > 0][: self.max_quotes]
+        if not terms.anchored and (terms.unknown or ranked[0][0] < MIN_COVERAGE):
+            return []
+        return [e for cov, _, _, e in ranked if cov > 0 or not terms.content][: self.max_quotes] or [
+            ranked[0][3]
+        ]
 
-    def answer(self, context: Context, question: str | None = None) -> str:
+    def answer(
+        self, context: Context, question: str | None = None, stats: TermStats | None = None
+    ) -> str:
         """The extractive answer text (Markdown), or :data:`REFUSAL`."""
-        best = self.select(context, question)
+        best = self.select(context, question, stats)
         if not best:
             return REFUSAL
         parts = [EXTRACTIVE_HEADER]

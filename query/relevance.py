@@ -5,39 +5,73 @@ chunks, related or not ("Quelle est la capitale de l'Australie ?" brings back ma
 contracts). So the extractive mode answers only when the extracts *say* what the question names
 and asks (:class:`~ancre.query.llm.ExtractiveAnswerer`):
 
-1. **Distinctive terms** — what the question is about, which no other document may stand in for:
+1. **Named terms** — what the question is about, which no other document may stand in for:
    capitalised words that do not open a sentence (``Australie``, ``Dupont``, ``Baumont``), words
    with a digit (``2026``, ``4471-ZETA``), dashed/underscored codes with a capital
    (``WD-EXCL-042``), and quoted phrases (« … », "…", “…”). Folded with
    :func:`ancre.index.tokenize.fold`, each must appear, as a whole word, in the document's text
-   shown in the context or in its file name or path (which the quote cites). A document missing
-   one of them is *off topic*.
-2. **Content terms** — the other words of the question as index terms
+   shown in the context or in its file name or path (which the quote cites).
+2. **Content terms** — the question's other words as index terms
    (:func:`ancre.index.tokenize.tokenize`: folded, stop words dropped, French-stemmed; compounds
-   such as ``est-ce`` or ``week-end`` through their parts only), minus request phrasing (« fais », « donne », « indique », « pareil »…). An extract's *coverage* is the
-   share of them its text contains; the question is answered when an on-topic extract covers at
-   least :data:`MIN_COVERAGE` of them.
+   such as ``est-ce`` through their parts only), minus question wording (:data:`FILLER_TERMS`:
+   « fais », « donne », « doit », « faut », « chaque »…). The BM25 snapshot's document
+   frequencies (:meth:`ancre.index.bm25.Bm25Index.term_stats`, over all its chunks) sort them:
+   **rare** (in at least one and at most :data:`RARE_MIN_DF` chunks, or :data:`RARE_FRACTION` of
+   them: ``consommation``, ``salle``, a client name typed in lower case), **common** (in more),
+   **unknown** (in none: ``gagne``, ``ordinateurs`` — wording the documents put otherwise, which
+   says nothing about which document is on topic).
 
-Calibrated on the Axonix corpus (``examples/axonix/questions.json``): every question with an
-expected source has an extract of it covering ≥ 0.5 (most cover 0.6–1.0); the refusals fail on a
-distinctive term (Australie, Dupont, Rochat for bruno) or on coverage (chloe's server-room code:
-the Baumont contract she may read covers 1 of « code », « accès », « salle », « serveur »).
+A document is *on topic* when its shown text, file name or path holds every named term and the
+rare terms weighing at least :data:`MIN_RARE_COVERAGE` of their IDF. Common words never make it
+refuse. The question is answered from the on-topic extracts, ranked by IDF-weighted coverage of
+the known (rare and common) content terms, then by RRF score, when it is *anchored* — it has a
+named or a rare term — or, failing that, when all its words are known to the index and the best
+extract covers at least :data:`MIN_COVERAGE` of them (« Quelle est la durée du contrat ? » is
+answered; « Quelle est la durée du congé maternité ? » is not: nothing anchors it and
+« congé maternité » is in no chunk). Without frequencies (no snapshot) every content term counts
+as common.
+
+The frequencies are those of the whole snapshot: a rare word found only in documents the user may
+not read can turn his answer into a refusal — never into an answer, nor into any of those
+documents' content.
+
+Calibrated on the retrieval evaluation (``examples/axonix/eval.json``, README "Retrieval
+evaluation"): « A combien est estimée la consommation Azure mensuelle de Sarrasin ? » is answered
+from the offer (it says « par mois »: « mensuelle » is common, not required); chloe's server-room
+code is refused (``code`` and ``salle``, rare, are not in the Baumont contract she may read); the
+Australia, Dupont and "Rochat for bruno" questions fail on a named term.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ancre.index.tokenize import STOP_WORDS, fold, tokenize
 
+RARE_FRACTION = 0.01
+"""A content term found in at most this share of the snapshot's chunks is rare (distinctive)."""
+RARE_MIN_DF = 2
+"""...or in at most this many of them (small indexes)."""
+MIN_RARE_COVERAGE = 0.5
+"""IDF share of the question's rare terms that an on-topic document must hold."""
 MIN_COVERAGE = 0.5
-"""Share of the question's content terms that the best on-topic extract must contain."""
+"""IDF share of the content terms the best extract must hold when nothing anchors the question."""
+
+TermStats = Callable[[Sequence[str]], tuple[int, Mapping[str, int]]]
+"""``stats(index_terms) -> (chunks, {term: chunks containing it})``, e.g.
+:meth:`ancre.query.retrieval.Retriever.term_stats`."""
 
 _FILLERS_RAW = (
     "fais fait faire pareil idem dis dit dire donne donner indique indiquer explique expliquer "
     "peux pouvez sais savoir trouve trouver liste lister résume résumer voudrais aimerais "
-    "merci stp svp"
+    "merci stp svp "
+    # modal verbs, quantifiers and question wording: how a question is put, not what it is about
+    "doit doivent devoir faut falloir peut peuvent pouvoir veut veulent vouloir "
+    "chaque tout tous toute toutes plusieurs quelque quelques certain certains "
+    "utiliser correspond correspondre sert servir concerne concerner"
 )
 FILLER_TERMS: frozenset[str] = frozenset(tokenize(_FILLERS_RAW))
 """Index terms of request phrasing that says nothing about the subject."""
@@ -53,17 +87,30 @@ _OPENERS = " \t\r\"'«“‘(¿¡*_-—–"
 
 @dataclass(frozen=True)
 class QuestionTerms:
-    """What the gate looks for. ``distinctive``: folded terms (words, codes, phrases) that must
-    appear in an on-topic document; ``content``: index terms whose share in an extract is its
-    coverage."""
+    """What the gate looks for. ``distinctive``: folded named terms (words, codes, phrases) that
+    must appear in an on-topic document; ``content``: the other index terms; ``rare`` /
+    ``unknown``: those of them in few / no chunks of the snapshot; ``idf``: the IDF of each known
+    content term (BM25 ``ln(1 + (N - df + 0.5) / (df + 0.5))``; 1.0 each without frequencies)."""
 
     distinctive: tuple[str, ...]
     content: frozenset[str]
+    rare: frozenset[str] = frozenset()
+    unknown: frozenset[str] = frozenset()
+    idf: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         """Nothing to look for (a question made only of stop words and request phrasing)."""
         return not self.distinctive and not self.content
+
+    @property
+    def anchored(self) -> bool:
+        """Whether a named or a rare term says what the question is about."""
+        return bool(self.distinctive or self.rare)
+
+    def weight(self, terms: frozenset[str] | set[str]) -> float:
+        """Sum of the IDF of ``terms`` (unknown terms weigh 0)."""
+        return sum(self.idf.get(t, 0.0) for t in terms)
 
 
 def _opens_sentence(text: str, start: int) -> bool:
@@ -76,16 +123,18 @@ def _opens_sentence(text: str, start: int) -> bool:
 def _is_distinctive(word: str, opens_sentence: bool) -> bool:
     if any(c.isdigit() for c in word):
         return True
-    if any(j in word for j in "-_./\\:@") and any(c.isupper() for c in word):
+    # a code (WD-EXCL, LABO-G9): a capital after the first letter; « Peut-on » opening a sentence is not one
+    if any(j in word for j in "-_./\\:@") and any(c.isupper() for c in word[1:]):
         return True
     return word[0].isupper() and not opens_sentence and fold(word) not in STOP_WORDS
 
 
-def question_terms(question: str) -> QuestionTerms:
-    """The distinctive and content terms of ``question`` (see the module doc).
+def question_terms(question: str, stats: TermStats | None = None) -> QuestionTerms:
+    """The named, content and rare terms of ``question`` (see the module doc); ``stats`` gives
+    the user's document frequencies (``None``: no term is rare).
 
     ``"Quelle est la capitale de l'Australie ?"`` → distinctive ``("australie",)``, content
-    ``{"capital"}``. Never raises.
+    ``{"capital"}``. Never raises (but ``stats`` may).
     """
     distinctive: list[str] = []
     for m in _QUOTED.finditer(question):
@@ -102,7 +151,16 @@ def question_terms(question: str) -> QuestionTerms:
         for t in tokenize(question)
         if t not in named and t not in FILLER_TERMS and not _JOINED.search(t)
     )
-    return QuestionTerms(tuple(distinctive), content)
+    if stats is None or not content:
+        return QuestionTerms(tuple(distinctive), content, idf={t: 1.0 for t in content})
+    n, df = stats(sorted(content))
+    limit = max(RARE_MIN_DF, RARE_FRACTION * n)
+    rare = frozenset(t for t in content if 1 <= df.get(t, 0) <= limit)
+    unknown = frozenset(t for t in content if df.get(t, 0) <= 0)
+    idf = {
+        t: math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in content if t not in unknown
+    }
+    return QuestionTerms(tuple(distinctive), content, rare, unknown, idf)
 
 
 def mentions(folded_text: str, term: str) -> bool:
@@ -113,18 +171,36 @@ def mentions(folded_text: str, term: str) -> bool:
 
 
 def coverage(terms: QuestionTerms, text: str) -> float:
-    """Share (0–1) of ``terms.content`` found among the index terms of ``text``; 1.0 when the
-    question has no content term."""
-    if not terms.content:
+    """IDF-weighted share (0–1) of the known content terms found among the index terms of
+    ``text``; 1.0 when the question has no known content term."""
+    total = terms.weight(terms.content - terms.unknown)
+    if total <= 0:
         return 1.0
-    return len(terms.content & set(tokenize(text))) / len(terms.content)
+    return terms.weight(terms.content & set(tokenize(text))) / total
+
+
+def on_topic(terms: QuestionTerms, text: str) -> bool:
+    """Whether a document whose shown text, file name and path are ``text`` is on topic: every
+    named term as whole words, and at least :data:`MIN_RARE_COVERAGE` of the rare terms' IDF."""
+    folded = fold(text)
+    if not all(mentions(folded, t) for t in terms.distinctive):
+        return False
+    if not terms.rare:
+        return True
+    held = terms.weight(terms.rare & set(tokenize(text)))
+    return held >= MIN_RARE_COVERAGE * terms.weight(terms.rare)
 
 
 __all__ = [
     "FILLER_TERMS",
     "MIN_COVERAGE",
+    "MIN_RARE_COVERAGE",
+    "RARE_FRACTION",
+    "RARE_MIN_DF",
     "QuestionTerms",
+    "TermStats",
     "coverage",
     "mentions",
+    "on_topic",
     "question_terms",
 ]

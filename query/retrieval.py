@@ -2,9 +2,11 @@
 
 1. the question is embedded; vector top ``candidates`` (30) in each collection *with* the rights
    filter;
-2. BM25 top ``candidates`` over the in-memory snapshot; every hit is then re-read from the store by
-   id *with* the rights filter, in one call per collection — hits that are gone or now forbidden are
-   dropped: the snapshot never decides rights;
+2. BM25 top ``candidates`` over the in-memory snapshot, scoring only the chunks the snapshot's ACL
+   columns say the user may read (:meth:`~ancre.index.bm25.Bm25Index.search`), so a user who reads
+   a small part of the index still gets his best keyword matches; every hit is then re-read from
+   the store by id *with* the rights filter, in one call per collection — hits that are gone or now
+   forbidden are dropped: the snapshot never decides rights;
 3. Reciprocal Rank Fusion, ``score = Σ 1 / (k + rank)`` with ``k = 60`` and 1-based ranks
    (Cormack, Clarke & Büttcher, SIGIR 2009), so scores lie in [0, 2/61 ≈ 0.033];
 4. with a :class:`~ancre.query.live_acl.LiveAclChecker` (``query.live_acl``), the documents of the
@@ -23,11 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ancre.config import QueryConfig
-from ancre.index.bm25 import Bm25Manager
+from ancre.index.bm25 import Bm25Hit, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import Store
 from ancre.models import COLLECTIONS, SearchResult, StoredPoint
 from ancre.query.live_acl import LiveAclChecker, RightsCheck, Unverified, unchecked, unverified
+from ancre.query.relevance import RARE_FRACTION, RARE_MIN_DF
 
 
 @dataclass(frozen=True)
@@ -85,16 +88,42 @@ class Retriever:
         bm25: Bm25Manager,
         cfg: QueryConfig,
         live: LiveAclChecker | None = None,
+        *,
+        keyword_in_store: bool = False,
     ) -> None:
+        """``keyword_in_store``: the keyword side is the store's ``keyword_search`` (BM25 as Qdrant
+        sparse vectors, ``[store] bm25 = "qdrant"``) instead of the ``bm25`` snapshot."""
         self.store = store
         self.embedder = embedder
         self.bm25 = bm25
         self.cfg = cfg
         self.live = live
         """The live rights check (step 4); ``None``: the index's ACLs decide alone."""
+        self.keyword_in_store = keyword_in_store
 
-    def retrieve(self, question: str, principals: frozenset[str], limit: int | None = None) -> Retrieval:
+    def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """Document frequencies of index ``terms`` over the whole keyword index:
+        ``(chunks, {term: chunks containing it})`` from the BM25 snapshot
+        (:meth:`~ancre.index.bm25.Bm25Index.term_stats`), or, with BM25 in Qdrant, counted by the
+        store up to just past the rarity limit (enough to tell rare from common). Used by the
+        extractive gate (:mod:`ancre.query.relevance`)."""
+        if self.keyword_in_store:
+            n = sum(self.store.count(c) for c in COLLECTIONS)
+            cap = int(max(RARE_MIN_DF, RARE_FRACTION * n)) + 1
+            return self.store.keyword_term_counts(terms, cap)  # type: ignore[attr-defined]
+        return self.bm25.get().term_stats(terms)
+
+    def retrieve(
+        self,
+        question: str,
+        principals: frozenset[str],
+        limit: int | None = None,
+        *,
+        lists: tuple[str, ...] = ("vector", "bm25"),
+    ) -> Retrieval:
         """Top ``limit`` (default ``cfg.limit``) fused results readable by ``principals``.
+        ``lists``: the candidate lists to fuse (``"vector"``, ``"bm25"``); one alone for the
+        retrieval evaluation's vector-only and BM25-only rows.
 
         Raises :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from the
         backends; never returns a result that the store's rights filter refused.
@@ -104,12 +133,12 @@ class Retriever:
         limit = self.cfg.limit if limit is None else limit
         n = self.cfg.candidates
         t0 = time.perf_counter()
-        qvec = self.embedder.embed_query(question)
+        qvec = self.embedder.embed_query(question) if "vector" in lists else None
         t1 = time.perf_counter()
 
         by_id: dict[str, StoredPoint] = {}
         vec_hits: list[StoredPoint] = []
-        for coll in COLLECTIONS:
+        for coll in COLLECTIONS if qvec is not None else ():
             vec_hits.extend(self.store.search(coll, qvec, principals, n))
         vec_hits.sort(key=lambda p: -(p.score or 0.0))
         vec_hits = vec_hits[:n]
@@ -117,15 +146,25 @@ class Retriever:
             by_id[p.id] = p
         t2 = time.perf_counter()
 
-        bm25_hits = self.bm25.get().search(question, n)
-        t3 = time.perf_counter()
-        wanted: dict[str, list[str]] = defaultdict(list)
-        for h in bm25_hits:
-            wanted[h.collection].append(h.point_id)
+        k = n if "bm25" in lists else 0
         fresh: dict[str, StoredPoint] = {}
-        for coll, ids in wanted.items():
-            for p in self.store.retrieve(coll, ids, principals):
-                fresh[p.id] = p
+        if self.keyword_in_store:  # rights filter inside the query: the hits are a fresh read
+            kw: list[StoredPoint] = []
+            for coll in COLLECTIONS if k else ():
+                kw.extend(self.store.keyword_search(coll, question, principals, k))  # type: ignore[attr-defined]
+            kw.sort(key=lambda p: -(p.score or 0.0))
+            bm25_hits = [Bm25Hit(p.id, p.payload.collection, p.score or 0.0) for p in kw[:k]]
+            fresh = {p.id: p for p in kw[:k]}
+            t3 = time.perf_counter()
+        else:
+            bm25_hits = self.bm25.get().search(question, k, principals)
+            t3 = time.perf_counter()
+            wanted: dict[str, list[str]] = defaultdict(list)
+            for h in bm25_hits:
+                wanted[h.collection].append(h.point_id)
+            for coll, ids in wanted.items():
+                for p in self.store.retrieve(coll, ids, principals):
+                    fresh[p.id] = p
         bm25_ids = [h.point_id for h in bm25_hits if h.point_id in fresh]
         for pid in bm25_ids:
             by_id.setdefault(pid, fresh[pid])

@@ -429,7 +429,7 @@ def bench_one(n: int, quick: bool = False, workdir: Path | None = None) -> dict:
         with _Phase() as rebuild:
             t0 = time.perf_counter()
             entries = [
-                Bm25Entry(p.id, coll, p.payload.text, p.payload.filename)
+                Bm25Entry(p.id, coll, p.payload.text, p.payload.filename, p.payload.acl_allow, p.payload.acl_deny)
                 for coll in COLLECTIONS
                 for p in store.scroll(coll)
             ]

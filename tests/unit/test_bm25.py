@@ -220,6 +220,84 @@ def test_corpus_exact_code_question() -> None:
     assert "WD-EXCL-042" in top_text
 
 
+# --- rights-aware candidates (issue 12) ----------------------------------------------------------
+
+TECH, COM, STAG, BAD = "sid:S-1-5-21-9-1102", "sid:S-1-5-21-9-1104", "sid:S-1-5-21-9-1103", "sid:S-1-5-21-9-666"
+
+
+def _narrow_index() -> Bm25Index:
+    """60 technician notes repeat the code; one commercial note mentions it once; one note that
+    allows technicians denies trainees; one note is readable by nobody."""
+    notes = [
+        Bm25Entry(f"t{i}", "documents", f"Relais RX-7731 remplacé. RX-7731 contrôlé, RX-7731 conforme. {i}",
+                  "note.md", (TECH,))
+        for i in range(60)
+    ]
+    offer = Bm25Entry(
+        "c0", "documents",
+        "Offre commerciale : passerelles industrielles, formation, support de trois ans, "
+        "fourniture et mise en service. Référence du modèle retenu : RX-7731. Prix hors taxes.",
+        "offre.md", (COM, TECH),
+    )
+    denied = Bm25Entry("d0", "documents", "RX-7731 RX-7731 salle serveur", "acces.md", (TECH,), (STAG,))
+    nobody = Bm25Entry("n0", "documents", "RX-7731 RX-7731 RX-7731", "orphan.md", ())
+    return Bm25Index.build([*notes, offer, denied, nobody])
+
+
+def test_mask_scores_only_the_users_chunks() -> None:
+    idx = _narrow_index()
+    everyone = [h.point_id for h in idx.search("RX-7731", 30)]
+    assert "c0" not in everyone, "over the whole snapshot the notes crowd the offer out"
+    assert [h.point_id for h in idx.search("RX-7731", 30, frozenset({COM}))] == ["c0"]
+    tech = [h.point_id for h in idx.search("RX-7731", 100, frozenset({TECH}))]
+    assert len(tech) == 62 and "n0" not in tech and {"c0", "d0"} <= set(tech)
+    trainee = [h.point_id for h in idx.search("RX-7731", 100, frozenset({TECH, STAG}))]
+    assert "d0" not in trainee and len(trainee) == 61, "deny wins over allow"
+    assert idx.search("RX-7731", 30, frozenset()) == [], "empty principal set: nothing, never no filter"
+    assert idx.search("RX-7731", 30, frozenset({BAD})) == []
+
+
+def test_mask_equals_an_index_of_only_the_users_chunks() -> None:
+    """The masked ranking is the ranking the user's chunks get among themselves (same order; IDF
+    stays the whole snapshot's, so only scores differ)."""
+    idx = _narrow_index()
+    for principals in (frozenset({COM}), frozenset({TECH}), frozenset({TECH, STAG})):
+        mask = idx.readable_mask(principals)
+        assert mask.dtype == bool and len(mask) == len(idx)
+        masked = [h.point_id for h in idx.search("RX-7731 salle serveur", 100, principals)]
+        assert set(masked) == {idx._point_ids[i] for i in mask.nonzero()[0]}
+
+
+def test_acl_columns_survive_save_and_load(tmp_path: Path) -> None:
+    idx = _narrow_index()
+    idx.save(tmp_path / "snap")
+    back = Bm25Index.load(tmp_path / "snap")
+    for p in (frozenset({COM}), frozenset({TECH, STAG}), frozenset({BAD})):
+        assert back.search("RX-7731", 30, p) == idx.search("RX-7731", 30, p)
+        assert (back.readable_mask(p) == idx.readable_mask(p)).all()
+
+
+def test_snapshot_without_acl_columns_is_not_loaded(tmp_path: Path) -> None:
+    """A format-1 snapshot (no ACL columns) is refused, so the daemon rebuilds it."""
+    _narrow_index().save(tmp_path / "snap")
+    meta_path = tmp_path / "snap" / "entries.json"
+    meta = json.loads(meta_path.read_text())
+    meta["format"] = 1
+    del meta["acls"], meta["acl_ids"]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(Bm25IndexError, match="format"):
+        Bm25Index.load(tmp_path / "snap")
+
+
+def test_term_stats_count_only_readable_chunks() -> None:
+    idx = _narrow_index()
+    n, df = idx.term_stats(["rx-7731", "offre", "absent"], frozenset({COM}))
+    assert n == 1 and df == {"rx-7731": 1, "offre": 1, "absent": 0}
+    n, df = idx.term_stats(["rx-7731", "offre"], frozenset({TECH}))
+    assert n == 62 and df == {"rx-7731": 62, "offre": 1}
+    assert idx.term_stats(["rx-7731"], frozenset()) == (0, {"rx-7731": 0})
+
+
 # --- manager ---------------------------------------------------------------------------------------
 
 

@@ -451,3 +451,74 @@ def test_edge_layout_and_meta(tmp_path: Path) -> None:
     (root / "ancre_meta.json").unlink()
     with pytest.raises(StoreError, match="ancre reindex"):
         EdgeStore(tmp_path).open(EMBEDDER, DIM)
+
+
+# ------------------------------------------------------------------------------ BM25 in Qdrant (issue 12)
+
+
+@pytest.fixture
+def sparse(tmp_path: Path) -> Iterator[QdrantStore]:
+    """qdrant-client local mode with BM25 as sparse vectors (IDF modifier), as with
+    ``[store] kind = "qdrant"``, ``bm25 = "qdrant"``."""
+    s = QdrantStore.local(tmp_path / "sparse", sparse_bm25=True)
+    s.open(EMBEDDER, DIM)
+    yield s
+    s.close()
+
+
+def test_keyword_search_filters_rights_in_the_query(sparse: QdrantStore) -> None:
+    """60 notes G1 may read repeat a code; one note G2 may read says it once: G2's search finds
+    his note, ranked first, and nothing else; deny wins; an empty principal set reads nothing."""
+    notes = [_point(f"N{i}", 0, (G1,), text=f"Relais RX-7731 remplacé, RX-7731 conforme {i}.") for i in range(60)]
+    offer = _point("OFFER", 0, (G2,), text="Offre : passerelles, formation, support. Modèle RX-7731. Prix HT.")
+    denied = _point("DENIED", 0, (G2,), (BAD,), text="RX-7731 RX-7731 salle serveur")
+    sparse.upsert(DOCS, [*notes, offer, denied])
+    hits = sparse.keyword_search(DOCS, "Quelle est la référence RX-7731 ?", frozenset({G2}), 30)
+    assert len(hits) == 2 and _docs(hits) == {"OFFER", "DENIED"}
+    assert all(h.score and h.score > 0 for h in hits)
+    assert _docs(sparse.keyword_search(DOCS, "RX-7731", frozenset({G2, BAD}), 30)) == {"OFFER"}
+    assert len(sparse.keyword_search(DOCS, "RX-7731", frozenset({G1}), 30)) == 30
+    assert sparse.keyword_search(DOCS, "RX-7731", frozenset(), 30) == []
+    assert sparse.keyword_search(DOCS, "le la les", frozenset({G1}), 30) == []
+
+
+def test_keyword_search_idf_is_computed_by_qdrant(sparse: QdrantStore) -> None:
+    """A term in every chunk weighs less than a term in one (IDF over the collection), and the
+    IDF follows the collection as points come and go."""
+    sparse.upsert(DOCS, [_point(f"D{i}", 0, (G1,), text=f"contrat maintenance {i}") for i in range(20)])
+    sparse.upsert(DOCS, [_point("RARE", 0, (G1,), text="contrat maintenance pare-feu OPNsense")])
+    hits = sparse.keyword_search(DOCS, "contrat OPNsense", frozenset({G1}), 5)
+    assert hits[0].payload.doc_id == "RARE"
+    common = sparse.keyword_search(DOCS, "contrat", frozenset({G1}), 30)
+    rare = sparse.keyword_search(DOCS, "opnsense", frozenset({G1}), 30)
+    assert rare[0].score > 2 * max(h.score or 0 for h in common)
+    sparse.delete_doc(DOCS, "RARE")
+    assert sparse.keyword_search(DOCS, "opnsense", frozenset({G1}), 30) == []
+    n, df = sparse.keyword_term_counts(["contrat", "opnsens", "absent"], cap=3)
+    assert n == 20 and df == {"contrat": 4, "opnsens": 0, "absent": 0}
+
+
+def test_keyword_search_follows_acl_changes_at_once(sparse: QdrantStore) -> None:
+    sparse.upsert(DOCS, [_point("A", 0, (G1,), text="WD-EXCL-042 exclut le dossier")])
+    assert _docs(sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G1}), 5)) == {"A"}
+    sparse.set_acl(DOCS, "A", Acl(frozenset({G2})))
+    assert sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G1}), 5) == []
+    assert _docs(sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G2}), 5)) == {"A"}
+
+
+def test_keyword_option_must_match_how_the_collections_were_built(tmp_path: Path) -> None:
+    plain = QdrantStore.local(tmp_path / "q")
+    plain.open(EMBEDDER, DIM)
+    with pytest.raises(StoreError, match="keeps no BM25"):
+        plain.keyword_search(DOCS, "x", frozenset({G1}), 5)
+    plain.close()
+    with pytest.raises(StoreError, match="reindex"):
+        QdrantStore.local(tmp_path / "q", sparse_bm25=True).open(EMBEDDER, DIM)
+
+
+def test_keyword_option_needs_a_qdrant_store() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="store.bm25"):
+        StoreConfig(kind="edge", bm25="qdrant")
+    assert StoreConfig(kind="qdrant", url="http://127.0.0.1:6333", bm25="qdrant").bm25 == "qdrant"

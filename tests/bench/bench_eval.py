@@ -1,0 +1,96 @@
+"""Retrieval evaluation (issue 12) as a bench table: recall@3, MRR and the extractive ``ask``'s
+false refusals / false answers for vector only, BM25 only and hybrid, over
+``examples/axonix/eval.json`` on the synced Axonix corpus (e5-local, embedded store). Targets for
+hybrid: recall@3 ≥ 0.95, 0 false answers, 0 false refusals (asserted in
+``tests/integration/test_retrieval_eval.py``)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+
+def _keyword_costs(rt, questions) -> dict:
+    """Keyword-side p50 over the evaluation questions (as their users), and its index size."""
+    import statistics
+    import time
+
+    from ancre.index import sparse_bm25
+    from ancre.models import COLLECTIONS
+
+    times = []
+    for q in questions:
+        principals = rt.directory.principals(q.user)
+        if not principals:
+            continue
+        t0 = time.perf_counter()
+        rt.retriever.retrieve(q.text, principals, lists=("bm25",))
+        times.append((time.perf_counter() - t0) * 1000)
+    if rt.settings.store.bm25 == "qdrant":
+        nnz = sum(
+            len(sparse_bm25.document_vector(p.payload.filename, p.payload.text)[0])
+            for c in COLLECTIONS for p in rt.store.scroll(c)
+        )
+        size = f"{nnz:,} postings ≈ {nnz * 8 / 2**10:.0f} KiB (uint32 index + float32 value)"
+    else:
+        gen = rt.bm25.index_dir / f"gen-{rt.bm25.current_generation()}"
+        size = f"{sum(p.stat().st_size for p in gen.iterdir()) / 2**10:.0f} KiB on disk"
+    return {"keyword_p50_ms": round(statistics.median(times), 2), "keyword_index": size}
+
+
+def run() -> list[dict]:
+    """Sync the corpus into a temporary folder and evaluate the three modes with the BM25
+    snapshot; then again with BM25 in Qdrant (qdrant-client local mode: brute force in Python,
+    so its times say nothing of a Qdrant server's)."""
+    from support.evaluation import evaluate, load_questions, synced_runtime
+
+    questions = load_questions()
+    rows = []
+    for keyword, modes in (("snapshot", ("vector", "bm25", "hybrid")), ("qdrant", ("bm25", "hybrid"))):
+        with tempfile.TemporaryDirectory(prefix="ancre-eval-") as tmp:
+            rt = synced_runtime(Path(tmp), keyword=keyword)
+            try:
+                costs = _keyword_costs(rt, questions)
+                for r in evaluate(rt, questions, modes):
+                    rows.append({"keyword": keyword if r.mode != "vector" else "–", **r.row(), **costs})
+            finally:
+                rt.close()
+    return rows
+
+
+def render(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"retrieval evaluation ({rows[0]['questions']} questions, {rows[0]['answerable']} answerable)")
+    for c in ("mode", "BM25 in", "recall@3", "MRR", "false refusals", "false answers",
+              "ids (refusals / answers / misses@3)", "keyword p50 ms", "keyword index"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(
+            r["mode"], r["keyword"], f"{r['recall_at_3']:.3f}", f"{r['mrr']:.3f}", str(r["false_refusals"]),
+            str(r["false_answers"]),
+            f"{r['false_refusal_ids']} / {r['false_answer_ids']} / {r['miss_at_3_ids']}",
+            "" if r["mode"] == "vector" else f"{r['keyword_p50_ms']:.2f}",
+            "" if r["mode"] == "vector" else r["keyword_index"],
+        )
+    Console(width=max(Console().width, 180)).print(t)
+
+
+def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
+    h = next(r for r in rows if r["mode"] == "hybrid" and r["keyword"] == "snapshot")
+    ok = h["recall_at_3"] >= 0.95 and h["false_refusals"] == 0 and h["false_answers"] == 0
+    return [
+        ("hybrid recall@3 / MRR / false refusals / false answers",
+         f"{h['recall_at_3']:.3f} / {h['mrr']:.3f} / {h['false_refusals']} / {h['false_answers']} "
+         f"{'met' if ok else 'MISSED'}", "≥ 0.95 / – / 0 / 0"),
+    ] + [
+        (f"  {r['mode']}{'' if r['mode'] == 'hybrid' else ' only'} (BM25 in {r['keyword']})",
+         f"{r['recall_at_3']:.3f} / {r['mrr']:.3f} / {r['false_refusals']} / {r['false_answers']}", "")
+        for r in rows if r is not h
+    ]
