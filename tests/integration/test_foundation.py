@@ -203,11 +203,15 @@ def test_missing_root_purges_nothing(fresh) -> None:
 def test_mass_deletion_guard(fresh) -> None:
     root, rt = fresh
     _pass(rt)
+    before = rt.store.count("documents") + rt.store.count("documentation")
     for d in ("DIRECTION", "ARCHIVES", "CLIENTS", "COMMERCIAL", "RH"):
         shutil.rmtree(root / "share" / d)
     rep = _pass(rt)
     assert rep.outcome == "suspect" and rep.deleted == 0
-    assert "test-deny-explicite.docx" in {r.filename for r in _hits(rt, "code d'accès salle serveur", "bruno")}
+    # nothing purged: every point is still in the store (the live rights check, which finds the
+    # files gone, keeps them out of answers meanwhile — that is query time, not a purge)
+    assert rt.store.count("documents") + rt.store.count("documentation") == before
+    assert "test-deny-explicite.docx" not in {r.filename for r in _hits(rt, "code d'accès salle serveur", "bruno")}
 
 
 def test_bm25_snapshot_hit_rechecked_on_fresh_read(fresh) -> None:
