@@ -186,10 +186,28 @@ class DirectoryConfig(_Section):
 
 
 class ExtractionConfig(_Section):
-    """Text extraction: each file runs in a worker process killed after ``timeout_s`` seconds."""
+    """Text extraction: each file runs in a worker process killed after ``timeout_s`` seconds.
+
+    The ``max_*`` limits are decided as early and cheaply as possible; a document over one is
+    recorded ``skipped`` with reason ``too_large: …`` naming the key (README.md, "Configuration").
+    The defaults let a 300-page contract through with a wide margin."""
 
     timeout_s: float = Field(60.0, gt=0)
     workers: int = Field(1, ge=1, le=64)
+    max_part_mb: float = Field(64.0, gt=0)
+    """Office packages (.docx, .xlsx, .pptx…): largest uncompressed size of one part (zip member),
+    in MiB, read from the zip directory before anything is inflated."""
+    max_package_mb: float = Field(256.0, gt=0)
+    """Office packages: largest uncompressed size of all parts together, in MiB."""
+    max_expansion_ratio: float = Field(200.0, gt=1)
+    """Office packages: largest uncompressed/compressed ratio of a part over 1 MiB (a "zip bomb";
+    real Office XML compresses 5–30×)."""
+    max_chars: int = Field(5_000_000, ge=1000)
+    """Characters of text extracted from one document."""
+    max_chunks: int = Field(10_000, ge=1)
+    """Chunks one document may be cut into."""
+    max_pages: int = Field(5_000, ge=1)
+    """Pages of a PDF, slides of a deck, pages a Word file declares (``docProps/app.xml``)."""
 
 
 class ChunkingConfig(_Section):

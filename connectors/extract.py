@@ -14,6 +14,10 @@ Dispatch is on the file name's extension (case-insensitive):
   horizontally merged cell (``w:gridSpan``, or legacy ``w:hMerge`` continuation) and a vertically
   merged cell (``w:vMerge`` continuation) count once. Headers come first and footers last, all
   sections, identical ones once.
+* ``.docm``, ``.dotx``, ``.dotm`` — read like ``.docx`` (macros are never run nor indexed), and
+  every Office package — Word, Excel (``.xlsx``, ``.xlsm``), PowerPoint (``.pptx``, ``.pptm``) —
+  is first checked against the size limits from its zip directory and, when it is Strict Open
+  XML, mapped to the Transitional namespaces: see :mod:`ancre.connectors.office`.
 * ``.pdf`` — pypdf, page by page, each page cleaned by
   :func:`~ancre.connectors.textclean.normalize_pdf_text`; a ``PAGE_BREAK`` block opens every page
   after the first and every block carries its 1-based ``page``. An encrypted PDF whose user password
@@ -24,7 +28,9 @@ Dispatch is on the file name's extension (case-insensitive):
   level, table rows ``TABLE_ROW`` blocks, every other top-level block (paragraphs, lists, fenced code,
   quotes) a ``PARAGRAPH`` holding its source lines. Plain text is split on blank lines.
 
-Everything but PDF text is NFC-normalised (PDF text is NFKC). Parsing runs untrusted input: use
+Everything but PDF text is NFC-normalised (PDF text is NFKC). Limits
+(:class:`~ancre.connectors.limits.ExtractionLimits`: part sizes, expansion ratio, characters,
+pages) make a document ``too_large`` as early as possible. Parsing runs untrusted input: use
 :class:`ancre.connectors.worker.ExtractionPool` to run this in a process that can be killed.
 """
 
@@ -36,26 +42,36 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
 
+from ancre.connectors.limits import CharBudget, ExtractionLimits, check_pages, using_limits
+from ancre.connectors.office import (
+    OFFICE_EXTENSIONS,
+    open_package,
+    open_word_document,
+    read_presentation,
+    read_workbook,
+)
 from ancre.connectors.textclean import collapse_leaders, normalize_pdf_text
 from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
 __all__ = ["SUPPORTED_EXTENSIONS", "extract_bytes"]
 
-SUPPORTED_EXTENSIONS = frozenset({".docx", ".pdf", ".md", ".markdown", ".txt"})
+SUPPORTED_EXTENSIONS = frozenset({".docx", ".pdf", ".md", ".markdown", ".txt"} | OFFICE_EXTENSIONS)
 """Extensions :func:`extract_bytes` reads (lower case, with the dot)."""
 
 
-def extract_bytes(data: bytes, filename: str) -> tuple[Block, ...]:
+def extract_bytes(data: bytes, filename: str, limits: ExtractionLimits | None = None) -> tuple[Block, ...]:
     """Extract the text blocks of a file, in reading order.
 
-    ``data`` is the whole file; ``filename`` only serves to pick the format by its extension.
+    ``data`` is the whole file; ``filename`` only serves to pick the format by its extension;
+    ``limits`` default to :class:`~ancre.connectors.limits.ExtractionLimits` ``()``.
     Returns at least one non-empty block.
 
     Raises :class:`~ancre.errors.ExtractionError` with ``reason``:
     ``"unsupported"`` (extension not in :data:`SUPPORTED_EXTENSIONS`), ``"empty"`` (0 bytes, a PDF
     with no page, or no text at all), ``"encrypted"`` (a PDF that needs a real password),
-    ``"corrupt"`` (the parser rejected the file; ``detail`` says why).
+    ``"corrupt"`` (the parser rejected the file; ``detail`` says why), ``"too_large"`` (over a
+    limit; ``detail`` names it, e.g. ``extraction.max_part_mb``).
     """
     ext = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
     reader = _READERS.get(ext)
@@ -64,7 +80,11 @@ def extract_bytes(data: bytes, filename: str) -> tuple[Block, ...]:
     if not data:
         raise ExtractionError("empty", "0 bytes")
     try:
-        blocks = reader(data)
+        with using_limits(limits or ExtractionLimits()):
+            if ext in OFFICE_EXTENSIONS:
+                data = open_package(data)
+            blocks = reader(data)
+            CharBudget().count(sum(len(b.text) for b in blocks))
     except (ExtractionError, MemoryError):
         raise
     except Exception as exc:  # untrusted input: any parser failure means a corrupt file
@@ -297,10 +317,9 @@ def _style_levels(styles_element: object | None) -> Callable[[str], int]:
 
 
 def _read_docx(data: bytes) -> list[Block]:
-    import docx  # imported here: the worker pays for it once, the query side never
     from docx.opc.constants import RELATIONSHIP_TYPE as RT
 
-    document = docx.Document(io.BytesIO(data))
+    document = open_word_document(data)  # also .docm/.dotx/.dotm; checks the declared page count
     part = document.part
     try:
         styles_el = part.styles.element
@@ -358,9 +377,11 @@ def _read_pdf(data: bytes) -> list[Block]:
         raise ExtractionError("encrypted", str(exc)) from exc
     if count == 0:
         raise ExtractionError("empty", "the PDF has no page")
+    check_pages(count)
+    budget = CharBudget()
     out: list[Block] = []
     for number in range(1, count + 1):
-        text = normalize_pdf_text(pages[number - 1].extract_text() or "")
+        text = budget.add(normalize_pdf_text(pages[number - 1].extract_text() or ""))
         if number > 1:
             out.append(Block(BlockKind.PAGE_BREAK, "", page=number))
         out.extend(Block(BlockKind.PARAGRAPH, para, page=number) for para in _pdf_paragraphs(text))
@@ -456,4 +477,11 @@ _READERS: dict[str, Callable[[bytes], list[Block]]] = {
     ".md": _read_markdown,
     ".markdown": _read_markdown,
     ".txt": _read_txt,
+    ".docm": _read_docx,
+    ".dotx": _read_docx,
+    ".dotm": _read_docx,
+    ".xlsx": read_workbook,
+    ".xlsm": read_workbook,
+    ".pptx": read_presentation,
+    ".pptm": read_presentation,
 }

@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
+from ancre.connectors.limits import ExtractionLimits
 from ancre.errors import ExtractionError
 from ancre.models import Block
 
@@ -34,7 +35,7 @@ DEFAULT_TARGET = "ancre.connectors.extract:extract_bytes"
 _CTX = multiprocessing.get_context("spawn")
 
 
-def _resolve(target: str) -> Callable[[bytes, str], tuple[Block, ...]]:
+def _resolve(target: str) -> Callable[..., tuple[Block, ...]]:
     module, _, name = target.partition(":")
     func = getattr(importlib.import_module(module), name)
     if not callable(func):
@@ -42,9 +43,10 @@ def _resolve(target: str) -> Callable[[bytes, str], tuple[Block, ...]]:
     return func  # type: ignore[no-any-return]
 
 
-def _worker_main(conn: Connection, target: str) -> None:
+def _worker_main(conn: Connection, target: str, limits: ExtractionLimits | None = None) -> None:
     """Worker loop: receive ``(data, filename)``, answer ``("ok", blocks)`` or
-    ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop."""
+    ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop. ``limits``, when
+    given, is passed to the target as its third argument."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     func = _resolve(target)
     while True:
@@ -56,7 +58,9 @@ def _worker_main(conn: Connection, target: str) -> None:
             return
         data, filename = msg
         try:
-            reply: tuple[Any, ...] = ("ok", tuple(func(data, filename)))
+            blocks = func(data, filename) if limits is None else func(data, filename, limits)
+            reply: tuple[Any, ...] = ("ok", tuple(blocks))
+            del blocks
         except ExtractionError as exc:
             reply = ("error", exc.reason, exc.detail)
         except MemoryError:
@@ -78,18 +82,23 @@ class ExtractionPool:
     ``target`` is the ``"module:function"`` run in the worker, with the signature of
     :func:`ancre.connectors.extract.extract_bytes`; tests pass a hanging or crashing one (the
     module must be importable in the worker: ``spawn`` gives it the parent's ``sys.path``).
+    ``limits`` (:class:`~ancre.connectors.limits.ExtractionLimits`), when given, is passed to
+    ``target`` with each file (the configured ``[extraction]`` limits).
 
     Thread-safe (calls are serialised: one file at a time). Use as a context manager or call
     :meth:`close`. The worker starts on the first :meth:`extract`, not in the constructor.
     """
 
-    def __init__(self, timeout_s: float = 60.0, target: str = DEFAULT_TARGET) -> None:
+    def __init__(
+        self, timeout_s: float = 60.0, target: str = DEFAULT_TARGET, limits: ExtractionLimits | None = None
+    ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if ":" not in target:
             raise ValueError(f"target must be 'module:function', got {target!r}")
         self.timeout_s = float(timeout_s)
         self.target = target
+        self.limits = limits
         self._lock = threading.Lock()
         self._proc: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -168,7 +177,7 @@ class ExtractionPool:
         self._kill()
         parent, child = _CTX.Pipe(duplex=True)
         proc = _CTX.Process(
-            target=_worker_main, args=(child, self.target), name="ancre-extract", daemon=True
+            target=_worker_main, args=(child, self.target, self.limits), name="ancre-extract", daemon=True
         )
         proc.start()
         child.close()

@@ -93,10 +93,12 @@ class Runtime:
     @cached_property
     def engine(self) -> SyncEngine:
         """The sync engine (starts the extraction worker on first use)."""
+        from ancre.connectors.limits import ExtractionLimits
         from ancre.connectors.worker import ExtractionPool
         from ancre.daemon.sync import SyncEngine
 
-        pool = ExtractionPool(timeout_s=self.settings.extraction.timeout_s)
+        cfg = self.settings.extraction
+        pool = ExtractionPool(timeout_s=cfg.timeout_s, limits=ExtractionLimits.from_config(cfg))
         self._pool = pool
         return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)
 

@@ -67,9 +67,9 @@ def crash_hard(data: bytes, filename: str) -> tuple[Block, ...]:
     os._exit(13)
 
 
-def misbehave_on_marker(data: bytes, filename: str) -> tuple[Block, ...]:
+def misbehave_on_marker(data: bytes, filename: str, limits: object = None) -> tuple[Block, ...]:
     """Dies on ``*.crash``, hangs on ``*.hang``, raises ``MemoryError`` on ``*.oom`` and
-    ``RuntimeError`` on ``*.bug``; any other file is extracted normally."""
+    ``RuntimeError`` on ``*.bug``; any other file is extracted normally (with ``limits``)."""
     from ancre.connectors.extract import extract_bytes
 
     if filename.endswith(".crash"):
@@ -80,7 +80,7 @@ def misbehave_on_marker(data: bytes, filename: str) -> tuple[Block, ...]:
         raise MemoryError
     if filename.endswith(".bug"):
         raise RuntimeError("bogus extractor")
-    return extract_bytes(data, filename)
+    return extract_bytes(data, filename, limits)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------- PDFs

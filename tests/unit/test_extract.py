@@ -112,7 +112,7 @@ def test_sommaire_pdf_pages(hostile: tuple[Path, dict[str, Expect]]) -> None:
 
 def test_unsupported_and_empty() -> None:
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(b"data", "tableur.xlsx")
+        extract_bytes(b"data", "dessin.vsdx")
     assert err.value.reason == "unsupported"
     with pytest.raises(ExtractionError) as err:
         extract_bytes(b"", "x.pdf")
