@@ -224,6 +224,11 @@ class SyncConfig(_Section):
     mass_delete_ratio: float = Field(0.5, gt=0, le=1)
     mass_delete_min_items: int = Field(4, ge=0)
     """Below this many indexed items the ratio guard does not apply (a root that is missing still does)."""
+    max_attempts: int = Field(3, ge=1, le=100)
+    """Tries of one version of a document whose extraction timed out or crashed, or whose
+    indexing died half-way, before it is left ``failed`` until its content changes."""
+    retry_backoff_s: float = Field(600.0, ge=0)
+    """Wait before the 2nd try of a failed document; doubled for each later try."""
 
 
 class QueryConfig(_Section):

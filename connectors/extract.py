@@ -54,10 +54,22 @@ from ancre.connectors.textclean import collapse_leaders, normalize_pdf_text
 from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
-__all__ = ["SUPPORTED_EXTENSIONS", "extract_bytes"]
+__all__ = ["EXTRACTOR_REVISION", "SUPPORTED_EXTENSIONS", "extract_bytes", "extractor_version"]
 
 SUPPORTED_EXTENSIONS = frozenset({".docx", ".pdf", ".md", ".markdown", ".txt"} | OFFICE_EXTENSIONS)
 """Extensions :func:`extract_bytes` reads (lower case, with the dot)."""
+
+EXTRACTOR_REVISION = 2
+"""Bump when a reader learns to read files it failed on before (2: Strict Open XML)."""
+
+
+def extractor_version() -> str:
+    """The version recorded with a failed or skipped document: the revision and the supported
+    extensions. When it changes (an upgrade), those documents are tried again."""
+    import hashlib
+
+    digest = hashlib.sha256(",".join(sorted(SUPPORTED_EXTENSIONS)).encode()).hexdigest()[:12]
+    return f"{EXTRACTOR_REVISION}:{digest}"
 
 
 def extract_bytes(data: bytes, filename: str, limits: ExtractionLimits | None = None) -> tuple[Block, ...]:
