@@ -5,10 +5,6 @@ memory; the hostile Office files get their status and reason in ``ancre status``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,24 +12,9 @@ from typer.testing import CliRunner
 
 from ancre.daemon.cli import app
 from support.hostile import SENTENCES, expanding_docx, make_office_files, simple_docx
+from support.measure import measure_sync, office_config
 
 runner = CliRunner()
-DIRECTORY = {
-    "domain_sid": "S-1-5-21-11", "netbios": "BUREAU", "groups": {},
-    "users": {"zoe": {"sid": "S-1-5-21-11-1001", "groups": []}},
-}
-
-
-def _config(root: Path) -> Path:
-    (root / "directory.json").write_text(json.dumps(DIRECTORY), encoding="utf-8")
-    cfg = root / "ancre.toml"
-    cfg.write_text(
-        'data_dir = "data"\n[directory]\nkind = "file"\npath = "directory.json"\n'
-        '[[sources]]\nid = "bureau"\nroot = "share"\nprincipals = ["sid:S-1-1-0"]\n'
-        "unc_root = '\\\\SRV\\Bureau'\n",
-        encoding="utf-8",
-    )
-    return cfg
 
 
 def run(*args: str):
@@ -44,7 +25,7 @@ def run(*args: str):
 def office_cfg(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("office")
     expect = make_office_files(root / "share" / "Bureau")
-    cfg = _config(root)
+    cfg = office_config(root)
     res = run("sync", "--config", str(cfg), "--json")
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)[0]
@@ -88,40 +69,12 @@ def test_macros_are_never_indexed(office_cfg: tuple[Path, dict]) -> None:
     assert texts and not any("MARQUEURMACRO" in t or "AutoOpen" in t for t in texts)
 
 
-_DRIVER = textwrap.dedent(
-    """
-    import json, resource, sys, time
-    from ancre.daemon.cli import app
-    t0 = time.monotonic()
-    try:
-        app(["sync", "--config", sys.argv[1], "--json"], standalone_mode=False)
-    finally:
-        seconds = time.monotonic() - t0
-        self_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        print(json.dumps({"self_mib": self_kib / 1024, "worker_mib": children_kib / 1024, "seconds": seconds}))
-    """
-)
-
-
-def measure_sync(cfg: Path) -> dict[str, float]:
-    """Run ``ancre sync`` on ``cfg`` in a fresh process; its peak RSS and its extraction
-    worker's (the only child it waits for), in MiB, and the seconds of the sync. The sum of the
-    two peaks bounds the peak of the process tree."""
-    out = subprocess.run(
-        [sys.executable, "-c", _DRIVER, str(cfg)], capture_output=True, text=True, timeout=600,
-        env={**os.environ, "ANCRE_LOG_LEVEL": "ERROR"},
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def test_expanding_docx_is_skipped_in_seconds_and_bounded_memory(tmp_path: Path) -> None:
     share = tmp_path / "share" / "Contrats"
     share.mkdir(parents=True)
     (share / "gonfle.docx").write_bytes(expanding_docx(300))
     (share / "normal.docx").write_bytes(simple_docx("Contrat", ["Le forfait mensuel est de CHF 3 840 HT."]))
-    cfg = _config(tmp_path)
+    cfg = office_config(tmp_path)
     m = measure_sync(cfg)
     peak = m["self_mib"] + m["worker_mib"]
     assert peak < 500, m  # the issue's bound for the sync process tree
