@@ -5,9 +5,10 @@ embeddings; vanished → points deleted; mass-deletion guard; BM25 rebuilt after
 Crash safety: before the store is touched for a document its state row is set to ``pending``;
 the row becomes ``indexed`` only after the store confirmed. A pass interrupted anywhere is
 reconciled by the next one: pending rows are re-done (point ids are deterministic, so upserts are
-idempotent) or purged if their file vanished. Documents to embed are written in batches (up to 32 documents / 128 chunks; a document
-with more chunks goes alone, embedded and upserted 128 chunks at a time, so memory stays bounded
-whatever its size): every row of a batch is ``pending`` before its first upsert. A document's points always have ``chunk_index`` below the
+idempotent) or purged if their file vanished. Documents to embed are written in batches (up to
+32 documents / 128 chunks; a document with more chunks goes alone, embedded and upserted 128
+chunks at a time, so memory stays bounded whatever its size): every row of a batch is ``pending``
+before its first upsert. A document's points always have ``chunk_index`` below the
 chunk count of its state row (pending rows record the larger of the old and new counts).
 
 No poison pill: a document whose extraction times out or crashes, or whose indexing died half-way
@@ -458,10 +459,11 @@ class SyncEngine:
             return None
         if same_version and prev is not None and prev.status == "pending" and prev.attempts >= self.settings.sync.max_attempts:
             # indexing this version died half-way max_attempts times (the process was killed): a poison pill
-            self._record_failure(
-                item, prev, collection, acl_hash, rep,
-                ExtractionError("crashed", f"indexing stopped half-way {prev.attempts} times (the process died)"),
-                content_hash,
+            self._record_problem(
+                item, prev, collection, acl_hash, rep, "failed",
+                f"crashed: indexing stopped half-way {prev.attempts} times (the process died); "
+                "tried again when the file changes",
+                drop=True, content_hash=content_hash, attempts=prev.attempts,
             )
             return None
 
