@@ -214,3 +214,17 @@ def test_a_pass_stopped_by_the_embedder_records_its_end(tmp_path: Path) -> None:
     finally:
         pool.close()
         rt.close()
+
+
+def test_a_document_over_max_chunks_is_skipped_without_embedding(tmp_path: Path) -> None:
+    cfg = _setup(tmp_path, "[chunking]\ntarget_chars = 100\n[extraction]\nmax_chunks = 5\n")
+    para = "Le prestataire assure la maintenance du parc et la sauvegarde."
+    (tmp_path / "share" / "D" / "long.md").write_text("\n\n".join(f"{i}. {para}" for i in range(12)), encoding="utf-8")
+    e = _Engine(cfg)
+    try:
+        rep = e.pass_()
+        assert rep.embedded_chunks == 0 and rep.skipped == 1
+        row = e.row("long.md")
+        assert row.status == "skipped" and row.reason == "too_large: 12 chunks > extraction.max_chunks (5)"
+    finally:
+        e.close()
