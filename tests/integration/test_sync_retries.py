@@ -144,6 +144,13 @@ def test_a_document_that_kills_the_sync_three_times_is_marked_failed(tmp_path: P
     for attempt in range(1, 4):  # killed (SIGKILL) each time its chunks are in the store, row still pending
         out = _sync_process(cfg, "after_upsert:1")
         assert out.returncode == -9, out.stderr[-500:]
+    from typer.testing import CliRunner
+
+    from ancre.daemon.cli import app
+
+    status = CliRunner().invoke(app, ["status", "--json", "--config", str(cfg)], catch_exceptions=False)
+    passes = json.loads(status.stdout)["passes"]
+    assert [p["outcome"] for p in passes] == ["crashed"] * 3 and all(p["finished_at"] for p in passes)
     out = _sync_process(cfg, "after_upsert:1")  # a 4th start does not try it again: it does not die
     assert out.returncode == 0, out.stderr[-1500:]
     report = json.loads(out.stdout)[0]
