@@ -64,11 +64,11 @@ EXTRACTOR_REVISION = 2
 
 
 def extractor_version() -> str:
-    """The version recorded with a failed or skipped document: the revision and the supported
-    extensions. When it changes (an upgrade), those documents are tried again."""
+    """The version recorded with a failed or skipped document: the revision and the extensions
+    a reader exists for. When it changes (an upgrade), those documents are tried again."""
     import hashlib
 
-    digest = hashlib.sha256(",".join(sorted(SUPPORTED_EXTENSIONS)).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(",".join(sorted(_READERS)).encode()).hexdigest()[:12]
     return f"{EXTRACTOR_REVISION}:{digest}"
 
 

@@ -12,6 +12,10 @@ Status vocabulary (what a sync records for an item):
 * ``failed`` — the file could not be read: reasons ``corrupt``, ``timeout``, ``crashed``;
 * ``ignored`` — never listed by a connector (Office lock files ``~$*``), so no status at all.
 
+:func:`make_office_files` does the same for issue 11's Office files (``.docm``/``.dotx``/``.dotm``,
+Strict Open XML, Excel, PowerPoint, and their hostile cases: a part inflating to 300 MB, a huge
+sheet, a formula-only sheet, an encrypted workbook, a deck of pictures only).
+
 The module also holds test-only extraction targets for
 :class:`ancre.connectors.worker.ExtractionPool` (``target="support.hostile:misbehave_on_marker"``).
 """
