@@ -203,7 +203,11 @@ class DirectoryConfig(_Section):
 
 
 class ExtractionConfig(_Section):
-    """Text extraction: each file runs in a worker process killed after ``timeout_s`` seconds."""
+    """Text extraction: each file runs in a worker process killed after ``timeout_s`` seconds.
+
+    The ``max_*`` limits are decided as early and cheaply as possible; a document over one is
+    recorded ``skipped`` with reason ``too_large: …`` naming the key (README.md, "Configuration").
+    The defaults let a 300-page contract through with a wide margin."""
 
     timeout_s: float = Field(60.0, gt=0)
     workers: int = Field(1, ge=1, le=64)
@@ -218,6 +222,20 @@ class ExtractionConfig(_Section):
     """Seconds added to a file's ``timeout_s`` for each scanned page it OCRs…"""
     ocr_timeout_max_s: float = Field(1800.0, ge=0)
     """…at most this many per file."""
+    max_part_mb: float = Field(64.0, gt=0)
+    """Office packages (.docx, .xlsx, .pptx…): largest uncompressed size of one part (zip member),
+    in MiB, read from the zip directory before anything is inflated."""
+    max_package_mb: float = Field(256.0, gt=0)
+    """Office packages: largest uncompressed size of all parts together, in MiB."""
+    max_expansion_ratio: float = Field(200.0, gt=1)
+    """Office packages: largest uncompressed/compressed ratio of a part over 1 MiB (a "zip bomb";
+    real Office XML compresses 5–30×)."""
+    max_chars: int = Field(5_000_000, ge=1000)
+    """Characters of text extracted from one document."""
+    max_chunks: int = Field(10_000, ge=1)
+    """Chunks one document may be cut into."""
+    max_pages: int = Field(5_000, ge=1)
+    """Pages of a PDF, slides of a deck, pages a Word file declares (``docProps/app.xml``)."""
 
 
 class ChunkingConfig(_Section):
@@ -234,6 +252,11 @@ class SyncConfig(_Section):
     mass_delete_ratio: float = Field(0.5, gt=0, le=1)
     mass_delete_min_items: int = Field(4, ge=0)
     """Below this many indexed items the ratio guard does not apply (a root that is missing still does)."""
+    max_attempts: int = Field(3, ge=1, le=100)
+    """Tries of one version of a document whose extraction timed out or crashed, or whose
+    indexing died half-way, before it is left ``failed`` until its content changes."""
+    retry_backoff_s: float = Field(600.0, ge=0)
+    """Wait before the 2nd try of a failed document; doubled for each later try."""
 
 
 class QueryConfig(_Section):

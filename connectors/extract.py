@@ -15,6 +15,10 @@ Dispatch is on the file name's extension (case-insensitive):
   merged cell (``w:vMerge`` continuation) count once. Headers come first and footers last, all
   sections, identical ones once. Footnotes and endnotes (§17.11, parts python-docx does not
   expose) follow the paragraph that cites them, marked ``[1]`` / ``[i]`` (:class:`DocxNotes`).
+* ``.docm``, ``.dotx``, ``.dotm`` — read like ``.docx`` (macros are never run nor indexed), and
+  every Office package — Word, Excel (``.xlsx``, ``.xlsm``), PowerPoint (``.pptx``, ``.pptm``) —
+  is first checked against the size limits from its zip directory and, when it is Strict Open
+  XML, mapped to the Transitional namespaces: see :mod:`ancre.connectors.office`.
 * ``.pdf`` — pypdf, page by page, each page cleaned by
   :func:`~ancre.connectors.textclean.normalize_pdf_text`; a ``PAGE_BREAK`` block opens every page
   after the first and every block carries its 1-based ``page``. An encrypted PDF whose user password
@@ -35,7 +39,9 @@ Dispatch is on the file name's extension (case-insensitive):
   level, table rows ``TABLE_ROW`` blocks, every other top-level block (paragraphs, lists, fenced code,
   quotes) a ``PARAGRAPH`` holding its source lines. Plain text is split on blank lines.
 
-Everything but PDF text is NFC-normalised (PDF text is NFKC). Parsing runs untrusted input: use
+Everything but PDF text is NFC-normalised (PDF text is NFKC). Limits
+(:class:`~ancre.connectors.limits.ExtractionLimits`: part sizes, expansion ratio, characters,
+pages) make a document ``too_large`` as early as possible. Parsing runs untrusted input: use
 :class:`ancre.connectors.worker.ExtractionPool` to run this in a process that can be killed.
 """
 
@@ -50,15 +56,29 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from ancre.connectors.limits import CharBudget, ExtractionLimits, check_pages, using_limits
+from ancre.connectors.office import (
+    OFFICE_EXTENSIONS,
+    open_package,
+    open_word_document,
+    read_presentation,
+    read_workbook,
+)
 from ancre.connectors.textclean import collapse_leaders, normalize_pdf_text
 from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
-__all__ = ["SUPPORTED_EXTENSIONS", "DocxNotes", "ExtractOptions", "extract_bytes"]
+__all__ = [
+    "EXTRACTOR_REVISION", "SUPPORTED_EXTENSIONS", "DocxNotes", "ExtractOptions", "extract_bytes", "extractor_version",
+]
 
-SUPPORTED_EXTENSIONS = frozenset({".docx", ".pdf", ".md", ".markdown", ".txt", ".odt", ".rtf", ".doc"})
+SUPPORTED_EXTENSIONS = frozenset(
+    {".docx", ".pdf", ".md", ".markdown", ".txt", ".odt", ".rtf", ".doc"} | OFFICE_EXTENSIONS
+)
 """Extensions :func:`extract_bytes` reads (lower case, with the dot)."""
 
+EXTRACTOR_REVISION = 2
+"""Bump when a reader learns to read files it failed on before (2: Strict Open XML)."""
 
 @dataclass(frozen=True)
 class ExtractOptions:
@@ -84,22 +104,34 @@ class ExtractOptions:
 DEFAULT_OPTIONS = ExtractOptions()
 
 
+
+def extractor_version() -> str:
+    """The version recorded with a failed or skipped document: the revision and the extensions
+    a reader exists for. When it changes (an upgrade), those documents are tried again."""
+    import hashlib
+
+    digest = hashlib.sha256(",".join(sorted(_READERS)).encode()).hexdigest()[:12]
+    return f"{EXTRACTOR_REVISION}:{digest}"
+
+
 def extract_bytes(
-    data: bytes, filename: str, options: ExtractOptions = DEFAULT_OPTIONS
+    data: bytes, filename: str, options: ExtractOptions = DEFAULT_OPTIONS, limits: ExtractionLimits | None = None
 ) -> tuple[Block, ...]:
     """Extract the text blocks of a file, in reading order.
 
     ``data`` is the whole file; ``filename`` only serves to pick the format by its extension;
-    ``options`` (OCR, time limit) as in :class:`ExtractOptions`. Returns at least one non-empty
+    ``options`` (OCR, time limit) as in :class:`ExtractOptions`; ``limits`` default to
+    :class:`~ancre.connectors.limits.ExtractionLimits` ``()``. Returns at least one non-empty
     block; blocks read by OCR have ``ocr=True``.
 
     Raises :class:`~ancre.errors.ExtractionError` with ``reason``:
     ``"unsupported"`` (extension not in :data:`SUPPORTED_EXTENSIONS`, or a legacy ``.doc`` when
     ``antiword`` is not installed), ``"empty"`` (0 bytes, a PDF with no page, or no text at all),
     ``"no_text_layer"`` (a PDF whose pages are images without text — a scan — and OCR is off,
-    unavailable or found nothing; ``detail`` counts the pages), ``"encrypted"`` (a PDF or ``.doc``
-    that needs a password), ``"corrupt"`` (the parser rejected the file; ``detail`` says why),
-    ``"timeout"`` (OCR or ``antiword`` ran past the file's time limit; ``detail`` says how far).
+    unavailable or found nothing; ``detail`` counts the pages), ``"encrypted"`` (a PDF, Office file
+    or ``.doc`` that needs a password), ``"corrupt"`` (the parser rejected the file; ``detail`` says
+    why), ``"timeout"`` (OCR or ``antiword`` ran past the file's time limit; ``detail`` says how
+    far), ``"too_large"`` (over a limit; ``detail`` names it, e.g. ``extraction.max_part_mb``).
     """
     ext = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
     reader = _READERS.get(ext)
@@ -108,7 +140,11 @@ def extract_bytes(
     if not data:
         raise ExtractionError("empty", "0 bytes")
     try:
-        blocks = reader(data, options) if reader in _WITH_OPTIONS else reader(data)
+        with using_limits(limits or ExtractionLimits()):
+            if ext in OFFICE_EXTENSIONS:
+                data = open_package(data)
+            blocks = reader(data, options) if reader in _WITH_OPTIONS else reader(data)
+            CharBudget().count(sum(len(b.text) for b in blocks))
     except (ExtractionError, MemoryError):
         raise
     except Exception as exc:  # untrusted input: any parser failure means a corrupt file
@@ -459,10 +495,9 @@ def _roman(n: int) -> str:
 
 
 def _read_docx(data: bytes) -> list[Block]:
-    import docx  # imported here: the worker pays for it once, the query side never
     from docx.opc.constants import RELATIONSHIP_TYPE as RT
 
-    document = docx.Document(io.BytesIO(data))
+    document = open_word_document(data)  # also .docm/.dotx/.dotm; checks the declared page count
     part = document.part
     try:
         styles_el = part.styles.element
@@ -525,12 +560,14 @@ def _read_pdf(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
         raise ExtractionError("encrypted", str(exc)) from exc
     if count == 0:
         raise ExtractionError("empty", "the PDF has no page")
+    check_pages(count)
+    budget = CharBudget()
     fields = _PdfFields(reader)
     per_page: list[list[Block]] = []
     scanned: list[int] = []  # 1-based numbers of pages that are images without a text layer
     for number in range(1, count + 1):
         page = pages[number - 1]
-        text = normalize_pdf_text(page.extract_text() or "")
+        text = budget.add(normalize_pdf_text(page.extract_text() or ""))
         blocks = [Block(BlockKind.PARAGRAPH, para, page=number) for para in _pdf_paragraphs(text)]
         if not blocks and _has_image(page):
             scanned.append(number)
@@ -1078,6 +1115,13 @@ _READERS: dict[str, Callable[[bytes], list[Block]]] = {
     ".odt": _read_odt,
     ".rtf": _read_rtf,
     ".doc": _read_doc,  # type: ignore[dict-item]
+    ".docm": _read_docx,
+    ".dotx": _read_docx,
+    ".dotm": _read_docx,
+    ".xlsx": read_workbook,
+    ".xlsm": read_workbook,
+    ".pptx": read_presentation,
+    ".pptm": read_presentation,
 }
 _WITH_OPTIONS: frozenset[Callable[..., list[Block]]] = frozenset({_read_pdf, _read_doc})
 """Readers that take :class:`ExtractOptions` as a second argument."""

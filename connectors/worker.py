@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
+from ancre.connectors.limits import ExtractionLimits
 from ancre.errors import ExtractionError
 from ancre.models import Block
 
@@ -45,7 +46,7 @@ def request_more_time(seconds: float) -> None:
         _ask_for_time(float(seconds))
 
 
-def _resolve(target: str) -> Callable[[bytes, str], tuple[Block, ...]]:
+def _resolve(target: str) -> Callable[..., tuple[Block, ...]]:
     module, _, name = target.partition(":")
     func = getattr(importlib.import_module(module), name)
     if not callable(func):
@@ -53,15 +54,17 @@ def _resolve(target: str) -> Callable[[bytes, str], tuple[Block, ...]]:
     return func  # type: ignore[no-any-return]
 
 
-def _worker_main(conn: Connection, target: str, options: object | None = None) -> None:
+def _worker_main(
+    conn: Connection, target: str, options: object | None = None, limits: ExtractionLimits | None = None
+) -> None:
     """Worker loop: receive ``(data, filename)``, answer ``("ok", blocks)`` or
-    ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop. ``options``, when
-    given, is passed to the target as its third argument."""
+    ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop. ``options`` and
+    ``limits``, when given, are passed to the target as keyword arguments of those names."""
     global _ask_for_time
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731
     func = _resolve(target)
-    extra = () if options is None else (options,)
+    extra: dict[str, object] = {k: v for k, v in (("options", options), ("limits", limits)) if v is not None}
     while True:
         try:
             msg = conn.recv()
@@ -71,7 +74,9 @@ def _worker_main(conn: Connection, target: str, options: object | None = None) -
             return
         data, filename = msg
         try:
-            reply: tuple[Any, ...] = ("ok", tuple(func(data, filename, *extra)))
+            blocks = func(data, filename, **extra)
+            reply: tuple[Any, ...] = ("ok", tuple(blocks))
+            del blocks
         except ExtractionError as exc:
             reply = ("error", exc.reason, exc.detail)
         except MemoryError:
@@ -93,9 +98,11 @@ class ExtractionPool:
     ``target`` is the ``"module:function"`` run in the worker, with the signature of
     :func:`ancre.connectors.extract.extract_bytes`; tests pass a hanging or crashing one (the
     module must be importable in the worker: ``spawn`` gives it the parent's ``sys.path``).
+    ``limits`` (:class:`~ancre.connectors.limits.ExtractionLimits`), when given, is passed to
+    ``target`` with each file as its ``limits`` keyword (the configured ``[extraction]`` limits).
 
     ``options`` (picklable, e.g. :class:`ancre.connectors.extract.ExtractOptions`: OCR settings),
-    when not ``None``, is handed to the target as its third argument for every file.
+    when not ``None``, is handed to the target as its ``options`` keyword for every file.
     ``max_extra_s`` (seconds, default 0): how much more time per file the target may ask for with
     :func:`request_more_time` (the OCR of a long scan), on top of ``timeout_s``.
 
@@ -109,6 +116,7 @@ class ExtractionPool:
         target: str = DEFAULT_TARGET,
         options: object | None = None,
         max_extra_s: float = 0.0,
+        limits: ExtractionLimits | None = None,
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -118,6 +126,7 @@ class ExtractionPool:
         self.target = target
         self.options = options
         self.max_extra_s = max(0.0, float(max_extra_s))
+        self.limits = limits
         self._lock = threading.Lock()
         self._proc: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -208,7 +217,7 @@ class ExtractionPool:
         self._kill()
         parent, child = _CTX.Pipe(duplex=True)
         proc = _CTX.Process(
-            target=_worker_main, args=(child, self.target, self.options), name="ancre-extract", daemon=True
+            target=_worker_main, args=(child, self.target, self.options, self.limits), name="ancre-extract", daemon=True
         )
         proc.start()
         child.close()

@@ -370,6 +370,7 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     """Counts per source and status, last passes, failures and documents whose ACL can't be read."""
     settings = _settings(config)
     with Runtime(settings) as rt:
+        rt.state.close_stale_passes()  # a pass whose process died shows as crashed, not running
         items = rt.state.all_items()
         passes = rt.state.last_passes(20)
         gen = rt.bm25.current_generation()

@@ -12,6 +12,7 @@ process embedding the daemon (``ancre serve``) can expose them next to its own.
 ``ancre_sync_duration_seconds{source,scope}``           duration of passes and batches
 ``ancre_last_successful_sync_timestamp_seconds{source}``  end of the last ``ok`` pass or batch
 ``ancre_queue_depth``                                   queued paths + pending full passes
+``ancre_sync_documents_done{source}`` / ``…_todo``       items of the running pass or batch done / to do
 ``ancre_event_to_searchable_seconds``                   first event on a path → BM25 published
 ``ancre_bm25_generation`` / ``ancre_bm25_rebuild_seconds``  BM25 snapshots
 =====================================================  ========================================
@@ -64,6 +65,14 @@ class DaemonMetrics:
             "ancre_last_successful_sync_timestamp_seconds", "Unix time of the last ok pass or batch", ["source"], registry=r
         )
         self.queue_depth = Gauge("ancre_queue_depth", "Queued paths plus pending full passes", registry=r)
+        self.docs_done = Gauge(
+            "ancre_sync_documents_done", "Items of the running pass or batch already synced (0 when none runs)",
+            ["source"], registry=r,
+        )
+        self.docs_todo = Gauge(
+            "ancre_sync_documents_todo", "Items of the running pass or batch still to sync (0 when none runs)",
+            ["source"], registry=r,
+        )
         self.delay = Histogram(
             "ancre_event_to_searchable_seconds", "First event on a path until the BM25 index with the change is published",
             buckets=DELAY_BUCKETS, registry=r,
@@ -89,6 +98,12 @@ class DaemonMetrics:
             self.embedded.labels(src).inc(rep.embedded_chunks)
         if rep.outcome == "ok":
             self.last_success.labels(src).set(finished_at)
+
+    def progress(self, source: str, done: int, total: int) -> None:
+        """The running pass or batch of ``source`` has ``done`` of ``total`` items behind it
+        (``progress(source, 0, 0)`` once it ended)."""
+        self.docs_done.labels(source).set(done)
+        self.docs_todo.labels(source).set(max(0, total - done))
 
     def refresh_state(self, items: Iterable[ItemState]) -> None:
         """Set the document, chunk and problem gauges from the state DB rows (stale label sets

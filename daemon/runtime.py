@@ -111,6 +111,7 @@ class Runtime:
     def engine(self) -> SyncEngine:
         """The sync engine (starts the extraction worker on first use)."""
         from ancre.connectors.extract import ExtractOptions
+        from ancre.connectors.limits import ExtractionLimits
         from ancre.connectors.worker import ExtractionPool
         from ancre.daemon.sync import SyncEngine
 
@@ -120,7 +121,8 @@ class Runtime:
             ocr_timeout_per_page_s=ex.ocr_timeout_per_page_s, ocr_timeout_max_s=ex.ocr_timeout_max_s,
         )
         pool = ExtractionPool(
-            timeout_s=ex.timeout_s, options=options, max_extra_s=ex.ocr_timeout_max_s if ex.ocr else 0.0
+            timeout_s=ex.timeout_s, options=options, max_extra_s=ex.ocr_timeout_max_s if ex.ocr else 0.0,
+            limits=ExtractionLimits.from_config(ex),
         )
         self._pool = pool
         return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)

@@ -24,7 +24,9 @@ BM25 snapshots, connectors) and runs:
 - **observability**: JSON logs (:mod:`ancre.daemon.logs`), Prometheus metrics
   (:mod:`ancre.daemon.metrics`), ``<data_dir>/daemon-status.json``, systemd ``READY=1`` /
   ``STATUS=`` / ``WATCHDOG=1`` (:mod:`ancre.daemon.notify`), the optional loopback control
-  endpoint (:mod:`ancre.daemon.control`).
+  endpoint (:mod:`ancre.daemon.control`). While a pass or batch runs, all of them show its
+  progress live — items done / to do, the current path, the queue depth — refreshed at most
+  every :data:`PROGRESS_EVERY_S` seconds, not only when it ends.
 
 :class:`Daemon` is usable from another program (``ancre serve`` runs it next to the API on the
 same Runtime): ``start()`` returns once everything runs, ``stop()`` shuts it down, and
@@ -68,6 +70,8 @@ log = logging.getLogger("ancre.daemon")
 
 STATUS_FILE = "daemon-status.json"
 BM25_DIRTY_KEY = "bm25_dirty"
+PROGRESS_EVERY_S = 1.0
+"""During a pass, the status file and ``STATUS=`` are refreshed at most this often."""
 RETRY_AFTER_S = 30.0
 """A task that raised (embedding server down, store error) is retried as a full pass this much later."""
 
@@ -226,6 +230,8 @@ class Daemon:
         self._delays: deque[float] = deque(maxlen=1000)
         self._counts: dict[str, Any] | None = None
         self._bm25_generation = 0
+        self._current: dict[str, Any] | None = None
+        self._progress_pushed = 0.0
         self._term = False
         self._hup = False
 
@@ -496,20 +502,62 @@ class Daemon:
         engine = self.rt.engine
         times: list[float] = []
         changed = False
+        trigger = task.trigger if isinstance(task, FullPass) else "event"
+        self._begin_progress(task.source, trigger, "full" if isinstance(task, FullPass) else "paths")
         self._bm25.begin()
         try:
             if isinstance(task, FullPass):
-                trigger = task.trigger
-                rep = engine.run_pass(conn, rebuild_bm25=False, force=task.force, should_stop=self._stop.is_set)
+                rep = engine.run_pass(
+                    conn, rebuild_bm25=False, force=task.force, should_stop=self._stop.is_set, progress=self._on_progress
+                )
             else:
-                trigger, times = "event", list(task.first_event)
-                rep = engine.sync_paths(conn, task.paths, rebuild_bm25=False, should_stop=self._stop.is_set)
+                times = list(task.first_event)
+                rep = engine.sync_paths(
+                    conn, task.paths, rebuild_bm25=False, should_stop=self._stop.is_set, progress=self._on_progress
+                )
             changed = rep.changed_index
         finally:
+            self._end_progress(task.source)
             self._bm25.end(changed, times if changed else [])
         if times and not changed:  # nothing to rebuild: searchable as it is now
             self._observe_delays(times)
         self._record(rep, trigger)
+
+    # ------------------------------------------------------------------ live progress of a task
+    def _begin_progress(self, source: str, trigger: str, scope: str) -> None:
+        with self._mu:
+            self._current = {
+                "source": source, "trigger": trigger, "scope": scope, "started_at": time.time(),
+                "done": 0, "total": None, "to_do": None, "path": None,
+            }
+        self._push_progress(force=True)
+
+    def _on_progress(self, path: str, done: int, total: int) -> None:
+        """The engine's ``progress`` callback: ``done`` of ``total`` items behind, ``path`` next."""
+        with self._mu:
+            cur = self._current
+            if cur is None:
+                return
+            cur.update(done=done, total=total, to_do=total - done, path=path)
+            source = cur["source"]
+        self.metrics.progress(source, done, total)
+        self._push_progress()
+
+    def _end_progress(self, source: str) -> None:
+        with self._mu:
+            self._current = None
+        self.metrics.progress(source, 0, 0)
+
+    def _push_progress(self, force: bool = False) -> None:
+        """Refresh the status file, ``STATUS=`` and the queue gauge (at most every
+        :data:`PROGRESS_EVERY_S` seconds unless ``force``)."""
+        now = time.monotonic()
+        if not force and now - self._progress_pushed < PROGRESS_EVERY_S:
+            return
+        self._progress_pushed = now
+        self.metrics.queue_depth.set(self.queue.depth())
+        self.notifier.status(self._status_line())
+        self._write_status()
 
     def _retry_later(self, source: str) -> None:
         if self._scheduler is None or self._stop.is_set():
@@ -595,7 +643,9 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         """The daemon status (JSON-able): ``state``, ``pid``, ``queue_depth``, ``idle`` (queue
-        empty, worker and BM25 idle), ``bm25_generation``, ``passes`` by trigger,
+        empty, worker and BM25 idle), ``current`` (the running pass or batch: ``source``,
+        ``trigger``, ``scope``, ``started_at``, ``done``, ``total``, ``to_do``, next ``path``; ``None``
+        when none runs), ``bm25_generation``, ``passes`` by trigger,
         ``embedded_chunks_total``, per-source last pass/batch (``last``), last full pass
         (``last_full``), last ACL refresh (``last_acl``) and watch mode, document and chunk
         counts, recent event-to-searchable ``delays_s``, the ports."""
@@ -614,6 +664,7 @@ class Daemon:
                 "updated_at": time.time(),
                 "queue_depth": self.queue.depth(),
                 "idle": pending == 0 and bm25_idle,
+                "current": dict(self._current) if self._current is not None else None,
                 "bm25_generation": self._bm25_generation,
                 "bm25_dirty": bool(self._bm25 and self._bm25.dirty),
                 "passes": dict(self._passes),
@@ -640,8 +691,14 @@ class Daemon:
         with self._mu:
             last = max((s.get("last", {}).get("finished_at", 0.0) for s in self._sources.values()), default=0.0)
             outcomes = sorted({s["last"]["outcome"] for s in self._sources.values() if "last" in s})
+            cur = dict(self._current) if self._current is not None else None
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last)) if last else "none yet"
-        return f"{self.state}; last sync {when} ({'/'.join(outcomes) or '-'}); queue {self.queue.depth()}"
+        doing = ""
+        if cur is not None:
+            what = "pass" if cur["scope"] == "full" else "batch"
+            count = f"{cur['done']}/{cur['total']} done, {cur['to_do']} to do" if cur["total"] is not None else "listing"
+            doing = f"; {cur['trigger']} {what} of {cur['source']}: {count}"
+        return f"{self.state}{doing}; last sync {when} ({'/'.join(outcomes) or '-'}); queue {self.queue.depth()}"
 
     def _keepalive_loop(self) -> None:
         wd = self.cfg.watchdog_interval_s or watchdog_interval()

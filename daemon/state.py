@@ -5,10 +5,18 @@ count, status (``indexed`` / ``failed`` / ``skipped`` / ``pending``) and a reaso
 was skipped, or, on an ``indexed`` row, why its ACL could not be read (readable by nobody).
 ``pending`` is written *before* the store is touched for a document, so that a crash between the
 store write and the state write leaves a row that the next pass reconciles (no ghost points).
+
+``attempts`` counts the consecutive tries of a document's current version that failed or died
+half-way (the sync engine's poison-pill guard), ``retry_at`` is the earliest time the next try may
+run, ``extractor`` the extractor version that produced a failure (a new one retries it). Passes
+record the ``pid`` that ran them so that a pass left open by a dead process is closed as
+``crashed``. Databases of an older schema are migrated in place on open (columns added).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 import threading
 import time
@@ -33,6 +41,9 @@ CREATE TABLE IF NOT EXISTS items (
     status TEXT NOT NULL,
     reason TEXT,
     updated_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    retry_at REAL,
+    extractor TEXT,
     PRIMARY KEY (source, native_id)
 );
 CREATE INDEX IF NOT EXISTS items_status ON items(status);
@@ -42,10 +53,21 @@ CREATE TABLE IF NOT EXISTS passes (
     started_at REAL NOT NULL,
     finished_at REAL,
     outcome TEXT,
-    summary TEXT
+    summary TEXT,
+    pid INTEGER
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+_ADDED_COLUMNS = {
+    "items": (
+        ("attempts", "INTEGER NOT NULL DEFAULT 0"),
+        ("retry_at", "REAL"),
+        ("extractor", "TEXT"),
+    ),
+    "passes": (("pid", "INTEGER"),),
+}
+"""Columns added after the first schema: ``ALTER TABLE … ADD COLUMN`` on an older database."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +88,9 @@ class ItemState:
     status: str
     reason: str | None
     updated_at: float
+    attempts: int = 0
+    retry_at: float | None = None
+    extractor: str | None = None
 
 
 class StateDB:
@@ -79,6 +104,16 @@ class StateDB:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns a database created by an older ancre lacks (values: their defaults)."""
+        with self._tx() as db:
+            for table, columns in _ADDED_COLUMNS.items():
+                have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                for name, decl in columns:
+                    if name not in have:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -148,10 +183,28 @@ class StateDB:
             db.execute("DELETE FROM items WHERE source = ?", (source,))
 
     def begin_pass(self, source: str) -> int:
-        """Record the start of a pass; returns its id."""
+        """Record the start of a pass (with this process's pid); returns its id. Passes left open
+        by a process that no longer runs are closed first (:meth:`close_stale_passes`)."""
+        self.close_stale_passes()
         with self._tx() as db:
-            cur = db.execute("INSERT INTO passes (source, started_at) VALUES (?, ?)", (source, time.time()))
+            cur = db.execute(
+                "INSERT INTO passes (source, started_at, pid) VALUES (?, ?, ?)", (source, time.time(), os.getpid())
+            )
             return int(cur.lastrowid or 0)
+
+    def close_stale_passes(self) -> int:
+        """Close every pass without an end whose process is gone (killed, crashed, power cut):
+        outcome ``crashed``, ended now. Returns how many were closed."""
+        with self._tx() as db:
+            rows = db.execute("SELECT id, pid FROM passes WHERE finished_at IS NULL").fetchall()
+            stale = [pid_row for pid_row in rows if not _alive(pid_row[1])]
+            summary = json.dumps({"outcome": "crashed", "reason": "the process running the pass ended before it did"})
+            for pass_id, _pid in stale:
+                db.execute(
+                    "UPDATE passes SET finished_at = ?, outcome = 'crashed', summary = ? WHERE id = ?",
+                    (time.time(), summary, pass_id),
+                )
+            return len(stale)
 
     def end_pass(self, pass_id: int, outcome: str, summary: str) -> None:
         """Record the end of a pass (``outcome``: ``ok`` / ``suspect`` / ``error``; ``summary`` JSON)."""
@@ -185,3 +238,19 @@ class StateDB:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether process ``pid`` runs (``None``, from a database older than the ``pid`` column,
+    counts as gone). This process counts as alive: its own open pass is running."""
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

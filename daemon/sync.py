@@ -5,10 +5,17 @@ embeddings; vanished → points deleted; mass-deletion guard; BM25 rebuilt after
 Crash safety: before the store is touched for a document its state row is set to ``pending``;
 the row becomes ``indexed`` only after the store confirmed. A pass interrupted anywhere is
 reconciled by the next one: pending rows are re-done (point ids are deterministic, so upserts are
-idempotent) or purged if their file vanished. Documents to embed are written in batches (one
-embedder call and one upsert per collection for up to 32 documents / 128 chunks): every row of a
-batch is ``pending`` before its upsert. A document's points always have ``chunk_index`` below the
+idempotent) or purged if their file vanished. Documents to embed are written in batches (up to
+32 documents / 128 chunks; a document with more chunks goes alone, embedded and upserted 128
+chunks at a time, so memory stays bounded whatever its size): every row of a batch is ``pending``
+before its first upsert. A document's points always have ``chunk_index`` below the
 chunk count of its state row (pending rows record the larger of the old and new counts).
+
+No poison pill: a document whose extraction times out or crashes, or whose indexing died half-way
+(a ``pending`` row found again), is tried at most ``sync.max_attempts`` times per version, with
+``sync.retry_backoff_s`` doubling between failed tries; it then stays ``failed`` with its reason
+until its content changes (or a new extractor version, ``--force``). Failures that are properties
+of the file (corrupt, encrypted, too large…) are not retried at all until then.
 
 Three entry points: :meth:`SyncEngine.run_pass` (a full reconciliation),
 :meth:`SyncEngine.sync_paths` (only the paths an event named, for the daemon) and
@@ -26,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 import threading
 import time
 import unicodedata
@@ -37,10 +45,11 @@ from ancre.acl.engine import acl_problem
 from ancre.config import Settings
 from ancre.connectors.base import Connector
 from ancre.connectors.chunking import chunk_blocks
+from ancre.connectors.extract import extractor_version
 from ancre.connectors.worker import ExtractionPool
 from ancre.daemon.faults import crash_point
 from ancre.daemon.state import ItemState, StateDB
-from ancre.errors import ConfigError, ExtractionError, SourceUnavailableError
+from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import PointWrite, Store
@@ -51,6 +60,10 @@ log = logging.getLogger("ancre.sync")
 SKIP_REASONS = frozenset({"encrypted", "empty", "too_large", "unsupported", "no_text_layer"})
 """Extraction outcomes recorded as status ``skipped`` (a property of the file, not an error);
 every other extraction error is ``failed``."""
+
+RETRYABLE_REASONS = frozenset({"timeout", "crashed", "error"})
+"""Failures that may be transient (a busy machine, a worker killed by the OOM killer, a bug hit
+by a rare path): retried with backoff up to ``sync.max_attempts`` times per version."""
 
 
 def skip_reason_key(reason: str | None) -> str:
@@ -78,7 +91,8 @@ class PassReport:
     """``ok``; ``partial`` (full pass done except under subtrees the connector reported
     unreachable, e.g. dead DFS links: nothing purged under them, ``reason`` names them);
     ``suspect`` (root unreachable or mass deletion: nothing purged); ``interrupted`` (stop
-    requested: nothing purged); ``error``."""
+    requested: nothing purged); ``error`` (an exception stopped the pass — store or embedder
+    down —; ``reason`` says which; what was committed stays)."""
     scope: str = "full"
     """``full`` (:meth:`SyncEngine.run_pass`), ``paths`` (:meth:`SyncEngine.sync_paths`) or ``acl``
     (:meth:`SyncEngine.refresh_acls`)."""
@@ -116,7 +130,8 @@ ProgressFn = Callable[[str, int, int], None]
 
 _BATCH_DOCS = 32
 _BATCH_CHUNKS = 128
-"""Documents to embed are written in batches of at most this many documents or chunks."""
+"""Documents to embed are written in batches of at most this many documents or chunks; one
+embedder call and one upsert never hold more than ``_BATCH_CHUNKS`` chunks."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +214,9 @@ class SyncEngine:
                 self._run(connector, rep, force=force, progress=progress, should_stop=should_stop)
                 if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
                     rep.bm25_generation = self.rebuild_bm25()
+            except BaseException as e:  # recorded, then raised: the pass never stays open
+                rep.outcome, rep.reason = "error", f"{type(e).__name__}: {e}"[:500]
+                raise
             finally:
                 rep.duration_s = time.monotonic() - t0
                 self.state.end_pass(pass_id, rep.outcome, rep.to_json())
@@ -273,6 +291,7 @@ class SyncEngine:
         *,
         rebuild_bm25: bool = True,
         should_stop: Callable[[], bool] | None = None,
+        progress: ProgressFn | None = None,
     ) -> PassReport:
         """Re-sync only the given relative POSIX paths of ``connector``'s source (event-driven).
 
@@ -286,13 +305,14 @@ class SyncEngine:
         reached (``SourceUnavailableError``) nothing is synced or purged and the report is
         ``suspect``; when ``should_stop`` turns true, it stops between items and purges nothing
         (``interrupted``). The report (``scope="paths"``) is not recorded in the ``passes`` table.
+        ``progress`` is called before each item, as in :meth:`run_pass`.
         """
         wanted = [p for p in dict.fromkeys(clean_rel_path(p) for p in paths) if p is not None]
         with self._lock:
             t0 = time.monotonic()
             rep = PassReport(source=connector.source_id, scope="paths")
             try:
-                self._sync_paths(connector, wanted, rep, should_stop=should_stop)
+                self._sync_paths(connector, wanted, rep, should_stop=should_stop, progress=progress)
                 if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
                     rep.bm25_generation = self.rebuild_bm25()
             finally:
@@ -301,7 +321,13 @@ class SyncEngine:
             return rep
 
     def _sync_paths(
-        self, connector: Connector, paths: list[str], rep: PassReport, *, should_stop: Callable[[], bool] | None
+        self,
+        connector: Connector,
+        paths: list[str],
+        rep: PassReport,
+        *,
+        should_stop: Callable[[], bool] | None,
+        progress: ProgressFn | None = None,
     ) -> None:
         known = self.state.items(connector.source_id)
         by_path = {st.path: st for st in known.values()}
@@ -329,7 +355,9 @@ class SyncEngine:
         rep.listed = len(items)
         for nid in items:
             vanished.pop(nid, None)
-        if not self._sync_items(connector, list(items.values()), known, rep, force=False, should_stop=should_stop):
+        if not self._sync_items(
+            connector, list(items.values()), known, rep, force=False, should_stop=should_stop, progress=progress
+        ):
             return
         self._purge(list(vanished.values()), len(known), rep)
 
@@ -365,13 +393,23 @@ class SyncEngine:
                 return False
             if progress is not None:
                 progress(item.path, i, len(items))
+            prev = known.get(item.native_id)
             try:
-                planned = self._plan_item(connector, item, known.get(item.native_id), rep, force=force, max_bytes=max_bytes)
+                planned = self._plan_item(connector, item, prev, rep, force=force, max_bytes=max_bytes)
             except SourceUnavailableError as e:
                 # the source went away mid-pass: keep what was done, purge nothing, retry later
                 self._commit(connector, batch, rep)
                 rep.outcome, rep.reason = "suspect", f"source unreachable during the pass: {e}"
                 return False
+            except (StoreError, EmbedderError, sqlite3.Error):
+                raise  # the index itself is in trouble: stop the pass (recorded as "error")
+            except Exception as e:  # this one item hit a bug: it fails, the pass goes on
+                log.exception("sync of %s failed", item.path)
+                self._record_failure(
+                    item, prev, connector.collection_for(item), None, rep,
+                    ExtractionError("error", f"{type(e).__name__}: {e}"[:300]), None,
+                )
+                continue
             if planned is None:
                 continue
             batch.append(planned)
@@ -393,8 +431,8 @@ class SyncEngine:
         max_bytes: int,
     ) -> _Planned | None:
         """Everything up to embedding: ACL-only updates, unchanged items, size limit, content
-        hash, extraction and chunking are settled here (``None``); a document whose chunks must
-        be (re-)embedded is returned for :meth:`_commit`."""
+        hash, retry policy, extraction and chunking are settled here (``None``); a document whose
+        chunks must be (re-)embedded is returned for :meth:`_commit`."""
         collection = connector.collection_for(item)
         if item.skip is not None:  # a link not followed: reported, never read (its old points go)
             self._record_problem(item, prev, collection, "", rep, "skipped", item.skip, drop=True)
@@ -415,11 +453,15 @@ class SyncEngine:
             self.store.delete_doc(prev.collection, prev.doc_id)
 
         if item.size > max_bytes:
-            self._record_problem(item, prev, collection, acl_hash, rep, "skipped", "too_large", drop=True)
+            self._record_problem(
+                item, prev, collection, acl_hash, rep, "skipped",
+                f"too_large: {item.size / 2**20:.1f} MiB > sources.{item.source}.max_size_mb ({max_bytes / 2**20:g})",
+                drop=True,
+            )
             return None
 
         if same_stat and not force and prev is not None:
-            if prev.status in ("failed", "skipped"):
+            if prev.status in ("failed", "skipped") and not self._may_retry(prev):
                 self._count_problem(rep, item.path, prev.status, prev.reason or "")
                 return None
             if prev.status == "indexed":
@@ -439,7 +481,7 @@ class SyncEngine:
                         rep.unchanged += 1
                 self._count_acl_problem(rep, item.path, acl_issue)
                 return None
-            # pending: a previous pass died half-way → redo below
+            # pending: a previous pass died half-way → redo below (or give up, see below)
 
         try:
             data = connector.fetch_content(item)
@@ -474,108 +516,217 @@ class SyncEngine:
                 )
             self._count_acl_problem(rep, item.path, acl_issue)
             return None
+        same_version = prev is not None and prev.content_hash == content_hash
+        if same_version and prev is not None and not force and prev.status in ("failed", "skipped") and not self._may_retry(prev):
+            # touched but identical bytes of a document that failed: same outcome, no new try
+            self.state.put(_replace(prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path))
+            self._count_problem(rep, item.path, prev.status, prev.reason or "")
+            return None
+        if same_version and prev is not None and prev.status == "pending" and prev.attempts >= self.settings.sync.max_attempts:
+            # indexing this version died half-way max_attempts times (the process was killed): a poison pill
+            self._record_problem(
+                item, prev, collection, acl_hash, rep, "failed",
+                f"crashed: indexing stopped half-way {prev.attempts} times (the process died); "
+                "tried again when the file changes",
+                drop=True, content_hash=content_hash, attempts=prev.attempts,
+            )
+            return None
 
         try:
             crash_point("extract")
             blocks = self.pool.extract(data, item.filename)
+            del data
             chunks = chunk_blocks(
                 item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars
             )
+            del blocks
             if not chunks:
                 raise ExtractionError("empty", "no text found")
+            max_chunks = self.settings.extraction.max_chunks
+            if len(chunks) > max_chunks:
+                raise ExtractionError("too_large", f"{len(chunks)} chunks > extraction.max_chunks ({max_chunks})")
         except ExtractionError as e:
-            status = "skipped" if e.reason in SKIP_REASONS else "failed"
-            self._record_problem(
-                item, prev, collection, acl_hash, rep, status, e.reason if not e.detail else f"{e.reason}: {e.detail}",
-                drop=True, content_hash=content_hash,
-            )
+            self._record_failure(item, prev, collection, acl_hash, rep, e, content_hash)
             return None
 
         return _Planned(item, prev, collection, acl, acl_hash, content_hash, chunks, epoch)
+
+    def _may_retry(self, prev: ItemState) -> bool:
+        """Whether a ``failed``/``skipped`` row of an unchanged document is tried again now:
+        another extractor version than the one that failed, or a transient failure (see
+        :data:`RETRYABLE_REASONS`) with tries left whose backoff has expired."""
+        if prev.extractor != extractor_version():
+            return True
+        reason = (prev.reason or "").split(":", 1)[0]
+        return (
+            prev.status == "failed"
+            and reason in RETRYABLE_REASONS
+            and prev.attempts < self.settings.sync.max_attempts
+            and time.time() >= (prev.retry_at or 0.0)
+        )
+
+    def _record_failure(
+        self,
+        item: SourceItem,
+        prev: ItemState | None,
+        collection: str,
+        acl_hash: str | None,
+        rep: PassReport,
+        error: ExtractionError,
+        content_hash: str | None,
+    ) -> None:
+        """Record an extraction (or indexing) failure: ``skipped`` for :data:`SKIP_REASONS`, else
+        ``failed``; a transient failure counts one more try of this version and, with tries left,
+        gets a ``retry_at`` (``sync.retry_backoff_s`` doubled per try)."""
+        status = "skipped" if error.reason in SKIP_REASONS else "failed"
+        reason = error.reason if not error.detail else f"{error.reason}: {error.detail}"
+        attempts, retry_at = 0, None
+        if error.reason in RETRYABLE_REASONS:
+            same = prev is not None and content_hash is not None and prev.content_hash == content_hash
+            attempts = (prev.attempts if same and prev is not None else 0) + 1
+            cfg = self.settings.sync
+            if attempts < cfg.max_attempts:
+                retry_at = time.time() + cfg.retry_backoff_s * 2 ** (attempts - 1)
+                reason += f" (try {attempts} of {cfg.max_attempts})"
+            else:
+                attempts = max(attempts, cfg.max_attempts)
+                reason += f" (gave up after {attempts} tries; tried again when the file changes)"
+        self._record_problem(
+            item, prev, collection, acl_hash, rep, status, reason, drop=True, content_hash=content_hash,
+            attempts=attempts, retry_at=retry_at,
+        )
 
     def _commit(self, connector: Connector, batch: list[_Planned], rep: PassReport) -> None:
         """Embed and write a batch of planned documents.
 
         Order (crash safety): every document's row becomes ``pending`` (with the larger of its old
-        and new chunk counts) → one embedder call → one upsert per collection → each document's
-        chunks beyond its new count deleted (only when it had more: a document's points always
-        have ``chunk_index`` below its recorded count) → each row ``indexed``.
+        and new chunk counts, and one more try counted when it was already ``pending``: a previous
+        try died half-way) → chunks embedded and upserted ``_BATCH_CHUNKS`` at a time (one
+        embedder call, one upsert per collection each) → each document's chunks beyond its new
+        count deleted (only when it had more: a document's points always have ``chunk_index``
+        below its recorded count) → each row ``indexed``. When an exception (store or embedder
+        down) stops it, the pending rows get their former try count back: that is not the
+        document's fault.
         """
         if not batch:
             return
+        pending: list[ItemState] = []
         for p in batch:
             it = p.item
-            self.state.put(
-                ItemState(
-                    it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
-                    None, None, max(len(p.chunks), p.prev.chunk_count if p.prev else 0), "pending", None, time.time(),
-                )
+            retried = p.prev is not None and p.prev.status == "pending" and p.prev.content_hash == p.content_hash
+            tries = (p.prev.attempts if retried and p.prev is not None else 0) + 1
+            row = ItemState(
+                it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
+                p.content_hash, None, max(len(p.chunks), p.prev.chunk_count if p.prev else 0), "pending", None,
+                time.time(), attempts=tries,
             )
-        vectors = self.embedder.embed_documents([c.text for p in batch for c in p.chunks])
-        rep.embedded_chunks += len(vectors)
-        with self._acl_mu:  # a rights refresh started while embedding: these ACLs are re-read
-            self._write_batch(connector, batch, vectors, rep)
-
-    def _write_batch(self, connector: Connector, batch: list[_Planned], vectors: list, rep: PassReport) -> None:
-        """The store and state writes of :meth:`_commit` (``_acl_mu`` held)."""
-        fresh: list[_Planned] = []
-        for p in batch:
-            acl = self._current_acl(connector, p.item, p.acl, p.epoch)
-            fresh.append(p if acl is p.acl else _replace_planned(p, acl=acl, acl_hash=acl.digest()))
-        batch = fresh
+            self.state.put(row)
+            pending.append(row)
+        try:
+            batch = self._write_chunks(connector, batch, rep)
+        except BaseException:
+            for row in pending:
+                self.state.put(_replace(row, attempts=row.attempts - 1))
+            raise
+        crash_point("after_upsert")
         now = time.time()
-        by_collection: dict[str, list[PointWrite]] = {}
-        j = 0
-        for p in batch:
-            it, acl = p.item, p.acl
-            location = connector.location(it)
-            for c in p.chunks:
-                by_collection.setdefault(p.collection, []).append(
-                    PointWrite(
-                        c.point_id,
-                        vectors[j],
-                        ChunkPayload(
-                            source=it.source, doc_id=it.doc_id, path=it.path, filename=it.filename,
-                            location=location, chunk_index=c.chunk_index, text=c.text,
-                            acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
-                            content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
-                            collection=p.collection, ocr=c.ocr,
-                        ),
+        with self._acl_mu:  # a rights refresh since the last slice: the rows get the re-read ACL
+            for p in self._refreshed(connector, batch):
+                it = p.item
+                if p.prev is not None and p.prev.chunk_count > len(p.chunks):
+                    self.store.delete_doc(p.collection, it.doc_id, from_chunk_index=len(p.chunks))
+                acl_issue = acl_problem(p.acl)
+                self.state.put(
+                    ItemState(
+                        it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
+                        p.content_hash, p.acl_hash, len(p.chunks), "indexed", acl_issue, now,
                     )
                 )
-                j += 1
-        for collection, points in by_collection.items():
-            self.store.upsert(collection, points)
-        crash_point("after_upsert")
+                self._count_acl_problem(rep, it.path, acl_issue)
+                if p.prev is None or p.prev.status != "indexed":
+                    rep.new += 1
+                else:
+                    rep.changed += 1
+
+    def _refreshed(self, connector: Connector, batch: list[_Planned]) -> list[_Planned]:
+        """``batch`` with the ACL of each document re-read when a rights refresh of its source
+        started since it was read (``_acl_mu`` held); the points already written for a document
+        whose ACL changed get the new one (:meth:`Store.set_acl`), so no point keeps an ACL read
+        before a revocation."""
+        out: list[_Planned] = []
         for p in batch:
-            it = p.item
-            if p.prev is not None and p.prev.chunk_count > len(p.chunks):
-                self.store.delete_doc(p.collection, it.doc_id, from_chunk_index=len(p.chunks))
-            acl_issue = acl_problem(p.acl)
-            self.state.put(
-                ItemState(
-                    it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
-                    p.content_hash, p.acl_hash, len(p.chunks), "indexed", acl_issue, now,
+            acl = self._current_acl(connector, p.item, p.acl, p.epoch)
+            if acl is p.acl:
+                out.append(p)
+                continue
+            fresh = _replace_planned(p, acl=acl, acl_hash=acl.digest(), epoch=self._acl_epoch.get(p.item.source, 0))
+            if fresh.acl_hash != p.acl_hash:
+                self.store.set_acl(p.collection, p.item.doc_id, acl)
+            out.append(fresh)
+        return out
+
+    def _write_chunks(self, connector: Connector, batch: list[_Planned], rep: PassReport) -> list[_Planned]:
+        """Embed and upsert the chunks of ``batch``, ``_BATCH_CHUNKS`` at a time. Embedding runs
+        unlocked; each slice is written under ``_acl_mu`` with the documents' ACLs re-read if a
+        rights refresh started meanwhile (:meth:`_refreshed`). Returns ``batch`` with those ACLs."""
+        now = time.time()
+        current = {p.item.doc_id: p for p in batch}
+        work = [(p.item.doc_id, c) for p in batch for c in p.chunks]
+        locations = {p.item.doc_id: connector.location(p.item) for p in batch}
+        for start in range(0, len(work), _BATCH_CHUNKS):
+            part = work[start : start + _BATCH_CHUNKS]
+            vectors = self.embedder.embed_documents([c.text for _, c in part])
+            rep.embedded_chunks += len(vectors)
+            with self._acl_mu:
+                for p in self._refreshed(connector, [current[d] for d in dict.fromkeys(d for d, _ in part)]):
+                    current[p.item.doc_id] = p
+                self._upsert_slice(part, vectors, current, locations, now)
+        return [current[p.item.doc_id] for p in batch]
+
+    def _upsert_slice(
+        self,
+        part: list[tuple[str, Chunk]],
+        vectors: list,
+        current: dict[str, _Planned],
+        locations: dict[str, str],
+        now: float,
+    ) -> None:
+        """One upsert per collection of the chunks ``part`` (``(doc_id, chunk)``) with their
+        ``vectors``, each with its document's current ACL."""
+        by_collection: dict[str, list[PointWrite]] = {}
+        for (doc_id, c), vector in zip(part, vectors, strict=True):
+            p = current[doc_id]
+            it, acl = p.item, p.acl
+            by_collection.setdefault(p.collection, []).append(
+                PointWrite(
+                    c.point_id,
+                    vector,
+                    ChunkPayload(
+                        source=it.source, doc_id=it.doc_id, path=it.path, filename=it.filename,
+                        location=locations[doc_id], chunk_index=c.chunk_index, text=c.text,
+                        acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
+                        content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
+                        collection=p.collection, ocr=c.ocr,
+                    ),
                 )
             )
-            self._count_acl_problem(rep, it.path, acl_issue)
-            if p.prev is None or p.prev.status != "indexed":
-                rep.new += 1
-            else:
-                rep.changed += 1
+        for collection, points in by_collection.items():
+            self.store.upsert(collection, points)
 
     def _record_problem(
         self,
         item: SourceItem,
         prev: ItemState | None,
         collection: str,
-        acl_hash: str,
+        acl_hash: str | None,
         rep: PassReport,
         status: str,
         reason: str,
         *,
         drop: bool,
         content_hash: str | None = None,
+        attempts: int = 0,
+        retry_at: float | None = None,
     ) -> None:
         if drop and prev is not None and prev.status in ("indexed", "pending"):
             # the file no longer yields valid content: its old chunks must not answer questions
@@ -584,6 +735,7 @@ class SyncEngine:
             ItemState(
                 item.source, item.native_id, item.path, item.doc_id, collection, item.size, item.mtime, item.etag,
                 content_hash, acl_hash, 0, status, reason, time.time(),
+                attempts=attempts, retry_at=retry_at, extractor=extractor_version(),
             )
         )
         self._count_problem(rep, item.path, status, reason)

@@ -12,6 +12,10 @@ Status vocabulary (what a sync records for an item):
 * ``failed`` — the file could not be read: reasons ``corrupt``, ``timeout``, ``crashed``;
 * ``ignored`` — never listed by a connector (Office lock files ``~$*``), so no status at all.
 
+:func:`make_office_files` does the same for issue 11's Office files (``.docm``/``.dotx``/``.dotm``,
+Strict Open XML, Excel, PowerPoint, and their hostile cases: a part inflating to 300 MB, a huge
+sheet, a formula-only sheet, an encrypted workbook, a deck of pictures only).
+
 The module also holds test-only extraction targets for
 :class:`ancre.connectors.worker.ExtractionPool` (``target="support.hostile:misbehave_on_marker"``).
 """
@@ -67,9 +71,9 @@ def crash_hard(data: bytes, filename: str) -> tuple[Block, ...]:
     os._exit(13)
 
 
-def misbehave_on_marker(data: bytes, filename: str) -> tuple[Block, ...]:
+def misbehave_on_marker(data: bytes, filename: str, limits: object = None, options: object = None) -> tuple[Block, ...]:
     """Dies on ``*.crash``, hangs on ``*.hang``, raises ``MemoryError`` on ``*.oom`` and
-    ``RuntimeError`` on ``*.bug``; any other file is extracted normally."""
+    ``RuntimeError`` on ``*.bug``; any other file is extracted normally (with ``limits``)."""
     from ancre.connectors.extract import extract_bytes
 
     if filename.endswith(".crash"):
@@ -80,7 +84,9 @@ def misbehave_on_marker(data: bytes, filename: str) -> tuple[Block, ...]:
         raise MemoryError
     if filename.endswith(".bug"):
         raise RuntimeError("bogus extractor")
-    return extract_bytes(data, filename)
+    if options is not None:
+        return extract_bytes(data, filename, options, limits)  # type: ignore[arg-type]
+    return extract_bytes(data, filename, limits=limits)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------- PDFs
@@ -301,6 +307,343 @@ def tricky_docx() -> bytes:
         section.footer.paragraphs[0].text = "Pied de page MARQUEURPIED"
     document.add_paragraph("Deuxième section MARQUEURSECTION2.")
     return _save(document)
+
+
+# ------------------------------------------------------------------- Office packages (issue 11)
+
+
+def rezip(data: bytes, replace: dict[str, bytes | None] | None = None, add: dict[str, bytes] | None = None) -> bytes:
+    """A copy of the zip ``data`` with members replaced (``None``: removed) or added."""
+    replace, add = replace or {}, add or {}
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            if info.filename in replace:
+                if replace[info.filename] is not None:
+                    dst.writestr(info.filename, replace[info.filename])
+            else:
+                dst.writestr(info, src.read(info))
+        for name, blob in add.items():
+            dst.writestr(name, blob)
+    return out.getvalue()
+
+
+def _patch(data: bytes, name: str, old: bytes, new: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        blob = zf.read(name)
+    assert old in blob, (name, old)
+    return rezip(data, {name: blob.replace(old, new)})
+
+
+def expanding_docx(inflated_mb: int = 300) -> bytes:
+    """A valid Word file of about 1 MB whose ``word/document.xml`` inflates to ``inflated_mb`` MB
+    (the same paragraph over and over), streamed so that building it never holds it in memory."""
+    base = simple_docx("Contrat gonflé", ["Début du contrat."])
+    with zipfile.ZipFile(io.BytesIO(base)) as zf:
+        xml = zf.read("word/document.xml")
+    head, _, tail = xml.partition(b"<w:body>")
+    para = b"<w:p><w:r><w:t>Clause r\xc3\xa9p\xc3\xa9t\xc3\xa9e MARQUEURGONFLE du contrat de maintenance.</w:t></w:r></w:p>"
+    block = para * 10_000
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(base)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as dst:
+        for info in src.infolist():
+            if info.filename != "word/document.xml":
+                dst.writestr(info, src.read(info))
+                continue
+            with dst.open("word/document.xml", "w", force_zip64=True) as f:
+                f.write(head + b"<w:body>")
+                for _ in range(inflated_mb * 1024 * 1024 // len(block) + 1):
+                    f.write(block)
+                f.write(tail)
+    return out.getvalue()
+
+
+_DOCX_MAIN = b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+WORD_TYPES = {
+    ".docm": b"application/vnd.ms-word.document.macroEnabled.main+xml",
+    ".dotx": b"application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+    ".dotm": b"application/vnd.ms-word.template.macroEnabledTemplate.main+xml",
+}
+MACRO_MARKER = "MARQUEURMACRO"
+
+
+def _vba_project() -> bytes:
+    """Stand-in for a VBA project part: binary bytes holding a macro's source text."""
+    return b"\xd0\xcf\x11\xe0" + f"Sub AutoOpen()\r\n  MsgBox \"{MACRO_MARKER}\"\r\nEnd Sub".encode() + b"\x00" * 64
+
+
+def word_variant(suffix: str, title: str, paragraphs: list[str]) -> bytes:
+    """A ``.docm`` / ``.dotx`` / ``.dotm`` file: a python-docx document whose main part has that
+    format's content type; the macro-enabled ones carry a VBA project part (``word/vbaProject.bin``,
+    with its relationship) and ``word/vbaData.xml`` naming :data:`MACRO_MARKER`."""
+    data = _patch(simple_docx(title, paragraphs), "[Content_Types].xml", _DOCX_MAIN, WORD_TYPES[suffix])
+    if suffix.endswith("m"):
+        data = _patch(
+            data, "[Content_Types].xml", b"</Types>",
+            b'<Default Extension="bin" ContentType="application/vnd.ms-office.vbaProject"/>'
+            b'<Override PartName="/word/vbaData.xml" ContentType="application/vnd.ms-word.vbaData+xml"/></Types>',
+        )
+        data = _patch(
+            data, "word/_rels/document.xml.rels", b"</Relationships>",
+            b'<Relationship Id="rIdVba" Type="http://schemas.microsoft.com/office/2006/relationships/vbaProject" '
+            b'Target="vbaProject.bin"/></Relationships>',
+        )
+        data = rezip(data, add={
+            "word/vbaProject.bin": _vba_project(),
+            "word/vbaData.xml": (
+                '<wne:vbaSuppData xmlns:wne="http://schemas.microsoft.com/office/word/2006/wordml">'
+                f'<wne:mcds><wne:mcd wne:macroName="PROJECT.MODULE1.{MACRO_MARKER}" wne:name="Project.Module1.{MACRO_MARKER}" '
+                'wne:bEncrypt="00" wne:cmg="56"/></wne:mcds></wne:vbaSuppData>'
+            ).encode(),
+        })
+    return data
+
+
+_TO_STRICT = [
+    (b"http://schemas.openxmlformats.org/officeDocument/2006/relationships/extended-properties",
+     b"http://purl.oclc.org/ooxml/officeDocument/relationships/extendedProperties"),
+    (b"http://schemas.openxmlformats.org/officeDocument/2006/extended-properties",
+     b"http://purl.oclc.org/ooxml/officeDocument/extendedProperties"),
+    (b"http://schemas.openxmlformats.org/officeDocument/2006/relationships",
+     b"http://purl.oclc.org/ooxml/officeDocument/relationships"),
+    (b"http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes",
+     b"http://purl.oclc.org/ooxml/officeDocument/docPropsVTypes"),
+    (b"http://schemas.openxmlformats.org/officeDocument/2006/math", b"http://purl.oclc.org/ooxml/officeDocument/math"),
+    (b"http://schemas.openxmlformats.org/wordprocessingml/2006/main", b"http://purl.oclc.org/ooxml/wordprocessingml/main"),
+    (b"http://schemas.openxmlformats.org/drawingml/2006/main", b"http://purl.oclc.org/ooxml/drawingml/main"),
+    (b"http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing",
+     b"http://purl.oclc.org/ooxml/drawingml/wordprocessingDrawing"),
+    (b"http://schemas.openxmlformats.org/drawingml/2006/picture", b"http://purl.oclc.org/ooxml/drawingml/picture"),
+]
+"""Transitional → Strict URIs (ISO/IEC 29500-1 Strict namespaces), most specific first."""
+
+
+def strict_docx(title: str, paragraphs: list[str], table: list[list[str]] | None = None) -> bytes:
+    """A Word file in Strict Open XML: a python-docx document whose every XML part and
+    relationship uses the ``http://purl.oclc.org/ooxml/…`` URIs (as Word's "Strict Open XML
+    Document" save does)."""
+    document = docx.Document()
+    document.add_heading(title, level=1)
+    for text in paragraphs:
+        document.add_paragraph(text)
+    if table:
+        t = document.add_table(rows=len(table), cols=len(table[0]))
+        for i, row in enumerate(table):
+            for j, text in enumerate(row):
+                t.cell(i, j).text = text
+    data = _save(document)
+    replace: dict[str, bytes | None] = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        for info in zf.infolist():
+            if info.filename.endswith((".xml", ".rels")) and info.filename != "[Content_Types].xml":
+                blob = zf.read(info)
+                for old, new in _TO_STRICT:
+                    blob = blob.replace(old, new)
+                replace[info.filename] = blob
+    return rezip(data, replace)
+
+
+def xlsx_bytes(sheets: dict[str, list[list[object]]], *, macro_enabled: bool = False) -> bytes:
+    """A workbook written by openpyxl, one sheet per entry (rows of values; a string starting
+    with ``=`` is a formula, saved without a cached value, as openpyxl does). ``macro_enabled``:
+    the ``.xlsm`` main content type and a VBA project part."""
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    wb.remove(wb.active)
+    for name, rows in sheets.items():
+        ws = wb.create_sheet(name)
+        for row in rows:
+            ws.append(row)
+    buf = io.BytesIO()
+    wb.save(buf)
+    data = buf.getvalue()
+    if macro_enabled:
+        data = _patch(
+            data, "[Content_Types].xml", b"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml",
+            b"application/vnd.ms-excel.sheet.macroEnabled.main+xml",
+        )
+        data = rezip(data, add={"xl/vbaProject.bin": _vba_project()})
+    return data
+
+
+def xlsx_with_sheet_xml(name: str, sheet_data: bytes | None = None, *, dimension: str = "A1", inflated_mb: int = 0) -> bytes:
+    """A one-sheet workbook whose ``xl/worksheets/sheet1.xml`` is written here: ``sheet_data``
+    (``<row>`` elements) under ``<dimension ref=…>``, or, with ``inflated_mb``, rows of numbers
+    streamed until the part inflates to that many MB."""
+    base = xlsx_bytes({name: [["x"]]})
+    head = (
+        b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+        b'<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+        b'<dimension ref="' + dimension.encode() + b'"/><sheetData>'
+    )
+    tail = b"</sheetData></worksheet>"
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(base)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as dst:
+        for info in src.infolist():
+            if info.filename != "xl/worksheets/sheet1.xml":
+                dst.writestr(info, src.read(info))
+                continue
+            with dst.open(info.filename, "w", force_zip64=True) as f:
+                f.write(head)
+                if inflated_mb:
+                    rows = b"".join(
+                        b'<row r="%d"><c r="A%d"><v>%d</v></c><c r="B%d"><v>3840.5</v></c></row>' % (i, i, i, i)
+                        for i in range(1, 301)
+                    )
+                    for _ in range(inflated_mb * 1024 * 1024 // len(rows) + 1):
+                        f.write(rows)
+                else:
+                    f.write(sheet_data or b"")
+                f.write(tail)
+    return out.getvalue()
+
+
+def encrypted_xlsx(password: str = "motdepasse") -> bytes:
+    """A password-protected workbook (ECMA-376 Agile Encryption, as Excel writes it), encrypted
+    with msoffcrypto-tool."""
+    from msoffcrypto.format.ooxml import OOXMLFile
+
+    plain = xlsx_bytes({"Salaires": [["Nom", "Salaire"], ["MARQUEURXLSXSECRET", 120000]]})
+    out = io.BytesIO()
+    OOXMLFile(io.BytesIO(plain)).encrypt(password, out)
+    return out.getvalue()
+
+
+def _png(width: int = 4, height: int = 4) -> bytes:
+    import struct
+    import zlib
+
+    def chunk(tag: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def pptx_bytes(slides: list[dict[str, object]], *, macro_enabled: bool = False) -> bytes:
+    """A deck written by python-pptx. Each slide: ``title`` (str), ``body`` (list of lines, in
+    the content placeholder), ``table`` (rows of cells), ``group`` (text of a text box inside a
+    group shape), ``notes`` (speaker notes), ``images`` (count of pictures; a slide with only
+    ``images`` uses the blank layout)."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    prs = Presentation()
+    for spec in slides:
+        layout = prs.slide_layouts[1] if ("title" in spec or "body" in spec) else prs.slide_layouts[6]
+        slide = prs.slides.add_slide(layout)
+        if "title" in spec:
+            slide.shapes.title.text = str(spec["title"])
+        if "body" in spec:
+            slide.placeholders[1].text_frame.text = "\n".join(spec["body"])  # type: ignore[arg-type]
+        elif layout is prs.slide_layouts[1]:
+            slide.placeholders[1]._element.getparent().remove(slide.placeholders[1]._element)
+        if "table" in spec:
+            rows = spec["table"]  # type: ignore[assignment]
+            shape = slide.shapes.add_table(len(rows), len(rows[0]), Inches(1), Inches(4), Inches(6), Inches(2))
+            for i, row in enumerate(rows):
+                for j, text in enumerate(row):
+                    shape.table.cell(i, j).text = text
+        if "group" in spec:
+            group = slide.shapes.add_group_shape()
+            group.shapes.add_textbox(Inches(1), Inches(6), Inches(3), Inches(1)).text_frame.text = str(spec["group"])
+        for k in range(int(spec.get("images", 0))):  # type: ignore[call-overload]
+            slide.shapes.add_picture(io.BytesIO(_png()), Inches(1 + k), Inches(1))
+        if "notes" in spec:
+            slide.notes_slide.notes_text_frame.text = str(spec["notes"])
+    buf = io.BytesIO()
+    prs.save(buf)
+    data = buf.getvalue()
+    if macro_enabled:
+        data = _patch(
+            data, "[Content_Types].xml", b"application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
+            b"application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",
+        )
+    return data
+
+
+def make_office_files(folder: Path) -> dict[str, Expect]:
+    """Write the Word variants, Strict, Excel and PowerPoint files (normal and hostile) into
+    ``folder`` and return what must become of each (issue 11). The sentences named
+    ``SENTENCES`` are the ones a search must find."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files: dict[str, tuple[bytes, Expect]] = {
+        "macros.docm": (
+            word_variant(".docm", "Procédure macro", [SENTENCES["docm"]]),
+            Expect("indexed", must_contain=("MARQUEURDOCM", "Procédure macro"), must_not_contain=(MACRO_MARKER, "AutoOpen")),
+        ),
+        "modele.dotx": (
+            word_variant(".dotx", "Modèle de lettre", ["Modèle de courrier MARQUEURDOTX pour les clients."]),
+            Expect("indexed", must_contain=("MARQUEURDOTX",)),
+        ),
+        "modele_macros.dotm": (
+            word_variant(".dotm", "Modèle avec macros", ["Gabarit MARQUEURDOTM de facture."]),
+            Expect("indexed", must_contain=("MARQUEURDOTM",), must_not_contain=(MACRO_MARKER,)),
+        ),
+        "strict.docx": (
+            strict_docx("Contrat Strict", [SENTENCES["strict"]], [["Poste", "Montant"], ["Forfait MARQUEURSTRICTTABLE", "CHF 990"]]),
+            Expect("indexed", must_contain=("MARQUEURSTRICT", "Contrat Strict", "Forfait MARQUEURSTRICTTABLE | CHF 990")),
+        ),
+        "gonfle.docx": (expanding_docx(300), Expect("skipped", "too_large")),
+        "budget.xlsx": (
+            xlsx_bytes({
+                "Budget 2026": [["Poste", "Montant", "Total"], ["Licences MARQUEURCELLULE", 1200, "=B2*2"]]
+                + [[f"Ligne {i}", i, f"=B{i + 2}*2"] for i in range(1, 200)],
+                "Vide": [],
+                "Fournisseurs": [["Nom", "Ville"], [SENTENCES["xlsx"], "Lausanne"]],
+            }),
+            Expect("indexed", must_contain=("Budget 2026", "Licences MARQUEURCELLULE | 1200", "MARQUEURFOURNISSEUR"),
+                   must_not_contain=("=B2", "B2*2", "Vide")),
+        ),
+        "macros.xlsm": (
+            xlsx_bytes({"Feuil1": [["Clé", "Valeur"], ["MARQUEURXLSM", 3.5]]}, macro_enabled=True),
+            Expect("indexed", must_contain=("MARQUEURXLSM | 3.5",), must_not_contain=(MACRO_MARKER,)),
+        ),
+        "feuille_enorme.xlsx": (xlsx_with_sheet_xml("Données", inflated_mb=100), Expect("skipped", "too_large")),
+        "dimension_geante.xlsx": (
+            xlsx_with_sheet_xml(
+                "Creuse",
+                b'<row r="1"><c r="A1" t="inlineStr"><is><t>MARQUEURCOINHAUT</t></is></c></row>'
+                b'<row r="1048576"><c r="XFD1048576" t="inlineStr"><is><t>MARQUEURCOINBAS</t></is></c></row>',
+                dimension="A1:XFD1048576",
+            ),
+            Expect("indexed", must_contain=("MARQUEURCOINHAUT", "MARQUEURCOINBAS")),
+        ),
+        "formules.xlsx": (
+            xlsx_bytes({"Calculs": [["=1+1", "=SUM(A1:A1)"], ["=A1*3", "=NOW()"]]}),
+            Expect("skipped", "empty"),
+        ),
+        "chiffre.xlsx": (encrypted_xlsx(), Expect("skipped", "encrypted")),
+        "presentation.pptx": (
+            pptx_bytes([
+                {"title": "Migration Azure MARQUEURTITRE", "body": ["Calendrier en trois phases", SENTENCES["pptx"]],
+                 "notes": "Notes de l'orateur MARQUEURNOTES"},
+                {"title": "Budget", "table": [["Phase", "Coût"], ["Pilote MARQUEURTABLEAU", "CHF 12 000"]],
+                 "group": "Texte groupé MARQUEURGROUPE"},
+            ]),
+            Expect("indexed", must_contain=("MARQUEURTITRE", "MARQUEURDIAPO", "MARQUEURNOTES",
+                                            "Pilote MARQUEURTABLEAU | CHF 12 000", "MARQUEURGROUPE")),
+        ),
+        "macros.pptm": (
+            pptx_bytes([{"title": "Deck MARQUEURPPTM"}], macro_enabled=True),
+            Expect("indexed", must_contain=("MARQUEURPPTM",)),
+        ),
+        "images.pptx": (pptx_bytes([{"images": 2}, {"images": 1}]), Expect("skipped", "empty")),
+    }
+    for name, (data, _) in files.items():
+        (folder / name).write_bytes(data)
+    return {name: exp for name, (_, exp) in files.items()}
+
+
+SENTENCES = {
+    "docm": "La procédure de clôture mensuelle MARQUEURDOCM est validée par la fiduciaire.",
+    "strict": "Le contrat au format strict MARQUEURSTRICT prévoit une astreinte le samedi.",
+    "xlsx": "Fiduciaire Rochat MARQUEURFOURNISSEUR",
+    "pptx": "La bascule MARQUEURDIAPO vers Azure a lieu en mars.",
+}
+"""A sentence from each kind of file, for the search tests."""
 
 
 # ------------------------------------------------------------------------------------- the set

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import io
+import re
 import unicodedata
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.hostile import Expect, make_hostile_files, status_for_reason
+from support.hostile import (
+    Expect,
+    encrypted_xlsx,
+    make_hostile_files,
+    make_office_files,
+    pptx_bytes,
+    rezip,
+    simple_docx,
+    status_for_reason,
+    xlsx_bytes,
+)
 
+from ancre.config import load_settings
 from ancre.connectors.extract import extract_bytes
+from ancre.connectors.limits import ExtractionLimits
 from ancre.connectors.textclean import collapse_leaders, normalize_pdf_text
 from ancre.connectors.worker import ExtractionPool
 from ancre.errors import ExtractionError
@@ -112,7 +127,7 @@ def test_sommaire_pdf_pages(hostile: tuple[Path, dict[str, Expect]]) -> None:
 
 def test_unsupported_and_empty() -> None:
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(b"data", "tableur.xlsx")
+        extract_bytes(b"data", "dessin.vsdx")
     assert err.value.reason == "unsupported"
     with pytest.raises(ExtractionError) as err:
         extract_bytes(b"", "x.pdf")
@@ -299,3 +314,141 @@ def test_pool_rejects_bad_arguments() -> None:
         ExtractionPool(timeout_s=0)
     with pytest.raises(ValueError):
         ExtractionPool(target="no_colon")
+
+
+# ------------------------------------------------- Office packages, limits (issue 11)
+
+
+@pytest.fixture(scope="module")
+def office(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Expect]]:
+    folder = tmp_path_factory.mktemp("office")
+    return folder, make_office_files(folder)
+
+
+def test_office_files_direct(office: tuple[Path, dict[str, Expect]]) -> None:
+    folder, expect = office
+    assert _mismatches(folder, expect, extract_bytes) == []
+
+
+def test_office_files_through_pool_with_configured_limits(office: tuple[Path, dict[str, Expect]]) -> None:
+    folder, expect = office
+    limits = ExtractionLimits.from_config(load_settings().extraction)
+    with ExtractionPool(timeout_s=30, limits=limits) as pool:
+        assert _mismatches(folder, expect, pool.extract) == []
+
+
+def test_office_set_covers_the_brief(office: tuple[Path, dict[str, Expect]]) -> None:
+    _, expect = office
+    suffixes = {Path(n).suffix for n in expect}
+    assert {".docm", ".dotx", ".dotm", ".docx", ".xlsx", ".xlsm", ".pptx"} <= suffixes
+    hostile = {n: (e.status, e.reason) for n, e in expect.items() if e.status != "indexed"}
+    assert hostile == {
+        "gonfle.docx": ("skipped", "too_large"),
+        "feuille_enorme.xlsx": ("skipped", "too_large"),
+        "formules.xlsx": ("skipped", "empty"),
+        "chiffre.xlsx": ("skipped", "encrypted"),
+        "images.pptx": ("skipped", "empty"),
+    }
+
+
+def test_expanding_docx_is_refused_from_the_zip_directory(office: tuple[Path, dict[str, Expect]]) -> None:
+    folder, _ = office
+    data = (folder / "gonfle.docx").read_bytes()
+    assert len(data) < 5 * 1024 * 1024
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(data, "gonfle.docx")
+    assert err.value.reason == "too_large"
+    assert "word/document.xml" in err.value.detail and "extraction.max_part_mb (64)" in err.value.detail
+    # with a higher part limit, the expansion ratio stops it; then the package total
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(data, "gonfle.docx", ExtractionLimits(max_part_bytes=1 << 30, max_expansion_ratio=100))
+    assert err.value.reason == "too_large" and "extraction.max_expansion_ratio (100)" in err.value.detail
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(data, "gonfle.docx", ExtractionLimits(max_part_bytes=1 << 30, max_expansion_ratio=10_000))
+    assert err.value.reason == "too_large" and "extraction.max_package_mb (256)" in err.value.detail
+
+
+def test_strict_docx_needs_the_namespace_mapping(office: tuple[Path, dict[str, Expect]]) -> None:
+    import docx
+
+    folder, _ = office
+    data = (folder / "strict.docx").read_bytes()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        assert b"http://purl.oclc.org/ooxml/wordprocessingml/main" in zf.read("word/document.xml")
+        assert b"schemas.openxmlformats.org/wordprocessingml" not in zf.read("word/document.xml")
+    with pytest.raises(Exception):  # python-docx alone does not know Strict Open XML
+        docx.Document(io.BytesIO(data))
+    blocks = extract_bytes(data, "strict.docx")
+    assert blocks[0] == Block(BlockKind.HEADING, "Contrat Strict", level=1)
+    assert Block(BlockKind.TABLE_ROW, "Forfait MARQUEURSTRICTTABLE | CHF 990") in blocks
+
+
+def test_workbook_blocks_keep_rows_and_header(office: tuple[Path, dict[str, Expect]]) -> None:
+    from ancre.connectors.chunking import chunk_blocks
+
+    folder, _ = office
+    blocks = extract_bytes((folder / "budget.xlsx").read_bytes(), "budget.xlsx")
+    assert blocks[0] == Block(BlockKind.HEADING, "Budget 2026", level=1)
+    assert blocks[1] == Block(BlockKind.TABLE_ROW, "Poste | Montant | Total")
+    assert Block(BlockKind.HEADING, "Fournisseurs", level=1) in blocks
+    assert not any(b.text == "Vide" for b in blocks)  # an empty sheet gives nothing
+    chunks = chunk_blocks("d", blocks, target_chars=300)
+    budget = [c for c in chunks if c.heading_path == ("Budget 2026",)]
+    assert len(budget) > 3
+    for c in budget[1:]:  # every chunk of the sheet repeats its name and header row
+        assert c.text.startswith("Budget 2026\nPoste | Montant | Total\n")
+    rows = [line for c in budget[1:] for line in c.text.split("\n")[2:]]
+    assert all(re.fullmatch(r"Ligne \d+ \| \d+", r) for r in rows)  # whole rows, no formula text
+
+
+def test_presentation_blocks_per_slide(office: tuple[Path, dict[str, Expect]]) -> None:
+    folder, _ = office
+    blocks = extract_bytes((folder / "presentation.pptx").read_bytes(), "presentation.pptx")
+    assert blocks[0] == Block(BlockKind.HEADING, "Migration Azure MARQUEURTITRE", level=1, page=1)
+    assert [b.page for b in blocks if b.kind is BlockKind.PAGE_BREAK] == [2]
+    by_text = {b.text: b for b in blocks}
+    assert by_text["Notes de l'orateur MARQUEURNOTES"].page == 1
+    assert by_text["Pilote MARQUEURTABLEAU | CHF 12 000"].kind is BlockKind.TABLE_ROW
+    assert by_text["Budget"] == Block(BlockKind.HEADING, "Budget", level=1, page=2)
+
+
+def test_limits_on_pages_and_characters(hostile: tuple[Path, dict[str, Expect]]) -> None:
+    folder, _ = hostile
+    pdf = (folder / "sommaire.pdf").read_bytes()
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(pdf, "sommaire.pdf", ExtractionLimits(max_pages=1))
+    assert (err.value.reason, err.value.detail) == ("too_large", "2 pages > extraction.max_pages (1)")
+    deck = pptx_bytes([{"title": f"Diapo {i}"} for i in range(3)])
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(deck, "d.pptx", ExtractionLimits(max_pages=2))
+    assert err.value.detail == "3 slides > extraction.max_pages (2)"
+    word = simple_docx("Titre", ["x"])
+    word = rezip(word, add={"docProps/app.xml": b"<Properties><Pages>301</Pages></Properties>"}) if b"docProps/app.xml" not in word else word
+    with zipfile.ZipFile(io.BytesIO(word)) as zf:
+        app = zf.read("docProps/app.xml")
+    word = rezip(word, {"docProps/app.xml": re.sub(rb"<Pages>\d+</Pages>", b"<Pages>301</Pages>", app)})
+    assert extract_bytes(word, "w.docx", ExtractionLimits(max_pages=301))
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(word, "w.docx", ExtractionLimits(max_pages=300))
+    assert err.value.detail == "301 pages > extraction.max_pages (300)"
+    big = xlsx_bytes({"S": [[f"cellule {i} " * 5] for i in range(2000)]})
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(big, "big.xlsx", ExtractionLimits(max_chars=10_000))
+    assert (err.value.reason, err.value.detail) == ("too_large", "text longer than extraction.max_chars (10000 characters)")
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(("mot " * 5000).encode(), "long.txt", ExtractionLimits(max_chars=10_000))
+    assert err.value.reason == "too_large"
+
+
+def test_legacy_ole_file_is_corrupt_not_encrypted() -> None:
+    import olefile  # noqa: F401  (the detection library)
+
+    encrypted = encrypted_xlsx()
+    assert encrypted.startswith(b"\xd0\xcf\x11\xe0")
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(encrypted, "x.docx")
+    assert err.value.reason == "encrypted"
+    fake_ole = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600
+    with pytest.raises(ExtractionError) as err:
+        extract_bytes(fake_ole, "ancien.xlsx")
+    assert err.value.reason == "corrupt"
