@@ -177,6 +177,36 @@ class SyncEngine:
         with self._acl_mu:
             return self._acl_epoch.get(source, 0)
 
+    def _acl_only(
+        self,
+        connector: Connector,
+        item: SourceItem,
+        prev: ItemState,
+        collection: str,
+        acl: Acl,
+        epoch: int,
+        rep: PassReport,
+        **row: object,
+    ) -> None:
+        """An indexed document whose content is unchanged: its ACL (re-read if a rights refresh
+        started since ``epoch``) written to the store when it changed (zero embeddings), its row
+        updated with the ACL digest, the ACL problem if any, and ``row`` (new stat fields)."""
+        with self._acl_mu:
+            acl = self._current_acl(connector, item, acl, epoch)
+            acl_hash = acl.digest()
+            acl_issue = acl_problem(acl)
+            changed = prev.acl_hash != acl_hash
+            if changed:
+                self.store.set_acl(collection, item.doc_id, acl)
+                rep.acl_only += 1
+            else:
+                rep.unchanged += 1
+            if changed or row or prev.reason != acl_issue or prev.path != item.path:
+                self.state.put(
+                    _replace(prev, acl_hash=acl_hash, path=item.path, reason=acl_issue, updated_at=time.time(), **row)
+                )
+        self._count_acl_problem(rep, item.path, acl_issue)
+
     def _current_acl(self, connector: Connector, item: SourceItem, acl: Acl, epoch: int) -> Acl:
         """``acl`` if no rights refresh of the source started since it was read at ``epoch``,
         else the ACL re-read now. Called with ``_acl_mu`` held."""
@@ -465,21 +495,7 @@ class SyncEngine:
                 self._count_problem(rep, item.path, prev.status, prev.reason or "")
                 return None
             if prev.status == "indexed":
-                with self._acl_mu:
-                    acl = self._current_acl(connector, item, acl, epoch)
-                    acl_hash = acl.digest()
-                    acl_issue = acl_problem(acl)
-                    if prev.acl_hash != acl_hash:
-                        self.store.set_acl(collection, item.doc_id, acl)
-                        self.state.put(
-                            _replace(prev, acl_hash=acl_hash, path=item.path, reason=acl_issue, updated_at=time.time())
-                        )
-                        rep.acl_only += 1
-                    else:
-                        if prev.reason != acl_issue:  # same rights (nobody), another reason
-                            self.state.put(_replace(prev, reason=acl_issue, updated_at=time.time()))
-                        rep.unchanged += 1
-                self._count_acl_problem(rep, item.path, acl_issue)
+                self._acl_only(connector, item, prev, collection, acl, epoch, rep)
                 return None
             # pending: a previous pass died half-way → redo below (or give up, see below)
 
@@ -499,22 +515,9 @@ class SyncEngine:
             and prev.path == item.path
         ):
             # touched but identical bytes: no re-embedding
-            with self._acl_mu:
-                acl = self._current_acl(connector, item, acl, epoch)
-                acl_hash = acl.digest()
-                acl_issue = acl_problem(acl)
-                if prev.acl_hash != acl_hash:
-                    self.store.set_acl(collection, item.doc_id, acl)
-                    rep.acl_only += 1
-                else:
-                    rep.unchanged += 1
-                self.state.put(
-                    _replace(
-                        prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path,
-                        reason=acl_issue, updated_at=time.time(),
-                    )
-                )
-            self._count_acl_problem(rep, item.path, acl_issue)
+            self._acl_only(
+                connector, item, prev, collection, acl, epoch, rep, size=item.size, mtime=item.mtime, etag=item.etag
+            )
             return None
         same_version = prev is not None and prev.content_hash == content_hash
         if same_version and prev is not None and not force and prev.status in ("failed", "skipped") and not self._may_retry(prev):
