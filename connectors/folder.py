@@ -347,15 +347,14 @@ class FolderConnector:
         on disk (modification time, size or inode), the configured principals re-resolved. A path
         that is no longer a regular file is left out. Raises ``SourceUnavailableError`` when the
         root is missing (an unmounted share is not a deletion)."""
-        if not self.root.is_dir():
-            raise SourceUnavailableError(f"source {self.source_id}: root {self.root} is missing or not a directory")
         out: dict[str, Acl] = {}
         for path in paths:
-            rel = nfc(path.strip("/"))
-            full = Path(self._real.get(rel) or self.root / rel)
-            if not rel or not full.is_file():
+            # resolved as the listing does: names compared after NFC (an NFD-named file on disk is
+            # found), links only under the source's link rules (a link not followed is "gone")
+            item = self.get_item(path)
+            if item is None or item.skip is not None:
                 continue
-            out[path] = self.fetch_acl(SourceItem(self.source_id, rel, rel, 0, 0.0))
+            out[path] = self.fetch_acl(item)
         return out
 
     def _resolve(self, name: str) -> str:

@@ -209,7 +209,8 @@ def test_root_removed_nothing_purged_then_recovers(tmp_path: Path) -> None:
                         "a suspect pass while the root is missing")
         assert "missing" in st["sources"]["t"]["last_full"]["reason"]
         assert st["documents"]["t"] == {"indexed": 10}, "nothing purged"
-        assert "docs/d1.txt" in d.bm25_paths(token(1))
+        # still indexed, but the live rights check cannot reach the root: left out, fail closed
+        assert "docs/d1.txt" not in d.all_paths(token(1))
         assert 'ancre_passes_total{outcome="suspect",scope="full",source="t",trigger="rescan"}' in d.metrics()
 
         (tmp_path / "away" / "docs" / "d1.txt").write_text(f"changé pendant l'absence {token(50)}", encoding="utf-8")
