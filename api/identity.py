@@ -81,8 +81,9 @@ class AuthError(AncreError):
 @dataclass(frozen=True)
 class Identity:
     """The caller as forwarded by Open WebUI: ``email`` (NFC, stripped), ``user`` (the name the
-    directory is asked for), ``header`` (the e-mail header value exactly as received, decoded
-    from UTF-8: what the audit log records next to the resolved account), and the optional
+    directory is asked for), ``header`` (the e-mail header value — or the JWT's ``email`` claim —
+    exactly as received, decoded from UTF-8: what the audit log records next to the resolved
+    account), and the optional
     ``user_id``, ``name`` (percent-decoded), ``role``."""
 
     email: str
@@ -265,7 +266,7 @@ def _jwt_identity(headers: Mapping[str, str], cfg: ApiConfig, secret: str) -> Id
         return str(value) if value is not None and str(value) else None
 
     return Identity(email=email, user=directory_user(email, cfg), user_id=text("sub"), name=text("name"),
-                    role=text("role"))
+                    role=text("role"), header=claims["email"])
 
 
 def authenticate(

@@ -89,6 +89,7 @@ def test_a_valid_token_is_its_user() -> None:
     ident = authenticate(headers(mint()), cfg(), secrets())
     assert (ident.email, ident.user, ident.user_id, ident.name, ident.role) == (
         EMAIL, EMAIL, "u-1", "Alice Martin", "user")
+    assert ident.header == EMAIL  # what the audit log records as the identity received
 
 
 def test_the_email_claim_is_mapped_like_the_email_header() -> None:
