@@ -156,6 +156,18 @@ def _run(cmd: list[str], *, what: str, timeout: float = 60.0, cwd: Path | None =
     return done.stdout
 
 
+@contextlib.contextmanager
+def _service_umask() -> Iterator[None]:
+    """umask 022 while the DC's folders are made and its servers start: an ancre ``Runtime``
+    built earlier in the same test process made the umask 077 (ancre's files are private), which
+    would leave the share's folders unreadable to the users smbd impersonates."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
 def _port_open(port: int, host: str = HOST) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
@@ -355,12 +367,13 @@ class SambaDC:
         if reason:
             raise SambaFixtureError(reason)
         try:
-            self._clean_leftovers()
-            self._prepare_root()
-            self._timed("provision", self._provision)
-            self._timed("directory", self._create_directory)
-            self._timed("start", self._start_servers)
-            self._timed("share", self._build_share)
+            with _service_umask():
+                self._clean_leftovers()
+                self._prepare_root()
+                self._timed("provision", self._provision)
+                self._timed("directory", self._create_directory)
+                self._timed("start", self._start_servers)
+                self._timed("share", self._build_share)
         except BaseException:
             self.close()
             raise
@@ -407,6 +420,10 @@ class SambaDC:
             return
         if self._samba is None or self._samba.poll() is not None:
             raise SambaFixtureError("samba is not running: cannot start smbd in its mount namespace")
+        with _service_umask():
+            self._start_smbd()
+
+    def _start_smbd(self) -> None:
         log = open(self.root / "log" / "smbd.out", "ab")  # noqa: SIM115 - owned by the child
         try:
             self._smbd = subprocess.Popen(
