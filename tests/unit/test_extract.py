@@ -361,10 +361,10 @@ def test_expanding_docx_is_refused_from_the_zip_directory(office: tuple[Path, di
     assert "word/document.xml" in err.value.detail and "extraction.max_part_mb (64)" in err.value.detail
     # with a higher part limit, the expansion ratio stops it; then the package total
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(data, "gonfle.docx", ExtractionLimits(max_part_bytes=1 << 30, max_expansion_ratio=100))
+        extract_bytes(data, "gonfle.docx", limits=ExtractionLimits(max_part_bytes=1 << 30, max_expansion_ratio=100))
     assert err.value.reason == "too_large" and "extraction.max_expansion_ratio (100)" in err.value.detail
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(data, "gonfle.docx", ExtractionLimits(max_part_bytes=1 << 30, max_expansion_ratio=10_000))
+        extract_bytes(data, "gonfle.docx", limits=ExtractionLimits(max_part_bytes=1 << 30, max_expansion_ratio=10_000))
     assert err.value.reason == "too_large" and "extraction.max_package_mb (256)" in err.value.detail
 
 
@@ -416,27 +416,27 @@ def test_limits_on_pages_and_characters(hostile: tuple[Path, dict[str, Expect]])
     folder, _ = hostile
     pdf = (folder / "sommaire.pdf").read_bytes()
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(pdf, "sommaire.pdf", ExtractionLimits(max_pages=1))
+        extract_bytes(pdf, "sommaire.pdf", limits=ExtractionLimits(max_pages=1))
     assert (err.value.reason, err.value.detail) == ("too_large", "2 pages > extraction.max_pages (1)")
     deck = pptx_bytes([{"title": f"Diapo {i}"} for i in range(3)])
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(deck, "d.pptx", ExtractionLimits(max_pages=2))
+        extract_bytes(deck, "d.pptx", limits=ExtractionLimits(max_pages=2))
     assert err.value.detail == "3 slides > extraction.max_pages (2)"
     word = simple_docx("Titre", ["x"])
     word = rezip(word, add={"docProps/app.xml": b"<Properties><Pages>301</Pages></Properties>"}) if b"docProps/app.xml" not in word else word
     with zipfile.ZipFile(io.BytesIO(word)) as zf:
         app = zf.read("docProps/app.xml")
     word = rezip(word, {"docProps/app.xml": re.sub(rb"<Pages>\d+</Pages>", b"<Pages>301</Pages>", app)})
-    assert extract_bytes(word, "w.docx", ExtractionLimits(max_pages=301))
+    assert extract_bytes(word, "w.docx", limits=ExtractionLimits(max_pages=301))
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(word, "w.docx", ExtractionLimits(max_pages=300))
+        extract_bytes(word, "w.docx", limits=ExtractionLimits(max_pages=300))
     assert err.value.detail == "301 pages > extraction.max_pages (300)"
     big = xlsx_bytes({"S": [[f"cellule {i} " * 5] for i in range(2000)]})
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(big, "big.xlsx", ExtractionLimits(max_chars=10_000))
+        extract_bytes(big, "big.xlsx", limits=ExtractionLimits(max_chars=10_000))
     assert (err.value.reason, err.value.detail) == ("too_large", "text longer than extraction.max_chars (10000 characters)")
     with pytest.raises(ExtractionError) as err:
-        extract_bytes(("mot " * 5000).encode(), "long.txt", ExtractionLimits(max_chars=10_000))
+        extract_bytes(("mot " * 5000).encode(), "long.txt", limits=ExtractionLimits(max_chars=10_000))
     assert err.value.reason == "too_large"
 
 
