@@ -28,6 +28,7 @@ demo: install
 
 test: install
 	bash .ci/setup-test-deps.sh
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 bench: install

@@ -10,275 +10,33 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ancre.errors import ConfigError
 from ancre.models import COLLECTIONS
-from ancre.query.settings_models import AuditConfig, ContextConfig, JudgeConfig, LlmConfig
-from ancre.daemon.settings_models import DaemonConfig, LoggingConfig, WatchMode
-from ancre.api.settings_models import ApiConfig
-
-DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
-"""File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
-Windows shell metadata."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class EmbedderConfig(_Section):
-    """Which embedder writes and queries the vectors. ``kind``: ``e5-local`` (default, in-process,
-    no server), ``ollama`` (``/api/embed``), ``openai`` (``/v1/embeddings``)."""
-
-    kind: Literal["e5-local", "ollama", "openai"] = "e5-local"
-    model: str | None = None
-    """Model name; defaults: ``multilingual-e5-small`` / ``nomic-embed-text`` / required for openai."""
-    url: str | None = None
-    """Server base URL (ollama default ``http://127.0.0.1:11434``)."""
-    api_key: str | None = None
-    batch_size: int = Field(32, ge=1, le=4096)
-    keep_alive: str = "30m"
-    timeout_s: float = Field(120.0, gt=0)
-    retries: int = Field(4, ge=0, le=20)
-    dim: int | None = Field(None, ge=1)
-    """Expected dimension for ``openai``/``ollama`` (probed from the server when not set)."""
-    document_prefix: str | None = None
-    query_prefix: str | None = None
-
-
-class StoreConfig(_Section):
-    """Where the vectors live. ``edge``: embedded Qdrant engine (qdrant-edge-py) under the data dir,
-    one owning process. ``qdrant``: a Qdrant server/cluster at ``url``; ``local``: qdrant-client's
-    local mode under ``path`` (tests only: it filters in Python)."""
-
-    kind: Literal["edge", "qdrant", "local"] = "edge"
-    url: str | None = None
-    api_key: str | None = None
-    path: Path | None = None
-    timeout_s: float = Field(30.0, gt=0)
-    bm25: Literal["snapshot", "qdrant"] = "snapshot"
-    """Where the keyword side lives: ``snapshot`` (default: bm25s snapshot files under the data
-    dir, one machine) or ``qdrant`` (sparse vectors with IDF in the Qdrant collections, for APIs on
-    several machines; ``kind = "qdrant"`` or ``"local"`` only). README "Configuration"."""
-
-    @model_validator(mode="after")
-    def _url_for_server(self) -> "StoreConfig":
-        if self.kind == "qdrant" and not self.url:
-            raise ValueError("store.url is required when store.kind = 'qdrant'")
-        if self.bm25 == "qdrant" and self.kind == "edge":
-            raise ValueError("store.bm25 = 'qdrant' needs store.kind = 'qdrant' (a Qdrant server)")
-        return self
-
-
-class SourceConfig(_Section):
-    """One source of documents. ``kind = "folder"``: a local or mounted directory tree."""
-
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    kind: Literal["folder", "smb", "sharepoint"] = "folder"
-    collection: Literal["documents", "documentation"] = "documents"
-    root: Path | None = None
-    """Folder sources: the tree's root directory."""
-    unc_root: str | None = None
-    """UNC path of the root as users know it (``\\\\SRV-FICHIERS\\Partage``), used in citations."""
-    acl_manifest: Path | None = None
-    """NT-style ACL manifest (corpus ``acl.json`` format) for trees mounted without ACLs."""
-    principals: tuple[str, ...] = ()
-    """Without a manifest: principals (``sid:…``, or a directory name like ``GG_Direction``)
-    allowed to read everything in this source. With neither, nobody may read (fail closed)."""
-    include: tuple[str, ...] = ()
-    """Glob patterns on the relative path; empty = everything."""
-    exclude: tuple[str, ...] = ()
-    max_size_mb: float = Field(50.0, gt=0)
-    collection_overrides: dict[str, Literal["documents", "documentation"]] = Field(default_factory=dict)
-    """Top-level folder → collection, e.g. ``{DOCUMENTATION = "documentation"}``."""
-    watch: WatchMode = "auto"
-    """How the daemon watches this source (see :data:`ancre.daemon.settings_models.WatchMode`);
-    a connector with a ``watch()`` capability (SMB CHANGE_NOTIFY) uses it unless ``off``."""
-    poll_interval_s: float = Field(5.0, gt=0)
-    """Seconds between two directory snapshots when the source is polled."""
-    follow_symlinks: bool = False
-    """Folder sources: follow symbolic links whose target lies inside ``root`` (never outside it,
-    never into ancre's data directory), each file with the rights of its target's own path. By
-    default links are not followed: each is reported ``skipped: symlink``."""
-
-    # --- kind = "smb" (ancre.connectors.smb) ---------------------------------------------------
-    server: str | None = None
-    """SMB sources: the file server's host name or address (``srv-fichiers.axonix.ch``)."""
-    port: int = Field(445, ge=1, le=65535)
-    share: str | None = None
-    """SMB sources: the share name (``Partage``); the source is the whole share."""
-    username: str | None = None
-    """SMB sources: the service account, ``DOMAIN\\user`` or a UPN. It needs read access (data and
-    READ_CONTROL) on the whole share. Unset with ``auth = "kerberos"``: the process's ticket cache."""
-    password: SecretStr | None = None
-    """SMB sources: the service account's password (prefer ``password_env``)."""
-    password_env: str | None = None
-    """SMB sources: name of an environment variable holding the password."""
-    auth: Literal["ntlm", "kerberos", "negotiate"] = "ntlm"
-    """SMB sources: authentication protocol (``kerberos`` needs the ``gssapi`` Python package)."""
-    share_allow: tuple[str, ...] = ()
-    """SMB sources: share-level permissions — principals (``sid:…`` or directory names) the share
-    grants read to. Empty = no share-level restriction (the Windows default, Everyone)."""
-    share_deny: tuple[str, ...] = ()
-    """SMB sources: principals the share denies."""
-    require_signing: bool = True
-    encrypt: bool = False
-    """SMB sources: require SMB3 encryption of the session."""
-    dfs: bool = True
-    """SMB sources: follow DFS referrals; ``false`` leaves DFS link folders out of the source."""
-    timeout_s: float = Field(30.0, gt=0)
-    """SMB sources: connection timeout in seconds."""
-
-    @model_validator(mode="after")
-    def _folder_needs_root(self) -> "SourceConfig":
-        if self.kind == "folder" and self.root is None:
-            raise ValueError("root is required for a folder source")
-        if self.kind == "smb":
-            missing = [k for k in ("server", "share") if not getattr(self, k)]
-            if missing:
-                raise ValueError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required for an smb source")
-            if self.password is not None and self.password_env:
-                raise ValueError("set password or password_env, not both")
-        return self
-
-
-class DirectoryConfig(_Section):
-    """Who is in which group. ``file``: a JSON file in the corpus ``directory.json`` format;
-    ``ldap``: Active Directory over LDAP (:class:`ancre.acl.ldap_directory.LdapDirectory`)."""
-
-    kind: Literal["file", "ldap"] = "file"
-    path: Path | None = None
-    cache_ttl_s: float = Field(60.0, ge=0)
-    """Seconds a user's groups (and an unknown user's absence) are cached."""
-
-    # --- kind = "ldap" ---------------------------------------------------------------------------
-    url: str | None = None
-    """``ldaps://dc1.axonix.ch`` or ``ldap://dc1.axonix.ch`` (StartTLS unless ``tls = "none"``)."""
-    urls: tuple[str, ...] = ()
-    """More domain controllers, tried in order after ``url``."""
-    base_dn: str | None = None
-    """Search base, e.g. ``DC=axonix,DC=ch``."""
-    bind_dn: str | None = None
-    """Service account for the simple bind (DN, UPN or ``DOMAIN\\user``); unset = anonymous."""
-    bind_password: SecretStr | None = None
-    bind_password_env: str | None = None
-    """Name of an environment variable holding the bind password."""
-    tls: Literal["ldaps", "starttls", "none"] | None = None
-    """Transport security; default from the URL scheme: ``ldaps://`` → ldaps, ``ldap://`` → starttls."""
-    ca_file: Path | None = None
-    """PEM CA bundle that signed the DCs' certificates (default: the system's)."""
-    tls_server_name: str | None = None
-    """The name checked in the DC's certificate when the URL uses another one (an IP address, an
-    alias, a load balancer): e.g. ``dc1.axonix.ch`` with ``url = "ldaps://10.0.0.5"``. Default: the
-    URL's host."""
-    user_attributes: tuple[str, ...] = ("sAMAccountName", "userPrincipalName", "mail")
-    """Attributes a user name is looked up by, in order of precedence."""
-    netbios: str | None = None
-    """NetBIOS domain name shown in names (``AXONIX\\GG_RH``); read from the directory when unset."""
-    timeout_s: float = Field(10.0, gt=0)
-    """Connect and answer timeout, seconds."""
-    check_user: str | None = None
-    """The account ``ancre check`` and ``ancre sync`` resolve to test the directory (default: the
-    first account the directory lists that resolves)."""
-
-    @model_validator(mode="after")
-    def _ldap_fields(self) -> "DirectoryConfig":
-        if self.kind == "ldap":
-            if not (self.url or self.urls):
-                raise ValueError("directory.url is required when directory.kind = 'ldap'")
-            if not self.base_dn:
-                raise ValueError("directory.base_dn is required when directory.kind = 'ldap'")
-            if self.bind_password is not None and self.bind_password_env:
-                raise ValueError("directory: set bind_password or bind_password_env, not both")
-        return self
-
-    @property
-    def ldap_urls(self) -> tuple[str, ...]:
-        """``url`` then ``urls``, without duplicates."""
-        return tuple(dict.fromkeys(([self.url] if self.url else []) + list(self.urls)))
-
-
-class ExtractionConfig(_Section):
-    """Text extraction: each file runs in a worker process killed after ``timeout_s`` seconds.
-
-    The ``max_*`` limits are decided as early and cheaply as possible; a document over one is
-    recorded ``skipped`` with reason ``too_large: …`` naming the key (README.md, "Configuration").
-    The defaults let a 300-page contract through with a wide margin."""
-
-    timeout_s: float = Field(60.0, gt=0)
-    workers: int = Field(1, ge=1, le=64)
-    ocr: bool = True
-    """OCR (Tesseract) the PDF pages that are images without a text layer (scans); off, or without
-    Tesseract, a PDF with no text layer at all is ``skipped: no_text_layer``."""
-    ocr_languages: str = Field("fra+eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
-    """Tesseract language codes joined by ``+``; those not installed are left out."""
-    ocr_dpi: int = Field(300, ge=72, le=600)
-    """Resolution a scanned page is rendered at for OCR (Tesseract reads best at 300 dpi)."""
-    ocr_timeout_per_page_s: float = Field(30.0, ge=0)
-    """Seconds added to a file's ``timeout_s`` for each scanned page it OCRs…"""
-    ocr_timeout_max_s: float = Field(1800.0, ge=0)
-    """…at most this many per file."""
-    max_part_mb: float = Field(64.0, gt=0)
-    """Office packages (.docx, .xlsx, .pptx…): largest uncompressed size of one part (zip member),
-    in MiB, read from the zip directory before anything is inflated."""
-    max_package_mb: float = Field(256.0, gt=0)
-    """Office packages: largest uncompressed size of all parts together, in MiB."""
-    max_expansion_ratio: float = Field(200.0, gt=1)
-    """Office packages: largest uncompressed/compressed ratio of a part over 1 MiB (a "zip bomb";
-    real Office XML compresses 5–30×)."""
-    max_chars: int = Field(5_000_000, ge=1000)
-    """Characters of text extracted from one document."""
-    max_chunks: int = Field(10_000, ge=1)
-    """Chunks one document may be cut into."""
-    max_pages: int = Field(5_000, ge=1)
-    """Pages of a PDF, slides of a deck, pages a Word file declares (``docProps/app.xml``)."""
-
-
-class ChunkingConfig(_Section):
-    """Structure-aware chunking: target chunk size in characters."""
-
-    target_chars: int = Field(1000, ge=100, le=20000)
-    overlap_chars: int = Field(0, ge=0, le=2000)
-
-
-class SyncConfig(_Section):
-    """Sync pass behaviour. ``mass_delete_ratio``: a pass in which more than this share of a
-    source's indexed items vanished purges nothing and is reported suspect."""
-
-    mass_delete_ratio: float = Field(0.5, gt=0, le=1)
-    mass_delete_min_items: int = Field(4, ge=0)
-    """Below this many indexed items the ratio guard does not apply (a root that is missing still does)."""
-    max_attempts: int = Field(3, ge=1, le=100)
-    """Tries of one version of a document whose extraction timed out or crashed, or whose
-    indexing died half-way, before it is left ``failed`` until its content changes."""
-    retry_backoff_s: float = Field(600.0, ge=0)
-    """Wait before the 2nd try of a failed document; doubled for each later try."""
-
-
-class QueryConfig(_Section):
-    """Retrieval numbers (DESIGN.md "Query", validated in the seed lab)."""
-
-    candidates: int = Field(30, ge=1, le=1000)
-    rrf_k: int = Field(60, ge=1)
-    limit: int = Field(10, ge=1, le=1000)
-    live_acl: bool = True
-    """Re-read each candidate document's ACL from its source before it is shown or put in a
-    context (:mod:`ancre.query.live_acl`); ``false`` trusts the index (sync, notifications and the
-    ACL sweep) alone."""
-    live_acl_ttl_s: float = Field(5.0, ge=0, le=3600)
-    """Seconds a live reading of a document's ACL is reused by later questions (``0``: never)."""
-    live_acl_timeout_s: float = Field(3.0, gt=0, le=600)
-    """Seconds one question waits for the live readings; a source that has not answered by then
-    counts as unreachable."""
-    live_acl_on_unreachable: Literal["deny", "stored"] = "deny"
-    """A document whose source can't be reached: ``deny`` leaves it out (fail closed, the answer
-    says so), ``stored`` falls back to the ACL stored in the index (availability first)."""
-    live_acl_workers: int = Field(8, ge=1, le=64)
-    """Concurrent live ACL readings (one bounded thread pool per process)."""
+from ancre.settings import (
+    DEFAULT_IGNORE,
+    ApiConfig,
+    AuditConfig,
+    ChunkingConfig,
+    ContextConfig,
+    DaemonConfig,
+    DirectoryConfig,
+    EmbedderConfig,
+    ExtractionConfig,
+    JudgeConfig,
+    LlmConfig,
+    LoggingConfig,
+    QueryConfig,
+    SourceConfig,
+    StoreConfig,
+    SyncConfig,
+    WatchMode,
+    resolve_secret,
+)
 
 
 class Settings(BaseSettings):
@@ -366,18 +124,6 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-def resolve_secret(value: SecretStr | None, env_name: str | None, key: str) -> str | None:
-    """The secret from the config (``value``) or from the environment variable ``env_name``;
-    ``None`` when neither is set. Raises :class:`ConfigError` naming ``key`` when ``env_name`` is
-    set but the variable is not. The value is never logged."""
-    if env_name:
-        secret = os.environ.get(env_name)
-        if secret is None:
-            raise ConfigError(f"{key}_env: environment variable {env_name} is not set")
-        return secret
-    return value.get_secret_value() if value is not None else None
-
-
 def _format_validation(e: ValidationError) -> str:
     parts = []
     for err in e.errors():
@@ -424,6 +170,7 @@ __all__ = [
     "Settings",
     "SourceConfig",
     "StoreConfig",
+    "WatchMode",
     "SyncConfig",
     "load_settings",
     "resolve_secret",

@@ -6,6 +6,8 @@ Qdrant payloads and into the SQLite state, and must never be mutated in place.
 
 from __future__ import annotations
 
+import unicodedata
+
 import hashlib
 import json
 import uuid
@@ -226,3 +228,14 @@ class SearchResult:
     text: str = ""
     collection: str = "documents"
     ranks: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold_name(name: str) -> str:
+    """The form account and group names are compared in: NFC, surrounding spaces removed, and
+    only ASCII ``A``–``Z`` lowercased. Never Unicode case folding: ``str.casefold`` turns
+    ``jeß.rossi`` and ``jeſs.rossi`` into ``jess.rossi``, two accounts that Open WebUI (and AD's
+    sign-in) keep apart; exact matching after this fold cannot merge them."""
+    return unicodedata.normalize("NFC", name).strip().translate(_ASCII_LOWER)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import unicodedata
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Annotated, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ancre.errors import DirectoryError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, sid_principal
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, fold_name, sid_principal
 
 _SID_PATTERN = r"^S-1-\d+(-\d+)*$"
 
@@ -32,15 +31,6 @@ WELL_KNOWN: dict[str, str] = {"Everyone": "S-1-1-0", "Authenticated Users": "S-1
 _WELL_KNOWN_DOMAINS = ("builtin", "nt authority")
 """Name prefixes Windows shows for well-known SIDs (``BUILTIN\\Administrators``)."""
 
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def fold_name(name: str) -> str:
-    """The form account and group names are compared in: NFC, surrounding spaces removed, and
-    only ASCII ``A``–``Z`` lowercased. Never Unicode case folding: ``str.casefold`` turns
-    ``jeß.rossi`` and ``jeſs.rossi`` into ``jess.rossi``, two accounts that Open WebUI (and AD's
-    sign-in) keep apart; exact matching after this fold cannot merge them."""
-    return unicodedata.normalize("NFC", name).strip().translate(_ASCII_LOWER)
 
 
 @runtime_checkable

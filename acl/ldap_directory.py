@@ -39,7 +39,7 @@ from ldap3.protocol.formatters.formatters import format_sid
 from ldap3.utils.conv import escape_filter_chars
 
 from ancre.acl.directory import WELL_KNOWN, fold_name
-from ancre.config import DirectoryConfig, resolve_secret
+from ancre.settings import DirectoryConfig, resolve_secret
 from ancre.errors import ConfigError, DirectoryError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, sid_principal
 

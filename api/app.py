@@ -82,7 +82,7 @@ from ancre.models import COLLECTIONS
 from ancre.query.answer import Answer, unverified_note
 from ancre.query.enrich import format_location
 from ancre.query.llm import LlmError
-from ancre.query.settings_models import DEFAULT_OLLAMA_URL, LlmConfig
+from ancre.settings.query import DEFAULT_OLLAMA_URL, LlmConfig
 
 log = logging.getLogger("ancre.api")
 
@@ -369,7 +369,7 @@ def create_app(
     *,
     registries: Sequence[CollectorRegistry] = (),
 ) -> FastAPI:
-    """The API over ``source``: a :class:`~ancre.daemon.runtime.Runtime` (its
+    """The API over ``source``: a :class:`~ancre.app.runtime.Runtime` (its
     ``answer_service`` is built at the first request that needs it) or a :class:`QueryService`
     (an :class:`~ancre.query.answer.AnswerService`). ``settings.api`` configures it;
     ``settings.llm`` is probed by ``/health``. ``registries``: more Prometheus registries

@@ -50,10 +50,10 @@ from urllib.parse import unquote
 
 import jwt
 
-from ancre.acl.directory import fold_name
-from ancre.api.settings_models import ApiConfig
+from ancre.models import fold_name
+from ancre.settings.api import ApiConfig
 from ancre.errors import AncreError, ConfigError
-from ancre.config import resolve_secret
+from ancre.settings import resolve_secret
 
 MAX_IDENTITY_CHARS = 320
 """Longest e-mail accepted (RFC 5321: 64 + 1 + 255)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ancre.acl.directory import Directory
 from ancre.acl.manifest import AclManifest
-from ancre.config import SourceConfig
+from ancre.settings import SourceConfig
 from ancre.errors import AclError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem
 

@@ -50,7 +50,7 @@ from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SM
 from ancre.acl.directory import Directory
 from ancre.acl.engine import SHARE_ADMITS_NONE_RULE, SecurityDescriptor, read_acl
 from ancre.acl.sd_parse import acl_from_descriptor, parse_security_descriptor
-from ancre.config import SourceConfig, resolve_secret
+from ancre.settings import SourceConfig, resolve_secret
 from ancre.connectors.base import ChangeCallback
 from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError

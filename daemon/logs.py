@@ -39,7 +39,7 @@ class JsonFormatter(logging.Formatter):
 
 def apply_levels(levels: Mapping[str, str]) -> None:
     """Set each named logger's level (``""``: the root logger), e.g. from
-    :meth:`~ancre.daemon.settings_models.LoggingConfig.levels`."""
+    :meth:`~ancre.settings.daemon.LoggingConfig.levels`."""
     for name, level in levels.items():
         (logging.getLogger(name) if name else logging.getLogger()).setLevel(level)
 
@@ -49,7 +49,7 @@ def setup_logging(fmt: str = "json", level: str = "INFO", levels: Mapping[str, s
     existing root handlers. ``levels`` (logger name → level, ``""`` the root) comes from
     ``[logging]``; without it ancre logs at ``level`` and every library at WARNING (smbprotocol's
     per-request and apscheduler's per-run INFO lines included)."""
-    from ancre.daemon.settings_models import LoggingConfig
+    from ancre.settings.daemon import LoggingConfig
 
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(

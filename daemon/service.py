@@ -1,6 +1,6 @@
 """The long-running daemon (``ancre daemon``; DESIGN.md "Sync" and "Events").
 
-One :class:`Daemon` owns a :class:`~ancre.daemon.runtime.Runtime` (store, embedder, state DB,
+One :class:`Daemon` owns a :class:`~ancre.app.runtime.Runtime` (store, embedder, state DB,
 BM25 snapshots, connectors) and runs:
 
 - **event sources** (:mod:`ancre.daemon.watch`): watchdog on folder sources, a connector's own
@@ -61,8 +61,8 @@ from ancre.daemon.control import ControlServer
 from ancre.daemon.metrics import DaemonMetrics
 from ancre.daemon.notify import SdNotifier, watchdog_interval
 from ancre.daemon.queue import ChangeQueue, FullPass, Task
-from ancre.daemon.runtime import Runtime
-from ancre.daemon.state import StateDB
+from ancre.app.runtime import Runtime
+from ancre.index.state import StateDB
 from ancre.daemon.sync import PassReport, SyncEngine, clean_rel_path
 from ancre.daemon.watch import ConnectorWatcher, FolderWatcher
 

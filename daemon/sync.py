@@ -44,11 +44,11 @@ from pathlib import Path
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
 from ancre.connectors.base import Connector
-from ancre.connectors.chunking import chunk_blocks
-from ancre.connectors.extract import extractor_version
-from ancre.connectors.worker import ExtractionPool
+from ancre.ingest.chunking import chunk_blocks
+from ancre.ingest.extract import extractor_version
+from ancre.ingest.worker import ExtractionPool
 from ancre.daemon.faults import crash_point
-from ancre.daemon.state import ItemState, StateDB
+from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ancre.config import EmbedderConfig
+from ancre.settings import EmbedderConfig
 from ancre.errors import ConfigError
 from ancre.index.embedders import Embedder
 

@@ -4,7 +4,7 @@ with the ``openai`` embedder (:mod:`ancre.index.openai_embed`).
 What every HTTP embedder does (DESIGN.md "Embedders"):
 
 - **Clean-up**: table-of-contents leaders (runs of dots/underscores) are collapsed with
-  :func:`ancre.connectors.textclean.collapse_leaders` before embedding — they made
+  :func:`ancre.ingest.textclean.collapse_leaders` before embedding — they made
   nomic-embed-text answer HTTP 500 in the lab.
 - **Prefixes**: ``document_prefix`` / ``query_prefix`` from the config; when unset, models whose
   name contains ``nomic-embed`` get ``search_document: `` / ``search_query: `` (nomic-embed-text
@@ -36,8 +36,8 @@ from typing import Any, ClassVar
 import httpx
 import numpy as np
 
-from ancre.config import EmbedderConfig
-from ancre.connectors.textclean import collapse_leaders
+from ancre.settings import EmbedderConfig
+from ancre.ingest.textclean import collapse_leaders
 from ancre.errors import ConfigError, EmbedderError
 
 log = logging.getLogger(__name__)

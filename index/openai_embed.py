@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ancre.config import EmbedderConfig
+from ancre.settings import EmbedderConfig
 from ancre.errors import ConfigError
 from ancre.index.ollama_embed import HttpEmbedder
 

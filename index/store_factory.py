@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ancre.config import StoreConfig
+from ancre.settings import StoreConfig
 from ancre.errors import ConfigError
 from ancre.index.store import Store
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ancre.index.store import Store
 from ancre.models import Acl, SearchResult, StoredPoint
-from ancre.query.settings_models import ContextConfig
+from ancre.settings.query import ContextConfig
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 from ancre.query.context import Context
 from ancre.query.llm import ChatClient, OllamaChat
 from ancre.query.prompt import ChatMessage, format_extracts
-from ancre.query.settings_models import DEFAULT_OLLAMA_URL, JudgeConfig, LlmConfig
+from ancre.settings.query import DEFAULT_OLLAMA_URL, JudgeConfig, LlmConfig
 
 log = logging.getLogger(__name__)
 

@@ -39,14 +39,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ancre.acl.engine import acl_problem
-from ancre.config import QueryConfig
+from ancre.settings import QueryConfig
 from ancre.connectors.base import Connector
 from ancre.errors import AncreError, SourceUnavailableError
 from ancre.index.store import Store
 from ancre.models import Acl, ChunkPayload
 
 if TYPE_CHECKING:
-    from ancre.daemon.state import StateDB
+    from ancre.index.state import StateDB
 
 log = logging.getLogger("ancre.query.live_acl")
 

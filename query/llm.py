@@ -31,7 +31,7 @@ from ancre.query.context import Context, Extract
 from ancre.query.markdown import quote_extract
 from ancre.query.prompt import REFUSAL, ChatMessage
 from ancre.query.relevance import MIN_COVERAGE, TermStats, coverage, on_topic, question_terms
-from ancre.query.settings_models import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
+from ancre.settings.query import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
 
 DEFAULT_OLLAMA_MODEL = "qwen2.5:14b"
 DEFAULT_TEMPERATURE = 0.2

@@ -8,7 +8,7 @@ punctuation may be backslash-escaped; only the characters that could start a con
 each line is its own paragraph inside the block quote.
 
 Table rows — extraction writes each row as its non-empty cells joined by ``" | "``
-(:mod:`ancre.connectors.extract`) — become a GFM table: consecutive rows form one table whose first
+(:mod:`ancre.ingest.extract`) — become a GFM table: consecutive rows form one table whose first
 row is the header, rows padded to the widest one (GFM drops cells beyond the header's count).
 """
 

@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ancre.config import QueryConfig
+from ancre.settings import QueryConfig
 from ancre.index.bm25 import Bm25Hit, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import Store

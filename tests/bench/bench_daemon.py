@@ -129,8 +129,8 @@ def _paragraph(i: int) -> str:
 
 def _backlog_chunks(text: str, filename: str) -> int:
     from ancre.config import ChunkingConfig
-    from ancre.connectors.chunking import chunk_blocks
-    from ancre.connectors.extract import extract_bytes
+    from ancre.ingest.chunking import chunk_blocks
+    from ancre.ingest.extract import extract_bytes
 
     c = ChunkingConfig()
     return len(chunk_blocks("b:x", extract_bytes(text.encode("utf-8"), filename), c.target_chars, c.overlap_chars))

@@ -31,7 +31,7 @@ CASES = (
 
 def _status_of(cfg: Path, name: str) -> str:
     from ancre.config import load_settings
-    from ancre.daemon.runtime import Runtime
+    from ancre.app.runtime import Runtime
 
     with Runtime(load_settings(cfg)) as rt:
         row = next(r for r in rt.state.all_items() if r.path.endswith(name))
@@ -42,7 +42,7 @@ def _decide_ms(data: bytes, name: str) -> float:
     """Milliseconds :func:`extract_bytes` takes to settle the file (in this process)."""
     import time
 
-    from ancre.connectors.extract import extract_bytes
+    from ancre.ingest.extract import extract_bytes
     from ancre.errors import ExtractionError
 
     t0 = time.perf_counter()

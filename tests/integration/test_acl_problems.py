@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ancre.acl.engine import acl_problem, read_acl, SecurityDescriptor
-from ancre.daemon.cli import app
+from ancre.app.cli import app
 from ancre.models import Acl
 from support.corpus import copy_corpus, write_config
 

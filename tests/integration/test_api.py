@@ -31,9 +31,9 @@ from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL, NOT_GRO
 from ancre.acl.directory import FileDirectory
 from ancre.api.app import WARNING_UNGROUNDED, create_app
 from ancre.api.identity import signature
-from ancre.api.server import ApiServer
+from ancre.app.server import ApiServer
 from ancre.config import Settings, load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from ancre.query.answer import AnswerService
 from ancre.query.prompt import REFUSAL
 
@@ -591,7 +591,7 @@ def _free_port() -> int:
 
 def _ancre(*args: str) -> list[str]:
     exe = Path(sys.executable).with_name("ancre")
-    return [str(exe), *args] if exe.exists() else [sys.executable, "-c", "from ancre.daemon.cli import main; main()", *args]
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-c", "from ancre.app.cli import main; main()", *args]
 
 
 def _wait(pred: Any, what: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> Any:

@@ -1,5 +1,5 @@
 """Issue 9, items 6 and the access log: the API under clients that hold connections open, against
-a real uvicorn server on 127.0.0.1 started by the test (:class:`ancre.api.server.ApiServer`),
+a real uvicorn server on 127.0.0.1 started by the test (:class:`ancre.app.server.ApiServer`),
 spoken to with raw sockets. No query core is needed: nothing here reaches one."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from ancre.api.app import create_app
-from ancre.api.server import ApiServer
+from ancre.app.server import ApiServer
 from ancre.config import load_settings
 
 KEY = "limits-test-key"

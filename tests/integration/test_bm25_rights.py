@@ -15,7 +15,7 @@ import pytest
 from support.corpus import CORPUS
 
 from ancre.config import load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ancre.daemon.cli import app
+from ancre.app.cli import app
 from support.corpus import copy_corpus, write_config
 from support.httpserver import ScriptedServer
 from support.scripted_ollama import ANSWER_MODEL, JUDGE_MODEL, chats, script

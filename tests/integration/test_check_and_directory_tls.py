@@ -27,7 +27,7 @@ from ancre.acl.ldap_directory import LdapDirectory
 from ancre.acl.sd_parse import acl_from_descriptor
 from ancre.config import load_settings
 from ancre.connectors.smb import SmbConnector
-from ancre.daemon.cli import app
+from ancre.app.cli import app
 from ancre.daemon.logs import setup_logging
 from ancre.errors import DirectoryError
 from support.httpserver import ScriptedServer

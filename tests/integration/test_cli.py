@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ancre.daemon.cli import app
+from ancre.app.cli import app
 from support.corpus import copy_corpus, write_config
 from support.httpserver import ScriptedServer
 

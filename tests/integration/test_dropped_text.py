@@ -21,8 +21,8 @@ from support.office_builders import (
 from typer.testing import CliRunner
 
 from ancre.config import load_settings
-from ancre.daemon.cli import app
-from ancre.daemon.runtime import Runtime
+from ancre.app.cli import app
+from ancre.app.runtime import Runtime
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ancre.config import load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from support.corpus import CORPUS, USERS, copy_corpus, readable_paths, write_config
 
 QUESTIONS = json.loads((CORPUS / "questions.json").read_text(encoding="utf-8"))

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from ancre.acl.directory import FileDirectory
 from ancre.config import Settings, load_settings
-from ancre.daemon.cli import app
-from ancre.daemon.runtime import Runtime
+from ancre.app.cli import app
+from ancre.app.runtime import Runtime
 from ancre.errors import DirectoryError
 from ancre.models import Acl
 from ancre.query.answer import ERROR_INTERRUPTED, ERROR_MODEL, Answer, AnswerService

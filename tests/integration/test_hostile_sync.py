@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ancre.config import load_settings
-from ancre.connectors.worker import ExtractionPool
-from ancre.daemon.runtime import Runtime
+from ancre.ingest.worker import ExtractionPool
+from ancre.app.runtime import Runtime
 from ancre.daemon.sync import SyncEngine
 from support.hostile import make_hostile_files
 

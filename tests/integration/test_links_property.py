@@ -22,7 +22,7 @@ from ancre.acl.directory import FileDirectory
 from ancre.acl.manifest import AclManifest
 from ancre.config import load_settings
 from ancre.connectors.folder import FolderConnector
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from ancre.models import COLLECTIONS
 from support.rights_tree import USERS, write_acl, write_config, write_directory
 

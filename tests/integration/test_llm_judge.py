@@ -15,7 +15,7 @@ from ancre.query.grounding import CONTROL_INVENTED, CONTROL_JUDGE, CONTROL_REFUS
 from ancre.query.judge import Judge, parse_verdict
 from ancre.query.llm import ChatClient, LlmError, OllamaChat, OpenAIChat, make_chat_client
 from ancre.query.prompt import REFUSAL, ChatMessage, build_messages
-from ancre.query.settings_models import JudgeConfig, LlmConfig
+from ancre.settings.query import JudgeConfig, LlmConfig
 
 ROCHAT = "03_Contrat_Maintenance_Etude_Rochat.docx"
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"

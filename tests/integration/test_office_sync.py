@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ancre.daemon.cli import app
+from ancre.app.cli import app
 from support.hostile import SENTENCES, expanding_docx, make_office_files, simple_docx
 from support.measure import measure_sync, office_config
 
@@ -62,7 +62,7 @@ def test_macros_are_never_indexed(office_cfg: tuple[Path, dict]) -> None:
     res = run("search", "AutoOpen MsgBox MARQUEURMACRO", "--as", "zoe", "--json", "--limit", "20", "--config", str(cfg))
     assert res.exit_code == 0
     from ancre.config import load_settings
-    from ancre.daemon.runtime import Runtime
+    from ancre.app.runtime import Runtime
 
     with Runtime(load_settings(cfg)) as rt:
         texts = [p.payload.text for p in rt.store.scroll("documents")]

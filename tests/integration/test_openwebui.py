@@ -55,7 +55,7 @@ def _free_port() -> int:
 
 def _ancre(*args: str) -> list[str]:
     exe = Path(sys.executable).with_name("ancre")
-    return [str(exe), *args] if exe.exists() else [sys.executable, "-c", "from ancre.daemon.cli import main; main()", *args]
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-c", "from ancre.app.cli import main; main()", *args]
 
 
 @dataclass

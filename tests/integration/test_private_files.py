@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ancre.config import load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from ancre.daemon.service import STATUS_FILE, Daemon
 from support.daemon_proc import USER, token, write_daemon_config
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from support.evaluation import TARGETS, evaluate, load_questions, synced_runtime
 
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 
 QUESTIONS = load_questions()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ancre.config import load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from ancre.daemon.service import Daemon
 from support.httpserver import Request, ScriptedServer
 from support.rights_tree import write_acl, write_config, write_directory

@@ -30,8 +30,8 @@ from ancre.acl.ldap_directory import LdapDirectory
 from ancre.config import load_settings
 from ancre.connectors.base import ChangeEvent, WatchableConnector
 from ancre.connectors.smb import SmbConnector
-from ancre.daemon.cli import app
-from ancre.daemon.runtime import Runtime
+from ancre.app.cli import app
+from ancre.app.runtime import Runtime
 from ancre.errors import DirectoryError, SourceUnavailableError
 from ancre.models import COLLECTIONS, Acl
 from support.corpus import CORPUS, USERS, readable_paths

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ancre.config import load_settings
-from ancre.daemon.cli import app
-from ancre.daemon.runtime import Runtime
+from ancre.app.cli import app
+from ancre.app.runtime import Runtime
 from support.rights_tree import GROUPS, write_acl, write_config, write_directory
 
 SALARY = "grille salariale confidentielle zorblax"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ancre.config import load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from support.daemon_proc import token, write_daemon_config
 
 

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from ancre.config import load_settings
-from ancre.connectors.worker import ExtractionPool
-from ancre.daemon.runtime import Runtime
-from ancre.daemon.state import ItemState
+from ancre.ingest.worker import ExtractionPool
+from ancre.app.runtime import Runtime
+from ancre.index.state import ItemState
 from ancre.daemon.sync import SyncEngine
 from ancre.errors import EmbedderError
 from support.hostile import SENTENCES, word_variant
@@ -127,7 +127,7 @@ def test_a_file_skipped_by_an_older_extractor_is_read_again(tmp_path: Path) -> N
         e.close()
 
 
-_SYNC = "from ancre.daemon.cli import app; import sys; app(['sync', '--config', sys.argv[1], '--json'], standalone_mode=False)"
+_SYNC = "from ancre.app.cli import app; import sys; app(['sync', '--config', sys.argv[1], '--json'], standalone_mode=False)"
 
 
 def _sync_process(cfg: Path, crash_at: str | None) -> subprocess.CompletedProcess[str]:
@@ -146,7 +146,7 @@ def test_a_document_that_kills_the_sync_three_times_is_marked_failed(tmp_path: P
         assert out.returncode == -9, out.stderr[-500:]
     from typer.testing import CliRunner
 
-    from ancre.daemon.cli import app
+    from ancre.app.cli import app
 
     status = CliRunner().invoke(app, ["status", "--json", "--config", str(cfg)], catch_exceptions=False)
     passes = json.loads(status.stdout)["passes"]

@@ -118,7 +118,7 @@ class DaemonProc:
         n = len(list(self.base.glob("daemon-*.log")))
         self.log_path = self.base / f"daemon-{n}.log"
         exe = Path(sys.executable).with_name("ancre")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ancre.daemon.cli import main; main()"]
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ancre.app.cli import main; main()"]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [*cmd, "daemon", "--config", str(self.config)], stdout=log, stderr=subprocess.STDOUT, env=self.env,
@@ -243,7 +243,7 @@ def index_truth(config: Path) -> tuple[dict[str, str], dict[str, int], int, list
     """Open the (stopped) daemon's index in-process: ``({path: content_hash} from the store's
     points, {path: number of points}, number of chunks in the current BM25 index, state rows)``."""
     from ancre.config import load_settings
-    from ancre.daemon.runtime import Runtime
+    from ancre.app.runtime import Runtime
     from ancre.models import COLLECTIONS
 
     settings = load_settings(config)

@@ -18,7 +18,7 @@ from pathlib import Path
 from support.corpus import CORPUS, copy_corpus, write_config
 
 from ancre.config import load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from ancre.query.answer import AnswerService
 from ancre.query.grounding import is_refusal
 from ancre.query.retrieval import Retrieval, Retriever

@@ -17,7 +17,7 @@ Strict Open XML, Excel, PowerPoint, and their hostile cases: a part inflating to
 sheet, a formula-only sheet, an encrypted workbook, a deck of pictures only).
 
 The module also holds test-only extraction targets for
-:class:`ancre.connectors.worker.ExtractionPool` (``target="support.hostile:misbehave_on_marker"``).
+:class:`ancre.ingest.worker.ExtractionPool` (``target="support.hostile:misbehave_on_marker"``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def crash_hard(data: bytes, filename: str) -> tuple[Block, ...]:
 def misbehave_on_marker(data: bytes, filename: str, limits: object = None, options: object = None) -> tuple[Block, ...]:
     """Dies on ``*.crash``, hangs on ``*.hang``, raises ``MemoryError`` on ``*.oom`` and
     ``RuntimeError`` on ``*.bug``; any other file is extracted normally (with ``limits``)."""
-    from ancre.connectors.extract import extract_bytes
+    from ancre.ingest.extract import extract_bytes
 
     if filename.endswith(".crash"):
         os._exit(13)

@@ -20,7 +20,7 @@ from pathlib import Path
 _DRIVER = textwrap.dedent(
     """
     import json, resource, sys, time
-    from ancre.daemon.cli import app
+    from ancre.app.cli import app
     t0 = time.monotonic()
     try:
         app(["sync", "--config", sys.argv[1], "--json"], standalone_mode=False)

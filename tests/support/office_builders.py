@@ -388,10 +388,10 @@ def word97_document(paragraphs: list[str]) -> bytes:
 
 def slow_after_asking(data: bytes, filename: str):  # -> tuple[Block, ...]
     """Works ``float(data)`` seconds after asking the pool for that plus 1 s more
-    (:func:`ancre.connectors.worker.request_more_time`), then returns one block ``done``."""
+    (:func:`ancre.ingest.worker.request_more_time`), then returns one block ``done``."""
     import time
 
-    from ancre.connectors.worker import request_more_time
+    from ancre.ingest.worker import request_more_time
     from ancre.models import Block, BlockKind
 
     seconds = float(data)

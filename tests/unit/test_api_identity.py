@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from starlette.datastructures import Headers
 
 from ancre.api.identity import AuthError, Secrets, authenticate, check_api_key, check_signature, directory_user, signature
-from ancre.api.settings_models import ApiConfig
+from ancre.settings.api import ApiConfig
 from ancre.config import load_settings
 from ancre.errors import ConfigError
 

@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 
 from ancre.api.app import create_app
 from ancre.api.identity import AuthError, Secrets, authenticate, check_user_jwt
-from ancre.api.settings_models import ApiConfig
+from ancre.settings.api import ApiConfig
 from ancre.config import load_settings
 from ancre.errors import ConfigError
 from ancre.query.answer import Answer

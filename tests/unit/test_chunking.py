@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ancre.connectors.chunking import chunk_blocks
-from ancre.connectors.extract import extract_bytes
+from ancre.ingest.chunking import chunk_blocks
+from ancre.ingest.extract import extract_bytes
 from ancre.models import POINT_NAMESPACE, Block, BlockKind, Chunk
 
 H, P, R, PB = BlockKind.HEADING, BlockKind.PARAGRAPH, BlockKind.TABLE_ROW, BlockKind.PAGE_BREAK

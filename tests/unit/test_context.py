@@ -15,7 +15,7 @@ from ancre.index.store import PointWrite
 from ancre.models import Acl, ChunkPayload, SearchResult, point_id
 from ancre.query.context import build_context
 from ancre.query.prompt import build_messages, format_extracts
-from ancre.query.settings_models import ContextConfig
+from ancre.settings.query import ContextConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 

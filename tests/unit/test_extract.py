@@ -23,10 +23,10 @@ from support.hostile import (
 )
 
 from ancre.config import load_settings
-from ancre.connectors.extract import extract_bytes
-from ancre.connectors.limits import ExtractionLimits
-from ancre.connectors.textclean import collapse_leaders, normalize_pdf_text
-from ancre.connectors.worker import ExtractionPool
+from ancre.ingest.extract import extract_bytes
+from ancre.ingest.limits import ExtractionLimits
+from ancre.ingest.textclean import collapse_leaders, normalize_pdf_text
+from ancre.ingest.worker import ExtractionPool
 from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
@@ -384,7 +384,7 @@ def test_strict_docx_needs_the_namespace_mapping(office: tuple[Path, dict[str, E
 
 
 def test_workbook_blocks_keep_rows_and_header(office: tuple[Path, dict[str, Expect]]) -> None:
-    from ancre.connectors.chunking import chunk_blocks
+    from ancre.ingest.chunking import chunk_blocks
 
     folder, _ = office
     blocks = extract_bytes((folder / "budget.xlsx").read_bytes(), "budget.xlsx")

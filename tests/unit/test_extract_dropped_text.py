@@ -19,9 +19,9 @@ from support.office_builders import (
 )
 from support.hostile import text_pdf
 
-from ancre.connectors.chunking import chunk_blocks
-from ancre.connectors.extract import SUPPORTED_EXTENSIONS, ExtractOptions, extract_bytes
-from ancre.connectors.worker import ExtractionPool
+from ancre.ingest.chunking import chunk_blocks
+from ancre.ingest.extract import SUPPORTED_EXTENSIONS, ExtractOptions, extract_bytes
+from ancre.ingest.worker import ExtractionPool
 from ancre.daemon.sync import SKIP_REASONS, skip_reason_key
 from ancre.errors import ExtractionError
 from ancre.models import BlockKind
@@ -91,7 +91,7 @@ def test_notes_are_read_from_any_word_body_package(content_type: str) -> None:
     from docx.opc.package import OpcPackage
     from lxml import etree
 
-    from ancre.connectors.extract import DocxNotes, _DocxWalker, _style_levels
+    from ancre.ingest.extract import DocxNotes, _DocxWalker, _style_levels
 
     data = docx_with_notes([("Clause de garantie.", ["Garantie de 24 mois MARQUEURDOCM."], ["Fin MARQUEURFIN."])])
     src, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()

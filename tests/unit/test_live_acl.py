@@ -18,7 +18,7 @@ from ancre.acl.directory import FileDirectory
 from ancre.config import QueryConfig, SourceConfig
 from ancre.connectors.folder import FolderConnector
 from ancre.connectors.smb import SmbConnector
-from ancre.daemon.state import ItemState, StateDB
+from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError
 from ancre.index.edge_store import EdgeStore
 from ancre.models import Acl, ChunkPayload

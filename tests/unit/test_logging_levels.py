@@ -102,7 +102,7 @@ def test_bad_logging_value_names_the_key(tmp_path: Path, section: str, named: st
 
 
 def test_the_cli_applies_library_levels(tmp_path: Path) -> None:
-    from ancre.daemon.cli import app
+    from ancre.app.cli import app
 
     (tmp_path / "ancre.toml").write_text("data_dir = 'd'\n[logging]\nsmbprotocol = 'DEBUG'\n", encoding="utf-8")
     CliRunner().invoke(app, ["status", "--json", "--config", str(tmp_path / "ancre.toml")])

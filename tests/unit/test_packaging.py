@@ -50,4 +50,4 @@ def test_console_script_entry_point() -> None:
     from importlib.metadata import entry_points
 
     (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "ancre"]
-    assert ep.value == "ancre.daemon.cli:main"
+    assert ep.value == "ancre.app.cli:main"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ancre.daemon.state import ItemState, StateDB
+from ancre.index.state import ItemState, StateDB
 
 OLD_SCHEMA = """
 CREATE TABLE items (

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ancre.acl.directory import fold_name
+from ancre.models import fold_name
 
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 """An HTTP header field name (RFC 9110 "token")."""

@@ -13,7 +13,7 @@ from ancre.config import Settings, SourceConfig
 from ancre.connectors.base import Connector
 from ancre.connectors.folder import FolderConnector
 from ancre.daemon.private import restrict_umask, tighten_tree
-from ancre.daemon.state import StateDB
+from ancre.index.state import StateDB
 from ancre.errors import ConfigError
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.embedder_factory import make_embedder
@@ -110,9 +110,9 @@ class Runtime:
     @cached_property
     def engine(self) -> SyncEngine:
         """The sync engine (starts the extraction worker on first use)."""
-        from ancre.connectors.extract import ExtractOptions
-        from ancre.connectors.limits import ExtractionLimits
-        from ancre.connectors.worker import ExtractionPool
+        from ancre.ingest.extract import ExtractOptions
+        from ancre.ingest.limits import ExtractionLimits
+        from ancre.ingest.worker import ExtractionPool
         from ancre.daemon.sync import SyncEngine
 
         ex = self.settings.extraction

@@ -18,9 +18,9 @@ Dispatch is on the file name's extension (case-insensitive):
 * ``.docm``, ``.dotx``, ``.dotm`` — read like ``.docx`` (macros are never run nor indexed), and
   every Office package — Word, Excel (``.xlsx``, ``.xlsm``), PowerPoint (``.pptx``, ``.pptm``) —
   is first checked against the size limits from its zip directory and, when it is Strict Open
-  XML, mapped to the Transitional namespaces: see :mod:`ancre.connectors.office`.
+  XML, mapped to the Transitional namespaces: see :mod:`ancre.ingest.office`.
 * ``.pdf`` — pypdf, page by page, each page cleaned by
-  :func:`~ancre.connectors.textclean.normalize_pdf_text`; a ``PAGE_BREAK`` block opens every page
+  :func:`~ancre.ingest.textclean.normalize_pdf_text`; a ``PAGE_BREAK`` block opens every page
   after the first and every block carries its 1-based ``page``. An encrypted PDF whose user password
   is empty (only "permissions" set) is decrypted (AES needs the ``cryptography`` package). Lines
   are re-flowed into paragraphs (see :func:`_pdf_paragraphs`), one ``PARAGRAPH`` block each.
@@ -40,9 +40,9 @@ Dispatch is on the file name's extension (case-insensitive):
   quotes) a ``PARAGRAPH`` holding its source lines. Plain text is split on blank lines.
 
 Everything but PDF text is NFC-normalised (PDF text is NFKC). Limits
-(:class:`~ancre.connectors.limits.ExtractionLimits`: part sizes, expansion ratio, characters,
+(:class:`~ancre.ingest.limits.ExtractionLimits`: part sizes, expansion ratio, characters,
 pages) make a document ``too_large`` as early as possible. Parsing runs untrusted input: use
-:class:`ancre.connectors.worker.ExtractionPool` to run this in a process that can be killed.
+:class:`ancre.ingest.worker.ExtractionPool` to run this in a process that can be killed.
 """
 
 from __future__ import annotations
@@ -56,15 +56,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ancre.connectors.limits import CharBudget, ExtractionLimits, check_pages, using_limits
-from ancre.connectors.office import (
+from ancre.ingest.limits import CharBudget, ExtractionLimits, check_pages, using_limits
+from ancre.ingest.office import (
     OFFICE_EXTENSIONS,
     open_package,
     open_word_document,
     read_presentation,
     read_workbook,
 )
-from ancre.connectors.textclean import collapse_leaders, normalize_pdf_text
+from ancre.ingest.textclean import collapse_leaders, normalize_pdf_text
 from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
@@ -90,7 +90,7 @@ class ExtractOptions:
     seconds, also the bound on each external program run (``tesseract``, ``antiword``) so that none
     outlives a worker killed on that limit for long; ``ocr_timeout_per_page_s``: seconds added to
     the file's limit per scanned page to OCR, at most ``ocr_timeout_max_s`` per file (asked of the
-    worker pool with :func:`ancre.connectors.worker.request_more_time`).
+    worker pool with :func:`ancre.ingest.worker.request_more_time`).
     """
 
     ocr: bool = True
@@ -121,7 +121,7 @@ def extract_bytes(
 
     ``data`` is the whole file; ``filename`` only serves to pick the format by its extension;
     ``options`` (OCR, time limit) as in :class:`ExtractOptions`; ``limits`` default to
-    :class:`~ancre.connectors.limits.ExtractionLimits` ``()``. Returns at least one non-empty
+    :class:`~ancre.ingest.limits.ExtractionLimits` ``()``. Returns at least one non-empty
     block; blocks read by OCR have ``ocr=True``.
 
     Raises :class:`~ancre.errors.ExtractionError` with ``reason``:
@@ -765,7 +765,7 @@ def ocr_pdf_pages(
     import pypdfium2
     import pytesseract
 
-    from ancre.connectors.worker import request_more_time
+    from ancre.ingest.worker import request_more_time
 
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")
     langs = _tesseract_languages(options.ocr_languages)

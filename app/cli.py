@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ancre.config import Settings, load_settings
-from ancre.daemon.runtime import Runtime
+from ancre.app.runtime import Runtime
 from ancre.errors import AncreError
 from ancre.models import COLLECTIONS
 from ancre.index.store_factory import make_store
@@ -92,7 +92,7 @@ def sync(
 ) -> None:
     """Run one full pass over every source (or one), then rebuild BM25 if anything changed.
     The directory is checked first (bind, resolve a user): a broken one stops here (status 2)."""
-    from ancre.daemon.check import check_directory, directory_configured
+    from ancre.app.check import check_directory, directory_configured
     from ancre.errors import DirectoryError
 
     settings = _settings(config)
@@ -445,7 +445,7 @@ def check(
     its root, read one ACL), the embedder (one embedding), the store, and the answering model and
     judge when configured (one short call each). One line per check, with what to fix; exit
     status 1 if any fails."""
-    from ancre.daemon.check import CheckResult, run_checks
+    from ancre.app.check import CheckResult, run_checks
 
     settings = _settings(config)
     from rich.markup import escape
@@ -518,7 +518,7 @@ def api(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) ->
     """Run the RAG API alone: OpenAI-compatible /v1 for Open WebUI, /query, /health, /metrics.
     With the embedded store, no other process (daemon) may run on the same index: use
     `ancre serve` to run both in one process, or a Qdrant server to run them apart."""
-    from ancre.api.server import run_api
+    from ancre.app.server import run_api
 
     settings = _settings(config)
     try:
@@ -533,7 +533,7 @@ def api(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) ->
 def serve(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) -> None:
     """Run the sync daemon and the RAG API in one process sharing one index (the embedded store
     has one owner). SIGTERM stops both; SIGHUP = full resync now."""
-    from ancre.api.server import run_serve
+    from ancre.app.server import run_serve
 
     settings = _settings(config)
     try:

@@ -1,5 +1,5 @@
 """Running the API: ``ancre api`` (the API alone) and ``ancre serve`` (the sync daemon and the
-API in one process, sharing one :class:`~ancre.daemon.runtime.Runtime`).
+API in one process, sharing one :class:`~ancre.app.runtime.Runtime`).
 
 The embedded store (qdrant-edge) can be opened by one process only (issue "daemon", point 5):
 with it, run ``ancre serve``, or ``ancre api`` while no daemon runs. With a Qdrant server
@@ -29,7 +29,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ancre.api.settings_models import ApiConfig
+from ancre.settings.api import ApiConfig
 from ancre.config import Settings
 
 log = logging.getLogger("ancre.api")
@@ -209,7 +209,7 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     :class:`~ancre.errors.ConfigError` without a service key, ``OSError`` when the port is taken."""
     from ancre.api.app import create_app
     from ancre.daemon.logs import setup_logging
-    from ancre.daemon.runtime import Runtime
+    from ancre.app.runtime import Runtime
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
@@ -240,7 +240,7 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     ``ancre daemon`` does."""
     from ancre.api.app import create_app
     from ancre.daemon.logs import setup_logging
-    from ancre.daemon.runtime import Runtime
+    from ancre.app.runtime import Runtime
     from ancre.daemon.service import Daemon
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))

@@ -24,13 +24,13 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
-from ancre.connectors.limits import ExtractionLimits
+from ancre.ingest.limits import ExtractionLimits
 from ancre.errors import ExtractionError
 from ancre.models import Block
 
 __all__ = ["DEFAULT_TARGET", "ExtractionPool", "request_more_time"]
 
-DEFAULT_TARGET = "ancre.connectors.extract:extract_bytes"
+DEFAULT_TARGET = "ancre.ingest.extract:extract_bytes"
 """The function the worker runs, as ``"module:function"``."""
 
 _CTX = multiprocessing.get_context("spawn")
@@ -96,12 +96,12 @@ class ExtractionPool:
 
     ``timeout_s`` (seconds, > 0) bounds each :meth:`extract` call, transfer included.
     ``target`` is the ``"module:function"`` run in the worker, with the signature of
-    :func:`ancre.connectors.extract.extract_bytes`; tests pass a hanging or crashing one (the
+    :func:`ancre.ingest.extract.extract_bytes`; tests pass a hanging or crashing one (the
     module must be importable in the worker: ``spawn`` gives it the parent's ``sys.path``).
-    ``limits`` (:class:`~ancre.connectors.limits.ExtractionLimits`), when given, is passed to
+    ``limits`` (:class:`~ancre.ingest.limits.ExtractionLimits`), when given, is passed to
     ``target`` with each file as its ``limits`` keyword (the configured ``[extraction]`` limits).
 
-    ``options`` (picklable, e.g. :class:`ancre.connectors.extract.ExtractOptions`: OCR settings),
+    ``options`` (picklable, e.g. :class:`ancre.ingest.extract.ExtractOptions`: OCR settings),
     when not ``None``, is handed to the target as its ``options`` keyword for every file.
     ``max_extra_s`` (seconds, default 0): how much more time per file the target may ask for with
     :func:`request_more_time` (the OCR of a long scan), on top of ``timeout_s``.
@@ -137,7 +137,7 @@ class ExtractionPool:
     def extract(self, data: bytes, filename: str) -> tuple[Block, ...]:
         """Extract ``data`` (the file's bytes; ``filename`` picks the format) in the worker.
 
-        Returns the blocks of :func:`~ancre.connectors.extract.extract_bytes`. Raises
+        Returns the blocks of :func:`~ancre.ingest.extract.extract_bytes`. Raises
         :class:`~ancre.errors.ExtractionError`: whatever the extractor raised (``unsupported``,
         ``empty``, ``encrypted``, ``corrupt``), ``"timeout"`` (detail ``"after {t} s"``) when the
         worker did not answer within ``timeout_s`` (plus the extra time it asked for, at most

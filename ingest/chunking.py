@@ -169,7 +169,7 @@ def chunk_blocks(
     """Cut a document's blocks into chunks of at most ``target_chars`` characters.
 
     ``doc_id`` goes into every chunk; ``blocks`` come from
-    :func:`ancre.connectors.extract.extract_bytes` in reading order; ``target_chars`` is the maximum
+    :func:`ancre.ingest.extract.extract_bytes` in reading order; ``target_chars`` is the maximum
     chunk length in characters (every chunk's ``len(text) <= target_chars``); ``overlap_chars`` how
     many characters of a chunk's end are repeated at the start of the next one in the same section
     (0 = none). Returns chunks with ``chunk_index`` 0..n-1 and their ``heading_path``; ``[]`` for no

@@ -5,7 +5,7 @@ its zip directory before anything is inflated, a PDF's or a deck's page count be
 read, characters while the text is produced. An :class:`~ancre.errors.ExtractionError` with reason
 ``too_large`` and a detail naming the configuration key (``extraction.max_part_mb``) says which
 limit tripped. The limits of the call in progress are held in a context variable so that the
-format readers of :mod:`ancre.connectors.extract` keep their ``reader(data)`` signature.
+format readers of :mod:`ancre.ingest.extract` keep their ``reader(data)`` signature.
 """
 
 from __future__ import annotations

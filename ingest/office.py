@@ -1,5 +1,5 @@
 """Office Open XML packages (ECMA-376 / ISO/IEC 29500): the checks every package goes through,
-and the Excel and PowerPoint readers. Word bodies are walked by :mod:`ancre.connectors.extract`.
+and the Excel and PowerPoint readers. Word bodies are walked by :mod:`ancre.ingest.extract`.
 
 Before a package is parsed (:func:`open_package`):
 
@@ -43,7 +43,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ancre.connectors.limits import RATIO_GRACE_BYTES, CharBudget, check_pages, current_limits, mib, too_large
+from ancre.ingest.limits import RATIO_GRACE_BYTES, CharBudget, check_pages, current_limits, mib, too_large
 from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
@@ -240,7 +240,7 @@ def read_workbook(data: bytes) -> list[Block]:
     ``corrupt``)."""
     from openpyxl import load_workbook
 
-    from ancre.connectors.extract import _clean
+    from ancre.ingest.extract import _clean
 
     budget = CharBudget()
     wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True, keep_links=False, keep_vba=False)
@@ -269,7 +269,7 @@ def read_presentation(data: bytes) -> list[Block]:
     slides than ``extraction.max_pages`` or more text than ``extraction.max_chars``."""
     from pptx import Presentation
 
-    from ancre.connectors.extract import _clean
+    from ancre.ingest.extract import _clean
 
     budget = CharBudget()
     slides = Presentation(io.BytesIO(data)).slides

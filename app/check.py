@@ -27,7 +27,7 @@ from ancre.errors import (
 )
 
 if TYPE_CHECKING:
-    from ancre.daemon.runtime import Runtime
+    from ancre.app.runtime import Runtime
 
 DEFAULT_USER_TRIES = 10
 """Without a user to resolve, the first accounts the directory lists are tried, up to this many,

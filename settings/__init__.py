@@ -1,0 +1,51 @@
+"""Settings sections: the bottom layer of ancre (pydantic models that import no other ancre
+package but :mod:`ancre.errors` and :mod:`ancre.models`). The root
+:class:`~ancre.config.Settings` assembles them with the sources (docs/ARCHITECTURE.md)."""
+
+from ancre.settings.api import ApiConfig
+from ancre.settings.daemon import LIBRARY_LOGGERS, DaemonConfig, LoggingConfig, LogLevel, WatchMode
+from ancre.settings.query import (
+    DEFAULT_OLLAMA_URL,
+    MAX_ANSWER_TEMPERATURE,
+    AuditConfig,
+    ContextConfig,
+    JudgeConfig,
+    LlmConfig,
+)
+from ancre.settings.sections import (
+    DEFAULT_IGNORE,
+    ChunkingConfig,
+    DirectoryConfig,
+    EmbedderConfig,
+    ExtractionConfig,
+    QueryConfig,
+    SourceConfig,
+    StoreConfig,
+    SyncConfig,
+    resolve_secret,
+)
+
+__all__ = [
+    "DEFAULT_IGNORE",
+    "DEFAULT_OLLAMA_URL",
+    "LIBRARY_LOGGERS",
+    "MAX_ANSWER_TEMPERATURE",
+    "ApiConfig",
+    "AuditConfig",
+    "ChunkingConfig",
+    "ContextConfig",
+    "DaemonConfig",
+    "DirectoryConfig",
+    "EmbedderConfig",
+    "ExtractionConfig",
+    "JudgeConfig",
+    "LlmConfig",
+    "LogLevel",
+    "LoggingConfig",
+    "QueryConfig",
+    "SourceConfig",
+    "StoreConfig",
+    "SyncConfig",
+    "WatchMode",
+    "resolve_secret",
+]
