@@ -124,7 +124,10 @@ class EdgeStore(QdrantBackend):
 
     def _shard(self, collection: str) -> qe.EdgeShard:
         self._check(collection)
-        return self._shards[collection]
+        try:
+            return self._shards[collection]
+        except KeyError:  # closed by another thread since the check
+            raise StoreError(f"store {self._where} is not open") from None
 
     @property
     def _where(self) -> str:
