@@ -569,14 +569,8 @@ class SyncEngine:
         )
 
     def _record_failure(
-        self,
-        item: SourceItem,
-        prev: ItemState | None,
-        collection: str,
-        acl_hash: str | None,
-        rep: PassReport,
-        error: ExtractionError,
-        content_hash: str | None,
+        self, item: SourceItem, prev: ItemState | None, collection: str, acl_hash: str | None,
+        rep: PassReport, error: ExtractionError, content_hash: str | None,
     ) -> None:
         """Record an extraction (or indexing) failure: ``skipped`` for :data:`SKIP_REASONS`, else
         ``failed``; a transient failure counts one more try of this version and, with tries left,

@@ -2,8 +2,9 @@
 ``qdrant_store``): the backend-neutral half of the rights filter, id and vector checks, the
 embedder-mismatch message and payload → :class:`~ancre.models.StoredPoint` conversion.
 
-Each backend turns :func:`rights_terms` into its own library's ``Filter`` in one function
-(``_rights_filter``); the rule itself (DESIGN.md, "Qdrant") is::
+:class:`~ancre.index._qdrant_base.QdrantBackend` turns :func:`rights_terms` into the rights filter
+once for both backends (``_rights_filter``), each backend supplying only its library's ``Filter``
+and conditions; the rule itself (DESIGN.md, "Qdrant") is::
 
     must:     acl_allow MatchAny P
     must_not: acl_deny  MatchAny P

@@ -28,72 +28,32 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import qdrant_edge as qe
 
-from ancre.errors import AncreError, EmbedderMismatchError, StoreError, StoreLockedError
-from ancre.index._filters import (
-    ALLOW_FIELD,
-    CHUNK_FIELD,
-    DENY_FIELD,
-    DOC_FIELD,
-    INTEGER_INDEXES,
-    as_vector,
-    mismatch_message,
-    rights_terms,
-    to_stored,
-    valid_point_ids,
-)
-from ancre.index.store import PAYLOAD_INDEXES, PointWrite
-from ancre.models import COLLECTIONS, Acl, StoredPoint
+from ancre.errors import EmbedderMismatchError, StoreError, StoreLockedError
+from ancre.index._filters import INTEGER_INDEXES, mismatch_message
+from ancre.index._qdrant_base import QdrantBackend
+from ancre.index.store import PAYLOAD_INDEXES
+from ancre.models import COLLECTIONS, ChunkPayload
 
 META_FILE = "ancre_meta.json"
 LOCK_FILE = "LOCK"
 _UPSERT_BATCH = 512
 
 
-@contextlib.contextmanager
-def _engine(action: str) -> Iterator[None]:
-    """Turn the engine's plain ``Exception`` into :class:`StoreError` (ancre errors pass through)."""
-    try:
-        yield
-    except AncreError:
-        raise
-    except Exception as exc:  # qdrant_edge raises bare Exception
-        raise StoreError(f"embedded Qdrant: {action} failed: {exc}") from exc
-
-
-def _rights_filter(
-    principals: frozenset[str], *must: object
-) -> qe.Filter | None:
-    """The rights filter plus extra ``must`` conditions; ``None`` for an empty principal set
-    (the caller then returns ``[]`` without touching the store)."""
-    terms = rights_terms(principals)
-    if terms is None:
-        return None
-    return qe.Filter(
-        must=[*must, qe.FieldCondition(ALLOW_FIELD, match=qe.MatchAny(terms))],
-        must_not=[qe.FieldCondition(DENY_FIELD, match=qe.MatchAny(terms))],
-    )
-
-
-def _doc_filter(doc_id: str, from_chunk_index: int = 0) -> qe.Filter:
-    must: list[object] = [qe.FieldCondition(DOC_FIELD, match=qe.MatchValue(doc_id))]
-    if from_chunk_index > 0:
-        must.append(qe.FieldCondition(CHUNK_FIELD, range=qe.RangeFloat(gte=from_chunk_index)))
-    return qe.Filter(must=must)
-
-
-class EdgeStore:
-    """Embedded :class:`~ancre.index.store.Store` over ``data_dir/qdrant/`` (see module doc).
+class EdgeStore(QdrantBackend):
+    """Embedded :class:`~ancre.index.store.Store` over ``data_dir/qdrant/`` (see module doc); the
+    Store methods and the rights filter are :class:`~ancre.index._qdrant_base.QdrantBackend`'s.
 
     ``EdgeStore(data_dir)`` touches nothing; :meth:`open` takes the lock, checks or records the
     embedder and opens the shards. Every other method raises :class:`StoreError` before
     :meth:`open` or after :meth:`close`.
     """
+
+    ENGINE = "embedded Qdrant"
 
     def __init__(self, data_dir: Path) -> None:
         self.root = Path(data_dir) / "qdrant"
@@ -157,143 +117,82 @@ class EdgeStore:
         """Run the engine's segment optimizers (HNSW build, vacuum) until done; blocking, can take
         seconds on a large index. Not part of the Store protocol: call after a big sync pass."""
         for name in COLLECTIONS:
-            with _engine(f"optimize {name}"):
+            with self._errors(f"optimize {name}"):
                 self._shard(name).optimize()
-
-    # ---------------------------------------------------------------- writes
-
-    def upsert(self, collection: str, points: Sequence[PointWrite]) -> None:
-        """Insert or replace ``points`` (same id = replaced), flushed to disk before returning.
-        Raises :class:`StoreError` on a bad id, wrong vector shape or engine error."""
-        shard = self._shard(collection)
-        batch: list[qe.Point] = []
-        for p in points:
-            ids = valid_point_ids([p.id])
-            if not ids:
-                raise StoreError(f"point id {p.id!r} is not a UUID string")
-            batch.append(qe.Point(ids[0], as_vector(p.vector, self._dim), p.payload.to_dict()))
-        with _engine(f"upsert into {collection}"):
-            for i in range(0, len(batch), _UPSERT_BATCH):
-                shard.update(qe.UpdateOperation.upsert_points(batch[i : i + _UPSERT_BATCH]))
-            shard.flush()
-
-    def delete_doc(self, collection: str, doc_id: str, from_chunk_index: int = 0) -> None:
-        """Delete the points of ``doc_id`` with ``chunk_index >= from_chunk_index``; flushed."""
-        shard = self._shard(collection)
-        with _engine(f"delete {doc_id} from {collection}"):
-            flt = _doc_filter(doc_id, from_chunk_index)
-            shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
-            shard.flush()
-
-    def set_acl(self, collection: str, doc_id: str, acl: Acl) -> None:
-        """Overwrite ``acl_allow``/``acl_deny`` on every point of ``doc_id`` (vectors and text
-        untouched); flushed."""
-        shard = self._shard(collection)
-        payload = {ALLOW_FIELD: sorted(acl.allow), DENY_FIELD: sorted(acl.deny)}
-        with _engine(f"set ACL of {doc_id} in {collection}"):
-            shard.update(qe.UpdateOperation.set_payload_by_filter(_doc_filter(doc_id), payload))
-            shard.flush()
-
-    # ---------------------------------------------------------------- reads
-
-    def search(
-        self, collection: str, vector: np.ndarray, principals: frozenset[str], limit: int
-    ) -> list[StoredPoint]:
-        """Top-``limit`` by cosine similarity to ``vector`` ``(d,)`` under the rights filter,
-        best first, ``score`` in [-1, 1]. Empty ``principals`` → ``[]``."""
-        shard = self._shard(collection)
-        flt = _rights_filter(principals)
-        if flt is None or limit <= 0:
-            return []
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(as_vector(vector, self._dim)),
-            filter=flt,
-            with_payload=True,
-            with_vector=False,
-        )
-        with _engine(f"search {collection}"):
-            hits = shard.query(request)
-        return [to_stored(h.id, h.payload, float(h.score)) for h in hits]
-
-    def retrieve(
-        self, collection: str, ids: Sequence[str], principals: frozenset[str]
-    ) -> list[StoredPoint]:
-        """The points among ``ids`` that exist and pass the rights filter, in one engine call
-        (a scroll filtered on ``HasId`` + rights). Non-UUID ids are ignored. Empty
-        ``principals`` → ``[]``."""
-        shard = self._shard(collection)
-        wanted = valid_point_ids(ids)
-        flt = _rights_filter(principals, qe.HasIdCondition(set(wanted)))
-        if flt is None or not wanted:
-            return []
-        return self._scroll_once(shard, collection, flt, len(wanted))
-
-    def chunks_of(
-        self,
-        collection: str,
-        doc_id: str,
-        chunk_indexes: Sequence[int],
-        principals: frozenset[str],
-    ) -> list[StoredPoint]:
-        """Points of ``doc_id`` with the given chunk indexes under the rights filter, sorted by
-        ``chunk_index``. Empty ``principals`` → ``[]``."""
-        shard = self._shard(collection)
-        wanted = sorted({int(i) for i in chunk_indexes})
-        flt = _rights_filter(
-            principals,
-            qe.FieldCondition(DOC_FIELD, match=qe.MatchValue(doc_id)),
-            qe.FieldCondition(CHUNK_FIELD, match=qe.MatchAny(wanted)),
-        )
-        if flt is None or not wanted:
-            return []
-        points = self._scroll_once(shard, collection, flt, len(wanted))
-        return sorted(points, key=lambda p: p.payload.chunk_index)
-
-    def scroll(self, collection: str, batch: int = 1024) -> Iterator[StoredPoint]:
-        """Every point of ``collection`` (unfiltered, payload only), ``batch`` per engine call,
-        in point-id order. For index maintenance only (BM25 rebuild)."""
-        shard = self._shard(collection)
-        offset: object = None
-        while True:
-            with _engine(f"scroll {collection}"):
-                records, offset = shard.scroll(
-                    qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=False)
-                )
-            for r in records:
-                yield to_stored(r.id, r.payload, None)
-            if offset is None:
-                return
-
-    def count(self, collection: str) -> int:
-        """Exact number of points in ``collection``."""
-        shard = self._shard(collection)
-        with _engine(f"count {collection}"):
-            return int(shard.count(qe.CountRequest(exact=True)))
 
     # ---------------------------------------------------------------- internals
 
     def _shard(self, collection: str) -> qe.EdgeShard:
-        if collection not in COLLECTIONS:
-            raise StoreError(f"unknown collection {collection!r}; expected one of {COLLECTIONS}")
+        self._check(collection)
         try:
             return self._shards[collection]
-        except KeyError:
-            raise StoreError(f"store under {self.root} is not open") from None
+        except KeyError:  # closed by another thread since the check
+            raise StoreError(f"store {self._where} is not open") from None
+
+    @property
+    def _where(self) -> str:
+        return f"under {self.root}"
 
     @staticmethod
-    def _scroll_once(
-        shard: qe.EdgeShard, collection: str, flt: qe.Filter, limit: int
-    ) -> list[StoredPoint]:
-        with _engine(f"read {collection}"):
-            records, _ = shard.scroll(
-                qe.ScrollRequest(limit=limit, filter=flt, with_payload=True, with_vector=False)
-            )
-        return [to_stored(r.id, r.payload, None) for r in records]
+    def _filter(must: list[Any], must_not: list[Any] | None = None) -> qe.Filter:
+        return qe.Filter(must=must, must_not=must_not)
 
     @staticmethod
-    def _open_shard(path: Path, config: qe.EdgeConfig) -> qe.EdgeShard:
-        with _engine(f"open shard {path}"):
+    def _match_any(field: str, values: list[Any]) -> qe.FieldCondition:
+        return qe.FieldCondition(field, match=qe.MatchAny(values))
+
+    @staticmethod
+    def _match_value(field: str, value: str) -> qe.FieldCondition:
+        return qe.FieldCondition(field, match=qe.MatchValue(value))
+
+    @staticmethod
+    def _at_least(field: str, value: int) -> qe.FieldCondition:
+        return qe.FieldCondition(field, range=qe.RangeFloat(gte=value))
+
+    @staticmethod
+    def _has_id(ids: list[str]) -> qe.HasIdCondition:
+        return qe.HasIdCondition(set(ids))
+
+    def _write(self, collection: str, rows: list[tuple[str, list[float], ChunkPayload]]) -> None:
+        """In updates of 512 points, then flushed to disk."""
+        shard = self._shard(collection)
+        batch = [qe.Point(pid, vector, payload.to_dict()) for pid, vector, payload in rows]
+        for i in range(0, len(batch), _UPSERT_BATCH):
+            shard.update(qe.UpdateOperation.upsert_points(batch[i : i + _UPSERT_BATCH]))
+        shard.flush()
+
+    def _delete(self, collection: str, flt: qe.Filter) -> None:
+        shard = self._shard(collection)
+        shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+        shard.flush()
+
+    def _set_payload(self, collection: str, flt: qe.Filter, payload: dict[str, Any]) -> None:
+        shard = self._shard(collection)
+        shard.update(qe.UpdateOperation.set_payload_by_filter(flt, payload))
+        shard.flush()
+
+    def _nearest(
+        self, collection: str, vector: list[float], flt: qe.Filter, limit: int
+    ) -> list[qe.ScoredPoint]:
+        request = qe.QueryRequest(
+            limit=limit, query=qe.Query.Nearest(vector), filter=flt, with_payload=True, with_vector=False
+        )
+        return self._shard(collection).query(request)
+
+    def _read(self, collection: str, flt: qe.Filter, limit: int) -> list[qe.Record]:
+        request = qe.ScrollRequest(limit=limit, filter=flt, with_payload=True, with_vector=False)
+        records, _ = self._shard(collection).scroll(request)
+        return records
+
+    def _page(self, collection: str, offset: Any, batch: int) -> tuple[list[qe.Record], Any]:
+        request = qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=False)
+        return self._shard(collection).scroll(request)
+
+    def _count(self, collection: str) -> int:
+        return int(self._shard(collection).count(qe.CountRequest(exact=True)))
+
+    def _open_shard(self, path: Path, config: qe.EdgeConfig) -> qe.EdgeShard:
+        with self._errors(f"open shard {path}"):
             if (path / "edge_config.json").exists():
                 shard = qe.EdgeShard.load(str(path), config)
             else:
@@ -366,6 +265,7 @@ class EdgeStore:
 
     def _close_shards(self, flush: bool = False) -> None:
         shards, self._shards = self._shards, {}
+        self._dim = 0
         errors: list[Exception] = []
         for shard in shards.values():
             try:

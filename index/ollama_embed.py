@@ -118,26 +118,17 @@ class HttpEmbedder:
     ``document_prefix``, ``query_prefix``. Thread-safe (one pooled ``httpx.Client``, timeout
     ``timeout_s`` seconds per request phase).
 
-    Raises :class:`~ancre.errors.ConfigError` for a bad ``url``/``model``, and
+    Construction: ``url`` (base URL, checked), ``endpoint`` and ``model`` as the subclass resolved
+    them from ``cfg``; the rest from ``cfg`` (``batch_size``, ``timeout_s``, ``retries``, ``dim``,
+    the prefixes, ``api_key``); ``backoff_s`` the first retry delay in seconds. Raises
+    :class:`~ancre.errors.ConfigError` for a bad ``url``/``model``, and
     :class:`~ancre.errors.EmbedderError` when the dimension probe fails.
     """
 
     kind: ClassVar[str]
 
     def __init__(
-        self,
-        *,
-        url: str,
-        endpoint: str,
-        model: str,
-        batch_size: int = 32,
-        timeout_s: float = 120.0,
-        retries: int = 4,
-        dim: int | None = None,
-        document_prefix: str | None = None,
-        query_prefix: str | None = None,
-        api_key: str | None = None,
-        backoff_s: float = 0.5,
+        self, cfg: EmbedderConfig, *, url: str, endpoint: str, model: str, backoff_s: float = 0.5
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"embedder.url must start with http:// or https:// (got {url!r})")
@@ -145,19 +136,19 @@ class HttpEmbedder:
             raise ConfigError(f'embedder.model is required for kind "{self.kind}"')
         self.model = model
         self.endpoint = endpoint
-        self._batch_size = batch_size
-        self._retries = retries
+        self._batch_size = cfg.batch_size
+        self._retries = cfg.retries
         self._backoff_s = backoff_s
         doc_default, query_default = default_prefixes(model)
-        self.document_prefix = doc_default if document_prefix is None else document_prefix
-        self.query_prefix = query_default if query_prefix is None else query_prefix
+        self.document_prefix = doc_default if cfg.document_prefix is None else cfg.document_prefix
+        self.query_prefix = query_default if cfg.query_prefix is None else cfg.query_prefix
         self.name = f"{self.kind}:{model}"
         if (self.document_prefix, self.query_prefix) != (doc_default, query_default):
             self.name += f"[doc={self.document_prefix!r},query={self.query_prefix!r}]"
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout_s, headers=headers)
-        if dim is not None:
-            self.dim = dim
+        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        self._client = httpx.Client(timeout=cfg.timeout_s, headers=headers)
+        if cfg.dim is not None:
+            self.dim = cfg.dim
         else:
             try:
                 self.dim = int(self._post([self.document_prefix + PROBE_TEXT]).shape[1])
@@ -323,19 +314,8 @@ class OllamaEmbedder(HttpEmbedder):
     def __init__(self, cfg: EmbedderConfig, *, backoff_s: float = 0.5) -> None:
         self.keep_alive = cfg.keep_alive
         base = (cfg.url or OLLAMA_DEFAULT_URL).rstrip("/")
-        super().__init__(
-            url=base,
-            endpoint=f"{base}/api/embed",
-            model=cfg.model or OLLAMA_DEFAULT_MODEL,
-            batch_size=cfg.batch_size,
-            timeout_s=cfg.timeout_s,
-            retries=cfg.retries,
-            dim=cfg.dim,
-            document_prefix=cfg.document_prefix,
-            query_prefix=cfg.query_prefix,
-            api_key=cfg.api_key,
-            backoff_s=backoff_s,
-        )
+        model = cfg.model or OLLAMA_DEFAULT_MODEL
+        super().__init__(cfg, url=base, endpoint=f"{base}/api/embed", model=model, backoff_s=backoff_s)
 
     def _payload(self, inputs: list[str]) -> dict[str, Any]:
         return {"model": self.model, "input": inputs, "keep_alive": self.keep_alive, "truncate": False}

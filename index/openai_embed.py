@@ -38,19 +38,8 @@ class OpenAIEmbedder(HttpEmbedder):
             raise ConfigError('embedder.model is required for kind "openai"')
         if not cfg.url:
             raise ConfigError('embedder.url is required for kind "openai"')
-        super().__init__(
-            url=cfg.url,
-            endpoint=embeddings_endpoint(cfg.url),
-            model=cfg.model,
-            batch_size=cfg.batch_size,
-            timeout_s=cfg.timeout_s,
-            retries=cfg.retries,
-            dim=cfg.dim,
-            document_prefix=cfg.document_prefix,
-            query_prefix=cfg.query_prefix,
-            api_key=cfg.api_key,
-            backoff_s=backoff_s,
-        )
+        endpoint = embeddings_endpoint(cfg.url)
+        super().__init__(cfg, url=cfg.url, endpoint=endpoint, model=cfg.model, backoff_s=backoff_s)
 
     def _payload(self, inputs: list[str]) -> dict[str, Any]:
         return {"model": self.model, "input": inputs}

@@ -13,32 +13,20 @@ With ``sparse_bm25=True`` (``[store] bm25 = "qdrant"``) each collection also has
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from ancre.errors import AncreError, EmbedderMismatchError, StoreError
-from ancre.index._filters import (
-    ALLOW_FIELD,
-    CHUNK_FIELD,
-    DENY_FIELD,
-    DOC_FIELD,
-    INTEGER_INDEXES,
-    REINDEX_COMMAND,
-    as_vector,
-    mismatch_message,
-    rights_terms,
-    to_stored,
-    valid_point_ids,
-)
+from ancre.errors import EmbedderMismatchError, StoreError
 from ancre.index import sparse_bm25
-from ancre.index.store import PAYLOAD_INDEXES, PointWrite
-from ancre.models import COLLECTIONS, Acl, StoredPoint
+from ancre.index._filters import INTEGER_INDEXES, REINDEX_COMMAND, mismatch_message, to_stored
+from ancre.index._qdrant_base import QdrantBackend
+from ancre.index.store import PAYLOAD_INDEXES
+from ancre.models import COLLECTIONS, ChunkPayload, StoredPoint
 
 META_EMBEDDER = "ancre_embedder"
 META_DIM = "ancre_dim"
@@ -46,43 +34,15 @@ _UPSERT_BATCH = 256
 """Points per upsert request (keeps requests well under the server's 32 MB default limit)."""
 
 
-@contextlib.contextmanager
-def _client(action: str) -> Iterator[None]:
-    """Turn qdrant-client failures (HTTP/gRPC errors, timeouts, local-mode ``ValueError``) into
-    :class:`StoreError`; ancre errors pass through."""
-    try:
-        yield
-    except AncreError:
-        raise
-    except Exception as exc:
-        raise StoreError(f"Qdrant: {action} failed: {exc}") from exc
-
-
-def _rights_filter(principals: frozenset[str], *must: qm.Condition) -> qm.Filter | None:
-    """The rights filter plus extra ``must`` conditions; ``None`` for an empty principal set
-    (the caller then returns ``[]`` without touching the store)."""
-    terms = rights_terms(principals)
-    if terms is None:
-        return None
-    return qm.Filter(
-        must=[*must, qm.FieldCondition(key=ALLOW_FIELD, match=qm.MatchAny(any=terms))],
-        must_not=[qm.FieldCondition(key=DENY_FIELD, match=qm.MatchAny(any=terms))],
-    )
-
-
-def _doc_filter(doc_id: str, from_chunk_index: int = 0) -> qm.Filter:
-    must: list[qm.Condition] = [qm.FieldCondition(key=DOC_FIELD, match=qm.MatchValue(value=doc_id))]
-    if from_chunk_index > 0:
-        must.append(qm.FieldCondition(key=CHUNK_FIELD, range=qm.Range(gte=from_chunk_index)))
-    return qm.Filter(must=must)
-
-
-class QdrantStore:
-    """:class:`~ancre.index.store.Store` over a :class:`QdrantClient` (which it owns and closes).
+class QdrantStore(QdrantBackend):
+    """:class:`~ancre.index.store.Store` over a :class:`QdrantClient` (which it owns and closes);
+    the Store methods and the rights filter are :class:`~ancre.index._qdrant_base.QdrantBackend`'s.
 
     Every method but :meth:`open` raises :class:`StoreError` before :meth:`open`; any client
     failure (unreachable server, timeout, HTTP error) is raised as :class:`StoreError`.
     """
+
+    ENGINE = "Qdrant"
 
     def __init__(
         self, client: QdrantClient, location: str | None = None, *, sparse_bm25: bool = False
@@ -124,7 +84,7 @@ class QdrantStore:
         if dim <= 0:
             raise StoreError(f"invalid embedding dimension {dim}")
         for name in COLLECTIONS:
-            with _client(f"open collection {name}"):
+            with self._errors(f"open collection {name}"):
                 if not self.client.collection_exists(name):
                     self._create(name, embedder_name, dim)
                 info = self.client.get_collection(name)
@@ -154,7 +114,7 @@ class QdrantStore:
                     f"says store.bm25 = {'qdrant' if self.sparse_bm25 else 'snapshot'!r}; set it back, "
                     f"or run `{REINDEX_COMMAND}` to rebuild the index"
                 )
-            with _client(f"index payload of {name}"):
+            with self._errors(f"index payload of {name}"):
                 for field in PAYLOAD_INDEXES:
                     if field not in (info.payload_schema or {}):
                         self._create_index(name, field)
@@ -163,7 +123,7 @@ class QdrantStore:
     def drop_all(self) -> None:
         """Delete both collections (and with them the embedder record). Raises :class:`StoreError`."""
         for name in COLLECTIONS:
-            with _client(f"drop collection {name}"):
+            with self._errors(f"drop collection {name}"):
                 if self.client.collection_exists(name):
                     self.client.delete_collection(name)
         self._dim = 0
@@ -171,67 +131,10 @@ class QdrantStore:
     def close(self) -> None:
         """Close the client (local mode: release its directory). Idempotent."""
         self._dim = 0
-        with _client("close"):
+        with self._errors("close"):
             self.client.close()
 
-    # ---------------------------------------------------------------- writes
-
-    def upsert(self, collection: str, points: Sequence[PointWrite]) -> None:
-        """Insert or replace ``points``, ``wait=True``, in requests of 256 points."""
-        self._check(collection)
-        structs: list[qm.PointStruct] = []
-        for p in points:
-            ids = valid_point_ids([p.id])
-            if not ids:
-                raise StoreError(f"point id {p.id!r} is not a UUID string")
-            vector: list[float] | dict[str, list[float] | qm.SparseVector]
-            vector = as_vector(p.vector, self._dim)
-            if self.sparse_bm25:
-                indices, values = sparse_bm25.document_vector(p.payload.filename, p.payload.text)
-                vector = {"": vector, sparse_bm25.VECTOR_NAME: qm.SparseVector(indices=indices, values=values)}
-            structs.append(qm.PointStruct(id=ids[0], vector=vector, payload=p.payload.to_dict()))
-        with _client(f"upsert into {collection}"):
-            for i in range(0, len(structs), _UPSERT_BATCH):
-                self.client.upsert(collection, points=structs[i : i + _UPSERT_BATCH], wait=True)
-
-    def delete_doc(self, collection: str, doc_id: str, from_chunk_index: int = 0) -> None:
-        """Delete the points of ``doc_id`` with ``chunk_index >= from_chunk_index``, by filter."""
-        self._check(collection)
-        with _client(f"delete {doc_id} from {collection}"):
-            self.client.delete(
-                collection,
-                points_selector=qm.FilterSelector(filter=_doc_filter(doc_id, from_chunk_index)),
-                wait=True,
-            )
-
-    def set_acl(self, collection: str, doc_id: str, acl: Acl) -> None:
-        """``set_payload`` of ``acl_allow``/``acl_deny`` on every point of ``doc_id`` (by filter)."""
-        self._check(collection)
-        with _client(f"set ACL of {doc_id} in {collection}"):
-            self.client.set_payload(
-                collection,
-                payload={ALLOW_FIELD: sorted(acl.allow), DENY_FIELD: sorted(acl.deny)},
-                points=_doc_filter(doc_id),
-                wait=True,
-            )
-
-    # ---------------------------------------------------------------- reads
-
-    def search(
-        self, collection: str, vector: np.ndarray, principals: frozenset[str], limit: int
-    ) -> list[StoredPoint]:
-        """Top-``limit`` by cosine similarity to ``vector`` ``(d,)`` under the rights filter
-        (``query_points``), best first. Empty ``principals`` → ``[]``."""
-        self._check(collection)
-        flt = _rights_filter(principals)
-        if flt is None or limit <= 0:
-            return []
-        query = as_vector(vector, self._dim)
-        with _client(f"search {collection}"):
-            hits = self.client.query_points(
-                collection, query=query, query_filter=flt, limit=limit, with_payload=True
-            ).points
-        return [to_stored(h.id, h.payload, float(h.score)) for h in hits]
+    # ---------------------------------------------------------------- reads beyond Store
 
     def keyword_search(
         self, collection: str, question: str, principals: frozenset[str], limit: int
@@ -243,11 +146,11 @@ class QdrantStore:
         self._check(collection)
         if not self.sparse_bm25:
             raise StoreError(f"store at {self.location} keeps no BM25 (store.bm25 = 'snapshot')")
-        flt = _rights_filter(principals)
+        flt = self._rights_filter(principals)
         indices, values = sparse_bm25.query_vector(question)
         if flt is None or limit <= 0 or not indices:
             return []
-        with _client(f"keyword search {collection}"):
+        with self._errors(f"keyword search {collection}"):
             hits = self.client.query_points(
                 collection,
                 query=qm.SparseVector(indices=indices, values=values),
@@ -269,7 +172,7 @@ class QdrantStore:
             found = 0
             for coll in COLLECTIONS:
                 self._check(coll)
-                with _client(f"count term in {coll}"):
+                with self._errors(f"count term in {coll}"):
                     hits = self.client.query_points(
                         coll, query=q, using=sparse_bm25.VECTOR_NAME, limit=cap + 1, with_payload=False
                     ).points
@@ -277,73 +180,73 @@ class QdrantStore:
             out[term] = min(found, cap + 1)
         return n, out
 
-    def retrieve(
-        self, collection: str, ids: Sequence[str], principals: frozenset[str]
-    ) -> list[StoredPoint]:
-        """The points among ``ids`` that exist and pass the rights filter, in one ``scroll``
-        filtered on ``HasId`` + rights. Non-UUID ids are ignored. Empty ``principals`` → ``[]``."""
-        self._check(collection)
-        wanted = valid_point_ids(ids)
-        flt = _rights_filter(principals, qm.HasIdCondition(has_id=wanted))
-        if flt is None or not wanted:
-            return []
-        return self._scroll_once(collection, flt, len(wanted))
-
-    def chunks_of(
-        self,
-        collection: str,
-        doc_id: str,
-        chunk_indexes: Sequence[int],
-        principals: frozenset[str],
-    ) -> list[StoredPoint]:
-        """Points of ``doc_id`` with the given chunk indexes under the rights filter, sorted by
-        ``chunk_index``. Empty ``principals`` → ``[]``."""
-        self._check(collection)
-        wanted = sorted({int(i) for i in chunk_indexes})
-        flt = _rights_filter(
-            principals,
-            qm.FieldCondition(key=DOC_FIELD, match=qm.MatchValue(value=doc_id)),
-            qm.FieldCondition(key=CHUNK_FIELD, match=qm.MatchAny(any=wanted)),
-        )
-        if flt is None or not wanted:
-            return []
-        points = self._scroll_once(collection, flt, len(wanted))
-        return sorted(points, key=lambda p: p.payload.chunk_index)
-
-    def scroll(self, collection: str, batch: int = 1024) -> Iterator[StoredPoint]:
-        """Every point of ``collection`` (unfiltered, payload only), ``batch`` per request."""
-        self._check(collection)
-        offset: qm.ExtendedPointId | None = None
-        while True:
-            with _client(f"scroll {collection}"):
-                records, offset = self.client.scroll(
-                    collection, limit=batch, offset=offset, with_payload=True, with_vectors=False
-                )
-            for r in records:
-                yield to_stored(r.id, r.payload, None)
-            if offset is None:
-                return
-
-    def count(self, collection: str) -> int:
-        """Exact number of points in ``collection``."""
-        self._check(collection)
-        with _client(f"count {collection}"):
-            return int(self.client.count(collection, exact=True).count)
-
     # ---------------------------------------------------------------- internals
 
-    def _check(self, collection: str) -> None:
-        if collection not in COLLECTIONS:
-            raise StoreError(f"unknown collection {collection!r}; expected one of {COLLECTIONS}")
-        if not self._dim:
-            raise StoreError(f"store at {self.location} is not open")
+    @property
+    def _where(self) -> str:
+        return f"at {self.location}"
 
-    def _scroll_once(self, collection: str, flt: qm.Filter, limit: int) -> list[StoredPoint]:
-        with _client(f"read {collection}"):
-            records, _ = self.client.scroll(
-                collection, scroll_filter=flt, limit=limit, with_payload=True, with_vectors=False
-            )
-        return [to_stored(r.id, r.payload, None) for r in records]
+    @staticmethod
+    def _filter(must: list[Any], must_not: list[Any] | None = None) -> qm.Filter:
+        return qm.Filter(must=must, must_not=must_not)
+
+    @staticmethod
+    def _match_any(field: str, values: list[Any]) -> qm.FieldCondition:
+        return qm.FieldCondition(key=field, match=qm.MatchAny(any=values))
+
+    @staticmethod
+    def _match_value(field: str, value: str) -> qm.FieldCondition:
+        return qm.FieldCondition(key=field, match=qm.MatchValue(value=value))
+
+    @staticmethod
+    def _at_least(field: str, value: int) -> qm.FieldCondition:
+        return qm.FieldCondition(key=field, range=qm.Range(gte=value))
+
+    @staticmethod
+    def _has_id(ids: list[str]) -> qm.HasIdCondition:
+        return qm.HasIdCondition(has_id=list(ids))
+
+    def _write(self, collection: str, rows: list[tuple[str, list[float], ChunkPayload]]) -> None:
+        """In requests of 256 points, ``wait=True``; with ``sparse_bm25`` each point also gets
+        its BM25 sparse vector."""
+        structs: list[qm.PointStruct] = []
+        for pid, dense, payload in rows:
+            vector: list[float] | dict[str, list[float] | qm.SparseVector] = dense
+            if self.sparse_bm25:
+                indices, values = sparse_bm25.document_vector(payload.filename, payload.text)
+                vector = {"": dense, sparse_bm25.VECTOR_NAME: qm.SparseVector(indices=indices, values=values)}
+            structs.append(qm.PointStruct(id=pid, vector=vector, payload=payload.to_dict()))
+        for i in range(0, len(structs), _UPSERT_BATCH):
+            self.client.upsert(collection, points=structs[i : i + _UPSERT_BATCH], wait=True)
+
+    def _delete(self, collection: str, flt: qm.Filter) -> None:
+        self.client.delete(collection, points_selector=qm.FilterSelector(filter=flt), wait=True)
+
+    def _set_payload(self, collection: str, flt: qm.Filter, payload: dict[str, Any]) -> None:
+        self.client.set_payload(collection, payload=payload, points=flt, wait=True)
+
+    def _nearest(
+        self, collection: str, vector: list[float], flt: qm.Filter, limit: int
+    ) -> list[qm.ScoredPoint]:
+        return self.client.query_points(
+            collection, query=vector, query_filter=flt, limit=limit, with_payload=True
+        ).points
+
+    def _read(self, collection: str, flt: qm.Filter, limit: int) -> list[qm.Record]:
+        records, _ = self.client.scroll(
+            collection, scroll_filter=flt, limit=limit, with_payload=True, with_vectors=False
+        )
+        return records
+
+    def _page(
+        self, collection: str, offset: qm.ExtendedPointId | None, batch: int
+    ) -> tuple[list[qm.Record], qm.ExtendedPointId | None]:
+        return self.client.scroll(
+            collection, limit=batch, offset=offset, with_payload=True, with_vectors=False
+        )
+
+    def _count(self, collection: str) -> int:
+        return int(self.client.count(collection, exact=True).count)
 
     def _create(self, name: str, embedder_name: str, dim: int) -> None:
         try:

@@ -114,7 +114,14 @@ def _error_text(response: httpx.Response) -> str:
 
 
 class _HttpChat:
-    """Shared HTTP plumbing: one pooled :class:`httpx.Client`, errors mapped to :class:`LlmError`."""
+    """Shared HTTP plumbing of the chat clients: one pooled :class:`httpx.Client`, the
+    :meth:`chat` / :meth:`stream` calls, every failure mapped to :class:`LlmError`. A subclass
+    sets ``endpoint`` and implements the wire format: :meth:`_body`, :meth:`_result` and
+    :meth:`_pieces`."""
+
+    endpoint: str
+    _stream_errors: tuple[type[Exception], ...] = (httpx.HTTPError, ValueError)
+    """What a broken stream raises, besides :class:`LlmError` (mapped by :meth:`_fail`)."""
 
     def __init__(
         self,
@@ -133,25 +140,71 @@ class _HttpChat:
         )
 
     def close(self) -> None:
+        """Release the HTTP connections."""
         self._http.close()
 
-    def _fail(self, exc: Exception, endpoint: str) -> LlmError:
-        if isinstance(exc, httpx.TimeoutException):
-            return LlmError(f"{self.model} at {endpoint}: no answer within {self.timeout_s:g} s")
-        if isinstance(exc, httpx.HTTPError):
-            return LlmError(f"{self.model} at {endpoint}: {type(exc).__name__}: {exc}")
-        return LlmError(f"{self.model} at {endpoint}: unreadable answer: {exc}")
+    # -- wire format (subclass) -------------------------------------------------------------
 
-    def _post(self, endpoint: str, body: dict[str, Any]) -> Any:
+    def _body(
+        self, messages: Sequence[ChatMessage], temperature: float, stream: bool, format: str | None,
+        think: bool | None,
+    ) -> dict[str, Any]:
+        """The JSON request body."""
+        raise NotImplementedError
+
+    def _result(self, body: Any) -> ChatResult:
+        """The answer in a complete (non-streamed) JSON answer; raises :class:`LlmError`."""
+        raise NotImplementedError
+
+    def _pieces(self, body: dict[str, Any]) -> Iterator[str]:
+        """Post the streaming ``body`` and yield the answer's text pieces (raises :class:`LlmError`
+        or one of :attr:`_stream_errors`)."""
+        raise NotImplementedError
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def chat(
+        self, messages: Sequence[ChatMessage], *, temperature: float,
+        format: str | None = None, think: bool | None = None,
+    ) -> ChatResult:
+        """See :meth:`ChatClient.chat`. Raises :class:`LlmError`."""
+        return self._result(self._post(self._body(messages, temperature, False, format, think)))
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
+    ) -> Iterator[str]:
+        """See :meth:`ChatClient.stream`. Raises :class:`LlmError`, possibly after some pieces."""
+        body = self._body(messages, temperature, True, None, think)
         try:
-            r = self._http.post(endpoint, json=body)
-            if r.status_code >= 400:
-                raise LlmError(f"{self.model} at {endpoint}: HTTP {r.status_code}: {_error_text(r)}")
+            yield from self._pieces(body)
+        except LlmError:
+            raise
+        except self._stream_errors as exc:
+            raise self._fail(exc) from exc
+
+    def _error(self, what: str) -> LlmError:
+        return LlmError(f"{self.model} at {self.endpoint}: {what}")
+
+    def _check_status(self, r: httpx.Response) -> None:
+        if r.status_code >= 400:
+            raise self._error(f"HTTP {r.status_code}: {_error_text(r)}")
+
+    def _fail(self, exc: Exception) -> LlmError:
+        if isinstance(exc, httpx.TimeoutException):
+            return self._error(f"no answer within {self.timeout_s:g} s")
+        if isinstance(exc, httpx.HTTPError):
+            return self._error(f"{type(exc).__name__}: {exc}")
+        return self._error(f"unreadable answer: {exc}")
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        try:
+            r = self._http.post(self.endpoint, json=body)
+            self._check_status(r)
             return r.json()
         except LlmError:
             raise
         except (httpx.HTTPError, ValueError) as exc:
-            raise self._fail(exc, endpoint) from exc
+            raise self._fail(exc) from exc
 
 
 class OllamaChat(_HttpChat):
@@ -175,11 +228,7 @@ class OllamaChat(_HttpChat):
         self.num_ctx = num_ctx
 
     def _body(
-        self,
-        messages: Sequence[ChatMessage],
-        temperature: float,
-        stream: bool,
-        format: str | None,
+        self, messages: Sequence[ChatMessage], temperature: float, stream: bool, format: str | None,
         think: bool | None,
     ) -> dict[str, Any]:
         options: dict[str, Any] = {"temperature": clamp_temperature(temperature)}
@@ -198,49 +247,29 @@ class OllamaChat(_HttpChat):
             body["think"] = think
         return body
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        temperature: float,
-        format: str | None = None,
-        think: bool | None = None,
-    ) -> ChatResult:
-        """See :meth:`ChatClient.chat`. Raises :class:`LlmError`."""
-        body = self._post(self.endpoint, self._body(messages, temperature, False, format, think))
+    def _result(self, body: Any) -> ChatResult:
         if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
-            raise LlmError(f"{self.model} at {self.endpoint}: answer without a message: {str(body)[:200]}")
+            raise self._error(f"answer without a message: {str(body)[:200]}")
         msg = body["message"]
         return ChatResult(str(msg.get("content") or ""), str(msg.get("thinking") or ""))
 
-    def stream(
-        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
-    ) -> Iterator[str]:
-        """See :meth:`ChatClient.stream`: reads the NDJSON lines until ``"done": true``."""
-        body = self._body(messages, temperature, True, None, think)
-        try:
-            with self._http.stream("POST", self.endpoint, json=body) as r:
-                if r.status_code >= 400:
-                    raise LlmError(
-                        f"{self.model} at {self.endpoint}: HTTP {r.status_code}: {_error_text(r)}"
-                    )
-                for line in r.iter_lines():
-                    if not line.strip():
-                        continue
-                    obj = json.loads(line)
-                    if not isinstance(obj, dict):
-                        raise ValueError(f"not an object: {line[:200]}")
-                    if obj.get("error"):
-                        raise LlmError(f"{self.model} at {self.endpoint}: {obj['error']}")
-                    piece = (obj.get("message") or {}).get("content") or ""
-                    if piece:
-                        yield piece
-                    if obj.get("done"):
-                        return
-        except LlmError:
-            raise
-        except (httpx.HTTPError, ValueError) as exc:
-            raise self._fail(exc, self.endpoint) from exc
+    def _pieces(self, body: dict[str, Any]) -> Iterator[str]:
+        """Reads the NDJSON lines until ``"done": true``."""
+        with self._http.stream("POST", self.endpoint, json=body) as r:
+            self._check_status(r)
+            for line in r.iter_lines():
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError(f"not an object: {line[:200]}")
+                if obj.get("error"):
+                    raise self._error(str(obj["error"]))
+                piece = (obj.get("message") or {}).get("content") or ""
+                if piece:
+                    yield piece
+                if obj.get("done"):
+                    return
 
 
 def chat_endpoint(url: str) -> str:
@@ -271,11 +300,7 @@ class OpenAIChat(_HttpChat):
         self.endpoint = chat_endpoint(url)
 
     def _body(
-        self,
-        messages: Sequence[ChatMessage],
-        temperature: float,
-        stream: bool,
-        format: str | None,
+        self, messages: Sequence[ChatMessage], temperature: float, stream: bool, format: str | None,
         think: bool | None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -290,53 +315,32 @@ class OpenAIChat(_HttpChat):
             body["chat_template_kwargs"] = {"enable_thinking": think}
         return body
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        temperature: float,
-        format: str | None = None,
-        think: bool | None = None,
-    ) -> ChatResult:
-        """See :meth:`ChatClient.chat`. Raises :class:`LlmError`."""
-        body = self._post(self.endpoint, self._body(messages, temperature, False, format, think))
+    _stream_errors = (httpx.HTTPError, SSEError, ValueError, AttributeError)
+
+    def _result(self, body: Any) -> ChatResult:
         try:
             msg = body["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise LlmError(
-                f"{self.model} at {self.endpoint}: answer without choices: {str(body)[:200]}"
-            ) from None
+            raise self._error(f"answer without choices: {str(body)[:200]}") from None
         thinking = msg.get("reasoning_content") or msg.get("reasoning") or ""
         return ChatResult(str(msg.get("content") or ""), str(thinking))
 
-    def stream(
-        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
-    ) -> Iterator[str]:
-        """See :meth:`ChatClient.stream`: reads the server-sent events until ``[DONE]``."""
-        body = self._body(messages, temperature, True, None, think)
-        try:
-            with connect_sse(self._http, "POST", self.endpoint, json=body) as source:
-                r = source.response
-                if r.status_code >= 400:
-                    raise LlmError(
-                        f"{self.model} at {self.endpoint}: HTTP {r.status_code}: {_error_text(r)}"
-                    )
-                for event in source.iter_sse():
-                    if event.data.strip() == "[DONE]":
-                        return
-                    if not event.data.strip():
-                        continue
-                    obj = json.loads(event.data)
-                    if isinstance(obj, dict) and obj.get("error"):
-                        raise LlmError(f"{self.model} at {self.endpoint}: {obj['error']}")
-                    for choice in obj.get("choices") or ():
-                        piece = (choice.get("delta") or {}).get("content") or ""
-                        if piece:
-                            yield piece
-        except LlmError:
-            raise
-        except (httpx.HTTPError, SSEError, ValueError, AttributeError) as exc:
-            raise self._fail(exc, self.endpoint) from exc
+    def _pieces(self, body: dict[str, Any]) -> Iterator[str]:
+        """Reads the server-sent events until ``[DONE]``."""
+        with connect_sse(self._http, "POST", self.endpoint, json=body) as source:
+            self._check_status(source.response)
+            for event in source.iter_sse():
+                if event.data.strip() == "[DONE]":
+                    return
+                if not event.data.strip():
+                    continue
+                obj = json.loads(event.data)
+                if isinstance(obj, dict) and obj.get("error"):
+                    raise self._error(str(obj["error"]))
+                for choice in obj.get("choices") or ():
+                    piece = (choice.get("delta") or {}).get("content") or ""
+                    if piece:
+                        yield piece
 
 
 def make_chat_client(cfg: LlmConfig) -> ChatClient | None:
