@@ -84,14 +84,14 @@ def test_a_bad_key_or_value_names_sources_n_key(tmp_path: Path, sources: str, na
 
 
 def test_an_unknown_kind_is_named_with_the_known_ones(tmp_path: Path) -> None:
-    msg = _error(tmp_path, "[[sources]]\nid = 'a'\nroot = 'r'\n[[sources]]\nid = 'sp'\nkind = 'sharepoint'\n")
-    assert "sources.1.kind: unknown source kind 'sharepoint' (known: folder, smb)" in msg
+    msg = _error(tmp_path, "[[sources]]\nid = 'a'\nroot = 'r'\n[[sources]]\nid = 'g'\nkind = 'gopher'\n")
+    assert "sources.1.kind: unknown source kind 'gopher' (known: folder, smb" in msg
     with pytest.raises(ConfigError, match="unknown source kind 'gopher'"):
         source_kind("gopher")
 
 
 def test_registry_lists_each_kind_with_its_config_model() -> None:
-    assert list(REGISTRY) == ["folder", "smb"]
+    assert list(REGISTRY)[:2] == ["folder", "smb"]
     for name, kind in REGISTRY.items():
         assert kind.kind == name and issubclass(kind.config, SourceSettings)
         assert kind.config.model_fields["kind"].annotation.__args__ == (name,)  # type: ignore[union-attr]
