@@ -304,7 +304,7 @@ def test_random_bytes_never_raise(raw: bytes) -> None:
 
 # ---------------------------------------------------------------- share permissions ∩ NTFS
 def _share(ntfs: Acl, allow: frozenset[str] | None, deny: frozenset[str] = frozenset(), nesting: dict[str, set[str]] | None = None) -> Acl:
-    from ancre.connectors.smb import intersect_share
+    from ancre.acl.share import intersect_share
 
     parents = nesting or {}
     return intersect_share(ntfs, allow, deny, lambda member, group: group in parents.get(member, set()))
