@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ancre.acl.directory import CachedDirectory, Directory, FileDirectory
+from ancre.acl.providers import DirectoryProvider, PrincipalProvider, PrincipalResolver
 from ancre.config import Settings, SourceConfig
 from ancre.connectors.base import Connector
 from ancre.connectors.folder import FolderConnector
@@ -81,6 +82,23 @@ class Runtime:
         else:
             raise ConfigError(f"directory.kind = {cfg.kind!r} is not available in this build")
         return CachedDirectory(inner, cfg.cache_ttl_s)
+
+    @cached_property
+    def principals(self) -> PrincipalResolver:
+        """P(user) for the query side, the CLI and the daemon: the union of the directory's ``sid:``
+        principals and those of every provider the configured sources declare
+        (:meth:`principal_providers`). A provider that fails makes the resolution raise
+        (``DirectoryError``: fail closed). Raises ``ConfigError`` as :attr:`directory` does."""
+        return PrincipalResolver([DirectoryProvider(self.directory), *self.principal_providers()])
+
+    def principal_providers(self) -> list[PrincipalProvider]:
+        """The principal providers the configured sources add to the directory's, in config order.
+
+        Hook for the source registry: each source whose registry entry declares
+        ``SourceKind.providers`` contributes ``kind.providers(src_settings, source_context)``
+        (e.g. ``aad:`` / ``sp:`` principals of a SharePoint site). No source kind declares one yet,
+        so this is empty."""
+        return []
 
     def connector(self, src: SourceConfig) -> Connector:
         """The connector of one configured source."""
@@ -169,7 +187,9 @@ class Runtime:
             if cfg.audit.pseudonymize:
                 key = load_or_create_key(Path(cfg.audit.key_file or self.data_dir / "audit.key"))
             audit = AuditLog(Path(cfg.audit.dir or self.data_dir / "audit"), cfg.audit.retention_days, key)
-        return AnswerService(self.retriever, self.store, self.directory, cfg, chat, judge, audit)
+        return AnswerService(
+            self.retriever, self.store, self.directory, cfg, chat, judge, audit, resolver=self.principals
+        )
 
     def index_not_ready(self) -> str | None:
         """``None`` once every configured source has finished a first pass; else why answers

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ancre.acl.explain import AclTrace
 from ancre.models import Acl, SourceItem
 
 
@@ -94,4 +95,27 @@ class WatchableConnector(Connector, Protocol):
     def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
         """Block, calling ``on_change`` for every change until ``stop`` is set. Emits a
         ``ChangeEvent(path=None, kind="rescan")`` whenever events may have been lost."""
+        ...
+
+
+@runtime_checkable
+class AclExplainable(Protocol):
+    """A connector that can say why a path is readable or not, for ``ancre acl explain``
+    (optional capability, checked with ``isinstance``)."""
+
+    def explain_path(self, path: str) -> str:
+        """``path`` as the relative POSIX path (NFC, ``/``-separated, no ``.``/``..``) sync gives
+        that file: ``path`` may be relative to the source root, a UNC path or URL under the source's
+        ``unc_root``, or a path the source alone knows how to read (a folder source: an absolute
+        local path under its root). Raises :class:`~ancre.acl.explain.PathOutsideSourceError` for
+        a path outside the source (see :func:`ancre.acl.explain.canonical_path`)."""
+        ...
+
+    def explain_acl(self, path: str) -> AclTrace:
+        """The rights on ``path`` (as :meth:`explain_path` returns it; ``""`` = the root) as the
+        source states them now — the ACEs that apply and where each is written, or the principals
+        the source grants, plus share-level permissions — computed as :meth:`Connector.fetch_acl`
+        computes them for a sync. Unreadable rights are a trace with ``unreadable`` set, not an
+        error. Raises :class:`~ancre.errors.SourceUnavailableError` when the source can't be
+        reached, :class:`~ancre.errors.DirectoryError` when the directory can't be read."""
         ...

@@ -50,6 +50,7 @@ from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SM
 
 from ancre.acl.directory import Directory
 from ancre.acl.engine import SecurityDescriptor, read_acl
+from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
 from ancre.acl.sd_parse import acl_from_descriptor, parse_security_descriptor
 from ancre.acl.share import intersect_share
 from ancre.settings import SourceConfig, resolve_secret
@@ -582,6 +583,27 @@ class SmbConnector:
     def acl_of_descriptor(self, sd: SecurityDescriptor | None, reason: str | None = None) -> Acl:
         """``read_acl(sd)`` ∩ the share permissions (what :meth:`fetch_acl` computes)."""
         return self._with_share(read_acl(sd, unreadable_reason=reason))
+
+    # ---------------------------------------------------------------- acl explain (AclExplainable)
+    def explain_path(self, path: str) -> str:
+        """See :meth:`ancre.connectors.base.AclExplainable.explain_path`: relative to the share, or a
+        UNC path / URL under ``unc_root`` (default ``\\\\server\\share``)."""
+        return canonical_path(path, unc_root=self.unc_root)
+
+    def explain_acl(self, path: str) -> AclTrace:
+        """See :meth:`ancre.connectors.base.AclExplainable.explain_acl`: the security descriptor
+        read from the server now (``unreadable`` when absent, denied or malformed) and, when
+        ``share_allow``/``share_deny`` are configured, the share permissions with the effective
+        NTFS ∩ share ACL. Raises :class:`SourceUnavailableError` when the share can't be reached."""
+        try:
+            sd = self.security_descriptor(path)
+        except AclError as e:
+            return AclTrace(self.source_id, path, unreadable=str(e))
+        share = None
+        if self.cfg.share_allow or self.cfg.share_deny:
+            shares = f"share_allow={list(self.cfg.share_allow)} share_deny={list(self.cfg.share_deny)}"
+            share = ShareLayer(shares, self.acl_of_descriptor(sd))
+        return AclTrace(self.source_id, path, descriptor=sd, share=share)
 
     # ---------------------------------------------------------------- share permissions
     def share_principals(self) -> tuple[frozenset[str] | None, frozenset[str]]:
