@@ -10,13 +10,34 @@ source that has share-level permissions (SMB ``share_allow`` / ``share_deny`` to
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
+from ancre.acl.directory import CachedDirectory, Directory
 from ancre.acl.engine import SHARE_ADMITS_NONE_RULE
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, Acl
 
 Nesting = Callable[[str, str], bool]
 """``nested(member, group)``: whether the ``sid:`` principal ``member`` is transitively a member of
 the group ``group``. May raise :class:`~ancre.errors.DirectoryError`."""
+
+
+@runtime_checkable
+class NestingDirectory(Protocol):
+    """Optional capability of a directory: group nesting between two SIDs (LDAP
+    :meth:`~ancre.acl.ldap_directory.LdapDirectory.is_nested`)."""
+
+    def is_nested(self, member_sid: str, group_sid: str) -> bool:
+        """Whether every holder of ``member_sid`` holds ``group_sid`` through membership (SIDs bare
+        or ``sid:``-prefixed). Raises :class:`~ancre.errors.DirectoryError`."""
+        ...
+
+
+def nesting_of(directory: Directory | None) -> Nesting | None:
+    """The nesting check :func:`intersect_share` can use from ``directory`` (looking through a
+    :class:`~ancre.acl.directory.CachedDirectory`), ``None`` when it offers none (a JSON file
+    directory: only the exact rules then apply)."""
+    inner = directory.inner if isinstance(directory, CachedDirectory) else directory
+    return inner.is_nested if isinstance(inner, NestingDirectory) else None
 
 
 def intersect_share(
@@ -64,4 +85,4 @@ def intersect_share(
     return Acl(frozenset(allow), deny, ntfs.reason)
 
 
-__all__ = ["Nesting", "intersect_share"]
+__all__ = ["Nesting", "NestingDirectory", "intersect_share", "nesting_of"]

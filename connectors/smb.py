@@ -52,7 +52,7 @@ from ancre.acl.directory import Directory
 from ancre.acl.engine import SecurityDescriptor, read_acl
 from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
 from ancre.acl.sd_parse import acl_from_descriptor, parse_security_descriptor
-from ancre.acl.share import intersect_share
+from ancre.acl.share import intersect_share, nesting_of
 from ancre.settings import SourceConfig, resolve_secret
 from ancre.connectors.base import ChangeCallback
 from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
@@ -628,11 +628,9 @@ class SmbConnector:
     def _nested(self, member: str, group: str) -> bool:
         key = (member, group)
         if key not in self._nesting:
-            d: Any = self.directory
-            d = getattr(d, "inner", d)  # a CachedDirectory's directory
-            check = getattr(d, "is_nested", None)
+            check = nesting_of(self.directory)
             try:
-                self._nesting[key] = bool(check(member, group)) if callable(check) else False
+                self._nesting[key] = bool(check(member, group)) if check is not None else False
             except DirectoryError as e:
                 log.warning("source %s: nesting %s in %s unknown (%s): not counted", self.source_id, member, group, e)
                 return False  # not cached: asked again next time
