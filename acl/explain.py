@@ -1,22 +1,28 @@
 """``ancre acl explain --as USER PATH``: may this user read this path, and which ACE or rule decided.
 
-Builds on :func:`ancre.acl.engine.explain_read` (the same evaluation as the indexed ACLs) and adds
+A connector that can explain (``AclExplainable`` in :mod:`ancre.connectors.base`) traces the rights
+on a path as an :class:`AclTrace` (the security descriptor from the server or an ACL manifest, or
+the principals a source grants, plus share-level permissions); :func:`explain_trace` evaluates it
+with :func:`ancre.acl.engine.explain_read` (the same evaluation as the indexed ACLs) and adds
 the names an administrator recognises: the group of the deciding ACE, the entry it is written on,
-and how the user comes to be in that group.
+how the user comes to be in that group, and the principal provider that gave the user the
+principal that decided (:mod:`ancre.acl.providers`).
 """
 
 from __future__ import annotations
 
 import ntpath
 import unicodedata
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from ancre.acl.directory import Directory, MembershipTracer
 from ancre.acl.engine import Ace, SecurityDescriptor, describe_ace, explain_read
 from ancre.acl.manifest import AclManifest, path_parts
+from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.errors import AclError, AncreError
+from ancre.models import EVERYONE, Acl
 
 SdGetter = Callable[[str], "SecurityDescriptor | None"]
 """``rel_path → SecurityDescriptor`` (``None`` if unreadable; may raise ``AclError``)."""
@@ -96,16 +102,93 @@ def canonical_path(path: str, *, unc_root: str | None = None, root: Path | None 
 
 
 @dataclass(frozen=True)
+class ShareLayer:
+    """Share-level permissions a source applies on top of a path's descriptor (SMB ``share_allow`` /
+    ``share_deny``): ``description`` says how they are configured (``"share_allow=['GG_RH']
+    share_deny=[]"``), ``effective`` is the descriptor's read ACL ∩ those permissions
+    (:func:`ancre.acl.share.intersect_share`) — the ACL sync indexes."""
+
+    description: str
+    effective: Acl
+
+
+@dataclass(frozen=True)
+class AclTrace:
+    """The rights on one path as its connector states them (``AclExplainable.explain_acl``), the
+    input of :func:`explain_trace`.
+
+    ``source``: the source id; ``path``: the canonical relative path (``""`` = share root). The
+    rights come in one of two forms:
+
+    - ``descriptor``: the path's security descriptor, read from the server (SMB) or computed from
+      an ACL manifest; ``None`` when it could not be read, ``unreadable`` then says why (nobody
+      reads: fail closed);
+    - ``grants``: an ACL already reduced to principals (a folder source's configured
+      ``principals``); its ``reason`` says why it is *nobody* when it is.
+
+    ``origins``: ACE of ``descriptor`` → key of the manifest entry that states it explicitly
+    (``""`` = the share root), for the ACEs whose origin is known; ``protected_at``: the deepest
+    manifest entry on the path with inheritance disabled (``None``: none, or not a manifest);
+    ``share``: share-level permissions on top (``None``: none configured, or the descriptor could
+    not be read); ``indexable``: whether the path is an indexable file of the source (``None``:
+    not checked).
+    """
+
+    source: str
+    path: str
+    descriptor: SecurityDescriptor | None = None
+    unreadable: str | None = None
+    grants: Acl | None = None
+    origins: Mapping[Ace, str] = field(default_factory=dict)
+    protected_at: str | None = None
+    share: ShareLayer | None = None
+    indexable: bool | None = None
+
+
+def trace_manifest(
+    manifest: AclManifest, path: str, *, source: str = "", is_dir: bool = False, indexable: bool | None = None
+) -> AclTrace:
+    """The :class:`AclTrace` of ``path`` (canonical, relative) under an ACL manifest: its computed
+    descriptor with the entry stating each ACE, or ``unreadable`` when the path or an ancestor has
+    a broken entry. Raises :class:`~ancre.errors.DirectoryError` when the directory can't be read."""
+    try:
+        sd = manifest.security_descriptor(path, is_dir)
+    except AclError as e:
+        return AclTrace(source, path, unreadable=str(e), indexable=indexable)
+    origins: dict[Ace, str] = {}
+    for ace in sd.dacl or ():
+        origin = manifest.origin_of(path, ace)
+        if origin is not None:
+            origins[ace] = origin
+    return AclTrace(
+        source, path, descriptor=sd, origins=origins, protected_at=_protected_at(manifest, path), indexable=indexable
+    )
+
+
+def trace_descriptor(sd_getter: SdGetter, path: str, *, source: str = "") -> AclTrace:
+    """The :class:`AclTrace` of ``path`` from a function reading its security descriptor; an
+    ``AclError`` from it (or ``None``) makes the trace ``unreadable``. Raises what ``sd_getter``
+    raises otherwise (``SourceUnavailableError``)."""
+    try:
+        sd = sd_getter(path)
+    except AclError as e:
+        return AclTrace(source, path, unreadable=str(e))
+    return AclTrace(source, path, descriptor=sd, unreadable=None if sd is not None else "not available")
+
+
+@dataclass(frozen=True)
 class NamedPrincipal:
-    """A principal string (``sid:S-…``) and its directory name (``None`` if the directory has none)."""
+    """A principal string (``sid:S-…``), its directory name (``None`` if the directory has none)
+    and the name of the principal provider it comes from (``None``: unknown)."""
 
     principal: str
     name: str | None
+    provider: str | None = None
 
 
 @dataclass(frozen=True)
 class Explanation:
-    """The answer of :func:`explain`.
+    """The answer of :func:`explain` / :func:`explain_trace`.
 
     ``summary`` is the one-line verdict (``"denied by explicit DENY ACE on CLIENTS/x.docx for
     AXONIX\\GG_Stagiaires (S-…-1103); chloe is a member via GG_Stagiaires"``); ``rule`` the engine's
@@ -113,6 +196,10 @@ class Explanation:
     decided and its principal's name; ``origin`` the manifest entry stating that ACE (``None`` when
     unknown); ``via`` the group route from the user to the ACE's principal (``()`` = the user's own
     SID, ``None`` = unknown); ``principals`` the user's P(user) with names, sorted.
+    ``decided_by``: the user's principal that decided (``"sid:S-…-1103"``; ``None`` when no
+    principal of the user did, e.g. nothing grants read); ``provider``: the principal provider that
+    gave it (``"directory"``); ``source``: the source id (``""``: not given); ``share``: the line on
+    share-level permissions and the effective result (``None``: none configured).
     """
 
     user: str
@@ -125,22 +212,36 @@ class Explanation:
     origin: str | None = None
     via: tuple[str, ...] | None = None
     principals: tuple[NamedPrincipal, ...] = ()
+    decided_by: str | None = None
+    provider: str | None = None
+    source: str = ""
+    share: str | None = None
 
     def render(self) -> str:
         """Plain text for the terminal, several lines, no trailing newline."""
+        where = f" (source {self.source})" if self.source else ""
         lines = [
             f"user: {self.user}",
-            f"path: {self.path or '(share root)'}",
+            f"path: {self.path or '(share root)'}{where}",
             f"result: {'READABLE' if self.readable else 'NOT READABLE'}",
             self.summary,
-            f"rule: {self.rule}",
         ]
+        if self.decided_by is not None:
+            named = next((p.name for p in self.principals if p.principal == self.decided_by), None)
+            who = f"{self.decided_by} ({named})" if named else self.decided_by
+            origin = f", from provider {self.provider!r}" if self.provider else ""
+            lines.append(f"decided by: principal {who}{origin}")
+        lines.append(f"rule: {self.rule}")
         if self.deciding_ace is not None:
             lines.append(f"ace: {describe_ace(self.deciding_ace)}")
         lines.append(f"principals of {self.user} ({len(self.principals)}):")
         width = max((len(p.principal) for p in self.principals), default=0)
+        several = len({p.provider for p in self.principals}) > 1
         for p in self.principals:
-            lines.append(f"  {p.principal.ljust(width)}  {p.name or '(no name)'}")
+            line = f"  {p.principal.ljust(width)}  {p.name or '(no name)'}"
+            lines.append(f"{line}  [{p.provider}]" if several and p.provider else line)
+        if self.share is not None:
+            lines.append(self.share)
         return "\n".join(lines)
 
 
@@ -151,48 +252,76 @@ def explain(
     rel_path: str,
     *,
     is_dir: bool = False,
+    resolver: PrincipalResolver | None = None,
 ) -> Explanation:
     """Explain whether ``user`` may read ``rel_path``.
 
     ``manifest_or_sd_getter``: an :class:`AclManifest`, or a function giving the path's security
     descriptor (for SMB sources). A broken manifest entry or unreadable descriptor is explained as
     such (not readable). An unknown user reads nothing. ``rel_path`` is canonicalised first
-    (:func:`canonical_path`: ``CLIENTS/../RH/x`` is answered as ``RH/x``). Raises
+    (:func:`canonical_path`: ``CLIENTS/../RH/x`` is answered as ``RH/x``). ``resolver``: where the
+    user's principals come from (default: ``directory`` alone). Raises
     :class:`PathOutsideSourceError` for a path outside the source (``../x``, absolute),
-    :class:`~ancre.errors.DirectoryError` when the directory can't be read.
+    :class:`~ancre.errors.DirectoryError` when the directory (or a provider) can't be read.
     """
     path = canonical_path(rel_path)
-    principals = directory.principals(user)
-    named = tuple(NamedPrincipal(p, directory.name_of(p)) for p in sorted(principals))
+    if isinstance(manifest_or_sd_getter, AclManifest):
+        trace = trace_manifest(manifest_or_sd_getter, path, is_dir=is_dir)
+    else:
+        trace = trace_descriptor(manifest_or_sd_getter, path)
+    return explain_trace(trace, user, directory=directory, resolver=resolver)
+
+
+def explain_trace(
+    trace: AclTrace, user: str, *, directory: Directory, resolver: PrincipalResolver | None = None
+) -> Explanation:
+    """Explain whether ``user`` may read ``trace.path``, from the rights its connector traced.
+
+    ``resolver`` gives the user's principals and the provider of each (default: ``directory``
+    alone, :class:`~ancre.acl.providers.DirectoryProvider`); ``directory`` names ``sid:``
+    principals and, when it can (:class:`MembershipTracer`), the group route to the deciding one.
+    The verdict is the engine's (:func:`~ancre.acl.engine.explain_read`, the evaluation sync
+    indexes); share-level permissions, when the trace has them, give the effective result on an
+    extra line. An unknown user (no principal) reads nothing. Raises
+    :class:`~ancre.errors.DirectoryError` when the directory or a provider can't be read.
+    """
+    resolver = resolver if resolver is not None else PrincipalResolver([DirectoryProvider(directory)])
+    origins = resolver.origins(user)
+    principals = frozenset(origins)
+
+    def name_of(p: str) -> str | None:
+        return directory.name_of(p) if p.startswith("sid:") else None
+
+    named = tuple(NamedPrincipal(p, name_of(p), origins[p]) for p in sorted(principals))
     if not principals:
-        rule = f"unknown identity: the directory does not know {user!r}; it reads nothing"
-        return Explanation(user, path, False, rule, f"not readable: {rule}")
+        unknown = "the directory does not know" if len(resolver.providers) == 1 else "no principal provider knows"
+        rule = f"unknown identity: {unknown} {user!r}; it reads nothing"
+        return Explanation(user, trace.path, False, rule, f"not readable: {rule}", source=trace.source,
+                           share=_share_line(trace, user, principals, False))
+    if trace.grants is not None:
+        return replace(_explain_grants(trace.grants, user, trace.path, principals, name_of, origins),
+                       principals=named, source=trace.source)
 
-    manifest = manifest_or_sd_getter if isinstance(manifest_or_sd_getter, AclManifest) else None
-    sd: SecurityDescriptor | None
-    reason: str | None = None
-    try:
-        if manifest is not None:
-            sd = manifest.security_descriptor(path, is_dir)
-        else:
-            sd = manifest_or_sd_getter(path)  # type: ignore[operator]
-    except AclError as e:
-        sd, reason = None, str(e)
-    decision = explain_read(sd, principals, is_container=is_dir, unreadable_reason=reason)
-
+    decision = explain_read(trace.descriptor, principals, unreadable_reason=trace.unreadable)
+    share = _share_line(trace, user, principals, decision.readable)
     ace = decision.deciding_ace
     if ace is None:
         verdict = "readable" if decision.readable else "not readable"
         rule = decision.rule
         if rule == "no ACE grants read":
             rule = f"no ACE grants read to any of {user}'s principals"
-            blocked = _protected_at(manifest, path) if manifest is not None else None
-            if blocked:
-                rule += f" (inheritance is disabled at {blocked}: protected)"
-        return Explanation(user, path, decision.readable, decision.rule, f"{verdict}: {rule}", principals=named)
+            if trace.protected_at:
+                rule += f" (inheritance is disabled at {trace.protected_at}: protected)"
+        decided = EVERYONE if decision.readable and EVERYONE in principals else None  # a NULL DACL
+        return Explanation(
+            user, trace.path, decision.readable, decision.rule, f"{verdict}: {rule}",
+            decided_by=decided, provider=origins.get(decided) if decided else None, share=share,
+            principals=named, source=trace.source,
+        )  # fmt: skip
 
+    path = trace.path
     name = directory.name_of(ace.sid)
-    origin = manifest.origin_of(path, ace) if manifest is not None else None
+    origin = trace.origins.get(ace)
     via = directory.membership_path(user, ace.sid) if isinstance(directory, MembershipTracer) else None
     word = "DENY" if ace.is_deny else "ALLOW"
     if ace.inherited:
@@ -209,8 +338,52 @@ def explain(
         summary += f"; {user} is a member via {' → '.join(via)}"
     return Explanation(
         user, path, decision.readable, decision.rule, summary,
-        deciding_ace=ace, deciding_name=name, origin=origin, via=via, principals=named,
-    )
+        deciding_ace=ace, deciding_name=name, origin=origin, via=via,
+        decided_by=ace.principal, provider=origins.get(ace.principal), share=share,
+        principals=named, source=trace.source,
+    )  # fmt: skip
+
+
+def _explain_grants(
+    acl: Acl,
+    user: str,
+    path: str,
+    principals: frozenset[str],
+    name_of: Callable[[str], str | None],
+    origins: Mapping[str, str],
+) -> Explanation:
+    """:func:`explain_trace` for rights given as principals (a folder source's ``principals``),
+    without the principal list and the source."""
+
+    def names(ps: frozenset[str]) -> list[str]:
+        return sorted(name_of(p) or p for p in ps)
+
+    if acl.reason:
+        return Explanation(user, path, False, acl.reason, f"not readable: {acl.reason}")
+    denied = sorted(acl.deny & principals, key=lambda p: name_of(p) or p)
+    if denied:
+        rule = f"the source denies read to {', '.join(names(frozenset(denied)))}, which {user} holds"
+        return Explanation(user, path, False, rule, "denied by the source's configured principals",
+                           decided_by=denied[0], provider=origins.get(denied[0]))
+    granted = sorted(acl.allow & principals, key=lambda p: name_of(p) or p)
+    if granted:
+        rule = f"the source grants read to {', '.join(names(frozenset(granted)))}, which {user} holds"
+        return Explanation(user, path, True, rule, "allowed by the source's configured principals",
+                           decided_by=granted[0], provider=origins.get(granted[0]))
+    rule = f"the source grants read only to {', '.join(names(acl.allow)) or 'nobody'}"
+    return Explanation(user, path, False, rule, f"not readable: none of {user}'s principals is granted read by the source")
+
+
+def _share_line(trace: AclTrace, user: str, principals: frozenset[str], ntfs_readable: bool) -> str | None:
+    """The line on share-level permissions (``None`` when the trace has none)."""
+    if trace.share is None:
+        return None
+    shares = f"share permissions ({trace.share.description})"
+    if trace.share.effective.readable_by(principals):
+        return f"{shares}: allow — effective result: READABLE"
+    if not ntfs_readable:
+        return f"{shares}: effective result (NTFS ∩ share): NOT READABLE"
+    return f"{shares}: refuse {user} — effective result (NTFS ∩ share): NOT READABLE"
 
 
 def _protected_at(manifest: AclManifest, path: str) -> str | None:

@@ -18,7 +18,6 @@ from ancre.acl.engine import acl_problem
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Checkable, Closeable, LocalTree
 from ancre.errors import (
-    AclError,
     AncreError,
     ConfigError,
     DirectoryError,

@@ -173,7 +173,7 @@ def search(
     """Hybrid search (vector + BM25, RRF) trimmed to what USER may read now."""
     settings = _settings(config)
     with Runtime(settings) as rt:
-        principals = rt.directory.principals(user)
+        principals = rt.principals.principals(user)
         _warn_setup(rt, user, principals)
         res = rt.retriever.retrieve(question, principals, limit=limit)
     if as_json:
@@ -220,7 +220,7 @@ def ask(
     configured (llm.kind = "none") the answer quotes the extracts (extractive mode)."""
     settings = _settings(config)
     with Runtime(settings) as rt:
-        _warn_setup(rt, user, rt.directory.principals(user))
+        _warn_setup(rt, user, rt.principals.principals(user))
         ans = rt.answer_service.ask(question, user)
     if as_json:
         out = {
@@ -270,98 +270,65 @@ def acl_explain(
         str | None, typer.Option(help="Source id (default: the source whose unc_root starts PATH, else the first one).")
     ] = None,
 ) -> None:
-    """Whether USER may read PATH, and the ACE or rule that decided, with group names.
+    """Whether USER may read PATH, the ACE or rule that decided, with group names, and the
+    principal (and its provider) that decided.
 
-    On an SMB source the file's security descriptor is read from the server (and the share
-    permissions, when configured, are applied on top); on a folder source it comes from the ACL
-    manifest, or from the source's configured principals."""
-    from ancre.acl.explain import canonical_path, explain
-    from ancre.acl.manifest import AclManifest
-    from ancre.errors import ConfigError
-
+    The source's connector states the rights: on an SMB source the file's security descriptor is
+    read from the server (and the share permissions, when configured, are applied on top); on a
+    folder source it comes from the ACL manifest, or from the source's configured principals."""
     from urllib.parse import unquote
+
+    from ancre.acl.explain import explain_trace
+    from ancre.connectors.base import AclExplainable
+    from ancre.errors import ConfigError
 
     settings = _settings(config)
     if not settings.sources:
         raise ConfigError("sources: no source configured")
     if "://" in path:
         path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
-    src = settings.source(source) if source else _source_of_path(settings, path)
-    # the path sync gives that file: `..` resolved, never outside the source (else an error)
-    rel = canonical_path(path, unc_root=src.unc_root, root=src.root if src.kind != "smb" else None)
     rt = Runtime(settings)
+    src = settings.source(source) if source else _source_of_path(rt, path)
     conn = rt.connector(src)
     try:
-        if src.kind != "smb" and conn.get_item(rel) is None:
+        if not isinstance(conn, AclExplainable):
+            raise ConfigError(f"sources.{src.id}: a {src.kind!r} source cannot explain its rights")
+        # the path sync gives that file: `..` resolved, never outside the source (else an error)
+        rel = conn.explain_path(path)
+        trace = conn.explain_acl(rel)
+        if trace.indexable is False:
             console.print(
                 f"[yellow]note: {rel} is not an indexable file of source {src.id} (absent, ignored or "
                 "excluded); the rights below are those a file there would have.[/]", highlight=False,
             )
-        if src.kind == "smb":
-            console.print(explain(rt.directory, conn.security_descriptor, user, rel).render(), highlight=False)  # type: ignore[attr-defined]
-            note = _share_verdict(conn, rt.directory, user, rel)
-            if note:
-                console.print(note, highlight=False)
-        elif src.acl_manifest is not None:
-            manifest = AclManifest.load(Path(src.acl_manifest), rt.directory)
-            console.print(explain(rt.directory, manifest, user, rel).render(), highlight=False)
-        else:
-            console.print(_principals_verdict(rt, src, user, rel), highlight=False)
+        console.print(explain_trace(trace, user, directory=rt.directory, resolver=rt.principals).render(), highlight=False)
     finally:
-        close = getattr(conn, "close", None)
-        if close is not None:
-            close()
+        rt.close()  # closes the connectors it built
 
 
-def _source_of_path(settings: Settings, path: str) -> Any:
-    """The source whose ``unc_root`` (or, for an absolute local path, whose folder ``root``)
-    starts ``path``, else the first configured source."""
+def _source_of_path(rt: Runtime, path: str) -> Any:
+    """The source whose ``unc_root`` starts ``path``, else — for an absolute local path — the first
+    whose connector takes it as one of its own paths (a folder source's root), else the first
+    configured source."""
+    from ancre.acl.explain import PathOutsideSourceError
+    from ancre.connectors.base import AclExplainable
+
+    sources = rt.settings.sources
     norm = path.replace("/", "\\").casefold()
-    for s in settings.sources:
+    for s in sources:
         if s.unc_root and norm.startswith(s.unc_root.replace("/", "\\").rstrip("\\").casefold() + "\\"):
             return s
     if path.startswith("/"):
-        for s in settings.sources:
-            if s.kind != "smb" and s.root is not None and Path(path).is_relative_to(s.root):
-                return s
-    return settings.sources[0]
-
-
-def _principals_verdict(rt: Runtime, src: Any, user: str, rel: str) -> str:
-    """Explanation for a folder source whose rights are its configured ``principals``."""
-    from ancre.models import SourceItem
-
-    acl = rt.connector(src).fetch_acl(SourceItem(src.id, rel, rel, 0, 0.0))
-    principals = rt.directory.principals(user)
-    lines = [f"user: {user}", f"path: {rel} (source {src.id})"]
-    if acl.reason:
-        lines += ["result: NOT READABLE", f"rule: {acl.reason}"]
-    elif acl.readable_by(principals):
-        via = sorted(rt.directory.name_of(p) or p for p in acl.allow & principals)
-        lines += ["result: READABLE", f"rule: the source grants read to {', '.join(via)}, which {user} holds"]
-    else:
-        names = sorted(rt.directory.name_of(p) or p for p in acl.allow)
-        lines += ["result: NOT READABLE", f"rule: the source grants read only to {', '.join(names) or 'nobody'}"]
-    return "\n".join(lines)
-
-
-def _share_verdict(conn: Any, directory: Any, user: str, path: str) -> str | None:
-    """One line on the share permissions of an SMB source (``None`` when none are configured):
-    the effective result is NTFS ∩ share."""
-    from ancre.errors import AclError
-
-    if not (conn.cfg.share_allow or conn.cfg.share_deny):
-        return None
-    principals = directory.principals(user)
-    try:
-        sd = conn.security_descriptor(path)
-    except AclError:
-        return None
-    acl = conn.acl_of_descriptor(sd)
-    shares = f"share_allow={list(conn.cfg.share_allow)} share_deny={list(conn.cfg.share_deny)}"
-    if acl.readable_by(principals):
-        return f"share permissions ({shares}): allow — effective result: READABLE"
-    return f"share permissions ({shares}): refuse {user} — effective result (NTFS ∩ share): NOT READABLE"
+        for s in sources:
+            conn = rt.connector(s)  # no I/O: only its path rules are asked
+            if not isinstance(conn, AclExplainable):
+                continue
+            try:
+                conn.explain_path(path)
+            except PathOutsideSourceError:
+                continue
+            return s
+    return sources[0]
 
 
 @app.command()

@@ -13,6 +13,7 @@ from ancre.acl.directory import CachedDirectory, Directory, FileDirectory
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Closeable, Connector, SourceContext
 from ancre.connectors.registry import source_kind
+from ancre.acl.providers import DirectoryProvider, PrincipalProvider, PrincipalResolver
 from ancre.daemon.private import restrict_umask, tighten_tree
 from ancre.index.state import StateDB
 from ancre.errors import ConfigError
@@ -85,6 +86,28 @@ class Runtime:
         else:
             raise ConfigError(f"directory.kind = {cfg.kind!r} is not available in this build")
         return CachedDirectory(inner, cfg.cache_ttl_s)
+
+    @cached_property
+    def principals(self) -> PrincipalResolver:
+        """P(user) for the query side, the CLI and the daemon: the union of the directory's ``sid:``
+        principals and those of every provider the configured sources declare
+        (:meth:`principal_providers`). A provider that fails makes the resolution raise
+        (``DirectoryError``: fail closed). Raises ``ConfigError`` as :attr:`directory` does."""
+        return PrincipalResolver([DirectoryProvider(self.directory), *self.principal_providers()])
+
+    def principal_providers(self) -> list[PrincipalProvider]:
+        """The principal providers the configured sources add to the directory's, in config order.
+
+        Hook for the source registry: each source whose registry entry declares
+        ``SourceKind.providers`` contributes ``kind.providers(src_settings, source_context)``
+        (e.g. ``aad:`` / ``sp:`` principals of a SharePoint site).
+        """
+        out: list[PrincipalProvider] = []
+        for src in self.settings.sources:
+            kind = source_kind(src.kind)
+            if kind.providers is not None:
+                out.extend(kind.providers(src, self.source_context()))
+        return out
 
     def connector(self, src: SourceSettings) -> Connector:
         """A new connector of one configured source, built by its kind's factory
@@ -176,7 +199,9 @@ class Runtime:
             if cfg.audit.pseudonymize:
                 key = load_or_create_key(Path(cfg.audit.key_file or self.data_dir / "audit.key"))
             audit = AuditLog(Path(cfg.audit.dir or self.data_dir / "audit"), cfg.audit.retention_days, key)
-        return AnswerService(self.retriever, self.store, self.directory, cfg, chat, judge, audit)
+        return AnswerService(
+            self.retriever, self.store, self.directory, cfg, chat, judge, audit, resolver=self.principals
+        )
 
     def index_not_ready(self) -> str | None:
         """``None`` once every configured source has finished a first pass; else why answers

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ancre.acl.directory import Directory
+from ancre.acl.explain import AclTrace
+from ancre.acl.providers import PrincipalProvider
 from ancre.models import Acl, SourceItem
 from ancre.settings.sources import SourceSettings
 
@@ -226,4 +228,27 @@ class SourceKind:
     kind: str
     config: type[SourceSettings]
     build: Callable[[SourceSettings, SourceContext], Connector]
-    providers: Callable[[SourceSettings, SourceContext], Sequence[object]] | None = None
+    providers: Callable[[SourceSettings, SourceContext], Sequence[PrincipalProvider]] | None = None
+
+
+@runtime_checkable
+class AclExplainable(Protocol):
+    """A connector that can say why a path is readable or not, for ``ancre acl explain``
+    (optional capability, checked with ``isinstance``)."""
+
+    def explain_path(self, path: str) -> str:
+        """``path`` as the relative POSIX path (NFC, ``/``-separated, no ``.``/``..``) sync gives
+        that file: ``path`` may be relative to the source root, a UNC path or URL under the source's
+        ``unc_root``, or a path the source alone knows how to read (a folder source: an absolute
+        local path under its root). Raises :class:`~ancre.acl.explain.PathOutsideSourceError` for
+        a path outside the source (see :func:`ancre.acl.explain.canonical_path`)."""
+        ...
+
+    def explain_acl(self, path: str) -> AclTrace:
+        """The rights on ``path`` (as :meth:`explain_path` returns it; ``""`` = the root) as the
+        source states them now — the ACEs that apply and where each is written, or the principals
+        the source grants, plus share-level permissions — computed as :meth:`Connector.fetch_acl`
+        computes them for a sync. Unreadable rights are a trace with ``unreadable`` set, not an
+        error. Raises :class:`~ancre.errors.SourceUnavailableError` when the source can't be
+        reached, :class:`~ancre.errors.DirectoryError` when the directory can't be read."""
+        ...

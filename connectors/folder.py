@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ancre.acl.directory import Directory
+from ancre.acl.explain import AclTrace, canonical_path, trace_manifest
 from ancre.acl.manifest import AclManifest
 from ancre.connectors.base import CollectionFromConfig, Connector, SourceContext, SourceKind
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
@@ -377,6 +378,34 @@ class FolderConnector(CollectionFromConfig):
                 continue
             out[path] = self.fetch_acl(item)
         return out
+
+    # -- acl explain (AclExplainable) ------------------------------------------------------------
+    def explain_path(self, path: str) -> str:
+        """See :meth:`ancre.connectors.base.AclExplainable.explain_path`: relative to the root, under
+        ``unc_root``, or an absolute local path under the root."""
+        return canonical_path(path, unc_root=self.cfg.unc_root, root=self.root)
+
+    def explain_acl(self, path: str) -> AclTrace:
+        """See :meth:`ancre.connectors.base.AclExplainable.explain_acl`: the manifest's descriptor
+        for ``path`` with the entry stating each ACE (a manifest that can't be read: unreadable),
+        else the configured principals; ``indexable`` says whether ``path`` is a file sync would
+        index. Raises ``SourceUnavailableError`` when the root is missing, ``DirectoryError``."""
+        indexable = self.get_item(path) is not None
+        if self.cfg.acl_manifest is None:
+            grants = self.fetch_acl(SourceItem(self.source_id, path, path, 0, 0.0))
+            return AclTrace(self.source_id, path, grants=grants, indexable=indexable)
+        if self.directory is None:
+            reason = "acl manifest configured but no directory to resolve its names"
+            return AclTrace(self.source_id, path, unreadable=reason, indexable=indexable)
+        try:
+            manifest = self._load_manifest()
+        except OSError as e:
+            reason = f"acl manifest {self.cfg.acl_manifest}: cannot read: {e.strerror or e}"
+            return AclTrace(self.source_id, path, unreadable=reason, indexable=indexable)
+        except AclError as e:
+            return AclTrace(self.source_id, path, unreadable=str(e), indexable=indexable)
+        assert manifest is not None
+        return trace_manifest(manifest, path, source=self.source_id, indexable=indexable)
 
     def _resolve(self, name: str) -> str:
         if ":" in name:

@@ -12,7 +12,8 @@
   :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it indexed under it.
 - **Rights**, fetched lazily per file: one compound CREATE(READ_CONTROL) + QUERY_INFO(security:
   OWNER|GROUP|DACL, [MS-SMB2] 2.2.37) + CLOSE, parsed by :mod:`ancre.acl.sd_parse` and reduced by
-  the ACL engine; then intersected with the share-level permissions (:func:`intersect_share`).
+  the ACL engine; then intersected with the share-level permissions
+  (:func:`ancre.acl.share.intersect_share`).
   Unreadable (ACCESS_DENIED on READ_CONTROL, malformed, server gone) → ``Acl.nobody(reason)``.
 - **Resilience**: every call runs on a pooled session; a connection-level failure (socket closed,
   refused reconnection, expired or deleted session, ...) drops the pooled connection and retries
@@ -49,8 +50,10 @@ from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SM
 from pydantic import Field, SecretStr, model_validator
 
 from ancre.acl.directory import Directory
-from ancre.acl.engine import SHARE_ADMITS_NONE_RULE, SecurityDescriptor, acl_problem, read_acl
+from ancre.acl.engine import SecurityDescriptor, acl_problem, read_acl
+from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
 from ancre.acl.sd_parse import acl_from_descriptor, parse_security_descriptor
+from ancre.acl.share import intersect_share, nesting_of
 from ancre.connectors.base import (
     ChangeCallback,
     CollectionFromConfig,
@@ -61,7 +64,7 @@ from ancre.connectors.base import (
 )
 from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, Acl, SourceItem
+from ancre.models import Acl, SourceItem
 from ancre.settings import resolve_secret
 from ancre.settings.sources import SourceSettings
 
@@ -199,51 +202,6 @@ def is_connection_error(e: BaseException) -> bool:
 def is_not_found(e: BaseException) -> bool:
     """Whether ``e`` says the path does not exist (or a parent is not a folder)."""
     return isinstance(e, FileNotFoundError) or _status(e) in _ENOENT_STATUSES
-
-
-# --------------------------------------------------------------------------------------------------
-def intersect_share(
-    ntfs: Acl,
-    share_allow: frozenset[str] | None,
-    share_deny: frozenset[str],
-    nested: Callable[[str, str], bool] | None = None,
-) -> Acl:
-    """Share permissions ∩ NTFS permissions as one ``Acl``: a user needs both.
-
-    Exact semantics: ``(ntfs.allow ∩ P ≠ ∅) ∧ (share_allow ∩ P ≠ ∅) ∧ P ∩ (ntfs.deny ∪ share_deny) = ∅``.
-    The deny part is exact (union). ``share_allow`` ``None`` means no share-level allow restriction
-    (Windows' default share permission, Everyone); so does a ``share_allow`` holding Everyone or
-    Authenticated Users (every resolved P(user) holds both).
-
-    Otherwise the allow set is the union, over pairs (NTFS principal ``a``, share principal ``s``),
-    of a principal whose holders provably hold both:
-
-    - ``a`` is Everyone/Authenticated Users → ``s``;  ``a == s`` → ``a``;
-    - ``nested(a, s)`` (``a`` is transitively a member of ``s``) → ``a``;
-      ``nested(s, a)`` → ``s``.
-
-    Any other pair contributes nothing: a user who holds ``a`` and ``s`` by unrelated routes is
-    refused (fail closed). ``nested(member, group)`` takes ``sid:`` principals; ``None`` = only the
-    exact rules. An NTFS result that is already *nobody* stays as it is.
-    """
-    if not ntfs.allow:
-        return Acl(ntfs.allow, ntfs.deny | share_deny, ntfs.reason)
-    deny = ntfs.deny | share_deny
-    if share_allow is None or share_allow & {EVERYONE, AUTHENTICATED_USERS}:
-        return Acl(ntfs.allow, deny, ntfs.reason)
-    allow: set[str] = set()
-    for a in ntfs.allow:
-        if a in (EVERYONE, AUTHENTICATED_USERS):
-            allow |= share_allow
-            continue
-        for s in share_allow:
-            if a == s or (nested is not None and nested(a, s)):
-                allow.add(a)
-            elif nested is not None and nested(s, a):
-                allow.add(s)
-    if not allow:
-        return Acl.nobody(SHARE_ADMITS_NONE_RULE)
-    return Acl(frozenset(allow), deny, ntfs.reason)
 
 
 def list_dir(unc_path: str, search_pattern: str = "*", **kwargs: Any) -> list[SMBDirEntryInformation]:
@@ -721,6 +679,27 @@ class SmbConnector(CollectionFromConfig):
         """``read_acl(sd)`` ∩ the share permissions (what :meth:`fetch_acl` computes)."""
         return self._with_share(read_acl(sd, unreadable_reason=reason))
 
+    # ---------------------------------------------------------------- acl explain (AclExplainable)
+    def explain_path(self, path: str) -> str:
+        """See :meth:`ancre.connectors.base.AclExplainable.explain_path`: relative to the share, or a
+        UNC path / URL under ``unc_root`` (default ``\\\\server\\share``)."""
+        return canonical_path(path, unc_root=self.unc_root)
+
+    def explain_acl(self, path: str) -> AclTrace:
+        """See :meth:`ancre.connectors.base.AclExplainable.explain_acl`: the security descriptor
+        read from the server now (``unreadable`` when absent, denied or malformed) and, when
+        ``share_allow``/``share_deny`` are configured, the share permissions with the effective
+        NTFS ∩ share ACL. Raises :class:`SourceUnavailableError` when the share can't be reached."""
+        try:
+            sd = self.security_descriptor(path)
+        except AclError as e:
+            return AclTrace(self.source_id, path, unreadable=str(e))
+        share = None
+        if self.cfg.share_allow or self.cfg.share_deny:
+            shares = f"share_allow={list(self.cfg.share_allow)} share_deny={list(self.cfg.share_deny)}"
+            share = ShareLayer(shares, self.acl_of_descriptor(sd))
+        return AclTrace(self.source_id, path, descriptor=sd, share=share)
+
     # ---------------------------------------------------------------- share permissions
     def share_principals(self) -> tuple[frozenset[str] | None, frozenset[str]]:
         """``(share_allow, share_deny)`` as ``sid:`` principals (``share_allow`` ``None`` when not
@@ -744,11 +723,9 @@ class SmbConnector(CollectionFromConfig):
     def _nested(self, member: str, group: str) -> bool:
         key = (member, group)
         if key not in self._nesting:
-            d: Any = self.directory
-            d = getattr(d, "inner", d)  # a CachedDirectory's directory
-            check = getattr(d, "is_nested", None)
+            check = nesting_of(self.directory)
             try:
-                self._nesting[key] = bool(check(member, group)) if callable(check) else False
+                self._nesting[key] = bool(check(member, group)) if check is not None else False
             except DirectoryError as e:
                 log.warning("source %s: nesting %s in %s unknown (%s): not counted", self.source_id, member, group, e)
                 return False  # not cached: asked again next time

@@ -608,7 +608,7 @@ class Daemon:
 
     # ================================================================================ status
     def _search(self, q: str, user: str, limit: int) -> dict[str, Any]:
-        principals = self.rt.directory.principals(user)
+        principals = self.rt.principals.principals(user)
         res = self.rt.retriever.retrieve(q, principals, limit=limit)
         return {
             "user": user,

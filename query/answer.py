@@ -2,9 +2,11 @@
 
 :meth:`AnswerService.ask` runs, for one question of one user:
 
-1. the directory account the user name designates, and its principals — a
-   :class:`~ancre.errors.DirectoryError` propagates (fail closed: no answer at all); a user the
-   directory does not know gets no principal, hence no chunk, hence the refusal;
+1. the directory account the user name designates, and its principals — the union of what every
+   principal provider says (:class:`~ancre.acl.providers.PrincipalResolver`). A
+   :class:`~ancre.errors.DirectoryError` from the directory or any provider propagates (fail
+   closed: no answer at all); a user no provider knows gets no principal, hence no chunk, hence
+   the refusal;
 2. hybrid retrieval trimmed to those principals (:mod:`ancre.query.retrieval`), each result's
    document checked live against its source (:mod:`ancre.query.live_acl`): a document whose
    rights could not be checked is left out, the control ``droits_non_verifies`` fires and
@@ -44,6 +46,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from ancre.acl.directory import Directory, resolve_account
+from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.config import Settings
 from ancre.index.store import Store
 from ancre.models import SearchResult
@@ -170,7 +173,8 @@ class AnswerService:
     grounding judge, ``None`` to skip it (answers that pass controls 2–4 then stay
     ``ancree = None``, ``verification = "non_effectuee"``); ``audit``: where the one line per
     question goes, ``None`` for no audit. ``settings`` gives the context knobs and the answering
-    temperature.
+    temperature. ``directory`` resolves the account a user name designates; ``resolver`` gives
+    that account's principal set (default: the directory's own, :class:`DirectoryProvider`).
     """
 
     def __init__(
@@ -182,10 +186,13 @@ class AnswerService:
         chat_client: ChatClient | None = None,
         judge: Judge | None = None,
         audit: AuditLog | None = None,
+        *,
+        resolver: PrincipalResolver | None = None,
     ) -> None:
         self.retriever = retriever
         self.store = store
         self.directory = directory
+        self.resolver = resolver if resolver is not None else PrincipalResolver([DirectoryProvider(directory)])
         self.settings = settings
         self.chat_client = chat_client
         self.judge = judge
@@ -202,7 +209,7 @@ class AnswerService:
         timings: dict[str, float] = {}
         t = time.perf_counter()
         account = resolve_account(self.directory, user)
-        principals = self.directory.principals(account) if account is not None else frozenset()
+        principals = self.resolver.principals(account) if account is not None else frozenset()
         if not principals:
             # not an error (fail closed: nothing is readable), but an admin must be able to see
             # why a user only ever gets the refusal (a mis-mapped e-mail, a typo)

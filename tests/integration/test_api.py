@@ -26,9 +26,11 @@ from hypothesis import HealthCheck, settings
 from starlette.testclient import TestClient
 from support.corpus import CORPUS, copy_corpus, write_config
 from support.httpserver import Request, ScriptedServer
+from support.providers import DownProvider, OddProvider
 from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL, NOT_GROUNDED, chats, script, user_part
 
 from ancre.acl.directory import FileDirectory
+from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.api.app import WARNING_UNGROUNDED, create_app
 from ancre.api.identity import signature
 from ancre.app.server import ApiServer
@@ -506,6 +508,23 @@ def test_directory_failure_fails_closed_with_503(served: Served, srv: ScriptedSe
             assert r.json()["error"]["code"] == "directory_unavailable" and str(broken) not in r.text
         health = client.get("/health")
         assert health.status_code == 503 and health.json()["checks"]["directory"]["status"] == "error"
+    assert srv.requests_to("/api/chat") == []
+
+
+@pytest.mark.parametrize("failing", [DownProvider(), OddProvider(RuntimeError("token expired"))], ids=["down", "bug"])
+def test_a_failing_principal_provider_fails_closed_with_503(served: Served, srv: ScriptedServer, failing: Any) -> None:
+    """P(user) is the union of the providers: one that can't answer (or breaks) withholds every
+    answer, as a directory outage does — never an answer from a partial principal set."""
+    rt = served.rt
+    resolver = PrincipalResolver([DirectoryProvider(rt.directory), failing])
+    svc = AnswerService(rt.retriever, rt.store, rt.directory, served.settings, None, None, None, resolver=resolver)
+    with TestClient(create_app(svc, served.settings)) as client:
+        for path, body in (("/query", {"question": Q_BAUMONT}), ("/v1/chat/completions", chat_body(Q_BAUMONT)),
+                           ("/v1/chat/completions", chat_body(Q_BAUMONT, stream=True))):
+            r = client.post(path, json=body, headers=who("alice"))
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "directory_unavailable"
+            assert "Baumont" not in r.text and "token expired" not in r.text
     assert srv.requests_to("/api/chat") == []
 
 

@@ -28,7 +28,8 @@ import ancre.connectors.smb as smb_module
 from ancre.acl.directory import CachedDirectory
 from ancre.acl.ldap_directory import LdapDirectory
 from ancre.config import load_settings
-from ancre.connectors.base import ChangeEvent, WatchableConnector
+from ancre.acl.explain import explain_trace
+from ancre.connectors.base import AclExplainable, ChangeEvent, WatchableConnector
 from ancre.connectors.smb import SmbConnector
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
@@ -537,6 +538,8 @@ def test_acl_explain_names_the_deny_ace_and_the_group(env: Env) -> None:
     assert "NOT READABLE" in out
     assert "denied by explicit DENY ACE on CLIENTS/test-deny-explicite.docx for AXONIX\\GG_Stagiaires" in out
     assert env.dc.sid_of("GG_Stagiaires") in out and "chloe is a member via GG_Stagiaires" in out
+    stagiaires = f"sid:{env.dc.sid_of('GG_Stagiaires')}"
+    assert f"decided by: principal {stagiaires} (AXONIX\\GG_Stagiaires), from provider 'directory'" in out
 
     res = runner.invoke(app, ["acl", "explain", "--as", "bruno", DENY_FILE, "--config", str(env.cfg)])
     assert res.exit_code == 0, res.output
@@ -547,6 +550,28 @@ def test_acl_explain_names_the_deny_ace_and_the_group(env: Env) -> None:
     res = runner.invoke(app, ["acl", "explain", "--as", "chloe", "CLIENTS/absent.docx", "--config", str(env.cfg)])
     out = " ".join(res.output.split())
     assert res.exit_code == 0 and "NOT READABLE" in out and "does not exist" in out, out
+
+
+def test_acl_explain_through_the_connector_applies_the_share_permissions(env: Env) -> None:
+    """The SMB connector explains (AclExplainable): the descriptor read from the server, and the
+    share permissions on top, as its fetch_acl computes them for a sync."""
+    rt = env.rt
+    cfg = rt.settings.sources[0].model_copy(update={"share_allow": ("GG_Commercial",)})
+    conn = SmbConnector(cfg, directory=rt.directory, ignore=rt.settings.ignore)
+    try:
+        assert isinstance(conn, AclExplainable)
+        rel = conn.explain_path("\\\\SRV-FICHIERS\\Partage\\CLIENTS\\..\\" + DENY_FILE.replace("/", "\\"))
+        assert rel == DENY_FILE
+        trace = conn.explain_acl(rel)
+        assert trace.descriptor is not None and trace.share is not None
+        assert trace.share.effective == conn.fetch_acl(conn.get_item(DENY_FILE))  # type: ignore[arg-type]
+        bruno = explain_trace(trace, "bruno", directory=rt.directory, resolver=rt.principals)
+        assert bruno.readable and bruno.provider == "directory"  # NTFS: GG_Techniciens may read…
+        assert bruno.share is not None and "refuse bruno" in bruno.share and bruno.share.endswith("NOT READABLE")
+        absent = conn.explain_acl("CLIENTS/absent.docx")
+        assert absent.descriptor is None and absent.share is None and "does not exist" in (absent.unreadable or "")
+    finally:
+        conn.close()
 
 
 # ---------------------------------------------------------------- outages (last: restarts smbd)

@@ -3,13 +3,19 @@ not leave the source; absolute, UNC and URL paths must be under the source."""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ancre.acl.directory import FileDirectory
-from ancre.acl.explain import PathOutsideSourceError, canonical_path, explain
+from ancre.acl.explain import PathOutsideSourceError, canonical_path, explain, explain_trace
 from ancre.acl.manifest import AclManifest
+from ancre.connectors.folder import FolderSourceConfig
+from ancre.connectors.base import AclExplainable
+from ancre.connectors.folder import FolderConnector
 from ancre.errors import AncreError
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "axonix"
@@ -86,3 +92,52 @@ def test_explain_answers_for_the_canonical_path() -> None:
     assert explain(directory, manifest, "bruno", "CLIENTS/./21_Contrat_Maintenance_Baumont_Industries.docx").readable
     with pytest.raises(PathOutsideSourceError):
         explain(directory, manifest, "bruno", "../../etc/passwd")
+
+
+# ---------------------------------------------------------------- the folder connector explains (AclExplainable)
+def _folder(tmp_path: Path, **kw: Any) -> FolderConnector:
+    shutil.copytree(CORPUS / "share", tmp_path / "share")
+    cfg = FolderSourceConfig(id="partage", root=tmp_path / "share", unc_root=UNC, **kw)
+    return FolderConnector(cfg, directory=FileDirectory(CORPUS / "directory.json"), ignore=())
+
+
+def test_the_folder_connector_traces_its_manifest(tmp_path: Path) -> None:
+    conn = _folder(tmp_path, acl_manifest=CORPUS / "acl.json")
+    assert isinstance(conn, AclExplainable)
+    rel = conn.explain_path(f"{UNC}\\CLIENTS\\..\\{SALARIES.replace('/', chr(92))}")
+    assert rel == SALARIES and conn.explain_path(str(tmp_path / "share" / SALARIES)) == SALARIES
+    with pytest.raises(PathOutsideSourceError):
+        conn.explain_path("/etc/passwd")
+    trace = conn.explain_acl(rel)
+    assert trace.source == "partage" and trace.indexable is True and trace.protected_at == "RH"
+    assert trace.descriptor is not None and set(trace.origins.values()) == {"RH"}
+    # the trace explains as the manifest does
+    directory = FileDirectory(CORPUS / "directory.json")
+    manifest = AclManifest.load(CORPUS / "acl.json", directory)
+    assert explain_trace(trace, "bruno", directory=directory) == replace(
+        explain(directory, manifest, "bruno", rel), source="partage"
+    )
+    assert conn.explain_acl("CLIENTS/inexistant.docx").indexable is False
+
+
+def test_an_unreadable_manifest_explains_as_nobody(tmp_path: Path) -> None:
+    broken = tmp_path / "acl.json"
+    broken.write_text("{not json", encoding="utf-8")
+    conn = _folder(tmp_path, acl_manifest=broken)
+    trace = conn.explain_acl(SALARIES)
+    assert trace.descriptor is None and "not valid JSON" in (trace.unreadable or "")
+    ex = explain_trace(trace, "emma", directory=FileDirectory(CORPUS / "directory.json"))
+    assert not ex.readable and "unreadable security descriptor" in ex.rule
+    (tmp_path / "acl.json").unlink()
+    assert "cannot read" in (conn.explain_acl(SALARIES).unreadable or "")
+
+
+def test_the_folder_connector_traces_its_principals(tmp_path: Path) -> None:
+    conn = _folder(tmp_path, principals=("GG_Direction",))
+    trace = conn.explain_acl("CLIENTS/x.docx")
+    assert trace.grants is not None and trace.descriptor is None and trace.indexable is False
+    directory = FileDirectory(CORPUS / "directory.json")
+    alice = explain_trace(trace, "alice", directory=directory)
+    assert alice.readable and alice.provider == "directory" and alice.deciding_name is None
+    assert "the source grants read to AXONIX\\GG_Direction, which alice holds" in alice.render()
+    assert not explain_trace(trace, "bruno", directory=directory).readable

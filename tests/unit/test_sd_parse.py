@@ -5,6 +5,7 @@ or holding an ACE the engine does not understand."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -304,7 +305,7 @@ def test_random_bytes_never_raise(raw: bytes) -> None:
 
 # ---------------------------------------------------------------- share permissions ∩ NTFS
 def _share(ntfs: Acl, allow: frozenset[str] | None, deny: frozenset[str] = frozenset(), nesting: dict[str, set[str]] | None = None) -> Acl:
-    from ancre.connectors.smb import intersect_share
+    from ancre.acl.share import intersect_share
 
     parents = nesting or {}
     return intersect_share(ntfs, allow, deny, lambda member, group: group in parents.get(member, set()))
@@ -355,3 +356,20 @@ def test_share_intersection_never_widens() -> None:
                     and not (share_deny & principals)
                 )
                 assert not got.readable_by(principals) or exact, (name, share_allow, share_deny)
+
+
+def test_the_nesting_check_comes_from_the_directory_behind_its_cache() -> None:
+    from ancre.acl.directory import CachedDirectory, FileDirectory
+    from ancre.acl.share import nesting_of
+
+    corpus = FileDirectory(Path(__file__).resolve().parents[2] / "examples" / "axonix" / "directory.json")
+    assert nesting_of(None) is None and nesting_of(corpus) is None
+    assert nesting_of(CachedDirectory(corpus, 60)) is None  # a file directory: exact rules only
+
+    class Nesting(FileDirectory):
+        def is_nested(self, member_sid: str, group_sid: str) -> bool:
+            return group_sid in NESTED.get(member_sid, set())
+
+    nesting = Nesting(corpus.path)
+    check = nesting_of(CachedDirectory(nesting, 60))
+    assert check is not None and check(f"sid:{TECH}", f"sid:{PERSONNEL}") and not check(f"sid:{TECH}", f"sid:{DIRECTION}")
