@@ -29,13 +29,15 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import smbclient
 from smbclient._io import SMBDirectoryIO, SMBFileTransaction, SMBRawIO
 from smbclient._os import SMBDirEntryInformation
 from smbprotocol import MAX_PAYLOAD_SIZE
+from smbprotocol.dfs import DFSReferralRequest, DFSReferralResponse, DFSServerTypes
 from smbprotocol.exceptions import (
     SMBAuthenticationError,
     SMBConnectionClosed,
@@ -45,7 +47,9 @@ from smbprotocol.exceptions import (
 )
 from smbprotocol.file_info import FileAttributes, FileInformationClass, InfoType
 from smbprotocol.header import NtStatus
+from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse
 from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
+from smbprotocol.tree import TreeConnect
 
 from ancre.acl.directory import Directory
 from ancre.acl.engine import SHARE_ADMITS_NONE_RULE, SecurityDescriptor, read_acl
@@ -112,6 +116,10 @@ class _Gone(Exception):
     """The path does not exist on the share (any more)."""
 
 
+class _Blocked(_Gone):
+    """The path lies under (or is) a DFS link that is not followed: no item, no ACL, no content."""
+
+
 FAIL_FAST_S = 10.0
 """After a failed reconnection, content and ACL reads fail at once for this many seconds (a pass
 over thousands of files against a dead server must not wait a timeout per file); listings and
@@ -153,6 +161,120 @@ def is_not_found(e: BaseException) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
+MAX_DFS_HOPS = 8
+"""Links followed one after the other (a link whose target holds another link) before a path is
+refused as a chain too long."""
+
+
+@dataclass(frozen=True)
+class DfsTarget:
+    """One target of a DFS referral: ``\\\\server\\share\\path`` ([MS-DFSC] 2.2.5.3, the
+    NetworkAddress of a referral entry). ``path`` is backslash-separated, ``""`` for the share root."""
+
+    server: str
+    share: str
+    path: str = ""
+
+    @classmethod
+    def parse(cls, network_address: str) -> DfsTarget:
+        """``"\\srv\\share\\a\\b"`` (one or two leading backslashes) → ``DfsTarget("srv",
+        "share", "a\\b")``. Raises ``ValueError`` when the server or share is missing."""
+        parts = [p for p in network_address.split("\\") if p]
+        if len(parts) < 2:
+            raise ValueError(f"DFS target {network_address!r} names no server and share")
+        return cls(parts[0], parts[1], "\\".join(parts[2:]))
+
+    @property
+    def unc(self) -> str:
+        """``\\\\srv\\share\\a\\b``, as reported in skip reasons."""
+        return "\\\\" + "\\".join(p for p in (self.server, self.share, self.path) if p)
+
+    @property
+    def rel(self) -> str:
+        """The target path as a relative path of its share (``/``-separated, NFC)."""
+        return nfc(self.path.replace("\\", "/").strip("/"))
+
+
+def host_addresses(host: str) -> frozenset[str]:
+    """The addresses ``host`` resolves to (``socket.getaddrinfo``, any family). Raises ``OSError``
+    (``socket.gaierror``) or ``UnicodeError`` when it can't be resolved."""
+    return frozenset(str(info[4][0]) for info in socket.getaddrinfo(host, None))
+
+
+def _ascii_lower(text: str) -> str:
+    # names compared without Unicode case folding (a lookalike never matches; a miss fails closed)
+    return text.translate({c: c + 32 for c in range(ord("A"), ord("Z") + 1)})
+
+
+def dfs_target_inside(
+    server: str,
+    share: str,
+    target: DfsTarget,
+    resolve: Callable[[str], Iterable[str]] = host_addresses,
+) -> bool:
+    """Whether a DFS referral ``target`` lies inside the source ``\\\\server\\share`` (issue 9 rule:
+    a link is never a way around an ACL, so a link is followed only inside the source's root).
+
+    Inside = the same share name (compared case-insensitively, ASCII only: SMB share names are
+    case-insensitive, [MS-SMB2] 3.3.5.7) on the same server: the same name (ASCII
+    case-insensitive), or names that ``resolve`` (host → addresses; by default
+    :func:`host_addresses`) maps to at least one common address (``localhost`` and
+    ``127.0.0.1``). A name that can't be resolved (any exception) counts as another server:
+    outside (fail closed). Pure apart from ``resolve``."""
+    if _ascii_lower(target.share) != _ascii_lower(share):
+        return False
+    if _ascii_lower(target.server) == _ascii_lower(server):
+        return True
+    try:
+        ours = frozenset(resolve(server))
+        theirs = frozenset(resolve(target.server))
+    except Exception as e:  # noqa: BLE001 - any resolution failure: another server
+        log.debug("DFS target %s: %s does not resolve (%s): outside", target.unc, target.server, e)
+        return False
+    return bool(ours & theirs)
+
+
+def dfs_referral(tree: TreeConnect, path: str) -> DFSReferralResponse:
+    """Ask the server for the DFS referral of ``path`` (``\\server\\share\\a\\b``, one leading
+    backslash): FSCTL_DFS_GET_REFERRALS ([MS-SMB2] 2.2.31, [MS-DFSC] 2.2.2 REQ_GET_DFS_REFERRAL)
+    sent on ``tree`` (the server's ``IPC$``). The answer's ``path_consumed`` (bytes, UTF-16) and
+    referral entries (each with ``dfs_path`` and ``network_address``: the target) are those of
+    the link the path lies under. Raises ``SMBResponseException`` (STATUS_OBJECT_PATH_NOT_FOUND
+    / STATUS_NOT_FOUND: no link on that path) or connection errors."""
+    request = DFSReferralRequest()
+    request["request_file_name"] = path
+    ioctl = SMB2IOCTLRequest()
+    ioctl["ctl_code"] = CtlCode.FSCTL_DFS_GET_REFERRALS
+    ioctl["file_id"] = b"\xff" * 16
+    ioctl["max_output_response"] = 56 * 1024
+    ioctl["flags"] = IOCTLFlags.SMB2_0_IOCTL_IS_FSCTL
+    ioctl["buffer"] = request
+    connection = tree.session.connection
+    sent = connection.send(ioctl, sid=tree.session.session_id, tid=tree.tree_connect_id)
+    answer = SMB2IOCTLResponse()
+    answer.unpack(connection.receive(sent)["data"].get_value())
+    response = DFSReferralResponse()
+    response.unpack(answer["buffer"].get_value())
+    return response
+
+
+@dataclass(frozen=True)
+class _DfsLink:
+    """The DFS link a path lies under: its path in the share (``/``-separated) and its targets."""
+
+    rel: str
+    targets: tuple[DfsTarget, ...]
+
+
+@dataclass(frozen=True)
+class _Reach:
+    """Where a relative path leads once the DFS links on it are resolved: ``real`` (its path in
+    the source's own share), or ``blocked`` (the skip reason of the link that is not followed)."""
+
+    real: str
+    blocked: str | None = None
+
+
 def intersect_share(
     ntfs: Acl,
     share_allow: frozenset[str] | None,
@@ -296,6 +418,7 @@ class SmbConnector:
         self._password = resolve_secret(cfg.password, cfg.password_env, f"sources.{cfg.id}.password")
         self._cache: dict[str, Any] = {}
         self._cache_lock = threading.Lock()
+        self._addr_cache: dict[str, frozenset[str]] = {}
         self._down_until = 0.0
         self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
         self._nesting: dict[tuple[str, str], bool] = {}
@@ -395,6 +518,114 @@ class SmbConnector:
             return "dfs link (dfs = false)"
         return None
 
+    @staticmethod
+    def _is_dfs(info: Any) -> bool:
+        return bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT) and int(info.ea_size) == IO_REPARSE_TAG_DFS
+
+    # ---------------------------------------------------------------- DFS links
+    def _tree(self, share: str, kw: dict[str, Any]) -> TreeConnect:
+        """The pooled tree connect of ``\\\\server\\<share>`` on this source's session (made if
+        needed). Raises connection errors."""
+        server = self.cfg.server or ""
+        session = smbclient.register_session(server, **kw)
+        name = f"\\\\{server}\\{share}"
+        tree = next((t for t in list(session.tree_connect_table.values()) if t.share_name == name), None)
+        if tree is None:
+            tree = TreeConnect(session, name)
+            tree.connect()
+        return tree
+
+    def _referral(self, real: str, kw: dict[str, Any]) -> _DfsLink | None:
+        """The DFS link the share path ``real`` lies under (or is), from the server's referral
+        (:func:`dfs_referral` on ``IPC$``); ``None`` when the server says no link covers it.
+        Raises :class:`_Blocked` when the referral can't be read or makes no sense (fail
+        closed), connection errors as they are."""
+        base = f"\\{self.cfg.server}\\{self.cfg.share}"
+        request = base + ("\\" + real.replace("/", "\\") if real else "")
+        try:
+            response = dfs_referral(self._tree("IPC$", kw), request)
+        except Exception as e:
+            if is_connection_error(e) or is_auth_error(e):
+                raise
+            if is_not_found(e):
+                return None
+            raise _Blocked(f"dfs link referral unreadable ({type(e).__name__}: {e})") from None
+        try:
+            entries = list(response["referral_entries"].get_value())
+            if not entries:
+                raise ValueError("no referral entry")
+            if all(e["server_type"].get_value() & DFSServerTypes.ROOT_TARGETS for e in entries):
+                return None  # the share's own root referral: no link on the path
+            dfs_path = getattr(entries[0], "dfs_path", None)
+            if dfs_path is None:  # a V1 entry: PathConsumed (bytes of UTF-16) tells the link's extent
+                dfs_path = request[: int(response["path_consumed"].get_value()) // 2]
+            link = "/".join([p for p in str(dfs_path).split("\\") if p][2:])
+            targets = tuple(DfsTarget.parse(str(e.network_address)) for e in entries)
+        except Exception as e:  # noqa: BLE001 - a referral we can't read: not followed
+            raise _Blocked(f"dfs link referral unreadable ({type(e).__name__}: {e})") from None
+        if not link:
+            return None
+        return _DfsLink(nfc(link), targets)
+
+    def _link_target(self, link: _DfsLink) -> tuple[str | None, str]:
+        """``(reason, target)`` for a DFS link met on the way: ``reason`` ``None`` and the
+        target's path in this share when every referral target is inside the share
+        (:func:`dfs_target_inside`; a link with several targets is followed only if all are, since
+        smbclient tries them in turn); otherwise the skip reason naming the first target outside."""
+        if not self.cfg.dfs:
+            return "dfs link (dfs = false)", ""
+        server, share = self.cfg.server or "", self.cfg.share or ""
+        for target in link.targets:
+            if not dfs_target_inside(server, share, target, self._addresses):
+                return f"dfs link outside the share ({target.unc})", ""
+        target = link.targets[0]
+        mine, theirs = link.rel.casefold(), target.rel.casefold()
+        if theirs in ("", mine) or mine.startswith(theirs + "/") or theirs.startswith(mine + "/"):
+            return f"dfs link loop ({target.unc})", ""
+        return None, target.rel
+
+    def _addresses(self, host: str) -> frozenset[str]:
+        with self._cache_lock:
+            hit = self._addr_cache.get(host)
+        if hit is None:
+            hit = host_addresses(host)
+            with self._cache_lock:
+                self._addr_cache[host] = hit
+        return hit
+
+    def _reach(self, rel: str, kw: dict[str, Any]) -> _Reach:
+        """Resolve the DFS links on the relative path ``rel`` as smbclient would follow them: on a
+        share that is not a DFS root (no SMB2_SHARE_CAP_DFS) nothing redirects; otherwise one
+        referral request per link crossed. A link that is not followed (outside the share,
+        ``dfs = false``, loop, unreadable referral, chain over :data:`MAX_DFS_HOPS`) gives
+        ``blocked``. Raises connection errors."""
+        if not rel or not self._tree(self.cfg.share or "", kw).is_dfs_share:
+            return _Reach(rel)
+        real = rel
+        for _ in range(MAX_DFS_HOPS):
+            try:
+                link = self._referral(real, kw)
+            except _Blocked as e:
+                return _Reach(real, str(e))
+            if link is None:
+                return _Reach(real)
+            depth = link.rel.count("/") + 1
+            parts = real.split("/")
+            if depth > len(parts) or "/".join(parts[:depth]).casefold() != link.rel.casefold():
+                return _Reach(real, f"dfs link referral unreadable (answered for {link.rel!r})")
+            rest = parts[depth:]
+            reason, target = self._link_target(link)
+            if reason is not None:
+                return _Reach(real, reason)
+            real = "/".join(p for p in (target, *rest) if p)
+        return _Reach(real, f"dfs link chain longer than {MAX_DFS_HOPS} links")
+
+    def _guard(self, rel: str, kw: dict[str, Any]) -> None:
+        """Raise :class:`_Blocked` when ``rel`` is, or lies under, a DFS link that is not followed."""
+        reach = self._reach(rel, kw)
+        if reach.blocked is not None:
+            raise _Blocked(f"{rel!r}: {reach.blocked}")
+
     def _descend(self, info: Any) -> bool:
         """Whether a folder entry is walked: not a symlink/junction; a DFS link only with ``dfs``."""
         if not info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT:
@@ -404,17 +635,23 @@ class SmbConnector:
             return self.cfg.dfs
         return tag not in (IO_REPARSE_TAG_SYMLINK, IO_REPARSE_TAG_MOUNT_POINT)
 
-    def _walk(self, rel_dir: str, kw: dict[str, Any], out: list[SourceItem], unreachable: list[str]) -> None:
-        """Append the indexable files under ``rel_dir`` (depth first, sorted by name) to ``out``.
+    def _walk(
+        self, rel_dir: str, kw: dict[str, Any], out: list[SourceItem], unreachable: list[str], real_dir: str | None = None
+    ) -> None:
+        """Append the indexable files under ``rel_dir`` (depth first, sorted by name) to ``out``;
+        ``real_dir``: where ``rel_dir`` leads in the share once DFS links are followed (default
+        ``rel_dir``).
 
         A folder that can't be listed raises :class:`SourceUnavailableError` naming it, except a
-        plain folder that vanished meanwhile (skipped). A DFS link whose referral can't be followed
-        (any error: target refused or down, referral to nowhere) is appended to ``unreachable`` and
-        skipped, provided the share itself still answers (checked at once; if it does not, the
-        error propagates as the connection error it is)."""
-        stack = [(rel_dir, False)]
+        plain folder that vanished meanwhile (skipped). A DFS link is followed only when its
+        referral targets lie inside the share (:meth:`_dfs_entry`); any other is listed as a
+        skipped item naming why. A followed link that can't be listed (any error: target refused or
+        down, folder gone) is appended to ``unreachable`` and skipped, provided the share itself
+        still answers (checked at once; if it does not, the error propagates as the connection
+        error it is)."""
+        stack = [(rel_dir, rel_dir if real_dir is None else real_dir, False)]
         while stack:
-            cur, is_link = stack.pop()
+            cur, real, is_link = stack.pop()
             try:
                 entries = sorted(list_dir(self.unc_of(cur), **kw), key=lambda e: e.file_name)
             except Exception as e:
@@ -434,15 +671,23 @@ class SmbConnector:
                     f"source {self.source_id}: {what} {cur or '(share root)'!r} can't be listed "
                     f"({type(e).__name__}: {e}); nothing under it is purged"
                 ) from None
-            subdirs: list[tuple[str, bool]] = []
+            subdirs: list[tuple[str, str, bool]] = []
             for info in entries:
                 name = nfc(info.file_name)
                 rel = f"{cur}/{name}" if cur else name
+                child = f"{real}/{name}" if real else name
+                if self._is_dfs(info) and self.cfg.dfs:
+                    reason, target = self._dfs_entry(child, kw)
+                    if reason is None:
+                        subdirs.append((rel, target, True))
+                    else:
+                        log.info("source %s: %r not followed: %s", self.source_id, rel, reason)
+                        out.append(self._item(rel, info, skip=reason))
+                    continue
                 reason = self._link_reason(info)
                 if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
                     if self._descend(info):
-                        link = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
-                        subdirs.append((rel, link and int(info.ea_size) == IO_REPARSE_TAG_DFS))
+                        subdirs.append((rel, child, False))
                     elif reason is not None:
                         out.append(self._item(rel, info, skip=reason))
                     continue
@@ -450,6 +695,21 @@ class SmbConnector:
                     continue
                 out.append(self._item(rel, info, skip=reason))
             stack.extend(reversed(subdirs))
+
+    def _dfs_entry(self, real: str, kw: dict[str, Any]) -> tuple[str | None, str]:
+        """For a DFS link entry at the share path ``real``: ``(None, target path in the share)``
+        when it is followed, else ``(skip reason, "")`` — outside the share, loop, or a referral
+        that can't be read or does not answer for this very link (fail closed: not followed)."""
+        if not self.cfg.dfs:
+            return "dfs link (dfs = false)", ""
+        try:
+            link = self._referral(real, kw)
+        except _Blocked as e:
+            return str(e), ""
+        if link is None or link.rel.casefold() != real.casefold():
+            answered = "no link" if link is None else repr(link.rel)
+            return f"dfs link referral unreadable (the server answered {answered})", ""
+        return self._link_target(link)
 
     def _share_answers(self, kw: dict[str, Any]) -> bool:
         """Whether the share's root can still be read (after a DFS link failed: its target is at
@@ -483,15 +743,19 @@ class SmbConnector:
         """The indexable files below the folder ``prefix`` (``[]`` when it is not an existing
         folder). Used by the sync engine for folder events (an ACL change on a folder re-reads
         the ACLs of its subtree); files under an unfollowable DFS link are left out (the engine
-        purges nothing it can't ``get_item``). Raises :class:`SourceUnavailableError`."""
+        purges nothing it can't ``get_item``), and a ``prefix`` at or under a DFS link that is not
+        followed gives ``[]``. Raises :class:`SourceUnavailableError`."""
         rel = nfc(prefix.strip("/"))
         if not rel:
             return list(self.list_items())
 
         def walk(kw: dict[str, Any]) -> list[SourceItem]:
             out: list[SourceItem] = []
+            reach = self._reach(rel, kw)
+            if reach.blocked is not None:
+                return []  # under (or at) a DFS link that is not followed: nothing of it is listed
             try:
-                self._walk(rel, kw, out, [])
+                self._walk(rel, kw, out, [], reach.real)
             except SourceUnavailableError as e:
                 # the prefix itself missing or a file: nothing below it
                 try:
@@ -520,7 +784,9 @@ class SmbConnector:
 
     def get_item(self, path: str) -> SourceItem | None:
         """The listing entry of one relative path; ``None`` when it is absent, a folder, ignored or
-        excluded; a symlink or junction gives an item with ``skip`` set (never read). Raises :class:`SourceUnavailableError` when the share can't be reached."""
+        excluded, or under a DFS link that is not followed; a symlink, a junction or a DFS link
+        that is not followed gives an item with ``skip`` set (never read), as in the listing.
+        Raises :class:`SourceUnavailableError` when the share can't be reached."""
         rel = nfc(path.strip("/"))
         if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
             return None
@@ -529,14 +795,22 @@ class SmbConnector:
             return None
 
         def stat(kw: dict[str, Any]) -> SourceItem | None:
+            parent = rel.rpartition("/")[0]
+            reach = self._reach(parent, kw)
+            if reach.blocked is not None:
+                return None  # under a DFS link that is not followed
             info = self._stat(rel, kw)
             if info is None:
                 return None
+            real = nfc(info.file_name)
+            if self._is_dfs(info) and self.cfg.dfs:
+                reason, _ = self._dfs_entry(f"{reach.real}/{real}" if reach.real else real, kw)
+                if reason is None:
+                    return None  # a followed link: a folder
+                return self._item(f"{parent}/{real}" if parent else real, info, skip=reason)
             reason = self._link_reason(info)
             if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY and (reason is None or self._descend(info)):
                 return None
-            parent = rel.rpartition("/")[0]
-            real = nfc(info.file_name)
             return self._item(f"{parent}/{real}" if parent else real, info, skip=reason)
 
         try:
@@ -547,21 +821,34 @@ class SmbConnector:
     # ---------------------------------------------------------------- content and rights
     def fetch_content(self, item: SourceItem) -> bytes:
         """The file's bytes. Raises ``OSError`` (e.g. ``SMBOSError``: deleted, sharing
-        violation, access denied) or :class:`SourceUnavailableError`."""
+        violation, access denied; ``PermissionError`` for a path under a DFS link that is not
+        followed) or :class:`SourceUnavailableError`."""
 
         def read(kw: dict[str, Any]) -> bytes:
+            self._guard(item.path, kw)
             with smbclient.open_file(self.unc_of(item.path), mode="rb", share_access="rwd", **kw) as fh:
                 return fh.read()  # type: ignore[no-any-return]
 
-        return self._call(f"read {item.path!r}", read, fail_fast=True)
+        try:
+            return self._call(f"read {item.path!r}", read, fail_fast=True)
+        except _Blocked as e:
+            raise PermissionError(f"source {self.source_id}: {e}") from None
 
     def security_descriptor(self, rel_path: str) -> SecurityDescriptor:
         """The parsed security descriptor of a file or folder (``""``: the share root), for
-        ``ancre acl explain``. Raises :class:`AclError` when unreadable or malformed,
+        ``ancre acl explain``. Raises :class:`AclError` when unreadable or malformed, or at or
+        under a DFS link that is not followed,
         :class:`SourceUnavailableError` when the share can't be reached."""
         rel = nfc(rel_path.strip("/"))
+
+        def read(kw: dict[str, Any]) -> bytes:
+            self._guard(rel, kw)
+            return read_security_descriptor(self.unc_of(rel), **kw)
+
         try:
-            raw = self._call(f"read the security of {rel!r}", lambda kw: read_security_descriptor(self.unc_of(rel), **kw))
+            raw = self._call(f"read the security of {rel!r}", read)
+        except _Blocked as e:
+            raise AclError(f"{e} on {self.unc_root}") from None
         except SMBOSError as e:
             if is_not_found(e):
                 raise AclError(f"{rel!r} does not exist on {self.unc_root}") from None
@@ -580,14 +867,15 @@ class SmbConnector:
             return Acl.nobody(f"acl_unreadable: {e}")
 
     def _acl_at(self, rel: str) -> Acl:
-        """:meth:`fetch_acl` of a relative path; raises :class:`_Gone` when it does not exist."""
+        """:meth:`fetch_acl` of a relative path; raises :class:`_Gone` when it does not exist or
+        lies under a DFS link that is not followed (:class:`_Blocked`)."""
+        def read(kw: dict[str, Any]) -> bytes:
+            self._guard(rel, kw)
+            return read_security_descriptor(self.unc_of(rel), **kw)
+
         try:
-            raw = self._call(
-                f"read the security of {rel!r}",
-                lambda kw: read_security_descriptor(self.unc_of(rel), **kw),
-                fail_fast=True,
-            )
-        except SourceUnavailableError:
+            raw = self._call(f"read the security of {rel!r}", read, fail_fast=True)
+        except (SourceUnavailableError, _Gone):
             raise
         except SMBOSError as e:
             if e.ntstatus == NtStatus.STATUS_ACCESS_DENIED:
@@ -603,7 +891,8 @@ class SmbConnector:
         """The current ACL of each relative path, as :meth:`fetch_acl` computes it (one compound
         CREATE + QUERY_INFO + CLOSE per path, NTFS DACL ∩ share permissions), for the query
         core's live check (see :meth:`ancre.connectors.base.Connector.read_acls`). A path the
-        server no longer has is left out. Raises :class:`SourceUnavailableError` when the share
+        server no longer has, or one at or under a DFS link that is not followed, is left out
+        (on a DFS root share, one referral request per path tells). Raises :class:`SourceUnavailableError` when the share
         can't be reached (at once for :data:`FAIL_FAST_S` seconds after a failed reconnection).
         Share principals and group nesting are re-resolved at most every
         :data:`SHARE_REFRESH_S` seconds. Thread-safe: concurrent batches share one session."""
