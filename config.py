@@ -129,7 +129,9 @@ class SourceConfig(_Section):
     encrypt: bool = False
     """SMB sources: require SMB3 encryption of the session."""
     dfs: bool = True
-    """SMB sources: follow DFS referrals; ``false`` leaves DFS link folders out of the source."""
+    """SMB sources: follow DFS links whose referral points inside the same share (never another
+    share or server: those are skipped whatever this says); ``false`` follows none (each listed
+    as skipped)."""
     timeout_s: float = Field(30.0, gt=0)
     """SMB sources: connection timeout in seconds."""
 

@@ -6,10 +6,21 @@
   seconds). Ignore rules, include/exclude globs and NFC paths as in the folder connector. Symbolic
   links and junctions (reparse points) are never followed: each is listed as an item with
   ``skip`` set (``symlink`` / ``junction``: status ``skipped`` in ``ancre status``), as in the folder
-  connector. DFS links are followed through their referral (smbclient) unless ``dfs = false``,
-  which leaves them out (listed as ``skipped: dfs link (dfs = false)``). A DFS link whose referral can't be followed (target
-  down, refused, unknown) while the share itself still answers is recorded in
-  :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it indexed under it.
+  connector.
+- **DFS links** (issue 9: a link is never a way around an ACL): each link met is asked for its
+  referral (FSCTL_DFS_GET_REFERRALS on ``IPC$``, :func:`dfs_referral`) and followed (by
+  smbclient) only when every target lies inside the source — the same share on the same server
+  (:func:`dfs_target_inside`: same name, or names resolving to a common address). A link to
+  another share or server, a loop, or a link whose referral can't be read is never followed: it
+  is listed as a skipped item (``dfs link outside the share (\\\\srv\\share\\path)``, ``dfs link
+  loop (…)``, ``dfs link referral unreadable (…)``), and a path at or under it gives no item, no
+  ACL and no content (``get_item``, ``list_under``, ``read_acls``, ``fetch_*``: on a DFS root
+  share, one referral request per path unless its folder was walked by the last listing; a share
+  without the DFS capability needs none).
+  ``dfs = false`` follows none (``skipped: dfs link (dfs = false)``). An inside link that can't
+  be followed (target folder gone, server down) while the share itself still answers is
+  recorded in :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it
+  indexed under it.
 - **Rights**, fetched lazily per file: one compound CREATE(READ_CONTROL) + QUERY_INFO(security:
   OWNER|GROUP|DACL, [MS-SMB2] 2.2.37) + CLOSE, parsed by :mod:`ancre.acl.sd_parse` and reduced by
   the ACL engine; then intersected with the share-level permissions (:func:`intersect_share`).
@@ -18,7 +29,8 @@
   refused reconnection, expired or deleted session, ...) drops the pooled connection and retries
   the call once on a new one; a second failure raises :class:`SourceUnavailableError` (never an
   empty or partial listing: a folder that can't be listed fails the whole listing, naming it, so
-  the sync engine purges nothing; only an unfollowable DFS link is left out, see above).
+  the sync engine purges nothing; only an inside DFS link that can't be followed is left out,
+  see above).
 - **Changes**: :meth:`SmbConnector.watch` — SMB2 CHANGE_NOTIFY on the share root with
   WATCH_TREE, see :mod:`ancre.connectors.smb_notify`.
 """
@@ -419,6 +431,10 @@ class SmbConnector:
         self._cache: dict[str, Any] = {}
         self._cache_lock = threading.Lock()
         self._addr_cache: dict[str, frozenset[str]] = {}
+        self._listed_dirs: dict[str, str] = {}
+        """Folders (relative paths as listed) the last listing walked, each with the path it leads
+        to in the share: their DFS links were checked by that listing, so :meth:`fetch_acl` and
+        :meth:`fetch_content` of its items need no referral request of their own."""
         self._down_until = 0.0
         self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
         self._nesting: dict[tuple[str, str], bool] = {}
@@ -427,8 +443,8 @@ class SmbConnector:
         self.watch_ready = threading.Event()
         """Set while :meth:`watch` has its CHANGE_NOTIFY requests armed on the server."""
         self.unreachable: tuple[str, ...] = ()
-        """Relative paths (NFC, ``/``-separated) of the DFS links whose referral the last
-        :meth:`list_items` could not follow: nothing of the listing lies under them, and what was
+        """Relative paths (NFC, ``/``-separated) of the DFS links inside the share whose referral
+        the last :meth:`list_items` could not follow: nothing of the listing lies under them, and what was
         indexed there must be kept (the sync engine purges nothing under these prefixes)."""
 
     # ---------------------------------------------------------------- sessions
@@ -620,8 +636,14 @@ class SmbConnector:
             real = "/".join(p for p in (target, *rest) if p)
         return _Reach(real, f"dfs link chain longer than {MAX_DFS_HOPS} links")
 
-    def _guard(self, rel: str, kw: dict[str, Any]) -> None:
-        """Raise :class:`_Blocked` when ``rel`` is, or lies under, a DFS link that is not followed."""
+    def _guard(self, rel: str, kw: dict[str, Any], *, listed: bool = False) -> None:
+        """Raise :class:`_Blocked` when ``rel`` is, or lies under, a DFS link that is not followed.
+        ``listed``: ``rel`` is an item of this connector's listing; when its folder was walked by
+        the last listing (whose links were checked then), no referral is asked again."""
+        if listed:
+            with self._cache_lock:
+                if rel.rpartition("/")[0] in self._listed_dirs:
+                    return
         reach = self._reach(rel, kw)
         if reach.blocked is not None:
             raise _Blocked(f"{rel!r}: {reach.blocked}")
@@ -654,6 +676,8 @@ class SmbConnector:
             cur, real, is_link = stack.pop()
             try:
                 entries = sorted(list_dir(self.unc_of(cur), **kw), key=lambda e: e.file_name)
+                with self._cache_lock:
+                    self._listed_dirs[cur] = real
             except Exception as e:
                 if is_link and self._share_answers(kw):
                     log.warning(
@@ -728,6 +752,8 @@ class SmbConnector:
         (the message names the folder)."""
         self._share = None  # share principals and nesting are re-resolved once per full pass
         self._nesting = {}
+        with self._cache_lock:  # DFS targets are checked afresh too
+            self._addr_cache, self._listed_dirs = {}, {}
 
         def walk(kw: dict[str, Any]) -> tuple[list[SourceItem], list[str]]:
             out: list[SourceItem] = []
@@ -825,7 +851,7 @@ class SmbConnector:
         followed) or :class:`SourceUnavailableError`."""
 
         def read(kw: dict[str, Any]) -> bytes:
-            self._guard(item.path, kw)
+            self._guard(item.path, kw, listed=True)
             with smbclient.open_file(self.unc_of(item.path), mode="rb", share_access="rwd", **kw) as fh:
                 return fh.read()  # type: ignore[no-any-return]
 
@@ -862,15 +888,16 @@ class SmbConnector:
         descriptor gives ``Acl.nobody(reason)``; a server that can't be reached raises
         :class:`SourceUnavailableError` (the pass stops as suspect instead of revoking rights)."""
         try:
-            return self._acl_at(item.path)
+            return self._acl_at(item.path, listed=True)
         except _Gone as e:
             return Acl.nobody(f"acl_unreadable: {e}")
 
-    def _acl_at(self, rel: str) -> Acl:
-        """:meth:`fetch_acl` of a relative path; raises :class:`_Gone` when it does not exist or
-        lies under a DFS link that is not followed (:class:`_Blocked`)."""
+    def _acl_at(self, rel: str, *, listed: bool = False) -> Acl:
+        """:meth:`fetch_acl` of a relative path (``listed``: see :meth:`_guard`); raises
+        :class:`_Gone` when it does not exist or lies under a DFS link that is not followed
+        (:class:`_Blocked`)."""
         def read(kw: dict[str, Any]) -> bytes:
-            self._guard(rel, kw)
+            self._guard(rel, kw, listed=listed)
             return read_security_descriptor(self.unc_of(rel), **kw)
 
         try:
@@ -900,6 +927,8 @@ class SmbConnector:
             now = time.monotonic()
             if now - self._share_at > SHARE_REFRESH_S:
                 self._share, self._nesting, self._share_at = None, {}, now
+                with self._cache_lock:
+                    self._addr_cache = {}  # DFS target names resolved afresh as well
             # one session for the concurrent batches (smbclient's pool is not safe against two
             # threads registering the same server at once)
             self._call("connect", lambda kw: smbclient.register_session(self.cfg.server or "", **kw), fail_fast=True)
@@ -980,7 +1009,11 @@ class SmbConnector:
 
 
 __all__ = [
+    "DfsTarget",
     "SmbConnector",
+    "dfs_referral",
+    "dfs_target_inside",
+    "host_addresses",
     "intersect_share",
     "is_auth_error",
     "is_connection_error",

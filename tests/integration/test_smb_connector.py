@@ -735,6 +735,44 @@ def test_dfs_links_outside_the_share_are_skipped_never_followed(env: Env) -> Non
     assert rep.outcome == "ok" and indexed_docs(rt) == before, rep
 
 
+def test_dfs_link_retargeted_outside_takes_out_what_was_indexed_through_it(env: Env) -> None:
+    """A link followed while inside the share, then pointed at another share: the next pass
+    removes what was indexed through it, and the live check no longer gives its ACL; a link
+    into itself (a loop) is not followed either."""
+    rt, dc = env.rt, env.dc
+    before = indexed_docs(rt)
+    doc = "LIEN-BASCULE/bascule.md"
+    # the target folder is excluded: its file shows only through the link (one file id, one document)
+    conn = SmbConnector(env.rt.settings.sources[0].model_copy(update={"exclude": ("DFS-BASCULE/*",)}), directory=None, ignore=rt.settings.ignore)
+    link: Path | None = None
+    loop = dfs_link(dc, "LIEN-BOUCLE", "msdfs:localhost\\Partage")  # the share's own root
+    try:
+        dc.smbclient('mkdir "DFS-BASCULE"', f'put "{CORPUS / "share" / "DOCUMENTATION" / "09-pipeline-llm.md"}" "DFS-BASCULE/bascule.md"')
+        link = dfs_link(dc, "LIEN-BASCULE", "msdfs:localhost\\Partage\\DFS-BASCULE")
+        rep = rt.engine.run_pass(conn)
+        assert rep.outcome == "ok" and rep.new == 1, rep
+        assert indexed_docs(rt) == before | {doc}
+        assert ("LIEN-BOUCLE", "skipped", "dfs link loop (\\\\localhost\\Partage)") in rep.problems, rep.problems
+        assert set(conn.read_acls([doc])) == {doc}
+
+        link.unlink()
+        link = dfs_link(dc, "LIEN-BASCULE", "msdfs:localhost\\netlogon")
+        assert conn.read_acls([doc]) == {}  # the live check: at once, before any pass
+        assert conn.get_item(doc) is None
+        rep = rt.engine.run_pass(conn)
+        assert rep.outcome == "ok" and rep.deleted == 1, rep
+        assert indexed_docs(rt) == before
+        assert ("LIEN-BASCULE", "skipped", "dfs link outside the share (\\\\localhost\\netlogon)") in rep.problems
+    finally:
+        conn.close()
+        for lk in (link, loop):
+            if lk is not None:
+                lk.unlink()
+        shutil.rmtree(dc.share_path / "DFS-BASCULE", ignore_errors=True)
+    rep = env.sync()
+    assert rep.outcome == "ok" and indexed_docs(rt) == before, rep
+
+
 def test_dead_dfs_link_purges_nothing_while_other_changes_apply(env: Env) -> None:
     rt, dc = env.rt, env.dc
     before = indexed_docs(rt)
