@@ -671,9 +671,10 @@ class SmbConnector:
         down, folder gone) is appended to ``unreachable`` and skipped, provided the share itself
         still answers (checked at once; if it does not, the error propagates as the connection
         error it is)."""
-        stack = [(rel_dir, rel_dir if real_dir is None else real_dir, False)]
+        # (path as listed, path it leads to in the share, through a link?, targets followed on the way)
+        stack: list[tuple[str, str, bool, tuple[str, ...]]] = [(rel_dir, rel_dir if real_dir is None else real_dir, False, ())]
         while stack:
-            cur, real, is_link = stack.pop()
+            cur, real, is_link, via = stack.pop()
             try:
                 entries = sorted(list_dir(self.unc_of(cur), **kw), key=lambda e: e.file_name)
                 with self._cache_lock:
@@ -695,15 +696,20 @@ class SmbConnector:
                     f"source {self.source_id}: {what} {cur or '(share root)'!r} can't be listed "
                     f"({type(e).__name__}: {e}); nothing under it is purged"
                 ) from None
-            subdirs: list[tuple[str, str, bool]] = []
+            subdirs: list[tuple[str, str, bool, tuple[str, ...]]] = []
             for info in entries:
                 name = nfc(info.file_name)
                 rel = f"{cur}/{name}" if cur else name
                 child = f"{real}/{name}" if real else name
                 if self._is_dfs(info) and self.cfg.dfs:
                     reason, target = self._dfs_entry(child, kw)
+                    folded = target.casefold()
+                    if reason is None and any(folded == v or v.startswith(folded + "/") for v in via):
+                        reason = f"dfs link loop (leads back to {target!r})"
+                    elif reason is None and len(via) >= MAX_DFS_HOPS:
+                        reason = f"dfs link chain longer than {MAX_DFS_HOPS} links"
                     if reason is None:
-                        subdirs.append((rel, target, True))
+                        subdirs.append((rel, target, True, (*via, folded)))
                     else:
                         log.info("source %s: %r not followed: %s", self.source_id, rel, reason)
                         out.append(self._item(rel, info, skip=reason))
@@ -711,7 +717,7 @@ class SmbConnector:
                 reason = self._link_reason(info)
                 if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
                     if self._descend(info):
-                        subdirs.append((rel, child, False))
+                        subdirs.append((rel, child, False, via))
                     elif reason is not None:
                         out.append(self._item(rel, info, skip=reason))
                     continue

@@ -773,6 +773,30 @@ def test_dfs_link_retargeted_outside_takes_out_what_was_indexed_through_it(env: 
     assert rep.outcome == "ok" and indexed_docs(rt) == before, rep
 
 
+def test_dfs_links_leading_to_each_other_end_the_walk(env: Env) -> None:
+    """Two folders of the share, each holding a DFS link to the other, and a link to its own
+    folder: the walk ends. The link to its own folder is a loop; each cross link is followed once
+    (inside the share), and the link met behind it is one smbclient does not follow (a second
+    referral hop: STATUS_PATH_NOT_COVERED), reported unreachable — the walk's own loop check
+    (targets already followed on the way) would stop it otherwise."""
+    dc = env.dc
+    for here, there in (("DFS-X", "DFS-Y"), ("DFS-Y", "DFS-X")):
+        (dc.share_path / here).mkdir()
+        (dc.share_path / here / f"VERS-{there[-1]}").symlink_to(f"msdfs:localhost\\Partage\\{there}")
+    (dc.share_path / "DFS-X" / "VERS-SOI").symlink_to("msdfs:localhost\\Partage\\DFS-X")
+    try:
+        items = {it.path: it for it in env.conn.list_items()}
+        seen = {p: it.skip for p, it in items.items() if p.startswith("DFS-")}
+        assert seen == {
+            "DFS-X/VERS-SOI": "dfs link loop (\\\\localhost\\Partage\\DFS-X)",
+            "DFS-Y/VERS-X/VERS-SOI": "dfs link loop (\\\\localhost\\Partage\\DFS-X)",
+        }, seen
+        assert set(env.conn.unreachable) == {"DFS-X/VERS-Y/VERS-X", "DFS-Y/VERS-X/VERS-Y"}
+    finally:
+        for d in ("DFS-X", "DFS-Y"):
+            shutil.rmtree(dc.share_path / d, ignore_errors=True)
+
+
 def test_dead_dfs_link_purges_nothing_while_other_changes_apply(env: Env) -> None:
     rt, dc = env.rt, env.dc
     before = indexed_docs(rt)
