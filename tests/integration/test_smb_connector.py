@@ -715,6 +715,9 @@ def test_dfs_links_outside_the_share_are_skipped_never_followed(env: Env) -> Non
         assert env.conn.fetch_acl(SourceItem("partage", "x", "LIEN-HORS/hors-partage.md", 1, 0.0)).allow == frozenset()
         with pytest.raises(PermissionError):
             env.conn.fetch_content(SourceItem("partage", "x", "LIEN-HORS/hors-partage.md", 1, 0.0))
+        res = CliRunner().invoke(app, ["acl", "explain", "--as", "chloe", "LIEN-HORS/hors-partage.md", "--config", str(env.cfg)])
+        out = " ".join(res.output.split())
+        assert "NOT READABLE" in out and "dfs link outside the share" in out, out
 
         rep = env.sync()
         assert rep.outcome == "ok" and (rep.new, rep.deleted, rep.skipped) == (0, 0, 2), rep
