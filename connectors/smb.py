@@ -6,10 +6,21 @@
   seconds). Ignore rules, include/exclude globs and NFC paths as in the folder connector. Symbolic
   links and junctions (reparse points) are never followed: each is listed as an item with
   ``skip`` set (``symlink`` / ``junction``: status ``skipped`` in ``ancre status``), as in the folder
-  connector. DFS links are followed through their referral (smbclient) unless ``dfs = false``,
-  which leaves them out (listed as ``skipped: dfs link (dfs = false)``). A DFS link whose referral can't be followed (target
-  down, refused, unknown) while the share itself still answers is recorded in
-  :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it indexed under it.
+  connector.
+- **DFS links** (issue 9: a link is never a way around an ACL): each link met is asked for its
+  referral (FSCTL_DFS_GET_REFERRALS on ``IPC$``, :func:`dfs_referral`) and followed (by
+  smbclient) only when every target lies inside the source — the same share on the same server
+  (:func:`dfs_target_inside`: same name, or names resolving to a common address). A link to
+  another share or server, a loop, or a link whose referral can't be read is never followed: it
+  is listed as a skipped item (``dfs link outside the share (\\\\srv\\share\\path)``, ``dfs link
+  loop (…)``, ``dfs link referral unreadable (…)``), and a path at or under it gives no item, no
+  ACL and no content (``get_item``, ``list_under``, ``read_acls``, ``fetch_*``: on a DFS root
+  share, one referral request per path unless its folder was walked by the last listing; a share
+  without the DFS capability needs none).
+  ``dfs = false`` follows none (``skipped: dfs link (dfs = false)``). An inside link that can't
+  be followed (target folder gone, server down) while the share itself still answers is
+  recorded in :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it
+  indexed under it.
 - **Rights**, fetched lazily per file: one compound CREATE(READ_CONTROL) + QUERY_INFO(security:
   OWNER|GROUP|DACL, [MS-SMB2] 2.2.37) + CLOSE, parsed by :mod:`ancre.acl.sd_parse` and reduced by
   the ACL engine; then intersected with the share-level permissions
@@ -19,7 +30,8 @@
   refused reconnection, expired or deleted session, ...) drops the pooled connection and retries
   the call once on a new one; a second failure raises :class:`SourceUnavailableError` (never an
   empty or partial listing: a folder that can't be listed fails the whole listing, naming it, so
-  the sync engine purges nothing; only an unfollowable DFS link is left out, see above).
+  the sync engine purges nothing; only an inside DFS link that can't be followed is left out,
+  see above).
 - **Changes**: :meth:`SmbConnector.watch` — SMB2 CHANGE_NOTIFY on the share root with
   WATCH_TREE, see :mod:`ancre.connectors.smb_notify`.
 """
@@ -30,13 +42,15 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import smbclient
 from smbclient._io import SMBDirectoryIO, SMBFileTransaction, SMBRawIO
 from smbclient._os import SMBDirEntryInformation
 from smbprotocol import MAX_PAYLOAD_SIZE
+from smbprotocol.dfs import DFSReferralRequest, DFSReferralResponse, DFSServerTypes
 from smbprotocol.exceptions import (
     SMBAuthenticationError,
     SMBConnectionClosed,
@@ -46,7 +60,9 @@ from smbprotocol.exceptions import (
 )
 from smbprotocol.file_info import FileAttributes, FileInformationClass, InfoType
 from smbprotocol.header import NtStatus
+from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse
 from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
+from smbprotocol.tree import TreeConnect
 from pydantic import Field, SecretStr, model_validator
 
 from ancre.acl.directory import Directory
@@ -98,7 +114,9 @@ class SmbSourceConfig(SourceSettings):
     encrypt: bool = False
     """Require SMB3 encryption of the session."""
     dfs: bool = True
-    """Follow DFS referrals; ``false`` leaves DFS link folders out of the source."""
+    """Follow DFS links whose referral points inside the same share (never another share or
+    server: those are skipped whatever this says); ``false`` follows none (each listed as
+    skipped)."""
     timeout_s: float = Field(30.0, gt=0)
     """Connection timeout in seconds."""
 
@@ -164,6 +182,10 @@ class _Gone(Exception):
     """The path does not exist on the share (any more)."""
 
 
+class _Blocked(_Gone):
+    """The path lies under (or is) a DFS link that is not followed: no item, no ACL, no content."""
+
+
 FAIL_FAST_S = 10.0
 """After a failed reconnection, content and ACL reads fail at once for this many seconds (a pass
 over thousands of files against a dead server must not wait a timeout per file); listings and
@@ -202,6 +224,165 @@ def is_connection_error(e: BaseException) -> bool:
 def is_not_found(e: BaseException) -> bool:
     """Whether ``e`` says the path does not exist (or a parent is not a folder)."""
     return isinstance(e, FileNotFoundError) or _status(e) in _ENOENT_STATUSES
+
+
+# --------------------------------------------------------------------------------------------------
+MAX_DFS_HOPS = 8
+"""Links followed one after the other (a link whose target holds another link) before a path is
+refused as a chain too long."""
+
+
+@dataclass(frozen=True)
+class DfsTarget:
+    """One target of a DFS referral: ``\\\\server\\share\\path`` ([MS-DFSC] 2.2.5.3, the
+    NetworkAddress of a referral entry). ``path`` is backslash-separated, ``""`` for the share root."""
+
+    server: str
+    share: str
+    path: str = ""
+
+    @classmethod
+    def parse(cls, network_address: str) -> DfsTarget:
+        """``"\\srv\\share\\a\\b"`` (one or two leading backslashes) → ``DfsTarget("srv",
+        "share", "a\\b")``. Raises ``ValueError`` when the server or share is missing."""
+        parts = [p for p in network_address.split("\\") if p]
+        if len(parts) < 2:
+            raise ValueError(f"DFS target {network_address!r} names no server and share")
+        return cls(parts[0], parts[1], "\\".join(parts[2:]))
+
+    @property
+    def unc(self) -> str:
+        """``\\\\srv\\share\\a\\b``, as reported in skip reasons."""
+        return "\\\\" + "\\".join(p for p in (self.server, self.share, self.path) if p)
+
+    @property
+    def rel(self) -> str:
+        """The target path as a relative path of its share (``/``-separated, NFC)."""
+        return nfc(self.path.replace("\\", "/").strip("/"))
+
+
+def host_addresses(host: str) -> frozenset[str]:
+    """The addresses ``host`` resolves to (``socket.getaddrinfo``, any family). Raises ``OSError``
+    (``socket.gaierror``) or ``UnicodeError`` when it can't be resolved."""
+    return frozenset(str(info[4][0]) for info in socket.getaddrinfo(host, None))
+
+
+def _ascii_lower(text: str) -> str:
+    # names compared without Unicode case folding (a lookalike never matches; a miss fails closed)
+    return text.translate({c: c + 32 for c in range(ord("A"), ord("Z") + 1)})
+
+
+def dfs_target_inside(
+    server: str,
+    share: str,
+    target: DfsTarget,
+    resolve: Callable[[str], Iterable[str]] = host_addresses,
+) -> bool:
+    """Whether a DFS referral ``target`` lies inside the source ``\\\\server\\share`` (issue 9 rule:
+    a link is never a way around an ACL, so a link is followed only inside the source's root).
+
+    Inside = the same share name (compared case-insensitively, ASCII only: SMB share names are
+    case-insensitive, [MS-SMB2] 3.3.5.7) on the same server: the same name (ASCII
+    case-insensitive), or names that ``resolve`` (host → addresses; by default
+    :func:`host_addresses`) maps to at least one common address (``localhost`` and
+    ``127.0.0.1``). A name that can't be resolved (any exception) counts as another server:
+    outside (fail closed). Pure apart from ``resolve``."""
+    if _ascii_lower(target.share) != _ascii_lower(share):
+        return False
+    if _ascii_lower(target.server) == _ascii_lower(server):
+        return True
+    try:
+        ours = frozenset(resolve(server))
+        theirs = frozenset(resolve(target.server))
+    except Exception as e:  # noqa: BLE001 - any resolution failure: another server
+        log.debug("DFS target %s: %s does not resolve (%s): outside", target.unc, target.server, e)
+        return False
+    return bool(ours & theirs)
+
+
+def dfs_referral(tree: TreeConnect, path: str) -> DFSReferralResponse:
+    """Ask the server for the DFS referral of ``path`` (``\\server\\share\\a\\b``, one leading
+    backslash): FSCTL_DFS_GET_REFERRALS ([MS-SMB2] 2.2.31, [MS-DFSC] 2.2.2 REQ_GET_DFS_REFERRAL)
+    sent on ``tree`` (the server's ``IPC$``). The answer's ``path_consumed`` (bytes, UTF-16) and
+    referral entries (each with ``dfs_path`` and ``network_address``: the target) are those of
+    the link the path lies under. Raises ``SMBResponseException`` (STATUS_OBJECT_PATH_NOT_FOUND
+    / STATUS_NOT_FOUND: no link on that path) or connection errors."""
+    request = DFSReferralRequest()
+    request["request_file_name"] = path
+    ioctl = SMB2IOCTLRequest()
+    ioctl["ctl_code"] = CtlCode.FSCTL_DFS_GET_REFERRALS
+    ioctl["file_id"] = b"\xff" * 16
+    ioctl["max_output_response"] = 56 * 1024
+    ioctl["flags"] = IOCTLFlags.SMB2_0_IOCTL_IS_FSCTL
+    ioctl["buffer"] = request
+    connection = tree.session.connection
+    sent = connection.send(ioctl, sid=tree.session.session_id, tid=tree.tree_connect_id)
+    answer = SMB2IOCTLResponse()
+    answer.unpack(connection.receive(sent)["data"].get_value())
+    response = DFSReferralResponse()
+    response.unpack(answer["buffer"].get_value())
+    return response
+
+
+@dataclass(frozen=True)
+class _DfsLink:
+    """The DFS link a path lies under: its path in the share (``/``-separated) and its targets."""
+
+    rel: str
+    targets: tuple[DfsTarget, ...]
+
+
+@dataclass(frozen=True)
+class _Reach:
+    """Where a relative path leads once the DFS links on it are resolved: ``real`` (its path in
+    the source's own share), or ``blocked`` (the skip reason of the link that is not followed)."""
+
+    real: str
+    blocked: str | None = None
+
+
+def intersect_share(
+    ntfs: Acl,
+    share_allow: frozenset[str] | None,
+    share_deny: frozenset[str],
+    nested: Callable[[str, str], bool] | None = None,
+) -> Acl:
+    """Share permissions ∩ NTFS permissions as one ``Acl``: a user needs both.
+
+    Exact semantics: ``(ntfs.allow ∩ P ≠ ∅) ∧ (share_allow ∩ P ≠ ∅) ∧ P ∩ (ntfs.deny ∪ share_deny) = ∅``.
+    The deny part is exact (union). ``share_allow`` ``None`` means no share-level allow restriction
+    (Windows' default share permission, Everyone); so does a ``share_allow`` holding Everyone or
+    Authenticated Users (every resolved P(user) holds both).
+
+    Otherwise the allow set is the union, over pairs (NTFS principal ``a``, share principal ``s``),
+    of a principal whose holders provably hold both:
+
+    - ``a`` is Everyone/Authenticated Users → ``s``;  ``a == s`` → ``a``;
+    - ``nested(a, s)`` (``a`` is transitively a member of ``s``) → ``a``;
+      ``nested(s, a)`` → ``s``.
+
+    Any other pair contributes nothing: a user who holds ``a`` and ``s`` by unrelated routes is
+    refused (fail closed). ``nested(member, group)`` takes ``sid:`` principals; ``None`` = only the
+    exact rules. An NTFS result that is already *nobody* stays as it is.
+    """
+    if not ntfs.allow:
+        return Acl(ntfs.allow, ntfs.deny | share_deny, ntfs.reason)
+    deny = ntfs.deny | share_deny
+    if share_allow is None or share_allow & {EVERYONE, AUTHENTICATED_USERS}:
+        return Acl(ntfs.allow, deny, ntfs.reason)
+    allow: set[str] = set()
+    for a in ntfs.allow:
+        if a in (EVERYONE, AUTHENTICATED_USERS):
+            allow |= share_allow
+            continue
+        for s in share_allow:
+            if a == s or (nested is not None and nested(a, s)):
+                allow.add(a)
+            elif nested is not None and nested(s, a):
+                allow.add(s)
+    if not allow:
+        return Acl.nobody(SHARE_ADMITS_NONE_RULE)
+    return Acl(frozenset(allow), deny, ntfs.reason)
 
 
 def list_dir(unc_path: str, search_pattern: str = "*", **kwargs: Any) -> list[SMBDirEntryInformation]:
@@ -306,6 +487,11 @@ class SmbConnector(CollectionFromConfig):
         self._password = resolve_secret(cfg.password, cfg.password_env, f"sources.{cfg.id}.password")
         self._cache: dict[str, Any] = {}
         self._cache_lock = threading.Lock()
+        self._addr_cache: dict[str, frozenset[str]] = {}
+        self._listed_dirs: dict[str, str] = {}
+        """Folders (relative paths as listed) the last listing walked, each with the path it leads
+        to in the share: their DFS links were checked by that listing, so :meth:`fetch_acl` and
+        :meth:`fetch_content` of its items need no referral request of their own."""
         self._down_until = 0.0
         self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
         self._nesting: dict[tuple[str, str], bool] = {}
@@ -317,8 +503,8 @@ class SmbConnector(CollectionFromConfig):
         """NFC relative path → the path as the server spells it, for the paths whose names are not
         NFC on the share (written NFD by a macOS client): listings and stats fill it."""
         self.unreachable: tuple[str, ...] = ()
-        """Relative paths (NFC, ``/``-separated) of the DFS links whose referral the last
-        :meth:`list_items` could not follow: nothing of the listing lies under them, and what was
+        """Relative paths (NFC, ``/``-separated) of the DFS links inside the share whose referral
+        the last :meth:`list_items` could not follow: nothing of the listing lies under them, and what was
         indexed there must be kept (the sync engine purges nothing under these prefixes)."""
 
     # ---------------------------------------------------------------- sessions
@@ -435,6 +621,120 @@ class SmbConnector(CollectionFromConfig):
             return "dfs link (dfs = false)"
         return None
 
+    @staticmethod
+    def _is_dfs(info: Any) -> bool:
+        return bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT) and int(info.ea_size) == IO_REPARSE_TAG_DFS
+
+    # ---------------------------------------------------------------- DFS links
+    def _tree(self, share: str, kw: dict[str, Any]) -> TreeConnect:
+        """The pooled tree connect of ``\\\\server\\<share>`` on this source's session (made if
+        needed). Raises connection errors."""
+        server = self.cfg.server or ""
+        session = smbclient.register_session(server, **kw)
+        name = f"\\\\{server}\\{share}"
+        tree = next((t for t in list(session.tree_connect_table.values()) if t.share_name == name), None)
+        if tree is None:
+            tree = TreeConnect(session, name)
+            tree.connect()
+        return tree
+
+    def _referral(self, real: str, kw: dict[str, Any]) -> _DfsLink | None:
+        """The DFS link the share path ``real`` lies under (or is), from the server's referral
+        (:func:`dfs_referral` on ``IPC$``); ``None`` when the server says no link covers it.
+        Raises :class:`_Blocked` when the referral can't be read or makes no sense (fail
+        closed), connection errors as they are."""
+        base = f"\\{self.cfg.server}\\{self.cfg.share}"
+        request = base + ("\\" + real.replace("/", "\\") if real else "")
+        try:
+            response = dfs_referral(self._tree("IPC$", kw), request)
+        except Exception as e:
+            if is_connection_error(e) or is_auth_error(e):
+                raise
+            if is_not_found(e):
+                return None
+            raise _Blocked(f"dfs link referral unreadable ({type(e).__name__}: {e})") from None
+        try:
+            entries = list(response["referral_entries"].get_value())
+            if not entries:
+                raise ValueError("no referral entry")
+            if all(e["server_type"].get_value() & DFSServerTypes.ROOT_TARGETS for e in entries):
+                return None  # the share's own root referral: no link on the path
+            dfs_path = getattr(entries[0], "dfs_path", None)
+            if dfs_path is None:  # a V1 entry: PathConsumed (bytes of UTF-16) tells the link's extent
+                dfs_path = request[: int(response["path_consumed"].get_value()) // 2]
+            link = "/".join([p for p in str(dfs_path).split("\\") if p][2:])
+            targets = tuple(DfsTarget.parse(str(e.network_address)) for e in entries)
+        except Exception as e:  # noqa: BLE001 - a referral we can't read: not followed
+            raise _Blocked(f"dfs link referral unreadable ({type(e).__name__}: {e})") from None
+        if not link:
+            return None
+        return _DfsLink(nfc(link), targets)
+
+    def _link_target(self, link: _DfsLink) -> tuple[str | None, str]:
+        """``(reason, target)`` for a DFS link met on the way: ``reason`` ``None`` and the
+        target's path in this share when every referral target is inside the share
+        (:func:`dfs_target_inside`; a link with several targets is followed only if all are, since
+        smbclient tries them in turn); otherwise the skip reason naming the first target outside."""
+        if not self.cfg.dfs:
+            return "dfs link (dfs = false)", ""
+        server, share = self.cfg.server or "", self.cfg.share or ""
+        for target in link.targets:
+            if not dfs_target_inside(server, share, target, self._addresses):
+                return f"dfs link outside the share ({target.unc})", ""
+        target = link.targets[0]
+        mine, theirs = link.rel.casefold(), target.rel.casefold()
+        if theirs in ("", mine) or mine.startswith(theirs + "/") or theirs.startswith(mine + "/"):
+            return f"dfs link loop ({target.unc})", ""
+        return None, target.rel
+
+    def _addresses(self, host: str) -> frozenset[str]:
+        with self._cache_lock:
+            hit = self._addr_cache.get(host)
+        if hit is None:
+            hit = host_addresses(host)
+            with self._cache_lock:
+                self._addr_cache[host] = hit
+        return hit
+
+    def _reach(self, rel: str, kw: dict[str, Any]) -> _Reach:
+        """Resolve the DFS links on the relative path ``rel`` as smbclient would follow them: on a
+        share that is not a DFS root (no SMB2_SHARE_CAP_DFS) nothing redirects; otherwise one
+        referral request per link crossed. A link that is not followed (outside the share,
+        ``dfs = false``, loop, unreadable referral, chain over :data:`MAX_DFS_HOPS`) gives
+        ``blocked``. Raises connection errors."""
+        if not rel or not self._tree(self.cfg.share or "", kw).is_dfs_share:
+            return _Reach(rel)
+        real = rel
+        for _ in range(MAX_DFS_HOPS):
+            try:
+                link = self._referral(real, kw)
+            except _Blocked as e:
+                return _Reach(real, str(e))
+            if link is None:
+                return _Reach(real)
+            depth = link.rel.count("/") + 1
+            parts = real.split("/")
+            if depth > len(parts) or "/".join(parts[:depth]).casefold() != link.rel.casefold():
+                return _Reach(real, f"dfs link referral unreadable (answered for {link.rel!r})")
+            rest = parts[depth:]
+            reason, target = self._link_target(link)
+            if reason is not None:
+                return _Reach(real, reason)
+            real = "/".join(p for p in (target, *rest) if p)
+        return _Reach(real, f"dfs link chain longer than {MAX_DFS_HOPS} links")
+
+    def _guard(self, rel: str, kw: dict[str, Any], *, listed: bool = False) -> None:
+        """Raise :class:`_Blocked` when ``rel`` is, or lies under, a DFS link that is not followed.
+        ``listed``: ``rel`` is an item of this connector's listing; when its folder was walked by
+        the last listing (whose links were checked then), no referral is asked again."""
+        if listed:
+            with self._cache_lock:
+                if rel.rpartition("/")[0] in self._listed_dirs:
+                    return
+        reach = self._reach(rel, kw)
+        if reach.blocked is not None:
+            raise _Blocked(f"{rel!r}: {reach.blocked}")
+
     def _descend(self, info: Any) -> bool:
         """Whether a folder entry is walked: not a symlink/junction; a DFS link only with ``dfs``."""
         if not info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT:
@@ -444,19 +744,31 @@ class SmbConnector(CollectionFromConfig):
             return self.cfg.dfs
         return tag not in (IO_REPARSE_TAG_SYMLINK, IO_REPARSE_TAG_MOUNT_POINT)
 
-    def _walk(self, rel_dir: str, kw: dict[str, Any], out: list[SourceItem], unreachable: list[str]) -> None:
-        """Append the indexable files under ``rel_dir`` (depth first, sorted by name) to ``out``.
+    def _walk(
+        self, rel_dir: str, kw: dict[str, Any], out: list[SourceItem], unreachable: list[str], real_dir: str | None = None
+    ) -> None:
+        """Append the indexable files under ``rel_dir`` (depth first, sorted by name) to ``out``;
+        ``real_dir``: where ``rel_dir`` leads in the share once DFS links are followed (default
+        ``rel_dir``).
 
         A folder that can't be listed raises :class:`SourceUnavailableError` naming it, except a
-        plain folder that vanished meanwhile (skipped). A DFS link whose referral can't be followed
-        (any error: target refused or down, referral to nowhere) is appended to ``unreachable`` and
-        skipped, provided the share itself still answers (checked at once; if it does not, the
-        error propagates as the connection error it is)."""
-        stack = [(rel_dir, self._wire_of(rel_dir, kw) if rel_dir else "", False)]
+        plain folder that vanished meanwhile (skipped). A DFS link is followed only when its
+        referral targets lie inside the share (:meth:`_dfs_entry`); any other is listed as a
+        skipped item naming why. A followed link that can't be listed (any error: target refused or
+        down, folder gone) is appended to ``unreachable`` and skipped, provided the share itself
+        still answers (checked at once; if it does not, the error propagates as the connection
+        error it is)."""
+        # (path as listed, its spelling on the server (NFD names), path it leads to in the share,
+        # through a link?, targets followed on the way)
+        stack: list[tuple[str, str, str, bool, tuple[str, ...]]] = [
+            (rel_dir, self._wire_of(rel_dir, kw) if rel_dir else "", rel_dir if real_dir is None else real_dir, False, ())
+        ]
         while stack:
-            cur, wire_cur, is_link = stack.pop()
+            cur, wire_cur, real, is_link, via = stack.pop()
             try:
                 entries = sorted(list_dir(self.unc_of(wire_cur), **kw), key=lambda e: e.file_name)
+                with self._cache_lock:
+                    self._listed_dirs[cur] = real
             except Exception as e:
                 if is_link and self._share_answers(kw):
                     log.warning(
@@ -474,17 +786,30 @@ class SmbConnector(CollectionFromConfig):
                     f"source {self.source_id}: {what} {cur or '(share root)'!r} can't be listed "
                     f"({type(e).__name__}: {e}); nothing under it is purged"
                 ) from None
-            subdirs: list[tuple[str, str, bool]] = []
+            subdirs: list[tuple[str, str, str, bool, tuple[str, ...]]] = []
             for info in entries:
                 name = nfc(info.file_name)
                 rel = f"{cur}/{name}" if cur else name
                 wire = f"{wire_cur}/{info.file_name}" if wire_cur else str(info.file_name)
                 self._remember(rel, wire)
+                child = f"{real}/{name}" if real else name
+                if self._is_dfs(info) and self.cfg.dfs:
+                    reason, target = self._dfs_entry(child, kw)
+                    folded = target.casefold()
+                    if reason is None and any(folded == v or v.startswith(folded + "/") for v in via):
+                        reason = f"dfs link loop (leads back to {target!r})"
+                    elif reason is None and len(via) >= MAX_DFS_HOPS:
+                        reason = f"dfs link chain longer than {MAX_DFS_HOPS} links"
+                    if reason is None:
+                        subdirs.append((rel, wire, target, True, (*via, folded)))
+                    else:
+                        log.info("source %s: %r not followed: %s", self.source_id, rel, reason)
+                        out.append(self._item(rel, info, skip=reason))
+                    continue
                 reason = self._link_reason(info)
                 if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
                     if self._descend(info):
-                        link = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
-                        subdirs.append((rel, wire, link and int(info.ea_size) == IO_REPARSE_TAG_DFS))
+                        subdirs.append((rel, wire, child, False, via))
                     elif reason is not None:
                         out.append(self._item(rel, info, skip=reason))
                     continue
@@ -492,6 +817,21 @@ class SmbConnector(CollectionFromConfig):
                     continue
                 out.append(self._item(rel, info, skip=reason))
             stack.extend(reversed(subdirs))
+
+    def _dfs_entry(self, real: str, kw: dict[str, Any]) -> tuple[str | None, str]:
+        """For a DFS link entry at the share path ``real``: ``(None, target path in the share)``
+        when it is followed, else ``(skip reason, "")`` — outside the share, loop, or a referral
+        that can't be read or does not answer for this very link (fail closed: not followed)."""
+        if not self.cfg.dfs:
+            return "dfs link (dfs = false)", ""
+        try:
+            link = self._referral(real, kw)
+        except _Blocked as e:
+            return str(e), ""
+        if link is None or link.rel.casefold() != real.casefold():
+            answered = "no link" if link is None else repr(link.rel)
+            return f"dfs link referral unreadable (the server answered {answered})", ""
+        return self._link_target(link)
 
     def _share_answers(self, kw: dict[str, Any]) -> bool:
         """Whether the share's root can still be read (after a DFS link failed: its target is at
@@ -510,6 +850,8 @@ class SmbConnector(CollectionFromConfig):
         (the message names the folder)."""
         self._share = None  # share principals and nesting are re-resolved once per full pass
         self._nesting = {}
+        with self._cache_lock:  # DFS targets are checked afresh too
+            self._addr_cache, self._listed_dirs = {}, {}
 
         def walk(kw: dict[str, Any]) -> tuple[list[SourceItem], list[str]]:
             out: list[SourceItem] = []
@@ -525,15 +867,19 @@ class SmbConnector(CollectionFromConfig):
         """The indexable files below the folder ``prefix`` (``[]`` when it is not an existing
         folder). Used by the sync engine for folder events (an ACL change on a folder re-reads
         the ACLs of its subtree); files under an unfollowable DFS link are left out (the engine
-        purges nothing it can't ``get_item``). Raises :class:`SourceUnavailableError`."""
+        purges nothing it can't ``get_item``), and a ``prefix`` at or under a DFS link that is not
+        followed gives ``[]``. Raises :class:`SourceUnavailableError`."""
         rel = nfc(prefix.strip("/"))
         if not rel:
             return list(self.list_items())
 
         def walk(kw: dict[str, Any]) -> list[SourceItem]:
             out: list[SourceItem] = []
+            reach = self._reach(rel, kw)
+            if reach.blocked is not None:
+                return []  # under (or at) a DFS link that is not followed: nothing of it is listed
             try:
-                self._walk(rel, kw, out, [])
+                self._walk(rel, kw, out, [], reach.real)
             except SourceUnavailableError as e:
                 # the prefix itself missing or a file: nothing below it
                 try:
@@ -570,7 +916,9 @@ class SmbConnector(CollectionFromConfig):
 
     def get_item(self, path: str) -> SourceItem | None:
         """The listing entry of one relative path; ``None`` when it is absent, a folder, ignored or
-        excluded; a symlink or junction gives an item with ``skip`` set (never read). Raises :class:`SourceUnavailableError` when the share can't be reached."""
+        excluded, or under a DFS link that is not followed; a symlink, a junction or a DFS link
+        that is not followed gives an item with ``skip`` set (never read), as in the listing.
+        Raises :class:`SourceUnavailableError` when the share can't be reached."""
         rel = nfc(path.strip("/"))
         if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
             return None
@@ -579,14 +927,22 @@ class SmbConnector(CollectionFromConfig):
             return None
 
         def stat(kw: dict[str, Any]) -> SourceItem | None:
+            parent = rel.rpartition("/")[0]
+            reach = self._reach(parent, kw)
+            if reach.blocked is not None:
+                return None  # under a DFS link that is not followed
             info = self._stat(rel, kw)
             if info is None:
                 return None
+            real = nfc(info.file_name)
+            if self._is_dfs(info) and self.cfg.dfs:
+                reason, _ = self._dfs_entry(f"{reach.real}/{real}" if reach.real else real, kw)
+                if reason is None:
+                    return None  # a followed link: a folder
+                return self._item(f"{parent}/{real}" if parent else real, info, skip=reason)
             reason = self._link_reason(info)
             if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY and (reason is None or self._descend(info)):
                 return None
-            parent = rel.rpartition("/")[0]
-            real = nfc(info.file_name)
             return self._item(f"{parent}/{real}" if parent else real, info, skip=reason)
 
         try:
@@ -597,24 +953,34 @@ class SmbConnector(CollectionFromConfig):
     # ---------------------------------------------------------------- content and rights
     def fetch_content(self, item: SourceItem) -> bytes:
         """The file's bytes. Raises ``OSError`` (e.g. ``SMBOSError``: deleted, sharing
-        violation, access denied) or :class:`SourceUnavailableError`."""
+        violation, access denied; ``PermissionError`` for a path under a DFS link that is not
+        followed) or :class:`SourceUnavailableError`."""
 
         def read(kw: dict[str, Any]) -> bytes:
+            self._guard(item.path, kw, listed=True)
             with smbclient.open_file(self.unc_of(self._wire_of(item.path, kw)), mode="rb", share_access="rwd", **kw) as fh:
                 return fh.read()  # type: ignore[no-any-return]
 
-        return self._call(f"read {item.path!r}", read, fail_fast=True)
+        try:
+            return self._call(f"read {item.path!r}", read, fail_fast=True)
+        except _Blocked as e:
+            raise PermissionError(f"source {self.source_id}: {e}") from None
 
     def security_descriptor(self, rel_path: str) -> SecurityDescriptor:
         """The parsed security descriptor of a file or folder (``""``: the share root), for
-        ``ancre acl explain``. Raises :class:`AclError` when unreadable or malformed,
+        ``ancre acl explain``. Raises :class:`AclError` when unreadable or malformed, or at or
+        under a DFS link that is not followed,
         :class:`SourceUnavailableError` when the share can't be reached."""
         rel = nfc(rel_path.strip("/"))
+
+        def read(kw: dict[str, Any]) -> bytes:
+            self._guard(rel, kw)
+            return read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw)
+
         try:
-            raw = self._call(
-                f"read the security of {rel!r}",
-                lambda kw: read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw),
-            )
+            raw = self._call(f"read the security of {rel!r}", read)
+        except _Blocked as e:
+            raise AclError(f"{e} on {self.unc_root}") from None
         except SMBOSError as e:
             if is_not_found(e):
                 raise AclError(f"{rel!r} does not exist on {self.unc_root}") from None
@@ -628,19 +994,21 @@ class SmbConnector(CollectionFromConfig):
         descriptor gives ``Acl.nobody(reason)``; a server that can't be reached raises
         :class:`SourceUnavailableError` (the pass stops as suspect instead of revoking rights)."""
         try:
-            return self._acl_at(item.path)
+            return self._acl_at(item.path, listed=True)
         except _Gone as e:
             return Acl.nobody(f"acl_unreadable: {e}")
 
-    def _acl_at(self, rel: str) -> Acl:
-        """:meth:`fetch_acl` of a relative path; raises :class:`_Gone` when it does not exist."""
+    def _acl_at(self, rel: str, *, listed: bool = False) -> Acl:
+        """:meth:`fetch_acl` of a relative path (``listed``: see :meth:`_guard`); raises
+        :class:`_Gone` when it does not exist or lies under a DFS link that is not followed
+        (:class:`_Blocked`)."""
+        def read(kw: dict[str, Any]) -> bytes:
+            self._guard(rel, kw, listed=listed)
+            return read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw)
+
         try:
-            raw = self._call(
-                f"read the security of {rel!r}",
-                lambda kw: read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw),
-                fail_fast=True,
-            )
-        except SourceUnavailableError:
+            raw = self._call(f"read the security of {rel!r}", read, fail_fast=True)
+        except (SourceUnavailableError, _Gone):
             raise
         except SMBOSError as e:
             if e.ntstatus == NtStatus.STATUS_ACCESS_DENIED:
@@ -656,7 +1024,8 @@ class SmbConnector(CollectionFromConfig):
         """The current ACL of each relative path, as :meth:`fetch_acl` computes it (one compound
         CREATE + QUERY_INFO + CLOSE per path, NTFS DACL ∩ share permissions), for the query
         core's live check (see :meth:`ancre.connectors.base.Connector.read_acls`). A path the
-        server no longer has is left out. Raises :class:`SourceUnavailableError` when the share
+        server no longer has, or one at or under a DFS link that is not followed, is left out
+        (on a DFS root share, one referral request per path tells). Raises :class:`SourceUnavailableError` when the share
         can't be reached (at once for :data:`FAIL_FAST_S` seconds after a failed reconnection).
         Share principals and group nesting are re-resolved at most every
         :data:`SHARE_REFRESH_S` seconds. Thread-safe: concurrent batches share one session."""
@@ -664,6 +1033,8 @@ class SmbConnector(CollectionFromConfig):
             now = time.monotonic()
             if now - self._share_at > SHARE_REFRESH_S:
                 self._share, self._nesting, self._share_at = None, {}, now
+                with self._cache_lock:
+                    self._addr_cache = {}  # DFS target names resolved afresh as well
             # one session for the concurrent batches (smbclient's pool is not safe against two
             # threads registering the same server at once)
             self._call("connect", lambda kw: smbclient.register_session(self.cfg.server or "", **kw), fail_fast=True)
@@ -799,9 +1170,13 @@ KIND = SourceKind("smb", SmbSourceConfig, build)
 
 
 __all__ = [
+    "DfsTarget",
     "KIND",
     "SmbConnector",
     "SmbSourceConfig",
+    "dfs_referral",
+    "dfs_target_inside",
+    "host_addresses",
     "intersect_share",
     "is_auth_error",
     "is_connection_error",

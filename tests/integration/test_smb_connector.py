@@ -7,6 +7,7 @@ Administrator) synced once; every test that changes the domain or the share rest
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -34,9 +35,9 @@ from ancre.connectors.smb import SmbConnector
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
 from ancre.errors import DirectoryError, SourceUnavailableError
-from ancre.models import COLLECTIONS, Acl
+from ancre.models import COLLECTIONS, Acl, SourceItem
 from support.corpus import CORPUS, USERS, readable_paths
-from support.samba import SambaDC, samba_dc  # noqa: F401 - the session fixture
+from support.samba import DNS_DOMAIN, SambaDC, samba_dc  # noqa: F401 - the session fixture
 from support.smb_config import PASSWORD_ENV, write_smb_config
 
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"
@@ -667,7 +668,9 @@ def test_smbd_stopped_during_a_sync_purges_nothing_and_the_next_pass_completes(
 
 
 # ---------------------------------------------------------------- DFS links (after the outages)
-DEAD_DFS_TARGET = "msdfs:127.0.0.9\\absent"  # loopback, nothing listens: the referral can't be followed
+# inside the share (another name of the same server, issue 9: only such links are followed), but
+# the folder does not exist: the referral is followed and fails
+DEAD_DFS_TARGET = "msdfs:localhost\\Partage\\absent-folder"
 
 
 def dfs_link(dc: SambaDC, name: str, target: str) -> Path:
@@ -701,6 +704,125 @@ def test_dfs_referral_is_followed_and_one_that_cannot_be_is_reported(env: Env) -
         for link in links:
             link.unlink()
         shutil.rmtree(dc.share_path / "DFS-CIBLE", ignore_errors=True)
+
+
+def test_dfs_links_outside_the_share_are_skipped_never_followed(env: Env) -> None:
+    """Issue 9: a DFS link to another share of the same server (``netlogon``) or to another
+    server is never followed: nothing of its target is listed, read or given an ACL; the link is
+    a skipped item naming its target, and a sync reports it as such."""
+    rt, dc = env.rt, env.dc
+    before = indexed_docs(rt)
+    scripts = dc.root / "state" / "sysvol" / DNS_DOMAIN / "scripts"  # the netlogon share
+    outside = scripts / "hors-partage.md"
+    reasons = {
+        "LIEN-HORS": "dfs link outside the share (\\\\localhost\\netlogon)",
+        "LIEN-AUTRE": "dfs link outside the share (\\\\127.0.0.9\\autre)",
+    }
+    links = [
+        dfs_link(dc, "LIEN-HORS", "msdfs:localhost\\netlogon"),
+        dfs_link(dc, "LIEN-AUTRE", "msdfs:127.0.0.9\\autre"),
+    ]
+    cache: dict = {}
+    try:
+        scripts.mkdir(parents=True, exist_ok=True)
+        outside.write_text("# Hors du partage\n\nMarqueur ZDFSHORSQ.\n", encoding="utf-8")
+        # the other share does serve the file: a followed link would have reached it
+        assert "hors-partage.md" in smbclient.listdir(f"\\\\{dc.host}\\netlogon", connection_cache=cache, **env.admin)
+
+        items = {it.path: it for it in env.conn.list_items()}
+        assert {p: it.skip for p, it in items.items() if p.startswith("LIEN-")} == reasons
+        assert set(items) == before | set(reasons) and env.conn.unreachable == ()
+        # path by path, the same rule
+        assert env.conn.get_item("LIEN-HORS/hors-partage.md") is None
+        assert env.conn.get_item("LIEN-HORS").skip == reasons["LIEN-HORS"]  # type: ignore[union-attr]
+        assert env.conn.list_under("LIEN-HORS") == [] and env.conn.list_under("LIEN-AUTRE") == []
+        assert set(env.conn.read_acls(["LIEN-HORS/hors-partage.md", DENY_FILE])) == {DENY_FILE}
+        assert env.conn.fetch_acl(SourceItem("partage", "x", "LIEN-HORS/hors-partage.md", 1, 0.0)).allow == frozenset()
+        with pytest.raises(PermissionError):
+            env.conn.fetch_content(SourceItem("partage", "x", "LIEN-HORS/hors-partage.md", 1, 0.0))
+        res = CliRunner().invoke(app, ["acl", "explain", "--as", "chloe", "LIEN-HORS/hors-partage.md", "--config", str(env.cfg)])
+        out = " ".join(res.output.split())
+        assert "NOT READABLE" in out and "dfs link outside the share" in out, out
+
+        rep = env.sync()
+        assert rep.outcome == "ok" and (rep.new, rep.deleted, rep.skipped) == (0, 0, 2), rep
+        assert {(p, st, r) for p, st, r in rep.problems if p.startswith("LIEN-")} == {
+            (p, "skipped", r) for p, r in reasons.items()
+        }
+        assert indexed_docs(rt) == before
+        res = CliRunner().invoke(app, ["status", "--json", "--config", str(env.cfg)])
+        assert res.exit_code == 0, res.output
+        shown = {(p["path"], p["status"], p["reason"]) for p in json.loads(res.stdout)["problems"] if p["path"].startswith("LIEN-")}
+        assert shown == {(p, "skipped", r) for p, r in reasons.items()}
+    finally:
+        SmbConnector.drop_connections(cache)
+        for link in links:
+            link.unlink()
+        outside.unlink(missing_ok=True)
+    rep = env.sync()
+    assert rep.outcome == "ok" and indexed_docs(rt) == before, rep
+
+
+def test_dfs_link_retargeted_outside_takes_out_what_was_indexed_through_it(env: Env) -> None:
+    """A link followed while inside the share, then pointed at another share: the next pass
+    removes what was indexed through it, and the live check no longer gives its ACL; a link
+    into itself (a loop) is not followed either."""
+    rt, dc = env.rt, env.dc
+    before = indexed_docs(rt)
+    doc = "LIEN-BASCULE/bascule.md"
+    # the target folder is excluded: its file shows only through the link (one file id, one document)
+    conn = SmbConnector(env.rt.settings.sources[0].model_copy(update={"exclude": ("DFS-BASCULE/*",)}), directory=None, ignore=rt.settings.ignore)
+    link: Path | None = None
+    loop = dfs_link(dc, "LIEN-BOUCLE", "msdfs:localhost\\Partage")  # the share's own root
+    try:
+        dc.smbclient('mkdir "DFS-BASCULE"', f'put "{CORPUS / "share" / "DOCUMENTATION" / "09-pipeline-llm.md"}" "DFS-BASCULE/bascule.md"')
+        link = dfs_link(dc, "LIEN-BASCULE", "msdfs:localhost\\Partage\\DFS-BASCULE")
+        rep = rt.engine.run_pass(conn)
+        assert rep.outcome == "ok" and rep.new == 1, rep
+        assert indexed_docs(rt) == before | {doc}
+        assert ("LIEN-BOUCLE", "skipped", "dfs link loop (\\\\localhost\\Partage)") in rep.problems, rep.problems
+        assert set(conn.read_acls([doc])) == {doc}
+
+        link.unlink()
+        link = dfs_link(dc, "LIEN-BASCULE", "msdfs:localhost\\netlogon")
+        assert conn.read_acls([doc]) == {}  # the live check: at once, before any pass
+        assert conn.get_item(doc) is None
+        rep = rt.engine.run_pass(conn)
+        assert rep.outcome == "ok" and rep.deleted == 1, rep
+        assert indexed_docs(rt) == before
+        assert ("LIEN-BASCULE", "skipped", "dfs link outside the share (\\\\localhost\\netlogon)") in rep.problems
+    finally:
+        conn.close()
+        for lk in (link, loop):
+            if lk is not None:
+                lk.unlink()
+        shutil.rmtree(dc.share_path / "DFS-BASCULE", ignore_errors=True)
+    rep = env.sync()
+    assert rep.outcome == "ok" and indexed_docs(rt) == before, rep
+
+
+def test_dfs_links_leading_to_each_other_end_the_walk(env: Env) -> None:
+    """Two folders of the share, each holding a DFS link to the other, and a link to its own
+    folder: the walk ends. The link to its own folder is a loop; each cross link is followed once
+    (inside the share), and the link met behind it is one smbclient does not follow (a second
+    referral hop: STATUS_PATH_NOT_COVERED), reported unreachable — the walk's own loop check
+    (targets already followed on the way) would stop it otherwise."""
+    dc = env.dc
+    for here, there in (("DFS-X", "DFS-Y"), ("DFS-Y", "DFS-X")):
+        (dc.share_path / here).mkdir()
+        (dc.share_path / here / f"VERS-{there[-1]}").symlink_to(f"msdfs:localhost\\Partage\\{there}")
+    (dc.share_path / "DFS-X" / "VERS-SOI").symlink_to("msdfs:localhost\\Partage\\DFS-X")
+    try:
+        items = {it.path: it for it in env.conn.list_items()}
+        seen = {p: it.skip for p, it in items.items() if p.startswith("DFS-")}
+        assert seen == {
+            "DFS-X/VERS-SOI": "dfs link loop (\\\\localhost\\Partage\\DFS-X)",
+            "DFS-Y/VERS-X/VERS-SOI": "dfs link loop (\\\\localhost\\Partage\\DFS-X)",
+        }, seen
+        assert set(env.conn.unreachable) == {"DFS-X/VERS-Y/VERS-X", "DFS-Y/VERS-X/VERS-Y"}
+    finally:
+        for d in ("DFS-X", "DFS-Y"):
+            shutil.rmtree(dc.share_path / d, ignore_errors=True)
 
 
 def test_dead_dfs_link_purges_nothing_while_other_changes_apply(env: Env) -> None:
@@ -743,7 +865,7 @@ def test_indexed_subtree_that_becomes_a_dead_dfs_link_stays_indexed(env: Env, tm
         assert rep.outcome == "ok" and rep.new == 1, rep
         acl_before = next(p.payload.acl_allow for p in rt.store.scroll("documents") if p.payload.path == doc)
         assert doc in visible(rt, admins)
-        # the folder becomes a DFS link to a server that does not answer
+        # the folder becomes a DFS link (inside the share) whose target is missing
         shutil.move(dc.share_path / "DFS-SOUS", moved)
         link = dfs_link(dc, "DFS-SOUS", DEAD_DFS_TARGET)
         rep = env.sync()
