@@ -341,50 +341,6 @@ class _Reach:
     blocked: str | None = None
 
 
-def intersect_share(
-    ntfs: Acl,
-    share_allow: frozenset[str] | None,
-    share_deny: frozenset[str],
-    nested: Callable[[str, str], bool] | None = None,
-) -> Acl:
-    """Share permissions ∩ NTFS permissions as one ``Acl``: a user needs both.
-
-    Exact semantics: ``(ntfs.allow ∩ P ≠ ∅) ∧ (share_allow ∩ P ≠ ∅) ∧ P ∩ (ntfs.deny ∪ share_deny) = ∅``.
-    The deny part is exact (union). ``share_allow`` ``None`` means no share-level allow restriction
-    (Windows' default share permission, Everyone); so does a ``share_allow`` holding Everyone or
-    Authenticated Users (every resolved P(user) holds both).
-
-    Otherwise the allow set is the union, over pairs (NTFS principal ``a``, share principal ``s``),
-    of a principal whose holders provably hold both:
-
-    - ``a`` is Everyone/Authenticated Users → ``s``;  ``a == s`` → ``a``;
-    - ``nested(a, s)`` (``a`` is transitively a member of ``s``) → ``a``;
-      ``nested(s, a)`` → ``s``.
-
-    Any other pair contributes nothing: a user who holds ``a`` and ``s`` by unrelated routes is
-    refused (fail closed). ``nested(member, group)`` takes ``sid:`` principals; ``None`` = only the
-    exact rules. An NTFS result that is already *nobody* stays as it is.
-    """
-    if not ntfs.allow:
-        return Acl(ntfs.allow, ntfs.deny | share_deny, ntfs.reason)
-    deny = ntfs.deny | share_deny
-    if share_allow is None or share_allow & {EVERYONE, AUTHENTICATED_USERS}:
-        return Acl(ntfs.allow, deny, ntfs.reason)
-    allow: set[str] = set()
-    for a in ntfs.allow:
-        if a in (EVERYONE, AUTHENTICATED_USERS):
-            allow |= share_allow
-            continue
-        for s in share_allow:
-            if a == s or (nested is not None and nested(a, s)):
-                allow.add(a)
-            elif nested is not None and nested(s, a):
-                allow.add(s)
-    if not allow:
-        return Acl.nobody(SHARE_ADMITS_NONE_RULE)
-    return Acl(frozenset(allow), deny, ntfs.reason)
-
-
 def list_dir(unc_path: str, search_pattern: str = "*", **kwargs: Any) -> list[SMBDirEntryInformation]:
     """The entries of the folder ``unc_path`` matching ``search_pattern`` (``.``/``..`` left out),
     from SMB2 QUERY_DIRECTORY with FILE_ID_FULL_DIRECTORY_INFORMATION ([MS-FSCC] 2.4.18; EaSize
