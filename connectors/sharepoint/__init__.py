@@ -1,0 +1,1 @@
+"""SharePoint Online connector: Microsoft Graph + SharePoint REST (README "SharePoint")."""
