@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args
 
-from pydantic import ValidationError, field_validator
+from pydantic import Discriminator, Tag, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ancre.connectors.registry import DEFAULT_KIND, REGISTRY
 from ancre.errors import ConfigError
 from ancre.models import COLLECTIONS
 from ancre.settings import (
@@ -31,12 +32,37 @@ from ancre.settings import (
     LlmConfig,
     LoggingConfig,
     QueryConfig,
-    SourceConfig,
+    SourceSettings,
     StoreConfig,
     SyncConfig,
     WatchMode,
     resolve_secret,
 )
+
+
+def _source_tag(value: Any) -> str | None:
+    """The ``kind`` of one ``[[sources]]`` entry (a TOML table or an already-built model);
+    ``folder`` when unset."""
+    if isinstance(value, dict):
+        kind = value.get("kind", DEFAULT_KIND)
+        return kind if isinstance(kind, str) else None
+    return getattr(value, "kind", None)
+
+
+if TYPE_CHECKING:
+    SourceConfig = SourceSettings
+else:
+    SourceConfig = Annotated[
+        Union[tuple(Annotated[k.config, Tag(k.kind)] for k in REGISTRY.values())],  # noqa: UP007
+        Discriminator(
+            _source_tag,
+            custom_error_type="source_kind",
+            custom_error_message=f"unknown source kind (known: {', '.join(REGISTRY)})",
+        ),
+    ]
+"""One ``[[sources]]`` entry: the discriminated union (on ``kind``, default ``folder``) of the
+config models of :data:`ancre.connectors.registry.REGISTRY`; statically a
+:class:`~ancre.settings.sources.SourceSettings`."""
 
 
 class Settings(BaseSettings):
@@ -93,6 +119,18 @@ class Settings(BaseSettings):
         raise ConfigError(f"sources: no source with id {source_id!r}")
 
 
+def _path_keys(source: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of a ``[[sources]]`` entry whose value is a file-system path (fields typed
+    ``Path`` in its kind's config model); none for an unknown kind (validation reports it)."""
+    kind = REGISTRY.get(str(source.get("kind", DEFAULT_KIND)))
+    if kind is None:
+        return ()
+    return tuple(
+        name for name, field in kind.config.model_fields.items()
+        if field.annotation is Path or Path in get_args(field.annotation)
+    )
+
+
 def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     def fix(p: Any) -> Any:
         if isinstance(p, str) and p and not os.path.isabs(os.path.expanduser(p)):
@@ -116,7 +154,7 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
         for s in out["sources"]:
             if isinstance(s, dict):
                 s = dict(s)
-                for k in ("root", "acl_manifest"):
+                for k in _path_keys(s):
                     if k in s:
                         s[k] = fix(s[k])
             srcs.append(s)
@@ -127,8 +165,15 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
 def _format_validation(e: ValidationError) -> str:
     parts = []
     for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "(root)"
-        parts.append(f"{loc}: {err['msg']}")
+        loc = list(err["loc"])
+        if len(loc) >= 3 and loc[0] == "sources" and loc[2] in REGISTRY:
+            del loc[2]  # the union's tag: ``sources.0.smb.server`` is reported ``sources.0.server``
+        msg = err["msg"]
+        if err["type"] == "source_kind" and len(loc) == 2 and loc[0] == "sources":
+            loc.append("kind")
+            given = err["input"].get("kind") if isinstance(err["input"], dict) else err["input"]
+            msg = f"unknown source kind {given!r} (known: {', '.join(REGISTRY)})"
+        parts.append(f"{'.'.join(str(x) for x in loc) or '(root)'}: {msg}")
     return "; ".join(parts)
 
 
@@ -169,6 +214,7 @@ __all__ = [
     "QueryConfig",
     "Settings",
     "SourceConfig",
+    "SourceSettings",
     "StoreConfig",
     "WatchMode",
     "SyncConfig",

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ancre.acl.engine import acl_problem
-from ancre.config import Settings, SourceConfig
+from ancre.config import Settings, SourceSettings
+from ancre.connectors.base import Checkable, Closeable, LocalTree
 from ancre.errors import (
     AclError,
     AncreError,
@@ -104,17 +105,20 @@ def check_directory(rt: Runtime, user: str | None = None) -> CheckResult:
         return CheckResult(part, False, f"{type(e).__name__}: {e}", "check the [directory] section")
 
 
-def check_source(rt: Runtime, src: SourceConfig) -> CheckResult:
-    """List the source's root and read one ACL. Never raises."""
+def check_source(rt: Runtime, src: SourceSettings) -> CheckResult:
+    """The connector's own check when it is :class:`~ancre.connectors.base.Checkable`, else list
+    the source and read one ACL. Never raises."""
     part = f"source {src.id}"
     conn = None
     try:
         conn = rt.connector(src)
-        if src.kind == "smb":
-            return _check_smb(conn, part)
+        if isinstance(conn, Checkable):
+            res = conn.check()
+            return CheckResult(part, res.ok, res.detail, res.fix or None)
+        where = str(conn.root) if isinstance(conn, LocalTree) else src.id
         items = list(conn.list_items())
         if not items:
-            return CheckResult(part, True, f"{src.root}: listed, no indexable file")
+            return CheckResult(part, True, f"{where}: listed, no indexable file")
         acl = conn.fetch_acl(items[0])
         issue = acl_problem(acl)
         if issue is not None:
@@ -122,7 +126,7 @@ def check_source(rt: Runtime, src: SourceConfig) -> CheckResult:
                 part, False, f"{len(items)} files; the ACL of {items[0].path} can't be read: {issue}",
                 "fix the source's acl_manifest entry or principals named in the message",
             )
-        return CheckResult(part, True, f"{src.root}: {len(items)} files; {items[0].path} readable by {len(acl.allow)} principal(s)")
+        return CheckResult(part, True, f"{where}: {len(items)} files; {items[0].path} readable by {len(acl.allow)} principal(s)")
     except SourceUnavailableError as e:
         return CheckResult(part, False, str(e), f"check sources.{src.id} (root, server, share, credentials) and that it is reachable")
     except AncreError as e:
@@ -130,35 +134,8 @@ def check_source(rt: Runtime, src: SourceConfig) -> CheckResult:
     except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
         return CheckResult(part, False, f"{type(e).__name__}: {e}", f"check sources.{src.id}")
     finally:
-        close = getattr(conn, "close", None)
-        if callable(close):
-            close()
-
-
-def _check_smb(conn: object, part: str) -> CheckResult:
-    from ancre.connectors.smb import SmbConnector, is_auth_error, list_dir
-
-    assert isinstance(conn, SmbConnector)
-    try:
-        entries = list_dir(conn.unc_of(""), **conn.session_kwargs())
-    except Exception as e:  # noqa: BLE001
-        fix = (
-            f"check sources.{conn.source_id}.username and its password (password / password_env)"
-            if is_auth_error(e) else f"check sources.{conn.source_id}.server / share / port and that the server answers"
-        )
-        return CheckResult(part, False, f"{conn.unc_of('')}: can't list the share root: {type(e).__name__}: {e}", fix)
-    try:
-        sd = conn.security_descriptor("")
-    except AclError as e:
-        return CheckResult(
-            part, False, f"{conn.unc_of('')}: {len(entries)} entries; the root's security descriptor: {e}",
-            "the service account needs READ_CONTROL (read permissions) on the whole share",
-        )
-    acl = conn.acl_of_descriptor(sd)
-    issue = acl_problem(acl)
-    if issue is not None:
-        return CheckResult(part, False, f"{conn.unc_of('')}: the root's ACL can't be used: {issue}", f"check sources.{conn.source_id}.share_allow / share_deny and the directory")
-    return CheckResult(part, True, f"{conn.unc_of('')}: {len(entries)} entries at the root; its DACL read ({len(sd.dacl or ())} ACEs)")
+        if isinstance(conn, Closeable):
+            conn.close()
 
 
 def check_embedder(rt: Runtime) -> CheckResult:

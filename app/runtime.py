@@ -4,14 +4,15 @@ so that every entry point builds them the same way."""
 
 from __future__ import annotations
 
+import logging
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ancre.acl.directory import CachedDirectory, Directory, FileDirectory
-from ancre.config import Settings, SourceConfig
-from ancre.connectors.base import Connector
-from ancre.connectors.folder import FolderConnector
+from ancre.config import Settings, SourceSettings
+from ancre.connectors.base import Closeable, Connector, SourceContext
+from ancre.connectors.registry import source_kind
 from ancre.daemon.private import restrict_umask, tighten_tree
 from ancre.index.state import StateDB
 from ancre.errors import ConfigError
@@ -21,6 +22,8 @@ from ancre.index.embedders import Embedder
 from ancre.index.store import Store
 from ancre.index.store_factory import make_store
 from ancre.models import COLLECTIONS
+
+log = logging.getLogger("ancre.app.runtime")
 
 if TYPE_CHECKING:
     from ancre.daemon.sync import SyncEngine
@@ -42,6 +45,7 @@ class Runtime:
         tighten_tree(self.data_dir)
         if settings.audit.dir is not None:
             tighten_tree(Path(settings.audit.dir))
+        self._built: list[Connector] = []
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -82,18 +86,21 @@ class Runtime:
             raise ConfigError(f"directory.kind = {cfg.kind!r} is not available in this build")
         return CachedDirectory(inner, cfg.cache_ttl_s)
 
-    def connector(self, src: SourceConfig) -> Connector:
-        """The connector of one configured source."""
-        if src.kind == "folder":
-            directory = self.directory if (src.acl_manifest is not None or src.principals) else None
-            return FolderConnector(src, directory=directory, ignore=self.settings.ignore, private_dirs=self.private_paths())
-        if src.kind == "smb":
-            from ancre.connectors.smb import SmbConnector
+    def connector(self, src: SourceSettings) -> Connector:
+        """A new connector of one configured source, built by its kind's factory
+        (:data:`ancre.connectors.registry.REGISTRY`); closed by :meth:`close` if the caller has
+        not. Raises :class:`ConfigError` for a kind this build does not know."""
+        conn = source_kind(src.kind).build(src, self.source_context())
+        self._built.append(conn)
+        return conn
 
-            # the directory resolves share_allow/share_deny names (and group nesting, over LDAP)
-            directory = self.directory if (src.share_allow or src.share_deny) else None
-            return SmbConnector(src, directory=directory, ignore=self.settings.ignore)
-        raise ConfigError(f"sources.{src.id}.kind = {src.kind!r} is not available in this build")
+    def source_context(self) -> SourceContext:
+        """What a connector factory gets: the (lazily built) directory, the ignore globs, ancre's
+        private paths and the data directory."""
+        return SourceContext(
+            directory=lambda: self.directory, ignore=self.settings.ignore,
+            private_paths=self.private_paths(), data_dir=self.data_dir,
+        )
 
     def private_paths(self) -> tuple[Path, ...]:
         """ancre's own files (data directory, audit folder and key): never a document, even
@@ -189,11 +196,19 @@ class Runtime:
         return f"the index is being built: first sync of {', '.join(missing)} not finished"
 
     def close(self) -> None:
-        """Release the extraction worker, the state DB and the store (and its lock)."""
+        """Release the extraction worker, every connector built here (the
+        :class:`~ancre.connectors.base.Closeable` ones), the state DB and the store (and its lock)."""
         if "answer_service" in self.__dict__:
             self.answer_service.close()
         if "live_acl" in self.__dict__:
             self.live_acl.close()
+        built, self._built = self._built, []
+        for conn in built:
+            if isinstance(conn, Closeable):
+                try:
+                    conn.close()
+                except Exception as e:  # noqa: BLE001 - the store and state must still be released
+                    log.debug("closing connector %s: %s", conn.source_id, e)
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.close()

@@ -1,13 +1,38 @@
-"""The one ``Connector`` protocol every source implements (folder, SMB, SharePoint)."""
+"""The one ``Connector`` protocol every source implements (folder, SMB, SharePoint), the optional
+capabilities the sync engine, the daemon and the CLI check with ``isinstance`` (never ``getattr``):
+:class:`Watchable`, :class:`SubtreeListing`, :class:`LocalTree`, :class:`ReportsUnreachable`,
+:class:`Closeable`, :class:`Checkable`; and what a connector factory receives
+(:class:`SourceContext`). README "Adding a source", docs/ARCHITECTURE.md."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ancre.acl.directory import Directory
 from ancre.models import Acl, SourceItem
+from ancre.settings.sources import SourceSettings
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a connector factory (:attr:`ancre.connectors.registry.SourceKind.build`) gets besides
+    its source's config.
+
+    ``directory``: builds (once, lazily: call it only when the source needs names resolved) the
+    configured directory — raises :class:`~ancre.errors.ConfigError` when none is configured.
+    ``ignore``: file-name globs never indexed (``ancre.toml`` ``ignore``). ``private_paths``:
+    ancre's own files (data directory, audit folder and key), never a document even through a link.
+    ``data_dir``: ancre's data directory (a connector may keep a cache or a delta token below it).
+    """
+
+    directory: Callable[[], Directory]
+    ignore: tuple[str, ...]
+    private_paths: tuple[Path, ...]
+    data_dir: Path
 
 
 @dataclass(frozen=True)
@@ -87,11 +112,118 @@ class Connector(Protocol):
         ...
 
 
+class CollectionFromConfig:
+    """Mixin giving a connector :meth:`collection_for` from its ``cfg`` (a
+    :class:`~ancre.settings.sources.SourceSettings`): the one implementation shared by every
+    connector."""
+
+    cfg: SourceSettings
+
+    def collection_for(self, item: SourceItem) -> str:
+        """``collection_overrides`` by top-level folder (case-insensitive), else the source's
+        ``collection``."""
+        return collection_for(self.cfg, item.path)
+
+
+def collection_for(cfg: SourceSettings, path: str) -> str:
+    """The collection (``documents`` / ``documentation``) of the relative POSIX ``path`` of
+    source ``cfg``: its top-level folder's ``collection_overrides`` entry (folder names compared
+    case-insensitively, as on Windows), else ``cfg.collection``. A file at the root has no
+    top-level folder."""
+    top = path.split("/", 1)[0].casefold() if "/" in path else ""
+    for folder, coll in cfg.collection_overrides.items():
+        if folder.casefold() == top:
+            return coll
+    return cfg.collection
+
+
+# ------------------------------------------------------------------------------- capabilities
 @runtime_checkable
-class WatchableConnector(Connector, Protocol):
-    """A connector that can push changes (optional capability)."""
+class Watchable(Protocol):
+    """A connector that can push changes (SMB2 CHANGE_NOTIFY, Graph delta...)."""
 
     def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
         """Block, calling ``on_change`` for every change until ``stop`` is set. Emits a
         ``ChangeEvent(path=None, kind="rescan")`` whenever events may have been lost."""
         ...
+
+
+@runtime_checkable
+class SubtreeListing(Protocol):
+    """A connector that lists one folder's subtree (a moved or created folder is synced without
+    a full pass)."""
+
+    def list_under(self, prefix: str) -> list[SourceItem]:
+        """The indexable items below the folder ``prefix`` (relative POSIX path), with the rules
+        of ``list_items``; ``[]`` when it is not a folder."""
+        ...
+
+
+@runtime_checkable
+class LocalTree(Protocol):
+    """A connector over a tree of the local file system (or a mount): the daemon watches it with
+    watchdog (inotify or polling) below ``root``, and ``acl_manifest`` (when not ``None``) too —
+    an edit of that file may change every document's rights."""
+
+    root: Path
+    acl_manifest: Path | None
+
+
+@runtime_checkable
+class ReportsUnreachable(Protocol):
+    """A connector whose listing may leave parts out because they can't be reached (a DFS link
+    whose target is down) while the rest answers."""
+
+    unreachable: tuple[str, ...]
+    """Relative paths left out of the last ``list_items``: nothing indexed under them may be
+    purged (``""`` = everything)."""
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """A connector holding connections or handles, released by :meth:`close` (idempotent)."""
+
+    def close(self) -> None:
+        """Release the connector's connections; calling it twice is harmless."""
+        ...
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """Result of :meth:`Checkable.check`: ``ok``, what was seen (``detail``), and for a failure
+    what to change (``fix``)."""
+
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@runtime_checkable
+class Checkable(Protocol):
+    """A connector with its own ``ancre check`` (e.g. SMB: list the share root, read the root's
+    security descriptor). Without it, ``ancre check`` lists the source and reads one ACL."""
+
+    def check(self) -> SourceCheck:
+        """Probe the source; never raises."""
+        ...
+
+
+@runtime_checkable
+class WatchableConnector(Connector, Watchable, Protocol):
+    """A :class:`Connector` that is :class:`Watchable` (what the daemon's connector watcher runs)."""
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """One kind of source, as :data:`ancre.connectors.registry.REGISTRY` lists it: ``kind``, the
+    value of ``kind`` in ``[[sources]]``; ``config``, its pydantic model (a
+    :class:`~ancre.settings.sources.SourceSettings` subclass with ``kind: Literal[kind]``);
+    ``build(cfg, ctx)``, the connector of one configured source (raises
+    :class:`~ancre.errors.ConfigError` on a config it can't use); ``providers(cfg, ctx)``, the
+    principal providers the source brings besides the directory (``None``: none), objects of
+    ``ancre.acl.providers.PrincipalProvider``."""
+
+    kind: str
+    config: type[SourceSettings]
+    build: Callable[[SourceSettings, SourceContext], Connector]
+    providers: Callable[[SourceSettings, SourceContext], Sequence[object]] | None = None

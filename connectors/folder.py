@@ -14,12 +14,32 @@ import threading
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from ancre.acl.directory import Directory
 from ancre.acl.manifest import AclManifest
-from ancre.settings import SourceConfig
-from ancre.errors import AclError, DirectoryError, SourceUnavailableError
+from ancre.connectors.base import CollectionFromConfig, Connector, SourceContext, SourceKind
+from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem
+from ancre.settings.sources import SourceSettings
+
+
+class FolderSourceConfig(SourceSettings):
+    """A ``kind = "folder"`` source (the default kind): a local or mounted directory tree."""
+
+    kind: Literal["folder"] = "folder"
+    root: Path
+    """The tree's root directory (required; relative paths in ``ancre.toml`` are resolved against
+    the file's folder)."""
+    acl_manifest: Path | None = None
+    """NT-style ACL manifest (corpus ``acl.json`` format) for trees mounted without ACLs."""
+    principals: tuple[str, ...] = ()
+    """Without a manifest: principals (``sid:…``, or a directory name like ``GG_Direction``)
+    allowed to read everything in this source. With neither, nobody may read (fail closed)."""
+    follow_symlinks: bool = False
+    """Follow symbolic links whose target lies inside ``root`` (never outside it, never into
+    ancre's data directory), each file with the rights of its target's own path. By default links
+    are not followed: each is reported ``skipped: symlink``."""
 
 
 def nfc(s: str) -> str:
@@ -50,8 +70,9 @@ def unc_folder(unc_root: str, rel_path: str) -> str:
     return root + sep + (parent.replace("/", sep) + sep if parent else "")
 
 
-class FolderConnector:
-    """A :class:`~ancre.connectors.base.Connector` over a directory tree.
+class FolderConnector(CollectionFromConfig):
+    """A :class:`~ancre.connectors.base.Connector` over a directory tree (also
+    :class:`~ancre.connectors.base.LocalTree` and :class:`~ancre.connectors.base.SubtreeListing`).
 
     ``native_id`` and ``path`` are the NFC relative POSIX path; ``doc_id`` is ``<source>:<path>``.
     Listing raises :class:`SourceUnavailableError` when the root is missing, not a directory, or any
@@ -70,18 +91,18 @@ class FolderConnector:
 
     def __init__(
         self,
-        cfg: SourceConfig,
+        cfg: FolderSourceConfig,
         *,
         directory: Directory | None,
         ignore: tuple[str, ...],
         private_dirs: tuple[Path, ...] = (),
     ) -> None:
-        if cfg.root is None:  # guarded by config validation too
-            raise SourceUnavailableError(f"source {cfg.id}: no root configured")
         self.cfg = cfg
         self.source_id = cfg.id
         self.collection = cfg.collection
         self.root = Path(cfg.root)
+        self.acl_manifest: Path | None = cfg.acl_manifest
+        """Watched by the daemon with the tree (:class:`~ancre.connectors.base.LocalTree`)."""
         self.ignore = ignore
         self.directory = directory
         self.private_dirs = tuple(os.path.realpath(p) for p in private_dirs)
@@ -371,14 +392,6 @@ class FolderConnector:
             return unc_folder(self.cfg.unc_root, item.path)
         return str((self.root / item.path).parent) + os.sep
 
-    def collection_for(self, item: SourceItem) -> str:
-        """``collection_overrides`` by top-level folder (case-insensitive), else the source's."""
-        top = item.path.split("/", 1)[0].casefold() if "/" in item.path else ""
-        for folder, coll in self.cfg.collection_overrides.items():
-            if folder.casefold() == top:
-                return coll
-        return self.collection
-
 
 def _lstat(path: str) -> os.stat_result | None:
     try:
@@ -394,3 +407,17 @@ def _name_on_disk(folder: str, name_nfc: str) -> str | None:
             return next((e.name for e in it if nfc(e.name) == name_nfc), None)
     except OSError:
         return None
+
+
+def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+    """The :class:`FolderConnector` of a ``kind = "folder"`` source; the directory is built only
+    when an ACL manifest or principals need names resolved. Raises :class:`ConfigError` when
+    ``cfg`` is not a :class:`FolderSourceConfig`."""
+    if not isinstance(cfg, FolderSourceConfig):
+        raise ConfigError(f"sources.{cfg.id}: not a folder source")
+    directory = ctx.directory() if (cfg.acl_manifest is not None or cfg.principals) else None
+    return FolderConnector(cfg, directory=directory, ignore=ctx.ignore, private_dirs=ctx.private_paths)
+
+
+KIND = SourceKind("folder", FolderSourceConfig, build)
+"""The ``folder`` source kind (:data:`ancre.connectors.registry.REGISTRY`)."""

@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import smbclient
 from smbclient._io import SMBDirectoryIO, SMBFileTransaction, SMBRawIO
@@ -46,17 +46,66 @@ from smbprotocol.exceptions import (
 from smbprotocol.file_info import FileAttributes, FileInformationClass, InfoType
 from smbprotocol.header import NtStatus
 from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
+from pydantic import Field, SecretStr, model_validator
 
 from ancre.acl.directory import Directory
-from ancre.acl.engine import SHARE_ADMITS_NONE_RULE, SecurityDescriptor, read_acl
+from ancre.acl.engine import SHARE_ADMITS_NONE_RULE, SecurityDescriptor, acl_problem, read_acl
 from ancre.acl.sd_parse import acl_from_descriptor, parse_security_descriptor
-from ancre.settings import SourceConfig, resolve_secret
-from ancre.connectors.base import ChangeCallback
+from ancre.connectors.base import (
+    ChangeCallback,
+    CollectionFromConfig,
+    Connector,
+    SourceCheck,
+    SourceContext,
+    SourceKind,
+)
 from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, Acl, SourceItem
+from ancre.settings import resolve_secret
+from ancre.settings.sources import SourceSettings
 
 log = logging.getLogger("ancre.connectors.smb")
+
+
+class SmbSourceConfig(SourceSettings):
+    """A ``kind = "smb"`` source: one SMB share (Windows or Samba), read with smbprotocol."""
+
+    kind: Literal["smb"]
+    server: str
+    """The file server's host name or address (``srv-fichiers.axonix.ch``); required."""
+    port: int = Field(445, ge=1, le=65535)
+    share: str
+    """The share name (``Partage``); the source is the whole share. Required."""
+    username: str | None = None
+    """The service account, ``DOMAIN\\user`` or a UPN. It needs read access (data and
+    READ_CONTROL) on the whole share. Unset with ``auth = "kerberos"``: the process's ticket cache."""
+    password: SecretStr | None = None
+    """The service account's password (prefer ``password_env``)."""
+    password_env: str | None = None
+    """Name of an environment variable holding the password."""
+    auth: Literal["ntlm", "kerberos", "negotiate"] = "ntlm"
+    """Authentication protocol (``kerberos`` needs the ``gssapi`` Python package)."""
+    share_allow: tuple[str, ...] = ()
+    """Share-level permissions — principals (``sid:…`` or directory names) the share grants read
+    to. Empty = no share-level restriction (the Windows default, Everyone)."""
+    share_deny: tuple[str, ...] = ()
+    """Principals the share denies."""
+    require_signing: bool = True
+    encrypt: bool = False
+    """Require SMB3 encryption of the session."""
+    dfs: bool = True
+    """Follow DFS referrals; ``false`` leaves DFS link folders out of the source."""
+    timeout_s: float = Field(30.0, gt=0)
+    """Connection timeout in seconds."""
+
+    @model_validator(mode="after")
+    def _one_password(self) -> "SmbSourceConfig":
+        if not self.server or not self.share:
+            raise ValueError("server and share are required for an smb source")
+        if self.password is not None and self.password_env:
+            raise ValueError("set password or password_env, not both")
+        return self
 
 T = TypeVar("T")
 
@@ -267,8 +316,11 @@ def read_security_descriptor(
 
 
 # --------------------------------------------------------------------------------------------------
-class SmbConnector:
-    """A :class:`~ancre.connectors.base.Connector` (with ``watch``) over one SMB share.
+class SmbConnector(CollectionFromConfig):
+    """A :class:`~ancre.connectors.base.Connector` over one SMB share; also
+    :class:`~ancre.connectors.base.Watchable`, :class:`~ancre.connectors.base.SubtreeListing`,
+    :class:`~ancre.connectors.base.ReportsUnreachable`, :class:`~ancre.connectors.base.Closeable`
+    and :class:`~ancre.connectors.base.Checkable`.
 
     ``cfg``: a ``kind = "smb"`` source (server, port, share, username, password or password_env,
     auth, require_signing, encrypt, dfs, timeout_s, share_allow/share_deny, include/exclude,
@@ -281,8 +333,8 @@ class SmbConnector:
     notify_buffer_size = 65536
     """Bytes the server may return per CHANGE_NOTIFY (more changes → STATUS_NOTIFY_ENUM_DIR → rescan)."""
 
-    def __init__(self, cfg: SourceConfig, *, directory: Directory | None, ignore: tuple[str, ...]) -> None:
-        if cfg.kind != "smb" or not cfg.server or not cfg.share:
+    def __init__(self, cfg: SmbSourceConfig, *, directory: Directory | None, ignore: tuple[str, ...]) -> None:
+        if not cfg.server or not cfg.share:
             raise ConfigError(f"sources.{cfg.id}: server and share are required for an smb source")
         self.cfg = cfg
         self.source_id = cfg.id
@@ -673,14 +725,6 @@ class SmbConnector:
         """UNC folder of the item under ``unc_root``, with a trailing backslash."""
         return unc_folder(self.unc_root, item.path)
 
-    def collection_for(self, item: SourceItem) -> str:
-        """``collection_overrides`` by top-level folder (case-insensitive), else the source's."""
-        top = item.path.split("/", 1)[0].casefold() if "/" in item.path else ""
-        for folder, coll in self.cfg.collection_overrides.items():
-            if folder.casefold() == top:
-                return coll
-        return self.collection
-
     # ---------------------------------------------------------------- changes
     def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
         """Block until ``stop`` is set, reporting changes from SMB2 CHANGE_NOTIFY (recursive, on
@@ -689,9 +733,55 @@ class SmbConnector:
 
         ShareWatcher(self, on_change, stop).run()
 
+    # ---------------------------------------------------------------- ancre check
+    def check(self) -> SourceCheck:
+        """``ancre check`` of the share: list its root, read the root's security descriptor and
+        reduce it to a usable ACL (share permissions applied). Never raises."""
+        where = self.unc_of("")
+        try:
+            entries = list_dir(where, **self.session_kwargs())
+        except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+            fix = (
+                f"check sources.{self.source_id}.username and its password (password / password_env)"
+                if is_auth_error(e) else f"check sources.{self.source_id}.server / share / port and that the server answers"
+            )
+            return SourceCheck(False, f"{where}: can't list the share root: {type(e).__name__}: {e}", fix)
+        try:
+            sd = self.security_descriptor("")
+        except AclError as e:
+            return SourceCheck(
+                False, f"{where}: {len(entries)} entries; the root's security descriptor: {e}",
+                "the service account needs READ_CONTROL (read permissions) on the whole share",
+            )
+        acl = self.acl_of_descriptor(sd)
+        issue = acl_problem(acl)
+        if issue is not None:
+            return SourceCheck(
+                False, f"{where}: the root's ACL can't be used: {issue}",
+                f"check sources.{self.source_id}.share_allow / share_deny and the directory",
+            )
+        return SourceCheck(True, f"{where}: {len(entries)} entries at the root; its DACL read ({len(sd.dacl or ())} ACEs)")
+
+
+def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+    """The :class:`SmbConnector` of a ``kind = "smb"`` source; the directory (share_allow /
+    share_deny names, group nesting over LDAP) is built only when share permissions are set.
+    Raises :class:`ConfigError` when ``cfg`` is not an :class:`SmbSourceConfig` or its password
+    variable is unset."""
+    if not isinstance(cfg, SmbSourceConfig):
+        raise ConfigError(f"sources.{cfg.id}: not an smb source")
+    directory = ctx.directory() if (cfg.share_allow or cfg.share_deny) else None
+    return SmbConnector(cfg, directory=directory, ignore=ctx.ignore)
+
+
+KIND = SourceKind("smb", SmbSourceConfig, build)
+"""The ``smb`` source kind (:data:`ancre.connectors.registry.REGISTRY`)."""
+
 
 __all__ = [
+    "KIND",
     "SmbConnector",
+    "SmbSourceConfig",
     "intersect_share",
     "is_auth_error",
     "is_connection_error",

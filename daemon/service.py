@@ -56,7 +56,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from ancre.config import Settings
-from ancre.connectors.base import ChangeEvent, Connector, WatchableConnector
+from ancre.connectors.base import ChangeEvent, Connector, LocalTree, WatchableConnector
 from ancre.daemon.control import ControlServer
 from ancre.daemon.metrics import DaemonMetrics
 from ancre.daemon.notify import SdNotifier, watchdog_interval
@@ -398,10 +398,10 @@ class Daemon:
             w: FolderWatcher | ConnectorWatcher
             if isinstance(conn, WatchableConnector):
                 w = ConnectorWatcher(conn, self._on_event)
-            elif src.kind == "folder" and src.root is not None:
+            elif isinstance(conn, LocalTree):
                 w = FolderWatcher(
-                    src.id, Path(src.root), mode=src.watch, poll_interval_s=src.poll_interval_s,
-                    on_change=self._on_event, ignore=self.settings.ignore, acl_manifest=src.acl_manifest,
+                    src.id, conn.root, mode=src.watch, poll_interval_s=src.poll_interval_s,
+                    on_change=self._on_event, ignore=self.settings.ignore, acl_manifest=conn.acl_manifest,
                 )
             else:
                 log.info("source %s has no event source; periodic reconciliation only", src.id)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
-from ancre.connectors.base import Connector
+from ancre.connectors.base import Connector, LocalTree, ReportsUnreachable, SubtreeListing
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extractor_version
 from ancre.ingest.worker import ExtractionPool
@@ -267,7 +267,7 @@ class SyncEngine:
         except SourceUnavailableError as e:
             rep.outcome, rep.reason = "suspect", str(e)
             return
-        unreachable = tuple(getattr(connector, "unreachable", ()) or ())
+        unreachable = connector.unreachable if isinstance(connector, ReportsUnreachable) else ()
         rep.listed = len(listing)
         known = self.state.items(connector.source_id)
         if not self._sync_items(connector, listing, known, rep, force=force, progress=progress, should_stop=should_stop):
@@ -855,17 +855,16 @@ def clean_rel_path(path: str) -> str | None:
 def _items_under(connector: Connector, prefix: str) -> list[SourceItem]:
     """The indexable items below the folder ``prefix`` (empty if it is not an existing folder).
 
-    A connector may offer ``list_under(prefix) -> Iterable[SourceItem]``; a folder connector (one
-    with a ``root: Path``) is walked below ``root/prefix`` with each file checked by ``get_item``
+    A :class:`~ancre.connectors.base.SubtreeListing` connector lists it itself; a
+    :class:`~ancre.connectors.base.LocalTree` one is walked below ``root/prefix`` with each file checked by ``get_item``
     (ignore and include/exclude rules apply). Any other connector returns nothing here: its
     watcher reports files one by one and the periodic reconciliation finds the rest.
     """
-    lister = getattr(connector, "list_under", None)
-    if callable(lister):
-        return list(lister(prefix))
-    root = getattr(connector, "root", None)
-    if not isinstance(root, Path):
+    if isinstance(connector, SubtreeListing):
+        return list(connector.list_under(prefix))
+    if not isinstance(connector, LocalTree):
         return []
+    root = connector.root
     base = root / prefix
     if base.is_symlink() or not base.is_dir():
         return []

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ancre.acl.engine import acl_problem
 from ancre.settings import QueryConfig
-from ancre.connectors.base import Connector
+from ancre.connectors.base import Closeable, Connector
 from ancre.errors import AncreError, SourceUnavailableError
 from ancre.index.store import Store
 from ancre.models import Acl, ChunkPayload
@@ -334,12 +334,11 @@ class LiveAclChecker:
             conns = list(self._connectors.values())
             self._connectors.clear()
         for conn in conns:
-            close = getattr(conn, "close", None)
-            if callable(close):
+            if isinstance(conn, Closeable):
                 try:
-                    close()
+                    conn.close()
                 except Exception as e:  # noqa: BLE001 - closing must not fail the caller
-                    log.debug("closing connector %s: %s", getattr(conn, "source_id", "?"), e)
+                    log.debug("closing connector %s: %s", conn.source_id, e)
 
 
 __all__ = [

@@ -19,11 +19,11 @@ from ancre.settings.sections import (
     EmbedderConfig,
     ExtractionConfig,
     QueryConfig,
-    SourceConfig,
     StoreConfig,
     SyncConfig,
     resolve_secret,
 )
+from ancre.settings.sources import Collection, SourceSettings
 
 __all__ = [
     "DEFAULT_IGNORE",
@@ -33,6 +33,7 @@ __all__ = [
     "ApiConfig",
     "AuditConfig",
     "ChunkingConfig",
+    "Collection",
     "ContextConfig",
     "DaemonConfig",
     "DirectoryConfig",
@@ -43,7 +44,7 @@ __all__ = [
     "LogLevel",
     "LoggingConfig",
     "QueryConfig",
-    "SourceConfig",
+    "SourceSettings",
     "StoreConfig",
     "SyncConfig",
     "WatchMode",

@@ -1,6 +1,6 @@
 """Configuration of the long-running daemon (``[daemon]`` in ``ancre.toml``), see
 :mod:`ancre.daemon.service`. Per-source watch settings (``watch``, ``poll_interval_s``) live on
-:class:`~ancre.config.SourceConfig`."""
+:class:`~ancre.settings.sources.SourceSettings`."""
 
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ancre.errors import ConfigError
-from ancre.settings.daemon import WatchMode
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
 """File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
@@ -63,78 +62,6 @@ class StoreConfig(_Section):
             raise ValueError("store.url is required when store.kind = 'qdrant'")
         if self.bm25 == "qdrant" and self.kind == "edge":
             raise ValueError("store.bm25 = 'qdrant' needs store.kind = 'qdrant' (a Qdrant server)")
-        return self
-
-
-class SourceConfig(_Section):
-    """One source of documents. ``kind = "folder"``: a local or mounted directory tree."""
-
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    kind: Literal["folder", "smb", "sharepoint"] = "folder"
-    collection: Literal["documents", "documentation"] = "documents"
-    root: Path | None = None
-    """Folder sources: the tree's root directory."""
-    unc_root: str | None = None
-    """UNC path of the root as users know it (``\\\\SRV-FICHIERS\\Partage``), used in citations."""
-    acl_manifest: Path | None = None
-    """NT-style ACL manifest (corpus ``acl.json`` format) for trees mounted without ACLs."""
-    principals: tuple[str, ...] = ()
-    """Without a manifest: principals (``sid:…``, or a directory name like ``GG_Direction``)
-    allowed to read everything in this source. With neither, nobody may read (fail closed)."""
-    include: tuple[str, ...] = ()
-    """Glob patterns on the relative path; empty = everything."""
-    exclude: tuple[str, ...] = ()
-    max_size_mb: float = Field(50.0, gt=0)
-    collection_overrides: dict[str, Literal["documents", "documentation"]] = Field(default_factory=dict)
-    """Top-level folder → collection, e.g. ``{DOCUMENTATION = "documentation"}``."""
-    watch: WatchMode = "auto"
-    """How the daemon watches this source (see :data:`ancre.settings.daemon.WatchMode`);
-    a connector with a ``watch()`` capability (SMB CHANGE_NOTIFY) uses it unless ``off``."""
-    poll_interval_s: float = Field(5.0, gt=0)
-    """Seconds between two directory snapshots when the source is polled."""
-    follow_symlinks: bool = False
-    """Folder sources: follow symbolic links whose target lies inside ``root`` (never outside it,
-    never into ancre's data directory), each file with the rights of its target's own path. By
-    default links are not followed: each is reported ``skipped: symlink``."""
-
-    # --- kind = "smb" (ancre.connectors.smb) ---------------------------------------------------
-    server: str | None = None
-    """SMB sources: the file server's host name or address (``srv-fichiers.axonix.ch``)."""
-    port: int = Field(445, ge=1, le=65535)
-    share: str | None = None
-    """SMB sources: the share name (``Partage``); the source is the whole share."""
-    username: str | None = None
-    """SMB sources: the service account, ``DOMAIN\\user`` or a UPN. It needs read access (data and
-    READ_CONTROL) on the whole share. Unset with ``auth = "kerberos"``: the process's ticket cache."""
-    password: SecretStr | None = None
-    """SMB sources: the service account's password (prefer ``password_env``)."""
-    password_env: str | None = None
-    """SMB sources: name of an environment variable holding the password."""
-    auth: Literal["ntlm", "kerberos", "negotiate"] = "ntlm"
-    """SMB sources: authentication protocol (``kerberos`` needs the ``gssapi`` Python package)."""
-    share_allow: tuple[str, ...] = ()
-    """SMB sources: share-level permissions — principals (``sid:…`` or directory names) the share
-    grants read to. Empty = no share-level restriction (the Windows default, Everyone)."""
-    share_deny: tuple[str, ...] = ()
-    """SMB sources: principals the share denies."""
-    require_signing: bool = True
-    encrypt: bool = False
-    """SMB sources: require SMB3 encryption of the session."""
-    dfs: bool = True
-    """SMB sources: follow DFS referrals; ``false`` leaves DFS link folders out of the source."""
-    timeout_s: float = Field(30.0, gt=0)
-    """SMB sources: connection timeout in seconds."""
-
-    @model_validator(mode="after")
-    def _folder_needs_root(self) -> "SourceConfig":
-        if self.kind == "folder" and self.root is None:
-            raise ValueError("root is required for a folder source")
-        if self.kind == "smb":
-            missing = [k for k in ("server", "share") if not getattr(self, k)]
-            if missing:
-                raise ValueError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required for an smb source")
-            if self.password is not None and self.password_env:
-                raise ValueError("set password or password_env, not both")
         return self
 
 

@@ -55,8 +55,8 @@ def run(quick: bool = False) -> list[dict]:
     import smbclient
     from pydantic import SecretStr
 
-    from ancre.config import QueryConfig, SourceConfig
-    from ancre.connectors.smb import SmbConnector
+    from ancre.config import QueryConfig
+    from ancre.connectors.smb import SmbConnector, SmbSourceConfig
     from ancre.index.edge_store import EdgeStore
     from ancre.models import ChunkPayload
     from ancre.query.live_acl import LiveAclChecker
@@ -74,7 +74,7 @@ def run(quick: bool = False) -> list[dict]:
             paths.append(rel)
         smbclient.reset_connection_cache()
 
-        src = SourceConfig(
+        src = SmbSourceConfig(
             id="bench", kind="smb", server=dc.host, share=dc.share, username=dc.admin_principal,
             password=SecretStr(dc.admin_password),
         )

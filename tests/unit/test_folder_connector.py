@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ancre.acl.directory import FileDirectory
-from ancre.config import DEFAULT_IGNORE, SourceConfig
-from ancre.connectors.folder import FolderConnector, unc_folder
+from ancre.config import DEFAULT_IGNORE
+from ancre.connectors.folder import FolderConnector, FolderSourceConfig, unc_folder
 from ancre.errors import SourceUnavailableError
 from support.corpus import CORPUS
 
@@ -20,7 +20,7 @@ SID = json.loads((CORPUS / "directory.json").read_text(encoding="utf-8"))
 
 
 def _conn(root: Path, **kw) -> FolderConnector:
-    return FolderConnector(SourceConfig(id="s", root=root, **kw), directory=DIRECTORY, ignore=DEFAULT_IGNORE)
+    return FolderConnector(FolderSourceConfig(id="s", root=root, **kw), directory=DIRECTORY, ignore=DEFAULT_IGNORE)
 
 
 def _tree(tmp_path: Path) -> Path:

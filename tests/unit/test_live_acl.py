@@ -15,9 +15,9 @@ import pytest
 from pydantic import SecretStr
 
 from ancre.acl.directory import FileDirectory
-from ancre.config import QueryConfig, SourceConfig
-from ancre.connectors.folder import FolderConnector
-from ancre.connectors.smb import SmbConnector
+from ancre.config import QueryConfig
+from ancre.connectors.folder import FolderConnector, FolderSourceConfig
+from ancre.connectors.smb import SmbConnector, SmbSourceConfig
 from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError
 from ancre.index.edge_store import EdgeStore
@@ -80,7 +80,7 @@ def test_slices_cut_batches_of_nearly_equal_size_in_order() -> None:
 def test_a_source_that_does_not_answer_in_time_is_left_out_fail_closed(
     store: EdgeStore, silent_server: int
 ) -> None:
-    src = SourceConfig(
+    src = SmbSourceConfig(
         id="partage", kind="smb", server="127.0.0.1", port=silent_server, share="Partage",
         username="svc", password=SecretStr("x"), timeout_s=30,
     )
@@ -145,7 +145,7 @@ def test_folder_read_acls_rereads_the_manifest_and_leaves_out_missing_files(tmp_
         manifest.write_text(json.dumps({"entries": {"": {"aces": [["ALLOW", who, "READ", "OI|CI"]]}}}), encoding="utf-8")
 
     write("G1")
-    cfg = SourceConfig(id="s", root=root, acl_manifest=manifest)
+    cfg = FolderSourceConfig(id="s", root=root, acl_manifest=manifest)
     conn = FolderConnector(cfg, directory=FileDirectory(tmp_path / "directory.json"), ignore=())
     assert conn.read_acls(["A/x.md", "A/absent.md"]) == {"A/x.md": Acl(frozenset({G1}))}
     write("G2")  # same size, same second: still seen (mtime in ns, size and inode)
