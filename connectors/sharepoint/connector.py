@@ -91,6 +91,31 @@ def site_segment(url: str) -> str:
     return _nfc(seg or parts.hostname or "root")
 
 
+def site_ref(url: str) -> str:
+    """The Graph path of a site URL: ``https://h/sites/X`` → ``/sites/h:/sites/X``."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    return f"/sites/{parts.hostname}:{quote(path)}" if path else f"/sites/{parts.hostname}"
+
+
+def resolve_sites(graph: Any, urls: Sequence[str]) -> list[tuple[str, str]]:
+    """``(Graph site id, web URL)`` of each site URL (every site of the tenant when ``urls`` is
+    empty); sites that refuse us (401/403/404) are left out. Raises ``GraphError`` /
+    ``SourceUnavailableError`` otherwise."""
+    out: list[tuple[str, str]] = []
+    if not urls:
+        return [(str(s["id"]), str(s.get("webUrl", ""))) for s in graph.pages("/sites", params={"search": "*"})]
+    for url in urls:
+        try:
+            site = graph.get(site_ref(url))
+        except GraphError as e:
+            if e.status in _REFUSED:
+                continue
+            raise
+        out.append((str(site["id"]), str(site.get("webUrl") or url)))
+    return out
+
+
 @dataclass
 class _Entry:
     """One driveItem of a snapshot. ``kind``: ``file`` / ``folder`` / ``package`` / ``root``.
@@ -211,11 +236,8 @@ class SharePointConnector:
                 out.append((site_segment(str(site.get("webUrl", ""))), site))
             return out
         for url in self.cfg.sites:
-            parts = urlsplit(url)
-            path = parts.path.rstrip("/")
-            ref = f"/sites/{parts.hostname}:{quote(path)}" if path else f"/sites/{parts.hostname}"
             try:
-                out.append((site_segment(url), self.graph.get(ref)))
+                out.append((site_segment(url), self.graph.get(site_ref(url))))
             except GraphError as e:
                 if e.status not in _REFUSED:
                     raise
@@ -777,4 +799,4 @@ def _perms_or_reason(e: _Entry | None) -> list[dict[str, Any]] | str:
     return e.perms
 
 
-__all__ = ["SharePointConnector", "site_segment"]
+__all__ = ["SharePointConnector", "resolve_sites", "site_ref", "site_segment"]
