@@ -222,6 +222,8 @@ class SharePointConnector:
         self._drives: dict[str, _Drive] = {}
         self._lock = threading.RLock()
         self._upn: dict[str, str | None] = {}
+        self._labels: dict[str, str] | None = None
+        self._listed: list[str] = []
         self._loaded = False
 
     # ------------------------------------------------------------------------------- discovery
@@ -478,7 +480,24 @@ class SharePointConnector:
                 for k in ("sensitivityLabelId", "id", "name", "displayName"):
                     if lab.get(k):
                         labels.append(str(lab[k]).casefold())
+                name = self._label_names().get(str(lab.get("sensitivityLabelId", "")).casefold())
+                if name:
+                    labels.append(name.casefold())
             drive.items[iid].labels = labels
+
+    def _label_names(self) -> dict[str, str]:
+        """Label id → name (``GET /security/informationProtection/sensitivityLabels``), read once;
+        empty when Graph refuses it (then ``exclude_labels`` match label ids only)."""
+        if self._labels is None:
+            try:
+                self._labels = {
+                    str(x.get("id", "")).casefold(): str(x.get("name") or x.get("displayName") or "")
+                    for x in self.graph.pages("/security/informationProtection/sensitivityLabels")
+                }
+            except GraphError as e:
+                log.warning("sensitivity label names unavailable (%s): exclude_labels match ids only", e)
+                self._labels = {}
+        return self._labels
 
     def _read_library(self, drive: _Drive) -> list[dict[str, Any]] | str:
         """The library's role assignments (REST), dumped; a ``str`` when they can't be read
