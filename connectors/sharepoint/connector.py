@@ -48,7 +48,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from ancre.connectors.base import ChangeCallback, ChangeEvent
+from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig
 from ancre.connectors.folder import is_ignored, path_selected
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.graph import BatchRequest, GraphClient, GraphError, ResyncRequired
@@ -132,9 +132,12 @@ class _Entry:
     url: str = ""
     perms: list[dict[str, Any]] | str | None = None
     labels: list[str] | str | None = None
+    ctag: str | None = None
+    """Graph ``cTag``: changes with the content *and* its embedded metadata (a label applied)."""
 
     def dump(self) -> list[Any]:
-        return [self.name, self.parent, self.kind, self.size, self.qxh, self.mtime, self.url, self.perms, self.labels]
+        return [self.name, self.parent, self.kind, self.size, self.qxh, self.mtime, self.url, self.perms, self.labels,
+                self.ctag]
 
     @classmethod
     def load(cls, row: list[Any]) -> "_Entry":
@@ -193,7 +196,7 @@ def _load_assignment(d: Mapping[str, Any]) -> _Assignment:
     )
 
 
-class SharePointConnector:
+class SharePointConnector(CollectionFromConfig):
     """A :class:`~ancre.connectors.base.Connector` over a SharePoint Online tenant (module doc).
     Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
     ``permission_sweep_interval_s``), ``SubtreeListing``, ``ReportsUnreachable`` and ``Closeable``.
@@ -384,12 +387,13 @@ class SharePointConnector:
                 kind=kind, size=int(it.get("size") or 0),
                 qxh=hashes.get("quickXorHash") or hashes.get("sha256Hash") or it.get("cTag") or it.get("eTag"),
                 mtime=_epoch(it.get("lastModifiedDateTime")), url=str(it.get("webUrl") or ""),
+                ctag=str(it.get("cTag") or "") or None,
             )
             moved = prev is not None and (prev.parent != e.parent or prev.name != e.name)
             shared = str(it.get(SHARED_CHANGED, "")).lower() == "true"
             if prev is not None and not full:
                 e.perms = prev.perms
-                e.labels = prev.labels if prev.qxh == e.qxh else None
+                e.labels = prev.labels if (prev.qxh, prev.ctag) == (e.qxh, e.ctag) else None
             if prev is None or full or e.perms is None or shared or (moved and prev.parent != e.parent):
                 perm_read.add(iid)
             if kind != "file" and (shared or (moved and prev is not None and prev.parent != e.parent)):
@@ -741,14 +745,6 @@ class SharePointConnector:
             if parent is not None and parent.url:
                 return parent.url.rstrip("/") + "/"
             return d.url.rstrip("/") + "/"
-
-    def collection_for(self, item: SourceItem) -> str:
-        """``collection_overrides`` by top-level folder (the site segment), else the source's."""
-        top = item.path.split("/", 1)[0].casefold() if "/" in item.path else ""
-        for folder, coll in self.cfg.collection_overrides.items():
-            if folder.casefold() == top:
-                return coll
-        return self.collection
 
     # ---------------------------------------------------------------------------------- watch
     def poll(self) -> list[ChangeEvent]:

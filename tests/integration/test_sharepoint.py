@@ -335,7 +335,7 @@ def test_site_refusing_us_is_skipped_with_a_reason_the_rest_syncs(env_factory, m
 
 
 def test_graph_outage_mid_pass_is_suspect_and_revokes_nothing(env_factory, ms: FakeMicrosoft) -> None:
-    env = env_factory()
+    env = env_factory(max_retries=1)
     env.sync()
     before = env.readable(BRUNO)
     ms.fail(r"/drives/", 503, times=10_000)
