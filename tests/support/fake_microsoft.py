@@ -1314,6 +1314,8 @@ class FakeMicrosoft:
                     return self._rest_error(404, "-1, System.ArgumentException", "List does not exist.")
                 assignments = drive.role_assignments if drive.role_assignments is not None else site.role_assignments
                 return self._rest_collection(self._rest_assignments(site, assignments, expand), verbose)
+            if low == "web/sitegroups" and method == "GET":
+                return self._rest_collection([self._rest_group(g) for g in site.groups.values()], verbose)
             m = re.fullmatch(r"web/sitegroups/getbyid\((\d+)\)/users", low)
             if m and method == "GET":
                 g = site.groups.get(int(m.group(1)))
