@@ -12,6 +12,11 @@ SharePoint Online refuses app-only tokens obtained with a **client secret** ("Un
 only token"): a source configured with a secret gets a ``ConfigError`` here, and its
 library-inherited rights can't be read (README "SharePoint": use a certificate).
 
+Every ``ClientContext`` first fetches a form digest (``POST /_api/contextInfo``), which the library
+retries by itself on transient failures (5 attempts, exponential backoff from 5 s, honouring
+``Retry-After``), outside of ``max_retries`` and of the injectable ``sleep``: when SharePoint is
+down, a REST read takes up to a few minutes before raising ``SourceUnavailableError``.
+
 Shapes (SharePoint REST API reference, ``SP.RoleAssignment`` with
 ``$expand=Member,RoleDefinitionBindings``): ``Member.PrincipalType`` 1 user, 4 security group
 (Entra group or "Everyone except external users" claim), 8 SharePoint group; each
@@ -155,7 +160,6 @@ class SharePointRest:
         return self._ctx
 
     def _run(self, build: Callable[[Any], T]) -> T:
-        import requests
         from office365.runtime.client_request_exception import ClientRequestException
 
         refreshed = False
@@ -184,7 +188,7 @@ class SharePointRest:
                         attempt += 1
                         continue
                     raise RestError(status, str(e.code or status), e.message or str(e)) from e
-                except requests.RequestException as e:  # connection refused, TLS, timeout
+                except OSError as e:  # requests' ConnectionError, TLS errors, timeouts
                     self._ctx = None
                     if attempt >= self.settings.max_retries:
                         raise SourceUnavailableError(

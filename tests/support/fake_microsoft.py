@@ -36,7 +36,8 @@ Usage::
         ms.fail(r"/drives/", 503, times=2)
         ms.gone_next_delta(drive_id, "resyncChangesApplyDifferences")
         ms.expire_tokens()                # every issued token now answers 401 InvalidAuthenticationToken
-        ms.requests                       # list[LoggedRequest]; ms.token_requests; ms.max_in_flight
+        ms.requests                       # list[LoggedRequest]; ms.answers [(method, path, status)];
+                                          # ms.token_requests; ms.max_in_flight
 
 Mutators change the tenant between passes (``add_file``, ``modify_file``, ``delete_item``,
 ``set_permissions``, ``grant``, ``add_link``, ``set_label``, ``add_user``, ``add_group``...).
@@ -324,6 +325,7 @@ class FakeMicrosoft:
         self.labels: dict[str, str] = {}  # sensitivity label id -> name
         self.requests: list[LoggedRequest] = []
         self.token_requests: list[dict[str, str]] = []
+        self.answers: list[tuple[str, str, int]] = []  # (method, path, status) of every top-level answer
         self.max_in_flight = 0
         self._in_flight = 0
         self._tokens: dict[str, tuple[float, str]] = {}  # token -> (expires at, credential kind)
@@ -382,12 +384,18 @@ class FakeMicrosoft:
         return self
 
     def stop(self) -> None:
-        """Stop serving (later requests get connection refused) and delete the temporary files."""
+        """Stop serving: later requests get connection refused (the CA and app certificate files stay
+        until :meth:`close`)."""
         if self._server is not None:
             self._server.should_exit = True
+            self._server.force_exit = True  # don't wait for clients' idle keep-alive connections
             if self._thread is not None:
                 self._thread.join(timeout=10)
             self._server = None
+
+    def close(self) -> None:
+        """Stop serving and delete the temporary files (CA, certificates)."""
+        self.stop()
         self._tmp.cleanup()
 
     def __enter__(self) -> FakeMicrosoft:
@@ -396,7 +404,7 @@ class FakeMicrosoft:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
     # ------------------------------------------------------------------ seeding
 
@@ -879,13 +887,16 @@ class FakeMicrosoft:
         try:
             if self.latency_s:
                 time.sleep(self.latency_s)
-            return self._dispatch(method, unquote(raw_path), parse_qs(query, keep_blank_values=True), headers, body,
-                                  in_batch=False)
+            answer = self._dispatch(method, unquote(raw_path), parse_qs(query, keep_blank_values=True), headers, body,
+                                    in_batch=False)
         except Exception as exc:  # a bug in the fake: answer 500 with the reason, keep serving
-            return _error(500, "fakeError", f"{type(exc).__name__}: {exc}")
+            answer = _error(500, "fakeError", f"{type(exc).__name__}: {exc}")
         finally:
             with self._lock:
                 self._in_flight -= 1
+        with self._lock:
+            self.answers.append((method, unquote(raw_path), answer.status))
+        return answer
 
     def _dispatch(self, method: str, path: str, query: Mapping[str, list[str]], headers: Mapping[str, str], body: bytes,
                   *, in_batch: bool) -> _Answer:
