@@ -30,6 +30,15 @@ BRUNO = "bruno.favre@axonix.ch"  # GG_Techniciens
 GUEST = "ext.partner_partner.ch#EXT#@axonix.ch"
 
 
+@pytest.fixture(scope="module")
+def e5() -> Any:
+    """One e5-local embedder for the module (loading it is the slow part of a runtime)."""
+    from ancre.index.embedder_factory import make_embedder
+    from ancre.settings import EmbedderConfig
+
+    return make_embedder(EmbedderConfig(kind="e5-local"))
+
+
 @pytest.fixture()
 def ms() -> Iterator[FakeMicrosoft]:
     with FakeMicrosoft.axonix() as fake:
@@ -50,7 +59,7 @@ def source(ms: FakeMicrosoft, **kw: Any) -> dict[str, Any]:
 class Env:
     """A runtime with one SharePoint source, its connector and its Entra provider."""
 
-    def __init__(self, tmp_path: Path, ms: FakeMicrosoft, **src: Any) -> None:
+    def __init__(self, tmp_path: Path, ms: FakeMicrosoft, embedder: Any = None, **src: Any) -> None:
         self.ms = ms
         self.settings = load_settings(
             None, data_dir=str(tmp_path / "data"), embedder={"kind": "e5-local"}, store={"kind": "edge"},
@@ -59,6 +68,8 @@ class Env:
             sources=[source(ms, **src)],
         )
         self.rt = Runtime(self.settings)
+        if embedder is not None:
+            self.rt.__dict__["embedder"] = embedder  # the module's (same config), not a second load
         conn = self.rt.connectors()[0]
         assert isinstance(conn, SharePointConnector)
         self.conn = conn
@@ -95,11 +106,11 @@ class Env:
 
 
 @pytest.fixture()
-def env_factory(tmp_path: Path, ms: FakeMicrosoft) -> Iterator[Any]:
+def env_factory(tmp_path: Path, ms: FakeMicrosoft, e5: Any) -> Iterator[Any]:
     made: list[Env] = []
 
     def make(**src: Any) -> Env:
-        e = Env(tmp_path, ms, **src)
+        e = Env(tmp_path, ms, e5, **src)
         made.append(e)
         return e
 

@@ -1,0 +1,103 @@
+"""The Entra principal provider and the SharePoint connector's delta watch, against FakeMicrosoft
+(no embedding: fast)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ancre.connectors.base import ChangeEvent, SourceContext, Watchable
+from ancre.connectors.sharepoint import KIND, build
+from ancre.connectors.sharepoint.config import SharePointSourceConfig
+from ancre.connectors.sharepoint.connector import SharePointConnector
+from ancre.errors import DirectoryError
+from support.fake_microsoft import FakeMicrosoft
+
+ALICE = "alice.martin@axonix.ch"
+GUEST = "ext.partner_partner.ch#EXT#@axonix.ch"
+
+
+@pytest.fixture(scope="module")
+def ms() -> Iterator[FakeMicrosoft]:
+    with FakeMicrosoft.axonix() as fake:
+        yield fake
+
+
+def _cfg(ms: FakeMicrosoft, **kw: Any) -> SharePointSourceConfig:
+    cert = ms.certificate
+    return SharePointSourceConfig(
+        id="sp", kind="sharepoint", tenant_id=ms.tenant_id, client_id=ms.client_id,
+        certificate_path=cert.key_pem_path, certificate_thumbprint=cert.thumbprint, authority=ms.authority,
+        graph_url=ms.graph_url, ca_file=ms.ca_path, sites=(ms.site_url("Direction"), ms.site_url("Projets")), **kw,
+    )
+
+
+def _ctx(tmp_path: Path) -> SourceContext:
+    def no_directory():  # noqa: ANN202
+        raise AssertionError("not needed")
+
+    return SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=tmp_path)
+
+
+def test_entra_principals_of_a_member_by_upn_and_by_account_name(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    assert KIND.providers is not None
+    (entra,) = KIND.providers(_cfg(ms), _ctx(tmp_path))
+    alice = ms.user(ALICE)
+    p = entra.principals(ALICE)
+    direction_members = next(g.id for g in ms.site("Direction").groups.values() if g.title == "Members")
+    assert f"aad:{alice.id}" in p
+    assert f"aad:{ms.group('GG_Direction').id}" in p and f"aad:{ms.group('GG_Personnel').id}" in p  # transitive
+    assert "aad:everyone-internal" in p
+    assert f"sp:{ms.site('Direction').id}:{direction_members}" in p
+    assert entra.principals("alice") == p == entra.principals("AXONIX\\alice")
+    assert entra.principals("nobody@axonix.ch") == frozenset()
+
+
+def test_entra_guest_is_never_everyone_internal(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    (entra,) = KIND.providers(_cfg(ms), _ctx(tmp_path))  # type: ignore[misc]
+    p = entra.principals(GUEST)
+    assert f"aad:{ms.user(GUEST).id}" in p and "aad:everyone-internal" not in p
+    projets_members = next(g.id for g in ms.site("Projets").groups.values() if g.title == "Members")
+    assert f"sp:{ms.site('Projets').id}:{projets_members}" not in p
+
+
+def test_entra_failure_fails_closed(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    (entra,) = KIND.providers(_cfg(ms, max_retries=0), _ctx(tmp_path))  # type: ignore[misc]
+    ms.fail(r"^/users/", 503, times=1)
+    with pytest.raises(DirectoryError):
+        entra.principals("chloe.rey@axonix.ch")
+
+
+def test_delta_poll_reports_changes_as_events(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    conn = build(_cfg(ms, sharing_delta=True), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector) and isinstance(conn, Watchable)
+    try:
+        assert len(list(conn.list_items())) >= 6
+        assert conn.poll() == []
+        docs = ms.drive("Projets")
+        f = ms.add_file(docs, "nouveau.md", b"# Nouveau")
+        ms.grant(docs, "11-correlations-yaml.md", user=ALICE)
+        ms.delete_item(docs, f)
+        g = ms.add_file(docs, "second.md", b"# Second")
+        events = conn.poll()
+        assert ChangeEvent("sp", "Projets/Documents/second.md", "modified") in events
+        assert ChangeEvent("sp", "Projets/Documents/11-correlations-yaml.md", "modified") in events
+        assert not any(e.path == "Projets/Documents/nouveau.md" and e.kind == "modified" for e in events)
+        ms.rename(docs, g, "renomme.md")
+        events = conn.poll()
+        assert ChangeEvent("sp", "Projets/Documents/second.md", "deleted") in events
+        assert ChangeEvent("sp", "Projets/Documents/renomme.md", "modified") in events
+        # watch() runs the poll on its interval until stopped
+        stop = threading.Event()
+        seen: list[ChangeEvent] = []
+        t = threading.Thread(target=conn.watch, args=(seen.append, stop), daemon=True)
+        t.start()
+        stop.set()
+        t.join(timeout=10)
+        assert not t.is_alive()
+    finally:
+        conn.close()  # type: ignore[attr-defined]
