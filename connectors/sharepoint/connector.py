@@ -227,6 +227,7 @@ class SharePointConnector(CollectionFromConfig):
         self._upn: dict[str, str | None] = {}
         self._labels: dict[str, str] | None = None
         self._listed: list[str] = []
+        self._paths: dict[str, tuple[str, str]] | None = None
         self._loaded = False
 
     # ------------------------------------------------------------------------------- discovery
@@ -300,6 +301,7 @@ class SharePointConnector(CollectionFromConfig):
             drive.library = snap.get("library")
             drive.items = {k: _Entry.load(v) for k, v in snap.get("items", {}).items()}
         self._drives[drive.drive_id] = drive
+        self._paths = None
         return drive
 
     def _save(self, drive: _Drive) -> None:
@@ -317,15 +319,19 @@ class SharePointConnector(CollectionFromConfig):
     def _index_key(self) -> str:
         return f"sharepoint:{self.source_id}:drives"
 
-    def _load_saved(self) -> None:
+    def _load_saved(self, *, again: bool = False) -> None:
         """Every drive snapshot of this source kept in the state DB (a connector that has not
-        listed yet — the query side's — finds items by path through them)."""
-        if self._loaded:
+        listed yet — the query side's — finds items by path through them). ``again``: re-read
+        them (another process — the daemon — may have applied deltas since), except the drives
+        this connector refreshed itself."""
+        if self._loaded and not again:
             return
         self._loaded = True
+        self._paths = None
         for drive_id in json.loads(self.state.get_meta(self._index_key()) or "[]"):
-            if drive_id in self._drives:
+            if drive_id in self._drives and (not again or drive_id in self._listed):
                 continue
+            self._drives.pop(drive_id, None)
             raw = self.state.get_meta(self._meta_key(drive_id))
             if not raw:
                 continue
@@ -351,6 +357,7 @@ class SharePointConnector(CollectionFromConfig):
         if drive.list_id is None:
             drive.list_id = str(self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
         touched = self._apply(drive, page.items, full=full)
+        self._paths = None
         if full or drive.library is None:
             drive.library = self._read_library(drive)
         if touched or page.delta_link != drive.delta_link:
@@ -595,15 +602,29 @@ class SharePointConnector(CollectionFromConfig):
         return iter(sorted(out, key=lambda it: it.path))
 
     def _find(self, path: str) -> tuple[_Drive, str] | None:
+        """The drive and item id at ``path``; a miss re-reads the saved snapshots once (a
+        connector of the query side finds what the daemon listed since)."""
         with self._lock:
             self._load_saved()
+            hit = self._path_index().get(path)
+            if hit is None:
+                self._load_saved(again=True)
+                hit = self._path_index().get(path)
+            if hit is None or hit[0] not in self._drives:
+                return None
+            return self._drives[hit[0]], hit[1]
+
+    def _path_index(self) -> dict[str, tuple[str, str]]:
+        """path → (drive id, item id) of every item, rebuilt after any snapshot change."""
+        if self._paths is None:
+            index: dict[str, tuple[str, str]] = {}
             for d in self._drives.values():
-                if path != d.prefix and not path.startswith(d.prefix + "/"):
-                    continue
                 for iid in d.items:
-                    if self._path(d, iid) == path:
-                        return d, iid
-        return None
+                    p = self._path(d, iid)
+                    if p is not None:
+                        index[p] = (d.drive_id, iid)
+            self._paths = index
+        return self._paths
 
     def get_item(self, path: str) -> SourceItem | None:
         """The snapshot's entry at ``path`` (as of the last delta applied), ``None`` if none."""
@@ -707,7 +728,8 @@ class SharePointConnector(CollectionFromConfig):
             perms = {k: v if isinstance(v, str) else _perms(v) for k, v in live.items()}
             needs_library = not any(isinstance(p, list) and any(not x.get("inheritedFrom") for x in p) for p in perms.values())
             library = self._read_library(d) if needs_library else []
-            out[path] = self._mapped(d, iid, lambda n: perms.get(n, "not read"), library).acl
+            with self._lock:
+                out[path] = self._mapped(d, iid, lambda n: perms.get(n, "not read"), library).acl
         return out
 
     def sweep_permissions(self) -> list[str]:

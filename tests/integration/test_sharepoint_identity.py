@@ -101,3 +101,21 @@ def test_delta_poll_reports_changes_as_events(ms: FakeMicrosoft, tmp_path: Path)
         assert not t.is_alive()
     finally:
         conn.close()  # type: ignore[attr-defined]
+
+
+def test_query_side_connector_finds_what_the_daemon_listed_since(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    daemon_side = build(_cfg(ms), _ctx(tmp_path))
+    query_side = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(daemon_side, SharePointConnector) and isinstance(query_side, SharePointConnector)
+    try:
+        list(daemon_side.list_items())
+        assert set(query_side.read_acls(["Direction/Documents/Grille_Salariale_2026.docx"]))
+        ms.add_file(ms.drive("Direction"), "tard.md", b"# Tard")
+        assert query_side.read_acls(["Direction/Documents/tard.md"]) == {}
+        list(daemon_side.list_items())
+        acl = query_side.read_acls(["Direction/Documents/tard.md"])["Direction/Documents/tard.md"]
+        members = next(g.id for g in ms.site("Direction").groups.values() if g.title == "Members")
+        assert f"sp:{ms.site('Direction').id}:{members}" in acl.allow
+    finally:
+        daemon_side.close()  # type: ignore[attr-defined]
+        query_side.close()  # type: ignore[attr-defined]
