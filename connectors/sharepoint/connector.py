@@ -48,7 +48,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig
+from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, SourceCheck
 from ancre.connectors.folder import is_ignored, path_selected
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.graph import BatchRequest, GraphClient, GraphError, ResyncRequired
@@ -818,6 +818,37 @@ class SharePointConnector(CollectionFromConfig):
             stop.wait()
         finally:
             sched.shutdown(wait=False)
+
+    def check(self) -> SourceCheck:
+        """``ancre check``: get a token, resolve the sites and their libraries, read one
+        library's role assignments (SharePoint REST). Never raises; a refused site is reported
+        with the permission the app registration lacks."""
+        try:
+            drives = self._discover()
+        except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+            return SourceCheck(
+                False, f"SharePoint {self.cfg.tenant_id}: {type(e).__name__}: {e}",
+                f"check sources.{self.source_id}.tenant_id / client_id / the credential, and that the app has "
+                "Sites.Read.All (or Sites.Selected) with admin consent (README \"SharePoint Online\")",
+            )
+        refused = dict(self.unreachable_reasons)
+        if not drives:
+            return SourceCheck(False, f"no document library found ({refused or 'no site'})",
+                               f"check sources.{self.source_id}.sites / libraries")
+        d = drives[0]
+        try:
+            d.list_id = str(self.graph.get(f"/drives/{d.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
+        except Exception as e:  # noqa: BLE001
+            return SourceCheck(False, f"{d.prefix}: library list unreadable: {e}", "the app needs Sites.Read.All")
+        library = self._read_library(d)
+        if isinstance(library, str):
+            return SourceCheck(
+                False, f"{len(drives)} libraries; {d.prefix}: {library}",
+                "SharePoint REST needs a certificate credential (certificate_path or pfx_path), not a client secret",
+            )
+        extra = f"; refused: {', '.join(f'{k} ({v})' for k, v in refused.items())}" if refused else ""
+        return SourceCheck(not refused, f"{len(drives)} libraries; {d.prefix}: {len(library)} role assignments read{extra}",
+                           "grant the app access to the refused sites" if refused else "")
 
     def close(self) -> None:
         """Close the Graph client (idempotent)."""

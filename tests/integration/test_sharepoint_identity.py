@@ -119,3 +119,16 @@ def test_query_side_connector_finds_what_the_daemon_listed_since(ms: FakeMicroso
     finally:
         daemon_side.close()  # type: ignore[attr-defined]
         query_side.close()  # type: ignore[attr-defined]
+
+
+def test_check_reads_sites_and_role_assignments_and_names_the_secret_problem(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    from ancre.connectors.base import Checkable
+
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, Checkable)
+    res = conn.check()
+    assert res.ok and "role assignments read" in res.detail, res
+    cfg = _cfg(ms).model_copy(update={"certificate_path": None, "certificate_thumbprint": None, "client_secret": None})
+    secret = SharePointSourceConfig.model_validate({**cfg.model_dump(), "client_secret": ms.client_secret})
+    res = build(secret, _ctx(tmp_path)).check()  # type: ignore[attr-defined]
+    assert not res.ok and "certificate" in res.fix, res
