@@ -246,6 +246,13 @@ class AppCertificate:
 
 
 @dataclass(frozen=True)
+class _Index:
+    children: dict[str, int]
+    sizes: dict[str, int]
+    depth: dict[str, int]
+
+
+@dataclass(frozen=True)
 class LoggedRequest:
     """One request received (``path`` without the query; ``in_batch``: a ``$batch`` sub-request)."""
 
@@ -332,6 +339,8 @@ class FakeMicrosoft:
         self._rules: list[_Rule] = []
         self._gone: dict[str, list[str]] = {}
         self._extra_delta: dict[str, list[dict[str, Any]]] = {}
+        self._index_cache: dict[str, tuple[int, _Index]] = {}
+        self._delta_cache: dict[tuple[str, int | None, bool], tuple[int, int, list[tuple[FakeItem, bool]]]] = {}
         self._lock = threading.RLock()
         self._tmp = tempfile.TemporaryDirectory(prefix="fake-ms-")
         self._tmpdir = Path(self._tmp.name)
@@ -807,7 +816,7 @@ class FakeMicrosoft:
     def _perm_id(it: FakeItem, i: int, p: Mapping[str, Any]) -> str:
         return hashlib.sha1(f"{it.id}/{i}/{json.dumps(p, sort_keys=True)}".encode()).hexdigest()[:24]
 
-    def _drive_item(self, d: FakeDrive, it: FakeItem) -> dict[str, Any]:
+    def _drive_item(self, d: FakeDrive, it: FakeItem, index: _Index | None = None) -> dict[str, Any]:
         site = self.sites[d.site_id]
         if it.deleted:
             return {"id": it.id, "parentReference": {"driveId": d.id, "driveType": "documentLibrary", "id": it.parent_id},
@@ -822,11 +831,11 @@ class FakeMicrosoft:
             "createdDateTime": it.modified,
             "lastModifiedDateTime": it.modified,
             "webUrl": f"{self.site_url(site)}/{quote(d.name)}/{quote(path)}" if path else f"{self.site_url(site)}/{quote(d.name)}",
-            "size": len(it.content) if it.kind in ("file", "package") else self._folder_size(d, it),
+            "size": len(it.content) if it.kind in ("file", "package") else (index or self._index(d)).sizes.get(it.id, 0),
         }
         if it.kind == "root":
             out["root"] = {}
-            out["folder"] = {"childCount": self._child_count(d, it)}
+            out["folder"] = {"childCount": (index or self._index(d)).children.get(it.id, 0)}
             out["parentReference"] = {"driveId": d.id, "driveType": "documentLibrary"}
             return out
         parent_path = self._item_path(d, parent) if parent else ""
@@ -836,18 +845,34 @@ class FakeMicrosoft:
             "siteId": site.id,
         }
         if it.kind == "folder":
-            out["folder"] = {"childCount": self._child_count(d, it)}
+            out["folder"] = {"childCount": (index or self._index(d)).children.get(it.id, 0)}
         elif it.kind == "package":
             out["package"] = {"type": "oneNote"}
         else:
             out["file"] = {"mimeType": _mime(it.name), "hashes": {"quickXorHash": quick_xor_hash(it.content)}}
         return out
 
-    def _child_count(self, d: FakeDrive, it: FakeItem) -> int:
-        return sum(1 for x in d.items.values() if x.parent_id == it.id and not x.deleted)
-
-    def _folder_size(self, d: FakeDrive, it: FakeItem) -> int:
-        return sum(len(x.content) for x in self._descendants(d, it) if x.kind != "folder")
+    def _index(self, d: FakeDrive) -> _Index:
+        """Child counts, folder sizes and depths of a drive, in one pass, cached until the drive
+        changes (delta answers 10,000s of items page by page)."""
+        cached = self._index_cache.get(d.id)
+        if cached is not None and cached[0] == d.seq:
+            return cached[1]
+        idx = _Index({}, {}, {})
+        live = [x for x in d.items.values() if not x.deleted]
+        for x in live:
+            if x.parent_id:
+                idx.children[x.parent_id] = idx.children.get(x.parent_id, 0) + 1
+        for x in d.items.values():
+            depth, cur = 0, x
+            while cur.parent_id and cur.parent_id in d.items:
+                depth += 1
+                cur = d.items[cur.parent_id]
+                if x.kind in ("file", "package") and not x.deleted:
+                    idx.sizes[cur.id] = idx.sizes.get(cur.id, 0) + len(x.content)
+            idx.depth[x.id] = depth
+        self._index_cache[d.id] = (d.seq, idx)
+        return idx
 
     def _drive_resource(self, d: FakeDrive) -> dict[str, Any]:
         site = self.sites[d.site_id]
@@ -1233,39 +1258,49 @@ class FakeMicrosoft:
         if since is not None and since > d.seq:
             return _error(410, "resyncRequired", "The delta token is not valid for this drive.",
                           {"Location": f"{self.graph_url}/drives/{drive}/root/delta"})
-        entries: list[dict[str, Any]] = []
-        ordered = sorted(d.items.values(), key=lambda x: (x.kind != "root", self._depth(d, x), x.seq))
-        for it in ordered:
-            if since is None:
-                if it.deleted:
-                    continue
-                entries.append(self._drive_item(d, it))
-                continue
-            changed = it.seq > since
-            shared = sharing and it.perm_seq > since
-            if changed or shared:
-                entry = self._drive_item(d, it)
-                if shared and not it.deleted:
-                    entry["@microsoft.graph.sharedChanged"] = "True"
-                entries.append(entry)
-        if skip == 0 and self._extra_delta.get(drive):
-            entries.extend(self._extra_delta.pop(drive))
+        index = self._index(d)
+        picked = self._delta_rows(d, since, sharing, index)
+        extra = list(self._extra_delta.get(drive, []))
+        rows: list[tuple[FakeItem, bool] | dict[str, Any]] = [*picked, *extra]
         top = int(q1.get("$top", self.page_size))
-        page = entries[skip: skip + top]
+        page: list[dict[str, Any]] = []
+        for row in rows[skip: skip + top]:
+            if isinstance(row, dict):
+                page.append(row)
+                continue
+            entry = self._drive_item(d, row[0], index)
+            if row[1]:
+                entry["@microsoft.graph.sharedChanged"] = "True"
+            page.append(entry)
         start = since if since is not None else ""
         out: dict[str, Any] = {"@odata.context": f"{self.graph_url}/$metadata#Collection(driveItem)", "value": page}
-        if skip + top < len(entries):
+        if skip + top < len(rows):
             out["@odata.nextLink"] = f"{self.graph_url}/drives/{drive}/root/delta?token={start}&$skiptoken={skip + top}"
         else:
             out["@odata.deltaLink"] = f"{self.graph_url}/drives/{drive}/root/delta?token={d.seq}"
+            self._extra_delta.pop(drive, None)  # served in this round
         return _Answer(200, out)
 
-    def _depth(self, d: FakeDrive, it: FakeItem) -> int:
-        n, cur = 0, it
-        while cur.parent_id and cur.parent_id in d.items:
-            n += 1
-            cur = d.items[cur.parent_id]
-        return n
+    def _delta_rows(self, d: FakeDrive, since: int | None, sharing: bool, index: _Index) -> list[tuple[FakeItem, bool]]:
+        """(item, sharing changed) for every change since ``since`` (the whole live drive when None),
+        parents first; cached while the drive doesn't change (the pages of one round)."""
+        perm_mark = max((x.perm_seq for x in d.items.values()), default=0)
+        key = (d.id, since, sharing)
+        cached = self._delta_cache.get(key)
+        if cached is not None and cached[0] == d.seq and cached[1] == perm_mark:
+            return cached[2]
+        picked: list[tuple[FakeItem, bool]] = []
+        for it in d.items.values():
+            if since is None:
+                if not it.deleted:
+                    picked.append((it, False))
+                continue
+            shared = sharing and it.perm_seq > since and not it.deleted
+            if it.seq > since or shared:
+                picked.append((it, shared))
+        picked.sort(key=lambda p: (p[0].kind != "root", index.depth.get(p[0].id, 0), p[0].seq))
+        self._delta_cache[key] = (d.seq, perm_mark, picked)
+        return picked
 
     # --------------------------------------------------------------- $batch
 
