@@ -227,10 +227,27 @@ class SharePointRest:
         )
 
 
+_CLIENTS: dict[tuple[GraphSettings, str], SharePointRest] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def rest_client(settings: GraphSettings, site_url: str) -> SharePointRest:
+    """The process-wide :class:`SharePointRest` of a site (same settings): its ``ClientContext`` and
+    form digest are reused, so repeated reads don't each start with ``POST /_api/contextInfo``.
+    Raises as :class:`SharePointRest`."""
+    key = (settings, site_url.rstrip("/"))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = SharePointRest(settings, site_url)
+            _CLIENTS[key] = client
+        return client
+
+
 def _int(value: Any) -> int:
     """An int from a number, a numeric string or the library's enum (``PrincipalType``)."""
     value = getattr(value, "value", value)
     return int(value or 0)
 
 
-__all__ = ["RestError", "RoleAssignment", "RoleDef", "SharePointRest", "SpPrincipal"]
+__all__ = ["RestError", "RoleAssignment", "RoleDef", "SharePointRest", "SpPrincipal", "rest_client"]

@@ -30,7 +30,7 @@ from ancre.connectors.sharepoint.graph import (
     parse_retry_after,
     settings_from_source,
 )
-from ancre.connectors.sharepoint.rest import RestError, SharePointRest
+from ancre.connectors.sharepoint.rest import RestError, SharePointRest, rest_client
 from ancre.errors import ConfigError, SourceUnavailableError
 
 
@@ -432,3 +432,15 @@ def test_settings_from_a_source_config(ms: FakeMicrosoft, monkeypatch: pytest.Mo
     monkeypatch.delenv("SP_SECRET", raising=False)
     with pytest.raises(ConfigError, match="SP_SECRET"):
         settings_from_source(SharePointSourceConfig(**common, client_secret_env="SP_SECRET"))
+
+
+def test_rest_client_is_reused_per_site(ms: FakeMicrosoft) -> None:
+    s = settings(ms)
+    first = rest_client(s, ms.site_url("Direction"))
+    assert rest_client(s, ms.site_url("Direction") + "/") is first
+    assert rest_client(s, ms.site_url("Projets")) is not first
+    first.role_assignments()
+    first.role_assignments(ms.drive("Direction").list_id)
+    first.group_members(4)
+    # One form digest for the three reads (the context is kept).
+    assert len([r for r in ms.requests if r.path.lower().endswith("/_api/contextinfo")]) == 1
