@@ -42,7 +42,15 @@ def e5() -> Any:
 @pytest.fixture()
 def ms() -> Iterator[FakeMicrosoft]:
     with FakeMicrosoft.axonix() as fake:
+        # the seed's 47 kB YAML guide is ~50 chunks to embed in every test: a short one does
+        fake.modify_file(fake.drive("Projets"), "11-correlations-yaml.md", SHORT_GUIDE)
         yield fake
+
+
+SHORT_GUIDE = (
+    "# Corrélations YAML\n\nLes règles de corrélation des alarmes sont décrites en YAML : une règle par "
+    "fichier, un identifiant, des conditions et une action.\n"
+).encode()
 
 
 def source(ms: FakeMicrosoft, **kw: Any) -> dict[str, Any]:
