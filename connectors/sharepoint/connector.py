@@ -64,6 +64,8 @@ PREFER_ALWAYS = ("deltashowremovedasdeleted",)
 SHARED_CHANGED = "@microsoft.graph.sharedChanged"
 _REFUSED = (401, 403, 404)
 """Statuses of a site or library that refuses us (or is gone): skipped with a reason."""
+LIBRARY_CHANGED = ""
+"""Marker in a refresh's touched ids: the library's role assignments changed."""
 _PERM_FIELDS = ("id", "roles", "link", "grantedToV2", "grantedToIdentitiesV2", "inheritedFrom")
 
 RestFactory = Callable[[str], Any]
@@ -358,8 +360,10 @@ class SharePointConnector(CollectionFromConfig):
             drive.list_id = str(self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
         touched = self._apply(drive, page.items, full=full)
         self._paths = None
-        if full or drive.library is None:
-            drive.library = self._read_library(drive)
+        library = self._read_library(drive)  # one REST call per library and pass, never per item
+        if library != drive.library:
+            drive.library = library
+            touched.add(LIBRARY_CHANGED)
         if touched or page.delta_link != drive.delta_link:
             drive.delta_link = page.delta_link
             self._save(drive)
@@ -770,16 +774,18 @@ class SharePointConnector(CollectionFromConfig):
 
     # ---------------------------------------------------------------------------------- watch
     def poll(self) -> list[ChangeEvent]:
-        """One delta poll of every library, as change events: ``modified`` for new and changed
-        files, ``deleted`` for files gone (by their last known path), ``acl`` for items whose
-        sharing changed (a folder's path covers what is under it); ``rescan`` when a library
-        restarted from a full enumeration."""
+        """One delta poll of every library, as change events: ``modified`` for new, changed and
+        re-shared files, ``deleted`` for files gone (by their last known path), ``acl`` for a
+        folder whose sharing changed (its path covers what is under it) and ``acl`` without a
+        path when a library's role assignments changed."""
         with self._lock:
             before = {d.drive_id: {i: self._path(d, i) for i in d.items} for d in self._drives.values()}
             out: list[ChangeEvent] = []
             for d, touched in self.refresh():
                 old = before.get(d.drive_id, {})
-                for iid in sorted(touched):
+                if LIBRARY_CHANGED in touched and old:
+                    out.append(ChangeEvent(self.source_id, None, "acl"))  # every inheriting item's rights
+                for iid in sorted(touched - {LIBRARY_CHANGED}):
                     e = d.items.get(iid)
                     new_path = self._path(d, iid) if e is not None else None
                     old_path = old.get(iid)

@@ -132,3 +132,21 @@ def test_check_reads_sites_and_role_assignments_and_names_the_secret_problem(ms:
     secret = SharePointSourceConfig.model_validate({**cfg.model_dump(), "client_secret": ms.client_secret})
     res = build(secret, _ctx(tmp_path)).check()  # type: ignore[attr-defined]
     assert not res.ok and "certificate" in res.fix, res
+
+
+def test_site_role_change_is_an_acl_event_for_every_inheriting_item(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    from support.fake_microsoft import security_group_claim
+
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector)
+    try:
+        items = {it.path: it for it in conn.list_items()}
+        grille = items["Direction/Documents/Grille_Salariale_2026.docx"]
+        rh = ms.group("GG_RH")
+        assert f"aad:{rh.id}" not in conn.fetch_acl(grille).allow
+        ms.set_web_role("Direction", security_group_claim(rh.id), ["Read"])
+        assert ChangeEvent("sp", None, "acl") in conn.poll()
+        assert f"aad:{rh.id}" in conn.fetch_acl(grille).allow
+        ms.set_web_role("Direction", security_group_claim(rh.id), [])
+    finally:
+        conn.close()  # type: ignore[attr-defined]
