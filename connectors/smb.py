@@ -355,6 +355,9 @@ class SmbConnector(CollectionFromConfig):
         self._session_lock = threading.Lock()
         self.watch_ready = threading.Event()
         """Set while :meth:`watch` has its CHANGE_NOTIFY requests armed on the server."""
+        self._wire: dict[str, str] = {}
+        """NFC relative path → the path as the server spells it, for the paths whose names are not
+        NFC on the share (written NFD by a macOS client): listings and stats fill it."""
         self.unreachable: tuple[str, ...] = ()
         """Relative paths (NFC, ``/``-separated) of the DFS links whose referral the last
         :meth:`list_items` could not follow: nothing of the listing lies under them, and what was
@@ -425,6 +428,33 @@ class SmbConnector(CollectionFromConfig):
         rel = rel_path.strip("/")
         return self.unc + ("\\" + rel.replace("/", "\\") if rel else "")
 
+    def _remember(self, rel: str, wire: str) -> None:
+        if rel != wire:
+            self._wire[rel] = wire
+        else:
+            self._wire.pop(rel, None)
+
+    def _wire_of(self, rel: str, kw: dict[str, Any]) -> str:
+        """The server's spelling of the NFC relative path ``rel``: remembered from a listing, else
+        found folder by folder among the entries whose NFC form matches (the name as given when
+        there is none: the caller then gets the server's not-found)."""
+        if rel in self._wire or rel.isascii():
+            return self._wire.get(rel, rel)
+        parent, _, name = rel.rpartition("/")
+        wire_parent = self._wire_of(parent, kw) if parent else ""
+        try:
+            entries = list_dir(self.unc_of(wire_parent), **kw)
+        except Exception as e:
+            if is_not_found(e) and not is_connection_error(e):
+                return rel
+            raise
+        hits = [str(e.file_name) for e in entries if nfc(e.file_name) == name]
+        if not hits:
+            return f"{wire_parent}/{name}" if wire_parent else name
+        wire = f"{wire_parent}/{hits[0]}" if wire_parent else hits[0]
+        self._remember(rel, wire)
+        return wire
+
     # ---------------------------------------------------------------- listing
     def _item(self, rel: str, info: Any, skip: str | None = None) -> SourceItem:
         fid = int(info.file_id or 0)
@@ -464,11 +494,11 @@ class SmbConnector(CollectionFromConfig):
         (any error: target refused or down, referral to nowhere) is appended to ``unreachable`` and
         skipped, provided the share itself still answers (checked at once; if it does not, the
         error propagates as the connection error it is)."""
-        stack = [(rel_dir, False)]
+        stack = [(rel_dir, self._wire_of(rel_dir, kw) if rel_dir else "", False)]
         while stack:
-            cur, is_link = stack.pop()
+            cur, wire_cur, is_link = stack.pop()
             try:
-                entries = sorted(list_dir(self.unc_of(cur), **kw), key=lambda e: e.file_name)
+                entries = sorted(list_dir(self.unc_of(wire_cur), **kw), key=lambda e: e.file_name)
             except Exception as e:
                 if is_link and self._share_answers(kw):
                     log.warning(
@@ -486,15 +516,17 @@ class SmbConnector(CollectionFromConfig):
                     f"source {self.source_id}: {what} {cur or '(share root)'!r} can't be listed "
                     f"({type(e).__name__}: {e}); nothing under it is purged"
                 ) from None
-            subdirs: list[tuple[str, bool]] = []
+            subdirs: list[tuple[str, str, bool]] = []
             for info in entries:
                 name = nfc(info.file_name)
                 rel = f"{cur}/{name}" if cur else name
+                wire = f"{wire_cur}/{info.file_name}" if wire_cur else str(info.file_name)
+                self._remember(rel, wire)
                 reason = self._link_reason(info)
                 if info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
                     if self._descend(info):
                         link = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
-                        subdirs.append((rel, link and int(info.ea_size) == IO_REPARSE_TAG_DFS))
+                        subdirs.append((rel, wire, link and int(info.ea_size) == IO_REPARSE_TAG_DFS))
                     elif reason is not None:
                         out.append(self._item(rel, info, skip=reason))
                     continue
@@ -561,14 +593,22 @@ class SmbConnector(CollectionFromConfig):
         """The directory entry information of ``rel`` (via its parent's listing, so that size and
         mtime are exactly those of :meth:`list_items`), ``None`` if it does not exist."""
         parent, _, name = rel.rpartition("/")
+        wire_parent = self._wire_of(parent, kw) if parent else ""
         try:
-            hits = [e for e in list_dir(self.unc_of(parent), name, **kw) if nfc(e.file_name).casefold() == name.casefold()]
+            found = list_dir(self.unc_of(wire_parent), name, **kw)
+            if not found and not name.isascii():  # the server may spell it NFD: compare NFC forms
+                found = list_dir(self.unc_of(wire_parent), **kw)
+            hits = [e for e in found if nfc(e.file_name).casefold() == name.casefold()]
         except Exception as e:
             if is_not_found(e) and not is_connection_error(e):
                 return None
             raise
         exact = [e for e in hits if nfc(e.file_name) == name]
-        return (exact or hits or [None])[0]
+        info = (exact or hits or [None])[0]
+        if info is not None:
+            wire = f"{wire_parent}/{info.file_name}" if wire_parent else str(info.file_name)
+            self._remember(f"{parent}/{nfc(info.file_name)}" if parent else nfc(info.file_name), wire)
+        return info
 
     def get_item(self, path: str) -> SourceItem | None:
         """The listing entry of one relative path; ``None`` when it is absent, a folder, ignored or
@@ -602,7 +642,7 @@ class SmbConnector(CollectionFromConfig):
         violation, access denied) or :class:`SourceUnavailableError`."""
 
         def read(kw: dict[str, Any]) -> bytes:
-            with smbclient.open_file(self.unc_of(item.path), mode="rb", share_access="rwd", **kw) as fh:
+            with smbclient.open_file(self.unc_of(self._wire_of(item.path, kw)), mode="rb", share_access="rwd", **kw) as fh:
                 return fh.read()  # type: ignore[no-any-return]
 
         return self._call(f"read {item.path!r}", read, fail_fast=True)
@@ -613,7 +653,10 @@ class SmbConnector(CollectionFromConfig):
         :class:`SourceUnavailableError` when the share can't be reached."""
         rel = nfc(rel_path.strip("/"))
         try:
-            raw = self._call(f"read the security of {rel!r}", lambda kw: read_security_descriptor(self.unc_of(rel), **kw))
+            raw = self._call(
+                f"read the security of {rel!r}",
+                lambda kw: read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw),
+            )
         except SMBOSError as e:
             if is_not_found(e):
                 raise AclError(f"{rel!r} does not exist on {self.unc_root}") from None
@@ -636,7 +679,7 @@ class SmbConnector(CollectionFromConfig):
         try:
             raw = self._call(
                 f"read the security of {rel!r}",
-                lambda kw: read_security_descriptor(self.unc_of(rel), **kw),
+                lambda kw: read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw),
                 fail_fast=True,
             )
         except SourceUnavailableError:

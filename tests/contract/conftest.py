@@ -1,0 +1,167 @@
+"""Source harnesses of the connector contract suite (test_connector_contract.py): one fixture per
+source kind, each returning a :class:`~support.source_harness.SourceHarness`.
+
+A new source kind runs the whole suite by adding its fixture here and its name to ``HARNESSES``
+(README "Adding a source"). The SMB harness uses the session's Samba AD DC (tests/support/samba.py):
+run it under ``flock /tmp/ancre-samba.lock``; ``-k folder`` runs the folder harness alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import smbclient
+from pydantic import SecretStr
+
+from ancre.acl.directory import FileDirectory
+from ancre.config import DEFAULT_IGNORE
+from ancre.connectors.folder import FolderConnector, FolderSourceConfig, nfc
+from ancre.connectors.smb import SmbConnector, SmbSourceConfig
+from support.corpus import CORPUS
+from support.samba import SambaDC
+from support.source_harness import SourceHarness
+
+HARNESSES = ["folder_source", "smb_source"]
+"""The fixtures the ``source`` fixture is parametrised over (one per source kind)."""
+
+
+@pytest.fixture(params=HARNESSES)
+def source(request: pytest.FixtureRequest) -> SourceHarness:
+    """Each source kind's harness in turn."""
+    harness: SourceHarness = request.getfixturevalue(request.param)
+    return harness
+
+
+# ---------------------------------------------------------------- folder (with an acl.json manifest)
+class FolderHarness:
+    """A folder source over ``<tmp>/tree`` whose rights come from an ``acl.json`` manifest beside it
+    (names resolved by the corpus directory.json): the root grants GG_Techniciens read."""
+
+    def __init__(self, base: Path) -> None:
+        self.tree = base / "tree"
+        self.tree.mkdir()
+        self.manifest = base / "acl.json"
+        self.entries: dict[str, dict[str, object]] = {
+            "": {"protected": True, "aces": [["ALLOW", "GG_Techniciens", "READ", "OI|CI"]]}
+        }
+        self._save()
+        cfg = FolderSourceConfig(id="contract", root=self.tree, acl_manifest=self.manifest)
+        self.connector = FolderConnector(
+            cfg, directory=FileDirectory(CORPUS / "directory.json"), ignore=DEFAULT_IGNORE
+        )
+
+    def _save(self) -> None:
+        tmp = self.manifest.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"share": "Contract", "entries": self.entries}), encoding="utf-8")
+        os.replace(tmp, self.manifest)  # a new inode: the connector sees the edit at once
+
+    def path(self, name: str) -> str:
+        return nfc(name)
+
+    def write(self, name: str, data: bytes) -> None:
+        p = self.tree / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+    def delete(self, name: str) -> None:
+        (self.tree / name).unlink()
+
+    def change_acl(self, name: str) -> None:
+        self.entries[nfc(name)] = {"aces": [["ALLOW", "GG_RH", "READ", ""]]}
+        self._save()
+
+    def break_acl(self, name: str) -> None:
+        self.entries[nfc(name)] = {"aces": [["ALLOW", "GG_Nobody_Knows", "READ", ""]]}
+        self._save()
+
+    @contextmanager
+    def unreachable(self) -> Iterator[None]:
+        away = self.tree.with_name("unmounted")
+        self.tree.rename(away)
+        try:
+            yield
+        finally:
+            away.rename(self.tree)
+
+
+@pytest.fixture
+def folder_source(tmp_path: Path) -> FolderHarness:
+    """The folder connector's harness."""
+    return FolderHarness(tmp_path)
+
+
+# ---------------------------------------------------------------- SMB (the Samba AD DC's share)
+class SmbHarness:
+    """An SMB source over the DC's share ``Partage``, read as Administrator, restricted by
+    ``include`` to a fresh folder ``contract-<hex>`` (the tree); files inherit the share root's
+    rights. ACLs are changed with smbcacls, the server stopped with the fixture's ``stop_smbd``."""
+
+    def __init__(self, dc: SambaDC) -> None:
+        self.dc = dc
+        self.folder = f"contract-{uuid.uuid4().hex[:8]}"
+        self.cache: dict = {}
+        self.admin = {"username": dc.admin_principal, "password": dc.admin_password, "port": dc.smb_port}
+        cfg = SmbSourceConfig(
+            id="contract", kind="smb", server=dc.host, port=dc.smb_port, share=dc.share,
+            username=dc.admin_principal, password=SecretStr(dc.admin_password), include=(f"{self.folder}/*",),
+        )
+        self.connector = SmbConnector(cfg, directory=None, ignore=DEFAULT_IGNORE)
+        smbclient.mkdir(self._unc(""), connection_cache=self.cache, **self.admin)
+
+    def _unc(self, name: str) -> str:
+        rel = f"{self.folder}/{name}".strip("/")
+        return f"\\\\{self.dc.host}\\{self.dc.share}\\" + rel.replace("/", "\\")
+
+    def path(self, name: str) -> str:
+        return nfc(f"{self.folder}/{name}")
+
+    def write(self, name: str, data: bytes) -> None:
+        parent = name.rpartition("/")[0]
+        if parent:
+            smbclient.makedirs(self._unc(parent), exist_ok=True, connection_cache=self.cache, **self.admin)
+        with smbclient.open_file(self._unc(name), "wb", connection_cache=self.cache, **self.admin) as fh:
+            fh.write(data)
+
+    def delete(self, name: str) -> None:
+        smbclient.remove(self._unc(name), connection_cache=self.cache, **self.admin)
+
+    def change_acl(self, name: str) -> None:
+        self.dc.smbcacls(f"{self.folder}/{name}", "--add", f"ACL:{self.dc.sid_of('GG_RH')}:ALLOWED/0/READ")
+
+    def break_acl(self, name: str) -> None:
+        # a deny-object ACE ([MS-DTYP] 2.4.4.4): the ACL engine does not evaluate it, so nobody may read
+        self.dc.smbcacls(
+            f"{self.folder}/{name}", "--sddl", "--add",
+            f"D:(OD;;CR;00299570-246d-11d0-a768-00aa006e0529;;{self.dc.sid_of('GG_Stagiaires')})",
+        )
+
+    @contextmanager
+    def unreachable(self) -> Iterator[None]:
+        SmbConnector.drop_connections(self.cache)
+        self.dc.stop_smbd()
+        try:
+            yield
+        finally:
+            self.dc.start_smbd()
+
+    def close(self) -> None:
+        self.connector.close()
+        SmbConnector.drop_connections(self.cache)
+        shutil.rmtree(self.dc.share_path / self.folder, ignore_errors=True)
+
+
+@pytest.fixture
+def smb_source(samba_dc: SambaDC) -> Iterator[SmbHarness]:
+    """The SMB connector's harness (needs the Samba DC: root and Samba installed)."""
+    h = SmbHarness(samba_dc)
+    try:
+        yield h
+    finally:
+        h.close()
