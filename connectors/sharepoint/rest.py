@@ -6,7 +6,11 @@ The library is used as published: the site URL is whatever the source names (a r
 comes from the source's msal :class:`~ancre.connectors.sharepoint.auth.TokenProvider` through
 ``ClientContext.with_access_token`` (one token cache for Graph and REST; audience = the site's
 origin, scope ``https://<tenant>.sharepoint.com/.default``), and TLS verification (a CA bundle
-for tests) through ``ClientContext.with_transport(verify=...)``.
+for tests) through ``ClientContext.with_transport(verify=...)``. The library's own
+``with_client_certificate`` is not used: the msal application it builds takes neither an HTTP
+client (so no CA bundle but ``REQUESTS_CA_BUNDLE``) nor ``instance_discovery=False`` (so for an
+authority host msal doesn't know it first asks ``login.microsoftonline.com``), and it would keep a
+second token cache.
 
 SharePoint Online refuses app-only tokens obtained with a **client secret** ("Unsupported app
 only token"): a source configured with a secret gets a ``ConfigError`` here, and its
