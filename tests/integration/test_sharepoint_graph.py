@@ -444,3 +444,27 @@ def test_rest_client_is_reused_per_site(ms: FakeMicrosoft) -> None:
     first.group_members(4)
     # One form digest for the three reads (the context is kept).
     assert len([r for r in ms.requests if r.path.lower().endswith("/_api/contextinfo")]) == 1
+
+
+# ---------------------------------------------------------------------------------------- the fake's sharing semantics
+
+
+def test_fake_reports_a_folder_sharing_change_only_on_the_folder_and_only_when_asked(ms: FakeMicrosoft) -> None:
+    drive = ms.drive("Direction")
+    g = client(ms)
+    link = g.delta(drive.id, None).delta_link
+    folder = ms.item(drive, "Contrats")
+    ms.grant(drive, folder, user="bruno")
+    assert g.delta(drive.id, link).items == []  # without Prefer: no sharing change reported
+    shared = g.delta(drive.id, link, prefer=("deltashowsharingchanges", "hierarchicalsharing")).items
+    assert [(i["name"], i["@microsoft.graph.sharedChanged"]) for i in shared] == [("Contrats", "True")]
+    # Its files inherit: their permissions name the folder in inheritedFrom.
+    child = ms.item(drive, "Contrats/03_Contrat_Maintenance_Etude_Rochat.docx")
+    (perm,) = g.get(f"/drives/{drive.id}/items/{child.id}/permissions")["value"]
+    assert perm["inheritedFrom"]["id"] == folder.id
+    assert perm["grantedToV2"]["user"]["id"] == ms.user("bruno").id
+    # A change made with no signal is invisible to delta, visible to a permission read.
+    link2 = g.delta(drive.id, link, prefer=("deltashowsharingchanges",)).delta_link
+    ms.set_permissions(drive, folder, [], signal=False)
+    assert g.delta(drive.id, link2, prefer=("deltashowsharingchanges",)).items == []
+    assert g.get(f"/drives/{drive.id}/items/{child.id}/permissions")["value"] == []
