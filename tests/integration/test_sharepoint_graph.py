@@ -468,3 +468,12 @@ def test_fake_reports_a_folder_sharing_change_only_on_the_folder_and_only_when_a
     ms.set_permissions(drive, folder, [], signal=False)
     assert g.delta(drive.id, link2, prefer=("deltashowsharingchanges",)).items == []
     assert g.get(f"/drives/{drive.id}/items/{child.id}/permissions")["value"] == []
+
+
+def test_certificate_pem_may_hold_the_certificate_too_and_thumbprint_any_case(ms: FakeMicrosoft) -> None:
+    combo = ms.certificate.key_pem_path.parent / "combo.pem"
+    combo.write_bytes(ms.certificate.cert_pem_path.read_bytes() + ms.certificate.key_pem_path.read_bytes())
+    thumb = ":".join(ms.certificate.thumbprint[i:i + 2] for i in range(0, 40, 2)).lower()
+    g = client(ms, credential=CertificateCredential(combo, thumb))
+    assert g.get("/users/alice")["userPrincipalName"] == "alice.martin@axonix.ch"
+    assert [t["credential"] for t in ms.token_requests] == ["certificate"]
