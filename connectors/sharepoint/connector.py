@@ -631,12 +631,24 @@ class SharePointConnector(CollectionFromConfig):
         return self._paths
 
     def get_item(self, path: str) -> SourceItem | None:
-        """The snapshot's entry at ``path`` (as of the last delta applied), ``None`` if none."""
-        hit = self._find(_nfc(path.strip("/")))
-        if hit is None:
-            return None
+        """The current entry at ``path``: the delta of its library is applied first (one request
+        when nothing changed), ``None`` if there is no such file. Raises
+        ``SourceUnavailableError`` when Graph can't be reached."""
+        rel = _nfc(path.strip("/"))
         with self._lock:
-            return self._item(*hit)
+            self._load_saved()
+            drive = next((d for d in self._drives.values() if rel.startswith(d.prefix + "/")), None)
+            try:
+                if drive is None or drive.drive_id not in self._listed:
+                    self.refresh()
+                else:
+                    self._refresh_drive(drive)
+            except GraphError as e:
+                if e.status in _REFUSED:
+                    return None
+                raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
+            hit = self._find(rel)
+            return self._item(*hit) if hit is not None else None
 
     def list_under(self, prefix: str) -> list[SourceItem]:
         """The files below the folder ``prefix`` in the snapshot."""
