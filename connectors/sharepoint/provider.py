@@ -141,8 +141,8 @@ class EntraProvider:
         return frozenset(out)
 
     def _site_groups(self) -> list[tuple[str, int, tuple[str, ...]]]:
-        """``(site id, group id, member login names)`` of every SharePoint group that has a role
-        on a site (its web), cached ``ttl_s``."""
+        """``(site id, group id, member login names)`` of every SharePoint group of each site
+        (its site groups, and the groups its web grants a role to), cached ``ttl_s``."""
         if self.rest is None:
             return []
         now = self.clock()
@@ -152,7 +152,7 @@ class EntraProvider:
         groups: list[tuple[str, int, tuple[str, ...]]] = []
         for site in self.sites():
             client = self.rest(site.url)
-            ids = sorted({
+            ids = sorted({int(g.id) for g in client.site_groups()} | {
                 int(ra.principal_id) for ra in client.role_assignments(None)
                 if int(ra.principal_type) == PRINCIPAL_SHAREPOINT_GROUP
             })
