@@ -54,8 +54,12 @@ def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
     from ancre.index.state import StateDB
 
     sp = _config(cfg)
-    state = ctx.state() if ctx.state is not None else StateDB(Path(ctx.data_dir) / "state.sqlite3")
-    return SharePointConnector(sp, graph=graph_client(sp), rest=rest_factory(sp), state=state, ignore=ctx.ignore)
+    if ctx.state is not None:
+        return SharePointConnector(sp, graph=graph_client(sp), rest=rest_factory(sp), state=ctx.state(), ignore=ctx.ignore)
+    own = StateDB(Path(ctx.data_dir) / "state.sqlite3")
+    return SharePointConnector(
+        sp, graph=graph_client(sp), rest=rest_factory(sp), state=own, ignore=ctx.ignore, own_state=True
+    )
 
 
 def providers(cfg: SourceSettings, ctx: SourceContext) -> Sequence[object]:

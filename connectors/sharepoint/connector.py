@@ -212,13 +212,18 @@ class SharePointConnector(CollectionFromConfig):
         rest: RestFactory | None,
         state: StateDB,
         ignore: tuple[str, ...] = (),
+        own_state: bool = False,
     ) -> None:
+        """``state``: where the snapshots and delta links are kept (closed by :meth:`close` when
+        ``own_state``); ``rest``: ``site URL -> SharePointRest`` (``None``: no role assignments,
+        items inheriting from a library are readable by nobody)."""
         self.cfg = cfg
         self.source_id = cfg.id
         self.collection = cfg.collection
         self.graph = graph
         self.rest = rest
         self.state = state
+        self._own_state = own_state
         self.ignore = ignore
         self.unreachable: tuple[str, ...] = ()
         """Relative path prefixes (``<site>`` or ``<site>/<library>``) left out of the last listing."""
@@ -869,8 +874,11 @@ class SharePointConnector(CollectionFromConfig):
                            "grant the app access to the refused sites" if refused else "")
 
     def close(self) -> None:
-        """Close the Graph client (idempotent)."""
+        """Close the Graph client (and the state DB when this connector opened it); idempotent."""
         self.graph.close()
+        if self._own_state:
+            self._own_state = False
+            self.state.close()
 
 
 def _perms(body: Mapping[str, Any]) -> list[dict[str, Any]]:
