@@ -477,3 +477,14 @@ def test_certificate_pem_may_hold_the_certificate_too_and_thumbprint_any_case(ms
     g = client(ms, credential=CertificateCredential(combo, thumb))
     assert g.get("/users/alice")["userPrincipalName"] == "alice.martin@axonix.ch"
     assert [t["credential"] for t in ms.token_requests] == ["certificate"]
+
+
+def test_fake_clear_faults_drops_pending_ones(ms: FakeMicrosoft) -> None:
+    drive = ms.drive("Projets")
+    ms.fail(r"^/users/", 503, times=5)
+    ms.gone_next_delta(drive.id)
+    ms.clear_faults()
+    g = client(ms, max_retries=0)
+    link = g.delta(drive.id, None).delta_link
+    assert g.delta(drive.id, link).items == []
+    assert g.get("/users/alice")["userPrincipalName"] == "alice.martin@axonix.ch"

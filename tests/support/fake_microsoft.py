@@ -36,6 +36,7 @@ Usage::
         ms.fail(r"/drives/", 503, times=2)
         ms.gone_next_delta(drive_id, "resyncChangesApplyDifferences")
         ms.expire_tokens()                # every issued token now answers 401 InvalidAuthenticationToken
+        ms.clear_faults()                 # drop what is still pending
         ms.requests                       # list[LoggedRequest]; ms.answers [(method, path, status)];
                                           # ms.token_requests; ms.max_in_flight
 
@@ -718,6 +719,13 @@ class FakeMicrosoft:
         """The next delta call on ``drive_id`` *with a token* gets ``410 Gone`` with ``code``."""
         with self._lock:
             self._gone.setdefault(drive_id, []).append(code)
+
+    def clear_faults(self) -> None:
+        """Drop every pending fault: throttles, failures, 410s and injected delta entries."""
+        with self._lock:
+            self._rules.clear()
+            self._gone.clear()
+            self._extra_delta.clear()
 
     def add_delta_entries(self, drive_id: str, entries: Sequence[dict[str, Any]]) -> None:
         """Raw entries appended to the next delta answer of ``drive_id`` (e.g. an item twice)."""
