@@ -591,6 +591,8 @@ class SharePointConnector(CollectionFromConfig):
                     if e.status not in _REFUSED:
                         raise SourceUnavailableError(f"source {self.source_id}: {d.prefix}: {e}") from e
                     unreachable[d.prefix] = f"{e.status} {e.code}: {e.message}"
+            for prefix, why in sorted(unreachable.items()):
+                log.warning("source %s: %s skipped (nothing under it purged): %s", self.source_id, prefix, why)
             self.unreachable_reasons = unreachable
             self.unreachable = tuple(sorted(unreachable))
             self._listed = [d.drive_id for d in drives if d.prefix not in unreachable]
