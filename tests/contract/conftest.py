@@ -240,9 +240,7 @@ class SharePointHarness:
         try:
             yield
         finally:
-            self.ms.fail(r".", 503, times=0)
-            for rule in self.ms._rules:  # noqa: SLF001 - the fake has no "clear faults" mutator
-                rule.times = 0
+            self.ms.clear_faults()
 
     def close(self) -> None:
         self.connector.close()  # type: ignore[attr-defined]
