@@ -725,6 +725,37 @@ class SharePointConnector(CollectionFromConfig):
             m = self._mapped(d, iid, lambda n: _perms_or_reason(d.items.get(n)), d.library)
         return m.acl, m.grants
 
+    def explain_path(self, path: str) -> str:
+        """``ancre acl explain``'s path (``AclExplainable``): a relative path
+        (``Direction/Documents/x.docx``) or a web URL under one of the libraries
+        (``https://…/sites/Direction/Documents/x.docx``) → the relative path sync gives the file.
+        Raises ``ValueError`` for a URL under no known library."""
+        from urllib.parse import unquote
+
+        p = path.strip()
+        if "://" not in p:
+            return _nfc(p.strip("/"))
+        with self._lock:
+            self._load_saved()
+            for d in self._drives.values():
+                base = unquote(d.url).rstrip("/") + "/"
+                if unquote(p).startswith(base):
+                    return _nfc(f"{d.prefix}/{unquote(p)[len(base):]}".strip("/"))
+        raise ValueError(f"{path}: not under a library of source {self.source_id}")
+
+    def explain_acl(self, path: str) -> Any:
+        """``AclExplainable.explain_acl``: the rights on ``path`` read live (as
+        :meth:`read_acls`), as an ``ancre.acl.explain.AclTrace`` in its ``grants`` form; the
+        permission, link or role assignment behind each principal is in :meth:`explain`.
+        Raises ``SourceUnavailableError``."""
+        from ancre.acl.explain import AclTrace  # type: ignore[attr-defined]  # the principal-providers seam
+
+        item = self.get_item(path)
+        acl = self.read_acls([path]).get(path) if item is not None else None
+        if acl is None:
+            return AclTrace(self.source_id, path, unreadable="not a file of this source", indexable=False)
+        return AclTrace(self.source_id, path, grants=acl, indexable=item is not None and item.skip is None)
+
     def fetch_acl(self, item: SourceItem) -> Acl:
         """The item's read ACL from the permissions read at the last delta or sweep. Never
         raises for unreadable permissions (``Acl.nobody``)."""

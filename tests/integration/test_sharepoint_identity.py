@@ -150,3 +150,17 @@ def test_site_role_change_is_an_acl_event_for_every_inheriting_item(ms: FakeMicr
         ms.set_web_role("Direction", security_group_claim(rh.id), [])
     finally:
         conn.close()  # type: ignore[attr-defined]
+
+
+def test_explain_names_the_grant_and_maps_a_web_url(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector)
+    try:
+        items = {it.path: it for it in conn.list_items()}
+        acl, grants = conn.explain(items["Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"])
+        assert acl.allow and {g.principal for g in grants} == acl.allow
+        assert any("Members" in g.via for g in grants), grants
+        url = ms.site_url("Projets") + "/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
+        assert conn.explain_path(url) == "Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
+    finally:
+        conn.close()  # type: ignore[attr-defined]
