@@ -408,3 +408,18 @@ def test_real_tenant_lists_and_reads_acls(tmp_path: Path) -> None:
         acl = conn.fetch_acl(items[0])
         assert acl.allow or acl.reason is not None
         assert conn.read_acls([items[0].path])
+
+
+def test_watch_events_drive_the_daemons_path_sync(env_factory, ms: FakeMicrosoft) -> None:
+    """What the daemon does with the watcher's events: paths → ``sync_paths``, ``acl`` → ``refresh_acls``."""
+    pdocs = ms.drive("Projets")
+    env = env_factory(sharing_delta=True)
+    env.sync()
+    ms.modify_file(pdocs, "11-correlations-yaml.md", b"# Correlations\n\nVersion deux, vorxzzzz.")
+    ms.add_file(pdocs, "nouveau.md", b"# Nouveau\n\nUn nouveau document.")
+    ms.delete_item(ms.drive("Direction"), "09-pipeline-llm.md")
+    events = env.conn.poll()
+    rep = env.rt.engine.sync_paths(env.conn, [e.path for e in events if e.path and e.kind != "acl"])
+    assert (rep.new, rep.changed, rep.deleted) == (1, 1, 1), rep
+    assert "Projets/Documents/nouveau.md" in env.readable(BRUNO)
+    assert "Direction/Documents/09-pipeline-llm.md" not in env.stored()
