@@ -762,28 +762,38 @@ class SharePointConnector(CollectionFromConfig):
         return self.explain(item)[0]
 
     def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
-        """The current ACL of each path, its permissions (and its folders') and the library's
-        role assignments read from Graph / SharePoint now. A path not in the snapshot, or whose
-        item Graph no longer has (404), is left out. Raises ``SourceUnavailableError``."""
-        out: dict[str, Acl] = {}
+        """The current ACL of each path: its permissions (and its folders') read from Graph now,
+        20 items per ``$batch``, and each library's role assignments read once per call when an
+        item inherits them. A path not in the snapshot, or whose item Graph no longer has (404),
+        is left out. Raises ``SourceUnavailableError``."""
+        hits: dict[str, tuple[_Drive, str, list[str]]] = {}
         for path in paths:
             hit = self._find(_nfc(path.strip("/")))
             if hit is None:
                 continue
             d, iid = hit
             with self._lock:
-                chain = [iid, *self._ancestors(d, iid)]
-            try:
-                live = self._batch_get(d.drive_id, chain, "permissions")
-            except GraphError as e:
-                raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
-            if isinstance(live.get(iid), str) and str(live[iid]).startswith("404"):
+                hits[path] = (d, iid, [iid, *self._ancestors(d, iid)])
+        live: dict[str, dict[str, Any]] = {}
+        try:
+            for d in {d.drive_id: d for d, _i, _c in hits.values()}.values():
+                ids = list(dict.fromkeys(n for dd, _i, chain in hits.values() if dd is d for n in chain))
+                live[d.drive_id] = self._batch_get(d.drive_id, ids, "permissions")
+        except GraphError as e:
+            raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
+        libraries: dict[str, Any] = {}
+        out: dict[str, Acl] = {}
+        for path, (d, iid, chain) in hits.items():
+            got = live[d.drive_id]
+            if isinstance(got.get(iid), str) and str(got[iid]).startswith("404"):
                 continue
-            perms = {k: v if isinstance(v, str) else _perms(v) for k, v in live.items()}
-            needs_library = not any(isinstance(p, list) and any(not x.get("inheritedFrom") for x in p) for p in perms.values())
-            library = self._read_library(d) if needs_library else []
+            perms = {k: (v if isinstance(v, str) else _perms(v)) for k, v in got.items() if k in chain}
+            inherits = not any(isinstance(p, list) and any(not x.get("inheritedFrom") for x in p) for p in perms.values())
+            if inherits and d.drive_id not in libraries:
+                libraries[d.drive_id] = self._read_library(d)
+            library = libraries.get(d.drive_id, []) if inherits else []
             with self._lock:
-                out[path] = self._mapped(d, iid, lambda n: perms.get(n, "not read"), library).acl
+                out[path] = self._mapped(d, iid, lambda n, perms=perms: perms.get(n, "not read"), library).acl
         return out
 
     def sweep_permissions(self) -> list[str]:
