@@ -361,6 +361,13 @@ def test_graph_outage_mid_pass_is_suspect_and_revokes_nothing(env_factory, ms: F
     rep = env.sync()
     assert rep.outcome == "suspect" and rep.deleted == 0 and rep.acl_only == 0, rep
     assert env.readable(BRUNO) == before
+    # Graph going away after the listing, while a changed file is downloaded
+    ms.clear_faults()
+    ms.modify_file(ms.drive("Projets"), "11-correlations-yaml.md", b"# Correlations\n\nVersion trois.")
+    ms.fail(r"/content$", 503, times=10_000)
+    rep = env.sync()
+    assert rep.outcome == "suspect" and "unreachable during the pass" in (rep.reason or ""), rep
+    assert env.readable(BRUNO) == before and env.stored() == DIRECTION | PROJETS
 
 
 def test_read_acls_reads_live(env_factory, ms: FakeMicrosoft) -> None:
