@@ -41,10 +41,10 @@ def graph_settings(cfg: SharePointSourceConfig) -> Any:
 
 def rest_factory(cfg: SharePointSourceConfig) -> Any:
     """``site URL -> SharePointRest`` with the source's credential."""
-    from ancre.connectors.sharepoint.rest import SharePointRest
+    from ancre.connectors.sharepoint.rest import rest_client
 
     settings = graph_settings(cfg)
-    return lambda site_url: SharePointRest(settings, site_url)
+    return lambda site_url: rest_client(settings, site_url)
 
 
 def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
