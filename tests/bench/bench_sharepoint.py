@@ -9,8 +9,9 @@ Measured with the connector's own listing (``list_items``, what a sync pass call
 
 - **first pass**: the full enumeration (delta without a token, paged) and every item's
   permissions read through ``$batch`` (20 per request);
-- **no-change pass**: the delta since the saved link — the row shows the requests made, and how
-  many of them concern a single item (``/items/…``): none.
+- **no-change pass**: the delta since the saved link (plus the site, its libraries and the
+  library's role assignments, once per library) — the row shows the requests made, and how many
+  of them concern a single item (``/items/…``): none.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def run(quick: bool = False) -> list[dict]:
                         "requests": len([r for r in graph if not r.in_batch]),
                         "batched_sub_requests": len([r for r in graph if r.in_batch]),
                         "per_item_requests": len([r for r in graph if "/items/" in r.path]),
+                        "rest_requests": len([r for r in ms.requests if "/_api/" in r.path]),
                         "seconds": round(dt, 2),
                     })
             finally:
@@ -90,7 +92,7 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     for r in rows:
         out.append((
             f"{r['measure']} ({r['items']:,} items)",
-            f"{r['requests']} HTTP requests, {r['per_item_requests']} per-item reads "
+            f"{r['requests']} Graph + {r['rest_requests']} SharePoint REST requests, {r['per_item_requests']} per-item reads "
             f"({r['batched_sub_requests']} inside $batch), {r['seconds']} s",
             "0 per-item requests" if "no-change" in r["measure"] else "",
         ))
