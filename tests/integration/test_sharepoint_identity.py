@@ -164,3 +164,27 @@ def test_explain_names_the_grant_and_maps_a_web_url(ms: FakeMicrosoft, tmp_path:
         assert conn.explain_path(url) == "Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
     finally:
         conn.close()  # type: ignore[attr-defined]
+
+
+def test_entra_principals_are_cached_for_the_ttl(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    from ancre.connectors.sharepoint import graph_client, rest_factory
+    from ancre.connectors.sharepoint.connector import resolve_sites
+    from ancre.connectors.sharepoint.provider import EntraProvider, SiteRef
+
+    cfg = _cfg(ms)
+    graph = graph_client(cfg)
+    now = [0.0]
+    entra = EntraProvider(
+        graph, tenant_id=ms.tenant_id, rest=rest_factory(cfg), ttl_s=60, clock=lambda: now[0],
+        sites=lambda: [SiteRef(i, u) for i, u in resolve_sites(graph, cfg.sites)],
+    )
+    try:
+        first = entra.principals("chloe.rey@axonix.ch")
+        n = len(ms.requests)
+        assert entra.principals("chloe.rey@axonix.ch") == first and len(ms.requests) == n  # cached
+        ms.group("GG_RH").members.append(ms.user("chloe.rey@axonix.ch").id)
+        now[0] = 61.0
+        assert f"aad:{ms.group('GG_RH').id}" in entra.principals("chloe.rey@axonix.ch")  # expired: read again
+    finally:
+        ms.group("GG_RH").members.remove(ms.user("chloe.rey@axonix.ch").id)
+        graph.close()
