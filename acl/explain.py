@@ -131,7 +131,8 @@ class AclTrace:
     manifest entry on the path with inheritance disabled (``None``: none, or not a manifest);
     ``share``: share-level permissions on top (``None``: none configured, or the descriptor could
     not be read); ``indexable``: whether the path is an indexable file of the source (``None``:
-    not checked).
+    not checked); ``grant_via``: for the ``grants`` form, principal → what granted it at the source
+    (``"permission 7 (read)"``, ``"link users (view)"``, ``"role Members: Read"`` for SharePoint).
     """
 
     source: str
@@ -143,6 +144,7 @@ class AclTrace:
     protected_at: str | None = None
     share: ShareLayer | None = None
     indexable: bool | None = None
+    grant_via: Mapping[str, str] = field(default_factory=dict)
 
 
 def trace_manifest(
@@ -299,7 +301,7 @@ def explain_trace(
         return Explanation(user, trace.path, False, rule, f"not readable: {rule}", source=trace.source,
                            share=_share_line(trace, user, principals, False))
     if trace.grants is not None:
-        return replace(_explain_grants(trace.grants, user, trace.path, principals, name_of, origins),
+        return replace(_explain_grants(trace.grants, user, trace.path, principals, name_of, origins, trace.grant_via),
                        principals=named, source=trace.source)
 
     decision = explain_read(trace.descriptor, principals, unreadable_reason=trace.unreadable)
@@ -351,9 +353,11 @@ def _explain_grants(
     principals: frozenset[str],
     name_of: Callable[[str], str | None],
     origins: Mapping[str, str],
+    grant_via: Mapping[str, str] | None = None,
 ) -> Explanation:
-    """:func:`explain_trace` for rights given as principals (a folder source's ``principals``),
-    without the principal list and the source."""
+    """:func:`explain_trace` for rights given as principals (a folder source's ``principals``, a
+    SharePoint item's permissions), without the principal list and the source; ``grant_via``:
+    principal → what granted it (see :class:`AclTrace`)."""
 
     def names(ps: frozenset[str]) -> list[str]:
         return sorted(name_of(p) or p for p in ps)
@@ -368,7 +372,10 @@ def _explain_grants(
     granted = sorted(acl.allow & principals, key=lambda p: name_of(p) or p)
     if granted:
         rule = f"the source grants read to {', '.join(names(frozenset(granted)))}, which {user} holds"
-        return Explanation(user, path, True, rule, "allowed by the source's configured principals",
+        via = (grant_via or {}).get(granted[0])
+        summary = (f"allowed by {via} to {name_of(granted[0]) or granted[0]}" if via
+                   else "allowed by the source's configured principals")
+        return Explanation(user, path, True, rule, summary,
                            decided_by=granted[0], provider=origins.get(granted[0]))
     rule = f"the source grants read only to {', '.join(names(acl.allow)) or 'nobody'}"
     return Explanation(user, path, False, rule, f"not readable: none of {user}'s principals is granted read by the source")

@@ -122,7 +122,7 @@ class Runtime:
         private paths and the data directory."""
         return SourceContext(
             directory=lambda: self.directory, ignore=self.settings.ignore,
-            private_paths=self.private_paths(), data_dir=self.data_dir,
+            private_paths=self.private_paths(), data_dir=self.data_dir, state=lambda: self.state,
         )
 
     def private_paths(self) -> tuple[Path, ...]:

@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from ancre.acl.directory import Directory
 from ancre.acl.explain import AclTrace
 from ancre.acl.providers import PrincipalProvider
+from ancre.index.state import StateDB
 from ancre.models import Acl, SourceItem
 from ancre.settings.sources import SourceSettings
 
@@ -35,6 +36,10 @@ class SourceContext:
     ignore: tuple[str, ...]
     private_paths: tuple[Path, ...]
     data_dir: Path
+    state: Callable[[], StateDB] | None = None
+    """Builds (once, lazily) the sync state DB shared with the engine, for a connector that keeps
+    its own memory there (a delta token, a listing snapshot: SharePoint). ``None``: the
+    connector opens ``<data_dir>/state.sqlite3`` itself."""
 
 
 @dataclass(frozen=True)

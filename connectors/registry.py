@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ancre.connectors import folder, smb
+from ancre.connectors import folder, sharepoint, smb
 from ancre.connectors.base import SourceContext, SourceKind
 from ancre.errors import ConfigError
 
 REGISTRY: Mapping[str, SourceKind] = MappingProxyType({
     folder.KIND.kind: folder.KIND,
     smb.KIND.kind: smb.KIND,
+    sharepoint.KIND.kind: sharepoint.KIND,
 })
 """kind → :class:`SourceKind`, in the order the kinds are documented."""
 

@@ -28,7 +28,7 @@ from support.corpus import CORPUS
 from support.samba import SambaDC
 from support.source_harness import SourceHarness
 
-HARNESSES = ["folder_source", "smb_source"]
+HARNESSES = ["folder_source", "smb_source", "sharepoint_source"]
 """The fixtures the ``source`` fixture is parametrised over (one per source kind)."""
 
 
@@ -161,6 +161,96 @@ class SmbHarness:
 def smb_source(samba_dc: SambaDC) -> Iterator[SmbHarness]:
     """The SMB connector's harness (needs the Samba DC: root and Samba installed)."""
     h = SmbHarness(samba_dc)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+# ---------------------------------------------------------------- SharePoint (FakeMicrosoft on loopback)
+class SharePointHarness:
+    """A SharePoint source over the library "Documents" of a fresh site "Contract" of a
+    :class:`~support.fake_microsoft.FakeMicrosoft` tenant, whose "Members" site group holds
+    "Everyone except external users"; delta with sharing changes (``sharing_delta``). ACL changes
+    are signalled sharing changes; an unreadable ACL is a permissions read answered 403; the
+    source is unreachable while every Graph request answers 503."""
+
+    def __init__(self, base: Path) -> None:
+        from support.fake_microsoft import EVERYONE_EXCEPT_EXTERNAL, FakeMicrosoft
+
+        from ancre.connectors.base import SourceContext
+        from ancre.connectors.sharepoint import build
+        from ancre.connectors.sharepoint.config import SharePointSourceConfig
+
+        ms = FakeMicrosoft()
+        site = ms.add_site("Contract")
+        self.members = ms.add_site_group(site, "Members", [EVERYONE_EXCEPT_EXTERNAL.format(tenant=ms.tenant_id)])
+        ms.add_group("GG_RH", sam="GG_RH")
+        self.drive = ms.add_drive(site, "Documents")
+        self.ms = ms.start()
+        cert = ms.certificate
+        cfg = SharePointSourceConfig(
+            id="contract", kind="sharepoint", tenant_id=ms.tenant_id, client_id=ms.client_id,
+            certificate_path=cert.key_pem_path, certificate_thumbprint=cert.thumbprint, authority=ms.authority,
+            graph_url=ms.graph_url, ca_file=ms.ca_path, sites=(ms.site_url("Contract"),), sharing_delta=True,
+            max_retries=0,
+        )
+
+        def no_directory():  # noqa: ANN202
+            raise AssertionError("the SharePoint connector resolves no directory name")
+
+        self.connector = build(cfg, SourceContext(directory=no_directory, ignore=DEFAULT_IGNORE,
+                                                  private_paths=(), data_dir=base))
+
+    def path(self, name: str) -> str:
+        return nfc(f"Contract/Documents/{name}")
+
+    def _folder(self, parts: list[str]):  # noqa: ANN202 - FakeItem | None
+        parent = None
+        for i, part in enumerate(parts):
+            try:
+                parent = self.ms.item(self.drive, "/".join(parts[: i + 1]))
+            except KeyError:
+                parent = self.ms.add_folder(self.drive, part, parent=parent)
+        return parent
+
+    def write(self, name: str, data: bytes) -> None:
+        try:
+            self.ms.modify_file(self.drive, self.ms.item(self.drive, name), data)
+        except KeyError:
+            *folders, leaf = name.split("/")
+            self.ms.add_file(self.drive, leaf, data, parent=self._folder(folders))
+
+    def delete(self, name: str) -> None:
+        self.ms.delete_item(self.drive, name)
+
+    def change_acl(self, name: str) -> None:
+        members = {"roles": ["read"], "grantedToV2": {"siteGroup": {"id": str(self.members.id), "displayName": "Members"}}}
+        rh = {"roles": ["read"], "grantedToV2": {"group": {"id": self.ms.group("GG_RH").id}}}
+        self.ms.set_permissions(self.drive, name, [members, rh])
+
+    def break_acl(self, name: str) -> None:
+        item = self.ms.item(self.drive, name)
+        self.ms.fail(rf"/items/{item.id}/permissions$", 403, times=1000)
+        self.ms.set_permissions(self.drive, item, [])  # a signalled sharing change: the permissions are read again
+
+    @contextmanager
+    def unreachable(self) -> Iterator[None]:
+        self.ms.fail(r".", 503, times=10**6)
+        try:
+            yield
+        finally:
+            self.ms.clear_faults()
+
+    def close(self) -> None:
+        self.connector.close()  # type: ignore[attr-defined]
+        self.ms.stop()
+
+
+@pytest.fixture
+def sharepoint_source(tmp_path: Path) -> Iterator[SharePointHarness]:
+    """The SharePoint connector's harness (a fake Microsoft tenant on 127.0.0.1)."""
+    h = SharePointHarness(tmp_path)
     try:
         yield h
     finally:

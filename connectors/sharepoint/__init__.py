@@ -1,0 +1,87 @@
+"""SharePoint Online connector: Microsoft Graph + SharePoint REST (README "SharePoint Online").
+
+:data:`KIND` is the ``sharepoint`` source kind of :data:`ancre.connectors.registry.REGISTRY`; the
+connector, the Graph client and msal are imported only when a SharePoint source is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ancre.connectors.base import Connector, SourceContext, SourceKind
+from ancre.connectors.sharepoint.config import SharePointSourceConfig
+from ancre.errors import ConfigError
+from ancre.settings.sources import SourceSettings
+
+if TYPE_CHECKING:
+    from ancre.connectors.sharepoint.graph import GraphClient
+
+
+def _config(cfg: SourceSettings) -> SharePointSourceConfig:
+    if not isinstance(cfg, SharePointSourceConfig):
+        raise ConfigError(f"sources.{cfg.id}: not a sharepoint source")
+    return cfg
+
+
+def graph_client(cfg: SharePointSourceConfig) -> "GraphClient":
+    """The Graph client of a source (its credential, authority, endpoint, limits)."""
+    from ancre.connectors.sharepoint.graph import GraphClient
+
+    return GraphClient(graph_settings(cfg))
+
+
+def graph_settings(cfg: SharePointSourceConfig) -> Any:
+    """The :class:`~ancre.connectors.sharepoint.graph.GraphSettings` of a source."""
+    from ancre.connectors.sharepoint import graph
+
+    return graph.settings_from_source(cfg)
+
+
+def rest_factory(cfg: SharePointSourceConfig) -> Any:
+    """``site URL -> SharePointRest`` with the source's credential."""
+    from ancre.connectors.sharepoint.rest import rest_client
+
+    settings = graph_settings(cfg)
+    return lambda site_url: rest_client(settings, site_url)
+
+
+def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+    """The :class:`~ancre.connectors.sharepoint.connector.SharePointConnector` of a
+    ``kind = "sharepoint"`` source (its snapshots and delta links in the state DB)."""
+    from ancre.connectors.sharepoint.connector import SharePointConnector
+    from ancre.index.state import StateDB
+
+    sp = _config(cfg)
+    if ctx.state is not None:
+        return SharePointConnector(sp, graph=graph_client(sp), rest=rest_factory(sp), state=ctx.state(), ignore=ctx.ignore)
+    own = StateDB(Path(ctx.data_dir) / "state.sqlite3")
+    return SharePointConnector(
+        sp, graph=graph_client(sp), rest=rest_factory(sp), state=own, ignore=ctx.ignore, own_state=True
+    )
+
+
+def providers(cfg: SourceSettings, ctx: SourceContext) -> Sequence[object]:
+    """The source's principal provider: :class:`~ancre.connectors.sharepoint.provider.EntraProvider`
+    named ``entra:<source id>``, over the source's configured sites (every site when none)."""
+    from ancre.connectors.sharepoint.provider import EntraProvider, SiteRef
+
+    sp = _config(cfg)
+    graph = graph_client(sp)
+
+    def sites() -> list[SiteRef]:
+        from ancre.connectors.sharepoint.connector import resolve_sites
+
+        return [SiteRef(site_id, url) for site_id, url in resolve_sites(graph, sp.sites)]
+
+    return [EntraProvider(
+        graph, tenant_id=sp.tenant_id, sites=sites, rest=rest_factory(sp), ttl_s=sp.identity_cache_ttl_s,
+        name=f"entra:{sp.id}",
+    )]
+
+
+KIND = SourceKind("sharepoint", SharePointSourceConfig, build, providers)
+"""The ``sharepoint`` source kind."""
+
+__all__ = ["KIND", "SharePointSourceConfig", "build", "graph_client", "providers"]

@@ -1,0 +1,121 @@
+"""``[[sources]] kind = "sharepoint"``: one SharePoint Online tenant read through Microsoft Graph
+(README "SharePoint")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from ancre.connectors.sharepoint.permissions import LinkPolicy
+from ancre.settings.sources import SourceSettings
+
+
+class SharePointSourceConfig(SourceSettings):
+    """A SharePoint Online tenant (one source = one tenant), read with an Entra app registration
+    (client credentials, msal).
+
+    Credential — exactly one of:
+
+    * ``certificate_path`` (PEM with the private key) + ``certificate_thumbprint`` (SHA-1 hex of
+      the certificate uploaded to the app registration): the documented way, accepted by Graph
+      *and* SharePoint REST;
+    * ``pfx_path`` + ``pfx_passphrase`` / ``pfx_passphrase_env``: the same certificate as PKCS#12;
+    * ``client_secret`` / ``client_secret_env``: **Graph only**. SharePoint REST refuses app-only
+      tokens obtained with a client secret ("Unsupported app only token"), so the site and
+      library role assignments (site groups, "Everyone except external users" on a site) can't
+      be read with it: use a certificate for a real tenant.
+
+    Which content: ``sites`` (site URLs, ``https://axonix.sharepoint.com/sites/Direction``; empty
+    = every site Graph lists), per site the document libraries whose name matches ``libraries``
+    (globs; empty = all) and none of ``libraries_exclude``; then the common ``include`` /
+    ``exclude`` globs on the item path ``<site>/<library>/<folders>/<file>``.
+    """
+
+    kind: Literal["sharepoint"] = "sharepoint"
+    tenant_id: str = Field(min_length=1)
+    """Entra tenant id (GUID) or its primary domain."""
+    client_id: str = Field(min_length=1)
+    """Application (client) id of the app registration."""
+    certificate_path: Path | None = None
+    certificate_thumbprint: str | None = None
+    pfx_path: Path | None = None
+    pfx_passphrase: SecretStr | None = None
+    pfx_passphrase_env: str | None = None
+    client_secret: SecretStr | None = None
+    client_secret_env: str | None = None
+    """Name of an environment variable holding the client secret (Graph only, see above)."""
+    authority: str = "https://login.microsoftonline.com"
+    """Entra authority host (sovereign clouds: ``https://login.microsoftonline.us`` …; tests)."""
+    graph_url: str = "https://graph.microsoft.com/v1.0"
+    """Graph endpoint with its version (``https://graph.microsoft.us/v1.0`` …; tests)."""
+    sites: tuple[str, ...] = ()
+    """Site URLs to read; empty = every site of the tenant."""
+    libraries: tuple[str, ...] = ()
+    """Globs on document library names (``Documents``, ``Shared Documents``); empty = all."""
+    libraries_exclude: tuple[str, ...] = ()
+    sharing_links: LinkPolicy = "specific_people"
+    """What sharing links grant: ``specific_people`` (default) — a "specific people" link grants
+    its recipients, organization and anonymous links widen nothing; ``none`` — no link grants;
+    ``organization`` — an organization link also grants every internal member
+    (``aad:everyone-internal``). Anonymous links never grant anything."""
+    sharing_delta: bool = False
+    """Ask delta to report sharing changes (``Prefer: deltashowsharingchanges,
+    hierarchicalsharing``). Graph only honours it with ``Sites.FullControl.All``; without it,
+    permission changes are caught by the periodic permission sweep only."""
+    exclude_labels: tuple[str, ...] = ()
+    """Purview sensitivity labels (ids or names, case-insensitive) whose documents stay out of
+    the index (recorded ``skipped``); a label added later purges the document at the next pass."""
+    delta_interval_s: float = Field(60.0, gt=0)
+    """Seconds between two delta polls when the daemon watches the source."""
+    permission_sweep_interval_s: float = Field(3600.0, ge=0)
+    """Seconds between two re-reads of every item's permissions (Graph misses some sharing
+    changes); 0 = never."""
+    identity_cache_ttl_s: float = Field(300.0, ge=0)
+    """Seconds a user's Entra principals (object id, groups, site groups) are cached."""
+    max_in_flight: int = Field(4, ge=1, le=64)
+    """Graph requests in flight at once."""
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(5, ge=0, le=20)
+    ca_file: Path | None = None
+    """CA bundle to verify Graph's TLS certificate with (tests); default: the system's."""
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> "SharePointSourceConfig":
+        cert = self.certificate_path is not None
+        pfx = self.pfx_path is not None
+        secret = self.client_secret is not None or bool(self.client_secret_env)
+        if sum((cert, pfx, secret)) != 1:
+            raise ValueError(
+                "set exactly one credential: certificate_path + certificate_thumbprint, pfx_path, "
+                "or client_secret / client_secret_env"
+            )
+        if cert and not self.certificate_thumbprint:
+            raise ValueError("certificate_thumbprint is required with certificate_path")
+        if self.client_secret is not None and self.client_secret_env:
+            raise ValueError("set client_secret or client_secret_env, not both")
+        if self.pfx_passphrase is not None and self.pfx_passphrase_env:
+            raise ValueError("set pfx_passphrase or pfx_passphrase_env, not both")
+        return self
+
+    def secret(self) -> str | None:
+        """The client secret (from ``client_secret`` or the ``client_secret_env`` variable), or
+        ``None`` with a certificate credential."""
+        if self.client_secret is not None:
+            return self.client_secret.get_secret_value()
+        if self.client_secret_env:
+            return os.environ.get(self.client_secret_env)
+        return None
+
+    def passphrase(self) -> str | None:
+        """The PFX passphrase (``pfx_passphrase`` or the ``pfx_passphrase_env`` variable)."""
+        if self.pfx_passphrase is not None:
+            return self.pfx_passphrase.get_secret_value()
+        if self.pfx_passphrase_env:
+            return os.environ.get(self.pfx_passphrase_env)
+        return None
+
+
+__all__ = ["SharePointSourceConfig"]

@@ -1,0 +1,941 @@
+"""SharePoint Online connector: document libraries read through Microsoft Graph ``driveItem``
+delta, permissions through Graph ``/permissions`` (batched) and SharePoint REST role
+assignments (README "SharePoint").
+
+**Listing.** One source = one tenant. Per site (``sites``, or every site), per document library
+(drive) matching ``libraries`` / ``libraries_exclude``, the connector keeps a *snapshot* of the
+drive — every item's name, parent, kind, size, ``quickXorHash``, permissions and labels — and the
+drive's ``deltaLink``, both in the state DB (:meth:`ancre.index.state.StateDB.set_meta`). A pass
+asks Graph only for the delta since that link (``@odata.nextLink`` pages followed by the Graph
+client), applies it (an item seen twice takes its last occurrence; ``deleted`` items — maybe
+without a name — and what was under a deleted folder are dropped) and lists the whole snapshot:
+when nothing changed, no request is made per item. A ``410`` (``resyncRequired``…) restarts the
+drive from an empty delta (full enumeration); what is not seen again vanishes from the listing,
+and the sync engine purges it under its mass-deletion guard.
+
+**Paths.** ``<site>/<library>/<folders>/<file>`` (``<site>``: the last segment of the site URL),
+NFC; ``native_id`` is ``<drive id>/<item id>`` and content is downloaded by drive id + item id,
+never by URL (``#``, ``%``, leading spaces and long paths are no problem). ``etag`` is the
+``quickXorHash``: content that did not change is neither downloaded nor re-embedded. Folders and
+OneNote packages (and what is under a package) are not documents.
+
+**Rights.** See :mod:`ancre.connectors.sharepoint.permissions`. The permissions of an item are
+read when it is new, moved, or marked by delta as sharing-changed (``sharing_delta``); a folder's
+change re-reads every item below it. :meth:`SharePointConnector.sweep_permissions` re-reads them
+all (Graph misses some sharing changes); :meth:`read_acls` reads live, for the query-time check.
+
+**Labels.** With ``exclude_labels``, new and changed files get their sensitivity labels
+(``extractSensitivityLabels``); a file carrying one of them, or whose label can't be read
+(``423`` for double-key encryption), is listed with ``skip`` set (status ``skipped``, its points
+dropped).
+
+**Faults.** A site (or library) answering 401/403/404 is left out with its reason in
+:attr:`unreachable` / :attr:`unreachable_reasons` (nothing under it is purged; the rest syncs);
+Graph unreachable raises :class:`~ancre.errors.SourceUnavailableError` (the pass stops as
+``suspect`` and revokes nothing).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import threading
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, SourceCheck
+from ancre.connectors.folder import is_ignored, path_selected
+from ancre.connectors.sharepoint.config import SharePointSourceConfig
+from ancre.connectors.sharepoint.graph import BatchRequest, GraphClient, GraphError, ResyncRequired
+from ancre.connectors.sharepoint.permissions import Grant, Mapped, item_acl
+from ancre.acl.explain import AclTrace
+from ancre.errors import AncreError, SourceUnavailableError
+from ancre.index.state import StateDB
+from ancre.models import Acl, SourceItem
+
+log = logging.getLogger("ancre.sharepoint")
+
+PREFER_SHARING = ("deltashowsharingchanges", "hierarchicalsharing", "deltatraversepermissiongaps")
+PREFER_ALWAYS = ("deltashowremovedasdeleted",)
+SHARED_CHANGED = "@microsoft.graph.sharedChanged"
+_REFUSED = (401, 403, 404)
+"""Statuses of a site or library that refuses us (or is gone): skipped with a reason."""
+LIBRARY_CHANGED = ""
+"""Marker in a refresh's touched ids: the library's role assignments changed."""
+_PERM_FIELDS = ("id", "roles", "link", "grantedToV2", "grantedToIdentitiesV2", "inheritedFrom")
+
+RestFactory = Callable[[str], Any]
+"""``site URL -> SharePointRest`` (its ``role_assignments(list_id)``)."""
+
+
+def _nfc(s: str) -> str:
+    return unicodedata.normalize("NFC", s)
+
+
+def _epoch(iso: str | None) -> float:
+    if not iso:
+        return 0.0
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def site_segment(url: str) -> str:
+    """The path segment naming a site in item paths: ``…/sites/Direction`` → ``Direction``; the
+    root site → its host."""
+    parts = urlsplit(url)
+    seg = parts.path.rstrip("/").rsplit("/", 1)[-1]
+    return _nfc(seg or parts.hostname or "root")
+
+
+def site_ref(url: str) -> str:
+    """The Graph path of a site URL: ``https://h/sites/X`` → ``/sites/h:/sites/X``."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    return f"/sites/{parts.hostname}:{quote(path)}" if path else f"/sites/{parts.hostname}"
+
+
+def resolve_sites(graph: Any, urls: Sequence[str]) -> list[tuple[str, str]]:
+    """``(Graph site id, web URL)`` of each site URL (every site of the tenant when ``urls`` is
+    empty); sites that refuse us (401/403/404) are left out. Raises ``GraphError`` /
+    ``SourceUnavailableError`` otherwise."""
+    out: list[tuple[str, str]] = []
+    if not urls:
+        return [(str(s["id"]), str(s.get("webUrl", ""))) for s in graph.pages("/sites", params={"search": "*"})]
+    for url in urls:
+        try:
+            site = graph.get(site_ref(url))
+        except GraphError as e:
+            if e.status in _REFUSED:
+                continue
+            raise
+        out.append((str(site["id"]), str(site.get("webUrl") or url)))
+    return out
+
+
+@dataclass
+class _Entry:
+    """One driveItem of a snapshot. ``kind``: ``file`` / ``folder`` / ``package`` / ``root``.
+    ``perms``: its Graph permission entries, or a ``str`` (why they could not be read), or
+    ``None`` (not read yet). ``labels``: label ids and names (lower case), or a ``str`` (why
+    they could not be read), or ``None`` (not read)."""
+
+    name: str
+    parent: str | None
+    kind: str
+    size: int = 0
+    qxh: str | None = None
+    mtime: float = 0.0
+    url: str = ""
+    perms: list[dict[str, Any]] | str | None = None
+    labels: list[str] | str | None = None
+    ctag: str | None = None
+    """Graph ``cTag``: changes with the content *and* its embedded metadata (a label applied)."""
+
+    def dump(self) -> list[Any]:
+        return [self.name, self.parent, self.kind, self.size, self.qxh, self.mtime, self.url, self.perms, self.labels,
+                self.ctag]
+
+    @classmethod
+    def load(cls, row: list[Any]) -> "_Entry":
+        return cls(*row)
+
+
+@dataclass
+class _Drive:
+    """A document library: its site, ids, names and snapshot."""
+
+    site_id: str
+    site_url: str
+    site_seg: str
+    drive_id: str
+    name: str
+    url: str
+    list_id: str | None = None
+    root: str | None = None
+    items: dict[str, _Entry] = field(default_factory=dict)
+    delta_link: str | None = None
+    library: list[dict[str, Any]] | str | None = None
+    """The library's role assignments (dumped), or why they could not be read."""
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.site_seg}/{_nfc(self.name)}"
+
+
+@dataclass(frozen=True)
+class _Role:
+    name: str
+    base_permissions_low: int
+    base_permissions_high: int = 0
+
+
+@dataclass(frozen=True)
+class _Assignment:
+    principal_id: int
+    principal_type: int
+    login_name: str
+    title: str
+    roles: tuple[_Role, ...]
+
+
+def _dump_assignment(ra: Any) -> dict[str, Any]:
+    return {
+        "principal_id": int(ra.principal_id), "principal_type": int(ra.principal_type),
+        "login_name": str(ra.login_name or ""), "title": str(ra.title or ""),
+        "roles": [[str(r.name), int(r.base_permissions_low), int(getattr(r, "base_permissions_high", 0) or 0)] for r in ra.roles],
+    }
+
+
+def _load_assignment(d: Mapping[str, Any]) -> _Assignment:
+    return _Assignment(
+        d["principal_id"], d["principal_type"], d["login_name"], d["title"], tuple(_Role(*r) for r in d["roles"])
+    )
+
+
+class SharePointConnector(CollectionFromConfig):
+    """A :class:`~ancre.connectors.base.Connector` over a SharePoint Online tenant (module doc).
+    Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
+    ``permission_sweep_interval_s``), ``SubtreeListing``, ``ReportsUnreachable`` and ``Closeable``.
+    Thread-safe: one lock guards the snapshots."""
+
+    def __init__(
+        self,
+        cfg: SharePointSourceConfig,
+        *,
+        graph: GraphClient,
+        rest: RestFactory | None,
+        state: StateDB,
+        ignore: tuple[str, ...] = (),
+        own_state: bool = False,
+    ) -> None:
+        """``state``: where the snapshots and delta links are kept (closed by :meth:`close` when
+        ``own_state``); ``rest``: ``site URL -> SharePointRest`` (``None``: no role assignments,
+        items inheriting from a library are readable by nobody)."""
+        self.cfg = cfg
+        self.source_id = cfg.id
+        self.collection = cfg.collection
+        self.graph = graph
+        self.rest = rest
+        self.state = state
+        self._own_state = own_state
+        self.ignore = ignore
+        self.unreachable: tuple[str, ...] = ()
+        """Relative path prefixes (``<site>`` or ``<site>/<library>``) left out of the last listing."""
+        self.unreachable_reasons: dict[str, str] = {}
+        """prefix → why (``403 accessDenied: …``)."""
+        self._drives: dict[str, _Drive] = {}
+        self._lock = threading.RLock()
+        self._upn: dict[str, str | None] = {}
+        self._labels: dict[str, str] | None = None
+        self._listed: list[str] = []
+        self._paths: dict[str, tuple[str, str]] | None = None
+        self._loaded = False
+
+    # ------------------------------------------------------------------------------- discovery
+    def _meta_key(self, drive_id: str) -> str:
+        return f"sharepoint:{self.source_id}:{drive_id}"
+
+    def _sites(self) -> list[tuple[str, dict[str, Any] | str]]:
+        """``(site segment, site JSON or refusal reason)`` for every configured site."""
+        out: list[tuple[str, dict[str, Any] | str]] = []
+        if not self.cfg.sites:
+            for site in self.graph.pages("/sites", params={"search": "*"}):
+                out.append((site_segment(str(site.get("webUrl", ""))), site))
+            return out
+        for url in self.cfg.sites:
+            try:
+                out.append((site_segment(url), self.graph.get(site_ref(url))))
+            except GraphError as e:
+                if e.status not in _REFUSED:
+                    raise
+                out.append((site_segment(url), f"{e.status} {e.code}: {e.message}"))
+        return out
+
+    def _library_selected(self, name: str) -> bool:
+        low = name.casefold()
+        if self.cfg.libraries and not any(fnmatch.fnmatchcase(low, p.casefold()) for p in self.cfg.libraries):
+            return False
+        return not any(fnmatch.fnmatchcase(low, p.casefold()) for p in self.cfg.libraries_exclude)
+
+    def _discover(self) -> list[_Drive]:
+        """The libraries to read now (sites and drives listed again each pass); refusals go to
+        :attr:`unreachable`. Raises ``SourceUnavailableError`` when Graph can't be reached or
+        no site at all answers."""
+        drives: list[_Drive] = []
+        refused: dict[str, str] = {}
+        sites = self._sites()
+        for seg, site in sites:
+            if isinstance(site, str):
+                refused[seg] = site
+                continue
+            try:
+                for d in self.graph.pages(f"/sites/{site['id']}/drives"):
+                    if d.get("driveType", "documentLibrary") != "documentLibrary" or not self._library_selected(str(d.get("name", ""))):
+                        continue
+                    drives.append(_Drive(
+                        str(site["id"]), str(site.get("webUrl", "")), seg, str(d["id"]), str(d.get("name", "")),
+                        str(d.get("webUrl", "")),
+                    ))
+            except GraphError as e:
+                if e.status not in _REFUSED:
+                    raise
+                refused[seg] = f"{e.status} {e.code}: {e.message}"
+        if sites and len(refused) == len(sites):
+            raise SourceUnavailableError(
+                f"source {self.source_id}: no site could be read ({'; '.join(f'{k}: {v}' for k, v in refused.items())})"
+            )
+        self.unreachable_reasons = refused
+        return drives
+
+    # -------------------------------------------------------------------------------- snapshot
+    def _load(self, drive: _Drive) -> _Drive:
+        """``drive`` with the snapshot kept for it (the one in memory, else the state DB's)."""
+        have = self._drives.get(drive.drive_id)
+        if have is not None:
+            return have
+        raw = self.state.get_meta(self._meta_key(drive.drive_id))
+        if raw:
+            snap = json.loads(raw)
+            drive.root = snap.get("root")
+            drive.delta_link = snap.get("delta")
+            drive.list_id = snap.get("list_id")
+            drive.library = snap.get("library")
+            drive.items = {k: _Entry.load(v) for k, v in snap.get("items", {}).items()}
+        self._drives[drive.drive_id] = drive
+        self._paths = None
+        return drive
+
+    def _save(self, drive: _Drive) -> None:
+        snap = {
+            "site_id": drive.site_id, "site_url": drive.site_url, "site_seg": drive.site_seg, "name": drive.name,
+            "url": drive.url, "root": drive.root, "delta": drive.delta_link, "list_id": drive.list_id,
+            "library": drive.library, "items": {k: v.dump() for k, v in drive.items.items()},
+        }
+        self.state.set_meta(self._meta_key(drive.drive_id), json.dumps(snap, separators=(",", ":")))
+        ids = set(json.loads(self.state.get_meta(self._index_key()) or "[]"))
+        if drive.drive_id not in ids:
+            ids.add(drive.drive_id)
+            self.state.set_meta(self._index_key(), json.dumps(sorted(ids)))
+
+    def _index_key(self) -> str:
+        return f"sharepoint:{self.source_id}:drives"
+
+    def _load_saved(self, *, again: bool = False) -> None:
+        """Every drive snapshot of this source kept in the state DB (a connector that has not
+        listed yet — the query side's — finds items by path through them). ``again``: re-read
+        them (another process — the daemon — may have applied deltas since), except the drives
+        this connector refreshed itself."""
+        if self._loaded and not again:
+            return
+        self._loaded = True
+        self._paths = None
+        for drive_id in json.loads(self.state.get_meta(self._index_key()) or "[]"):
+            if drive_id in self._drives and (not again or drive_id in self._listed):
+                continue
+            self._drives.pop(drive_id, None)
+            raw = self.state.get_meta(self._meta_key(drive_id))
+            if not raw:
+                continue
+            snap = json.loads(raw)
+            d = _Drive(snap["site_id"], snap["site_url"], snap["site_seg"], drive_id, snap["name"], snap["url"])
+            self._load(d)
+
+    # ------------------------------------------------------------------------------------ delta
+    def _prefer(self) -> tuple[str, ...]:
+        return PREFER_ALWAYS + (PREFER_SHARING if self.cfg.sharing_delta else ())
+
+    def _refresh_drive(self, drive: _Drive) -> set[str]:
+        """Apply the delta since the drive's link (or a full enumeration after a 410 or on the
+        first pass), read what must be read, save. Returns the ids whose listing or rights may
+        have changed (for the watcher's events)."""
+        full = drive.delta_link is None
+        try:
+            page = self.graph.delta(drive.drive_id, drive.delta_link, prefer=self._prefer())
+        except ResyncRequired as e:
+            log.warning("delta of %s/%s: %s, full enumeration", drive.site_seg, drive.name, e)
+            page = self.graph.delta(drive.drive_id, None, prefer=self._prefer())
+            full = True
+        if drive.list_id is None:
+            drive.list_id = str(self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
+        touched = self._apply(drive, page.items, full=full)
+        self._paths = None
+        library = self._read_library(drive)  # one REST call per library and pass, never per item
+        if library != drive.library:
+            drive.library = library
+            touched.add(LIBRARY_CHANGED)
+        if touched or page.delta_link != drive.delta_link:
+            drive.delta_link = page.delta_link
+            self._save(drive)
+        return touched
+
+    def _apply(self, drive: _Drive, raw_items: Sequence[Mapping[str, Any]], *, full: bool) -> set[str]:
+        latest: dict[str, Mapping[str, Any]] = {}
+        for it in raw_items:  # an item seen twice takes its last occurrence
+            latest.pop(str(it.get("id")), None)
+            latest[str(it.get("id"))] = it
+        old = drive.items
+        items: dict[str, _Entry] = {} if full else dict(old)
+        perm_read: set[str] = set()
+        perm_roots: set[str] = set()
+        touched: set[str] = set()
+        for iid, it in latest.items():
+            if it.get("deleted") is not None:
+                if items.pop(iid, None) is not None:
+                    touched.add(iid)
+                continue
+            if it.get("root") is not None:
+                drive.root = iid
+                items[iid] = _Entry("", None, "root", url=str(it.get("webUrl") or drive.url))
+                continue
+            prev = old.get(iid)
+            parent = (it.get("parentReference") or {}).get("id")
+            kind = "package" if it.get("package") is not None else "folder" if it.get("folder") is not None else "file"
+            hashes = (it.get("file") or {}).get("hashes") or {}
+            e = _Entry(
+                name=_nfc(str(it.get("name") or (prev.name if prev else iid))),
+                parent=str(parent) if parent else (prev.parent if prev else drive.root),
+                kind=kind, size=int(it.get("size") or 0),
+                qxh=hashes.get("quickXorHash") or hashes.get("sha256Hash") or it.get("cTag") or it.get("eTag"),
+                mtime=_epoch(it.get("lastModifiedDateTime")), url=str(it.get("webUrl") or ""),
+                ctag=str(it.get("cTag") or "") or None,
+            )
+            moved = prev is not None and (prev.parent != e.parent or prev.name != e.name)
+            shared = str(it.get(SHARED_CHANGED, "")).lower() == "true"
+            if prev is not None and not full:
+                e.perms = prev.perms
+                e.labels = prev.labels if (prev.qxh, prev.ctag) == (e.qxh, e.ctag) else None
+            if prev is None or full or e.perms is None or shared or (moved and prev.parent != e.parent):
+                perm_read.add(iid)
+            if kind != "file" and (shared or (moved and prev is not None and prev.parent != e.parent)):
+                perm_roots.add(iid)
+            if prev is None or moved or shared or prev.qxh != e.qxh or prev.size != e.size:
+                touched.add(iid)
+            items[iid] = e
+        # what is under a deleted folder is gone too (Graph may not list each child)
+        drive.items = items
+        for iid in [i for i in items if not self._attached(drive, i)]:
+            del items[iid]
+            touched.add(iid)
+        if perm_roots:
+            for iid in items:
+                if any(a in perm_roots for a in self._ancestors(drive, iid)):
+                    perm_read.add(iid)
+                    touched.add(iid)
+        self._read_permissions(drive, [i for i in perm_read if i in items and items[i].kind != "root"])
+        if self.cfg.exclude_labels:
+            self._read_labels(drive, [i for i, e in items.items() if e.kind == "file" and e.labels is None])
+        return touched
+
+    def _attached(self, drive: _Drive, iid: str) -> bool:
+        seen = set()
+        cur: str | None = iid
+        while cur is not None and cur not in seen:
+            e = drive.items.get(cur)
+            if e is None:
+                return False
+            if e.kind == "root":
+                return True
+            seen.add(cur)
+            cur = e.parent
+        return False
+
+    def _ancestors(self, drive: _Drive, iid: str) -> list[str]:
+        """The parent folders of ``iid``, nearest first, up to (not including) the root."""
+        out: list[str] = []
+        e = drive.items.get(iid)
+        cur = e.parent if e is not None else None
+        while cur is not None and cur not in out:
+            p = drive.items.get(cur)
+            if p is None or p.kind == "root":
+                break
+            out.append(cur)
+            cur = p.parent
+        return out
+
+    # ------------------------------------------------------------------------- reads in batch
+    def _batch_get(self, drive_id: str, ids: Sequence[str], suffix: str, method: str = "GET") -> dict[str, Any]:
+        """``{item id: JSON body | "<status> <message>"}`` for ``<method> /drives/{d}/items/{i}/<suffix>``,
+        20 per ``$batch``. Raises ``SourceUnavailableError`` (Graph down)."""
+        out: dict[str, Any] = {}
+        for start in range(0, len(ids), 20):
+            chunk = ids[start:start + 20]
+            reqs = [
+                BatchRequest(id=str(n), method=method, url=f"/drives/{drive_id}/items/{iid}/{suffix}",
+                             body={} if method == "POST" else None,
+                             headers={"Content-Type": "application/json"} if method == "POST" else None)
+                for n, iid in enumerate(chunk)
+            ]
+            answers = self.graph.batch(reqs)
+            for n, iid in enumerate(chunk):
+                r = answers.get(str(n))
+                if r is None:
+                    out[iid] = "no answer in $batch"
+                elif 200 <= r.status < 300:
+                    out[iid] = r.body or {}
+                else:
+                    err = (r.body or {}).get("error") if isinstance(r.body, Mapping) else None
+                    msg = f"{err.get('code', '')}: {err.get('message', '')}" if isinstance(err, Mapping) else ""
+                    if r.status >= 500 or r.status == 429:
+                        raise SourceUnavailableError(f"Graph {suffix} of {iid}: {r.status} {msg}")
+                    out[iid] = f"{r.status} {msg}".strip()
+        return out
+
+    def _read_permissions(self, drive: _Drive, ids: Sequence[str]) -> None:
+        for iid, body in self._batch_get(drive.drive_id, list(ids), "permissions").items():
+            drive.items[iid].perms = body if isinstance(body, str) else _perms(body)
+
+    def _read_labels(self, drive: _Drive, ids: Sequence[str]) -> None:
+        for iid, body in self._batch_get(drive.drive_id, list(ids), "extractSensitivityLabels", "POST").items():
+            if isinstance(body, str):
+                drive.items[iid].labels = body
+                continue
+            labels: list[str] = []
+            for lab in body.get("labels") or ():
+                for k in ("sensitivityLabelId", "id", "name", "displayName"):
+                    if lab.get(k):
+                        labels.append(str(lab[k]).casefold())
+                name = self._label_names().get(str(lab.get("sensitivityLabelId", "")).casefold())
+                if name:
+                    labels.append(name.casefold())
+            drive.items[iid].labels = labels
+
+    def _label_names(self) -> dict[str, str]:
+        """Label id → name (``GET /security/informationProtection/sensitivityLabels``), read once;
+        empty when Graph refuses it (then ``exclude_labels`` match label ids only)."""
+        if self._labels is None:
+            try:
+                self._labels = {
+                    str(x.get("id", "")).casefold(): str(x.get("name") or x.get("displayName") or "")
+                    for x in self.graph.pages("/security/informationProtection/sensitivityLabels")
+                }
+            except GraphError as e:
+                log.warning("sensitivity label names unavailable (%s): exclude_labels match ids only", e)
+                self._labels = {}
+        return self._labels
+
+    def _read_library(self, drive: _Drive) -> list[dict[str, Any]] | str:
+        """The library's role assignments (REST), dumped; a ``str`` when they can't be read
+        (items inheriting from the library are then readable by nobody)."""
+        if self.rest is None:
+            return "SharePoint REST not configured"
+        try:
+            client = self.rest(drive.site_url)
+            return [_dump_assignment(ra) for ra in client.role_assignments(drive.list_id)]
+        except SourceUnavailableError:
+            raise
+        except (AncreError, OSError, ValueError) as e:
+            log.warning("role assignments of %s/%s: %s", drive.site_seg, drive.name, e)
+            return f"role assignments unreadable: {e}"[:300]
+        except Exception as e:  # office365's own errors (ClientRequestException…)
+            status = getattr(getattr(e, "response", None), "status_code", None)
+            if status is not None and status >= 500:
+                raise SourceUnavailableError(f"SharePoint REST {drive.site_url}: {e}") from e
+            return f"role assignments unreadable: {e}"[:300]
+
+    # ---------------------------------------------------------------------------------- listing
+    def _path(self, drive: _Drive, iid: str) -> str | None:
+        """``<site>/<library>/<folders>/<name>``; ``None`` when not under the root or under a package."""
+        parts: list[str] = []
+        cur: str | None = iid
+        seen: set[str] = set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            e = drive.items.get(cur)
+            if e is None:
+                return None
+            if e.kind == "root":
+                return "/".join([drive.prefix, *reversed(parts)])
+            if e.kind == "package" and cur != iid:
+                return None
+            parts.append(e.name)
+            cur = e.parent
+        return None
+
+    def _item(self, drive: _Drive, iid: str) -> SourceItem | None:
+        e = drive.items.get(iid)
+        if e is None or e.kind != "file":
+            return None
+        path = self._path(drive, iid)
+        if path is None or is_ignored(e.name, self.ignore) or not path_selected(path, self.cfg.include, self.cfg.exclude):
+            return None
+        skip = self._label_skip(e)
+        return SourceItem(self.source_id, f"{drive.drive_id}/{iid}", path, e.size, e.mtime, e.qxh, skip=skip)
+
+    def _label_skip(self, e: _Entry) -> str | None:
+        if not self.cfg.exclude_labels:
+            return None
+        if isinstance(e.labels, str):
+            return f"label_unreadable: {e.labels}"
+        if e.labels is None:
+            return "label_unreadable: not read"
+        excluded = {x.casefold() for x in self.cfg.exclude_labels}
+        hit = next((lab for lab in e.labels if lab in excluded), None)
+        return f"label: {hit} is in exclude_labels" if hit else None
+
+    def refresh(self) -> list[tuple[_Drive, set[str]]]:
+        """Apply every library's delta (see the module doc). Raises ``SourceUnavailableError``."""
+        with self._lock:
+            drives = [self._load(d) for d in self._discover()]
+            out = []
+            unreachable = dict(self.unreachable_reasons)
+            for d in drives:
+                try:
+                    out.append((d, self._refresh_drive(d)))
+                except GraphError as e:
+                    if e.status not in _REFUSED:
+                        raise SourceUnavailableError(f"source {self.source_id}: {d.prefix}: {e}") from e
+                    unreachable[d.prefix] = f"{e.status} {e.code}: {e.message}"
+            for prefix, why in sorted(unreachable.items()):
+                log.warning("source %s: %s skipped (nothing under it purged): %s", self.source_id, prefix, why)
+            self.unreachable_reasons = unreachable
+            self.unreachable = tuple(sorted(unreachable))
+            self._listed = [d.drive_id for d in drives if d.prefix not in unreachable]
+            return out
+
+    def list_items(self) -> Iterator[SourceItem]:
+        """Every file of every selected library (module doc), after applying the deltas.
+        Raises ``SourceUnavailableError`` when Graph can't be reached."""
+        try:
+            self.refresh()
+        except GraphError as e:
+            raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
+        with self._lock:
+            out = []
+            for drive_id in self._listed:
+                d = self._drives[drive_id]
+                out += [it for it in (self._item(d, i) for i in d.items) if it is not None]
+        return iter(sorted(out, key=lambda it: it.path))
+
+    def _find(self, path: str) -> tuple[_Drive, str] | None:
+        """The drive and item id at ``path``; a miss re-reads the saved snapshots once (a
+        connector of the query side finds what the daemon listed since)."""
+        with self._lock:
+            self._load_saved()
+            hit = self._path_index().get(path)
+            if hit is None:
+                self._load_saved(again=True)
+                hit = self._path_index().get(path)
+            if hit is None or hit[0] not in self._drives:
+                return None
+            return self._drives[hit[0]], hit[1]
+
+    def _path_index(self) -> dict[str, tuple[str, str]]:
+        """path → (drive id, item id) of every item, rebuilt after any snapshot change."""
+        if self._paths is None:
+            index: dict[str, tuple[str, str]] = {}
+            for d in self._drives.values():
+                for iid in d.items:
+                    p = self._path(d, iid)
+                    if p is not None:
+                        index[p] = (d.drive_id, iid)
+            self._paths = index
+        return self._paths
+
+    def get_item(self, path: str) -> SourceItem | None:
+        """The current entry at ``path``: the delta of its library is applied first (one request
+        when nothing changed), ``None`` if there is no such file. Raises
+        ``SourceUnavailableError`` when Graph can't be reached."""
+        rel = _nfc(path.strip("/"))
+        with self._lock:
+            self._load_saved()
+            drive = next((d for d in self._drives.values() if rel.startswith(d.prefix + "/")), None)
+            try:
+                if drive is None or drive.drive_id not in self._listed:
+                    self.refresh()
+                else:
+                    self._refresh_drive(drive)
+            except GraphError as e:
+                if e.status in _REFUSED:
+                    return None
+                raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
+            hit = self._find(rel)
+            return self._item(*hit) if hit is not None else None
+
+    def list_under(self, prefix: str) -> list[SourceItem]:
+        """The files below the folder ``prefix`` in the snapshot."""
+        pre = _nfc(prefix.strip("/")) + "/"
+        with self._lock:
+            self._load_saved()
+            out = []
+            for d in self._drives.values():
+                for iid in d.items:
+                    it = self._item(d, iid)
+                    if it is not None and it.path.startswith(pre):
+                        out.append(it)
+            return out
+
+    # ---------------------------------------------------------------------------------- content
+    def _locate(self, item: SourceItem) -> tuple[_Drive, str] | None:
+        drive_id, _, iid = item.native_id.partition("/")
+        with self._lock:
+            self._load_saved()
+            d = self._drives.get(drive_id)
+            return (d, iid) if d is not None and iid in d.items else None
+
+    def fetch_content(self, item: SourceItem) -> bytes:
+        """The file's bytes by drive id + item id. ``OSError`` when this file can't be read (gone,
+        refused); ``SourceUnavailableError`` when Graph can't be reached."""
+        if item.skip is not None:
+            raise OSError(f"{item.path}: {item.skip}: not read")
+        drive_id, _, iid = item.native_id.partition("/")
+        try:
+            return self.graph.download(drive_id, iid)
+        except GraphError as e:
+            raise OSError(f"{item.path}: {e.status} {e.code}: {e.message}") from e
+
+    # ---------------------------------------------------------------------------------- rights
+    def _resolve_upn(self, upn: str) -> str | None:
+        key = upn.casefold()
+        if key not in self._upn:
+            try:
+                self._upn[key] = str(self.graph.get(f"/users/{quote(upn)}", params={"$select": "id"})["id"])
+            except GraphError as e:
+                if e.status != 404:
+                    raise
+                self._upn[key] = None
+        return self._upn[key]
+
+    def _mapped(self, drive: _Drive, iid: str, perms_of: Callable[[str], Any], library: Any) -> Mapped:
+        if isinstance(library, list):
+            library = [_load_assignment(a) for a in library]
+        elif library is None:
+            library = "not read"
+        try:
+            return item_acl(
+                [iid, *self._ancestors(drive, iid)], perms_of, library,
+                site_id=drive.site_id, tenant_id=self.cfg.tenant_id, policy=self.cfg.sharing_links,
+                resolve_upn=self._resolve_upn,
+            )
+        except GraphError as e:
+            return Mapped(Acl.nobody(f"acl_unreadable: {e.status} {e.code}: {e.message}"))
+
+    def explain(self, item: SourceItem) -> tuple[Acl, tuple[Grant, ...]]:
+        """The item's ACL and the grants behind it (which permission, link or group decided)."""
+        hit = self._locate(item)
+        if hit is None:
+            return Acl.nobody(f"{item.path}: not in the SharePoint listing"), ()
+        d, iid = hit
+        with self._lock:
+            m = self._mapped(d, iid, lambda n: _perms_or_reason(d.items.get(n)), d.library)
+        return m.acl, m.grants
+
+    def explain_path(self, path: str) -> str:
+        """``ancre acl explain``'s path (``AclExplainable``): a relative path
+        (``Direction/Documents/x.docx``) or a web URL under one of the libraries
+        (``https://…/sites/Direction/Documents/x.docx``) → the relative path sync gives the file.
+        Raises ``ValueError`` for a URL under no known library."""
+        from urllib.parse import unquote
+
+        p = path.strip()
+        if "://" not in p:
+            return _nfc(p.strip("/"))
+        with self._lock:
+            self._load_saved()
+            for d in self._drives.values():
+                base = unquote(d.url).rstrip("/") + "/"
+                if unquote(p).startswith(base):
+                    return _nfc(f"{d.prefix}/{unquote(p)[len(base):]}".strip("/"))
+        raise ValueError(f"{path}: not under a library of source {self.source_id}")
+
+    def explain_acl(self, path: str) -> AclTrace:
+        """``AclExplainable.explain_acl``: the rights on ``path`` read live (as
+        :meth:`read_acls`), as an ``ancre.acl.explain.AclTrace`` in its ``grants`` form; the
+        permission, link or role assignment behind each principal is in :meth:`explain`.
+        Raises ``SourceUnavailableError``."""
+        item = self.get_item(path)
+        acl = self.read_acls([path]).get(path) if item is not None else None
+        if item is None or acl is None:
+            return AclTrace(self.source_id, path, unreadable="not a file of this source", indexable=False)
+        via: dict[str, str] = {}
+        for g in self.explain(item)[1]:
+            via.setdefault(g.principal, g.via)
+        return AclTrace(self.source_id, path, grants=acl, indexable=item.skip is None, grant_via=via)
+
+    def fetch_acl(self, item: SourceItem) -> Acl:
+        """The item's read ACL from the permissions read at the last delta or sweep. Never
+        raises for unreadable permissions (``Acl.nobody``)."""
+        return self.explain(item)[0]
+
+    def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
+        """The current ACL of each path: its permissions (and its folders') read from Graph now,
+        20 items per ``$batch``, and each library's role assignments read once per call when an
+        item inherits them. A path not in the snapshot, or whose item Graph no longer has (404),
+        is left out. Raises ``SourceUnavailableError``."""
+        hits: dict[str, tuple[_Drive, str, list[str]]] = {}
+        for path in paths:
+            hit = self._find(_nfc(path.strip("/")))
+            if hit is None:
+                continue
+            d, iid = hit
+            with self._lock:
+                hits[path] = (d, iid, [iid, *self._ancestors(d, iid)])
+        live: dict[str, dict[str, Any]] = {}
+        try:
+            for d in {d.drive_id: d for d, _i, _c in hits.values()}.values():
+                ids = list(dict.fromkeys(n for dd, _i, chain in hits.values() if dd is d for n in chain))
+                live[d.drive_id] = self._batch_get(d.drive_id, ids, "permissions")
+        except GraphError as e:
+            raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
+        libraries: dict[str, Any] = {}
+        out: dict[str, Acl] = {}
+        for path, (d, iid, chain) in hits.items():
+            got = live[d.drive_id]
+            if isinstance(got.get(iid), str) and str(got[iid]).startswith("404"):
+                continue
+            perms = {k: (v if isinstance(v, str) else _perms(v)) for k, v in got.items() if k in chain}
+            inherits = not any(isinstance(p, list) and any(not x.get("inheritedFrom") for x in p) for p in perms.values())
+            if inherits and d.drive_id not in libraries:
+                libraries[d.drive_id] = self._read_library(d)
+            library = libraries.get(d.drive_id, []) if inherits else []
+            with self._lock:
+                out[path] = self._mapped(d, iid, lambda n, perms=perms: perms.get(n, "not read"), library).acl
+        return out
+
+    def sweep_permissions(self) -> list[str]:
+        """Re-read the permissions of every item and every library's role assignments (Graph
+        misses some sharing changes). Returns the paths of the files whose ACL changed (for
+        ``SyncEngine.refresh_acls``). Raises ``SourceUnavailableError``."""
+        changed: list[str] = []
+        with self._lock:
+            self._load_saved()
+            for d in list(self._drives.values()):
+                before = {i: self._mapped(d, i, lambda n, d=d: _perms_or_reason(d.items.get(n)), d.library).acl.digest()
+                          for i, e in d.items.items() if e.kind == "file"}
+                try:
+                    self._read_permissions(d, [i for i, e in d.items.items() if e.kind != "root"])
+                except GraphError as e:
+                    raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
+                d.library = self._read_library(d)
+                self._save(d)
+                for i, digest in before.items():
+                    if self._mapped(d, i, lambda n, d=d: _perms_or_reason(d.items.get(n)), d.library).acl.digest() != digest:
+                        p = self._path(d, i)
+                        if p is not None:
+                            changed.append(p)
+        return sorted(changed)
+
+    def location(self, item: SourceItem) -> str:
+        """The web URL of the item's folder (the library's for a file at its root)."""
+        hit = self._locate(item)
+        if hit is None:
+            return ""
+        d, iid = hit
+        with self._lock:
+            e = d.items[iid]
+            parent = d.items.get(e.parent or "")
+            if parent is not None and parent.url:
+                return parent.url.rstrip("/") + "/"
+            return d.url.rstrip("/") + "/"
+
+    # ---------------------------------------------------------------------------------- watch
+    def poll(self) -> list[ChangeEvent]:
+        """One delta poll of every library, as change events: ``modified`` for new, changed and
+        re-shared files, ``deleted`` for files gone (by their last known path), ``acl`` for a
+        folder whose sharing changed (its path covers what is under it) and ``acl`` without a
+        path when a library's role assignments changed."""
+        with self._lock:
+            before = {d.drive_id: {i: self._path(d, i) for i in d.items} for d in self._drives.values()}
+            out: list[ChangeEvent] = []
+            for d, touched in self.refresh():
+                old = before.get(d.drive_id, {})
+                if LIBRARY_CHANGED in touched and old:
+                    out.append(ChangeEvent(self.source_id, None, "acl"))  # every inheriting item's rights
+                for iid in sorted(touched - {LIBRARY_CHANGED}):
+                    e = d.items.get(iid)
+                    new_path = self._path(d, iid) if e is not None else None
+                    old_path = old.get(iid)
+                    if old_path and old_path != new_path:
+                        out.append(ChangeEvent(self.source_id, old_path, "deleted"))
+                    if new_path is not None:
+                        out.append(ChangeEvent(self.source_id, new_path, "acl" if e and e.kind != "file" else "modified"))
+            return out
+
+    def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
+        """Poll the deltas every ``delta_interval_s`` and sweep the permissions every
+        ``permission_sweep_interval_s`` (apscheduler jobs), until ``stop`` is set. A failed poll
+        (Graph unreachable) is logged and tried again at the next interval."""
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        def poll() -> None:
+            try:
+                for ev in self.poll():
+                    on_change(ev)
+            except (AncreError, OSError) as e:
+                log.warning("delta poll of %s failed: %s", self.source_id, e)
+
+        def sweep() -> None:
+            try:
+                for p in self.sweep_permissions():
+                    on_change(ChangeEvent(self.source_id, p, "acl"))
+            except (AncreError, OSError) as e:
+                log.warning("permission sweep of %s failed: %s", self.source_id, e)
+
+        sched = BackgroundScheduler(timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1})
+        sched.add_job(poll, "interval", seconds=self.cfg.delta_interval_s, id="delta")
+        if self.cfg.permission_sweep_interval_s > 0:
+            sched.add_job(sweep, "interval", seconds=self.cfg.permission_sweep_interval_s, id="sweep")
+        sched.start()
+        try:
+            stop.wait()
+        finally:
+            sched.shutdown(wait=False)
+
+    def check(self) -> SourceCheck:
+        """``ancre check``: get a token, resolve the sites and their libraries, read one
+        library's role assignments (SharePoint REST). Never raises; a refused site is reported
+        with the permission the app registration lacks."""
+        try:
+            drives = self._discover()
+        except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+            return SourceCheck(
+                False, f"SharePoint {self.cfg.tenant_id}: {type(e).__name__}: {e}",
+                f"check sources.{self.source_id}.tenant_id / client_id / the credential, and that the app has "
+                "Sites.Read.All (or Sites.Selected) with admin consent (README \"SharePoint Online\")",
+            )
+        refused = dict(self.unreachable_reasons)
+        if not drives:
+            return SourceCheck(False, f"no document library found ({refused or 'no site'})",
+                               f"check sources.{self.source_id}.sites / libraries")
+        d = drives[0]
+        try:
+            d.list_id = str(self.graph.get(f"/drives/{d.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
+        except Exception as e:  # noqa: BLE001
+            return SourceCheck(False, f"{d.prefix}: library list unreadable: {e}", "the app needs Sites.Read.All")
+        library = self._read_library(d)
+        if isinstance(library, str):
+            return SourceCheck(
+                False, f"{len(drives)} libraries; {d.prefix}: {library}",
+                "SharePoint REST needs a certificate credential (certificate_path or pfx_path), not a client secret",
+            )
+        extra = f"; refused: {', '.join(f'{k} ({v})' for k, v in refused.items())}" if refused else ""
+        return SourceCheck(not refused, f"{len(drives)} libraries; {d.prefix}: {len(library)} role assignments read{extra}",
+                           "grant the app access to the refused sites" if refused else "")
+
+    def close(self) -> None:
+        """Close the Graph client (and the state DB when this connector opened it); idempotent."""
+        self.graph.close()
+        if self._own_state:
+            self._own_state = False
+            self.state.close()
+
+
+def _perms(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{k: p[k] for k in _PERM_FIELDS if k in p} for p in body.get("value") or ()]
+
+
+def _perms_or_reason(e: _Entry | None) -> list[dict[str, Any]] | str:
+    if e is None:
+        return "item not in the snapshot"
+    if e.perms is None:
+        return "not read"
+    return e.perms
+
+
+__all__ = ["SharePointConnector", "resolve_sites", "site_ref", "site_segment"]

@@ -1,0 +1,219 @@
+"""The Entra principal provider and the SharePoint connector's delta watch, against FakeMicrosoft
+(no embedding: fast)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ancre.connectors.base import ChangeEvent, SourceContext, Watchable
+from ancre.connectors.sharepoint import KIND, build
+from ancre.connectors.sharepoint.config import SharePointSourceConfig
+from ancre.connectors.sharepoint.connector import SharePointConnector
+from ancre.errors import DirectoryError
+from support.fake_microsoft import FakeMicrosoft
+
+ALICE = "alice.martin@axonix.ch"
+GUEST = "ext.partner_partner.ch#EXT#@axonix.ch"
+
+
+@pytest.fixture(scope="module")
+def ms() -> Iterator[FakeMicrosoft]:
+    with FakeMicrosoft.axonix() as fake:
+        yield fake
+
+
+def _cfg(ms: FakeMicrosoft, **kw: Any) -> SharePointSourceConfig:
+    cert = ms.certificate
+    return SharePointSourceConfig(
+        id="sp", kind="sharepoint", tenant_id=ms.tenant_id, client_id=ms.client_id,
+        certificate_path=cert.key_pem_path, certificate_thumbprint=cert.thumbprint, authority=ms.authority,
+        graph_url=ms.graph_url, ca_file=ms.ca_path, sites=(ms.site_url("Direction"), ms.site_url("Projets")), **kw,
+    )
+
+
+def _ctx(tmp_path: Path) -> SourceContext:
+    def no_directory():  # noqa: ANN202
+        raise AssertionError("not needed")
+
+    return SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=tmp_path)
+
+
+def test_entra_principals_of_a_member_by_upn_and_by_account_name(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    assert KIND.providers is not None
+    (entra,) = KIND.providers(_cfg(ms), _ctx(tmp_path))
+    alice = ms.user(ALICE)
+    p = entra.principals(ALICE)
+    direction_members = next(g.id for g in ms.site("Direction").groups.values() if g.title == "Members")
+    assert f"aad:{alice.id}" in p
+    assert f"aad:{ms.group('GG_Direction').id}" in p and f"aad:{ms.group('GG_Personnel').id}" in p  # transitive
+    assert "aad:everyone-internal" in p
+    assert f"sp:{ms.site('Direction').id}:{direction_members}" in p
+    assert entra.principals("alice") == p == entra.principals("AXONIX\\alice")
+    assert entra.principals("nobody@axonix.ch") == frozenset()
+
+
+def test_entra_guest_is_never_everyone_internal(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    (entra,) = KIND.providers(_cfg(ms), _ctx(tmp_path))  # type: ignore[misc]
+    p = entra.principals(GUEST)
+    assert f"aad:{ms.user(GUEST).id}" in p and "aad:everyone-internal" not in p
+    projets_members = next(g.id for g in ms.site("Projets").groups.values() if g.title == "Members")
+    assert f"sp:{ms.site('Projets').id}:{projets_members}" not in p
+
+
+def test_entra_failure_fails_closed(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    (entra,) = KIND.providers(_cfg(ms, max_retries=0), _ctx(tmp_path))  # type: ignore[misc]
+    ms.fail(r"^/users/", 503, times=1)
+    with pytest.raises(DirectoryError):
+        entra.principals("chloe.rey@axonix.ch")
+
+
+def test_delta_poll_reports_changes_as_events(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    conn = build(_cfg(ms, sharing_delta=True), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector) and isinstance(conn, Watchable)
+    try:
+        assert len(list(conn.list_items())) >= 6
+        assert conn.poll() == []
+        docs = ms.drive("Projets")
+        f = ms.add_file(docs, "nouveau.md", b"# Nouveau")
+        ms.grant(docs, "11-correlations-yaml.md", user=ALICE)
+        ms.delete_item(docs, f)
+        g = ms.add_file(docs, "second.md", b"# Second")
+        events = conn.poll()
+        assert ChangeEvent("sp", "Projets/Documents/second.md", "modified") in events
+        assert ChangeEvent("sp", "Projets/Documents/11-correlations-yaml.md", "modified") in events
+        assert not any(e.path == "Projets/Documents/nouveau.md" and e.kind == "modified" for e in events)
+        ms.rename(docs, g, "renomme.md")
+        events = conn.poll()
+        assert ChangeEvent("sp", "Projets/Documents/second.md", "deleted") in events
+        assert ChangeEvent("sp", "Projets/Documents/renomme.md", "modified") in events
+        # watch() runs the poll on its interval until stopped
+        stop = threading.Event()
+        seen: list[ChangeEvent] = []
+        t = threading.Thread(target=conn.watch, args=(seen.append, stop), daemon=True)
+        t.start()
+        stop.set()
+        t.join(timeout=10)
+        assert not t.is_alive()
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+
+
+def test_query_side_connector_finds_what_the_daemon_listed_since(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    daemon_side = build(_cfg(ms), _ctx(tmp_path))
+    query_side = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(daemon_side, SharePointConnector) and isinstance(query_side, SharePointConnector)
+    try:
+        list(daemon_side.list_items())
+        assert set(query_side.read_acls(["Direction/Documents/Grille_Salariale_2026.docx"]))
+        ms.add_file(ms.drive("Direction"), "tard.md", b"# Tard")
+        assert query_side.read_acls(["Direction/Documents/tard.md"]) == {}
+        list(daemon_side.list_items())
+        acl = query_side.read_acls(["Direction/Documents/tard.md"])["Direction/Documents/tard.md"]
+        members = next(g.id for g in ms.site("Direction").groups.values() if g.title == "Members")
+        assert f"sp:{ms.site('Direction').id}:{members}" in acl.allow
+    finally:
+        daemon_side.close()  # type: ignore[attr-defined]
+        query_side.close()  # type: ignore[attr-defined]
+
+
+def test_check_reads_sites_and_role_assignments_and_names_the_secret_problem(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    from ancre.connectors.base import Checkable
+
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, Checkable)
+    res = conn.check()
+    assert res.ok and "role assignments read" in res.detail, res
+    cfg = _cfg(ms).model_copy(update={"certificate_path": None, "certificate_thumbprint": None, "client_secret": None})
+    secret = SharePointSourceConfig.model_validate({**cfg.model_dump(), "client_secret": ms.client_secret})
+    res = build(secret, _ctx(tmp_path)).check()  # type: ignore[attr-defined]
+    assert not res.ok and "certificate" in res.fix, res
+
+
+def test_site_role_change_is_an_acl_event_for_every_inheriting_item(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    from support.fake_microsoft import security_group_claim
+
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector)
+    try:
+        items = {it.path: it for it in conn.list_items()}
+        grille = items["Direction/Documents/Grille_Salariale_2026.docx"]
+        rh = ms.group("GG_RH")
+        assert f"aad:{rh.id}" not in conn.fetch_acl(grille).allow
+        ms.set_web_role("Direction", security_group_claim(rh.id), ["Read"])
+        assert ChangeEvent("sp", None, "acl") in conn.poll()
+        assert f"aad:{rh.id}" in conn.fetch_acl(grille).allow
+        ms.set_web_role("Direction", security_group_claim(rh.id), [])
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+
+
+def test_explain_names_the_grant_and_maps_a_web_url(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector)
+    try:
+        items = {it.path: it for it in conn.list_items()}
+        acl, grants = conn.explain(items["Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"])
+        assert acl.allow and {g.principal for g in grants} == acl.allow
+        assert any("Members" in g.via for g in grants), grants
+        url = ms.site_url("Projets") + "/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
+        assert conn.explain_path(url) == "Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+
+
+def test_acl_explain_of_a_sharepoint_item_names_the_grant_and_the_entra_provider(
+    ms: FakeMicrosoft, tmp_path: Path
+) -> None:
+    from ancre.acl.directory import FileDirectory
+    from ancre.acl.explain import explain_trace
+    from ancre.acl.providers import DirectoryProvider, PrincipalResolver
+    from support.corpus import CORPUS
+
+    assert KIND.providers is not None
+    (entra,) = KIND.providers(_cfg(ms), _ctx(tmp_path))
+    directory = FileDirectory(CORPUS / "directory.json")
+    resolver = PrincipalResolver([DirectoryProvider(directory), entra])
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector)
+    path = "Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
+    try:
+        list(conn.list_items())
+        trace = conn.explain_acl(conn.explain_path(path))
+        assert trace.grants is not None and trace.grant_via
+        ex = explain_trace(trace, ALICE, directory=directory, resolver=resolver)
+        assert ex.readable and ex.provider == f"entra:{_cfg(ms).id}", ex
+        assert ex.decided_by is not None and ex.decided_by in trace.grant_via
+        assert f"allowed by {trace.grant_via[ex.decided_by]}" in ex.render()
+        guest = explain_trace(trace, GUEST, directory=directory, resolver=resolver)
+        assert not guest.readable
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+
+
+def test_entra_principals_are_cached_for_the_ttl(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    from ancre.connectors.sharepoint import graph_client, rest_factory
+    from ancre.connectors.sharepoint.connector import resolve_sites
+    from ancre.connectors.sharepoint.provider import EntraProvider, SiteRef
+
+    cfg = _cfg(ms)
+    graph = graph_client(cfg)
+    now = [0.0]
+    entra = EntraProvider(
+        graph, tenant_id=ms.tenant_id, rest=rest_factory(cfg), ttl_s=60, clock=lambda: now[0],
+        sites=lambda: [SiteRef(i, u) for i, u in resolve_sites(graph, cfg.sites)],
+    )
+    try:
+        first = entra.principals("chloe.rey@axonix.ch")
+        n = len(ms.requests)
+        assert entra.principals("chloe.rey@axonix.ch") == first and len(ms.requests) == n  # cached
+        ms.group("GG_RH").members.append(ms.user("chloe.rey@axonix.ch").id)
+        now[0] = 61.0
+        assert f"aad:{ms.group('GG_RH').id}" in entra.principals("chloe.rey@axonix.ch")  # expired: read again
+    finally:
+        ms.group("GG_RH").members.remove(ms.user("chloe.rey@axonix.ch").id)
+        graph.close()
