@@ -9,12 +9,14 @@ switch on ``kind`` themselves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
+from ancre.acl.providers import PrincipalProvider
 from ancre.connectors import folder, sharepoint, smb
-from ancre.connectors.base import SourceContext, SourceKind
+from ancre.connectors.base import Connector, SourceContext, SourceKind
 from ancre.errors import ConfigError
+from ancre.settings.sources import SourceSettings
 
 REGISTRY: Mapping[str, SourceKind] = MappingProxyType({
     folder.KIND.kind: folder.KIND,
@@ -35,4 +37,29 @@ def source_kind(kind: str) -> SourceKind:
         raise ConfigError(f"unknown source kind {kind!r} (known: {', '.join(REGISTRY)})") from None
 
 
-__all__ = ["DEFAULT_KIND", "REGISTRY", "SourceContext", "SourceKind", "source_kind"]
+def make_connector(src: SourceSettings, ctx: SourceContext) -> Connector:
+    """A new connector of the configured source ``src``, built by its kind's factory with ``ctx``.
+    Raises :class:`ConfigError` for an unknown kind or a config the factory can't use."""
+    return source_kind(src.kind).build(src, ctx)
+
+
+def principal_providers(sources: Iterable[SourceSettings], ctx: SourceContext) -> list[PrincipalProvider]:
+    """The principal providers the configured ``sources`` bring besides the directory, in config
+    order (``SourceKind.providers``: e.g. the Entra provider of a SharePoint source)."""
+    out: list[PrincipalProvider] = []
+    for src in sources:
+        kind = source_kind(src.kind)
+        if kind.providers is not None:
+            out.extend(kind.providers(src, ctx))
+    return out
+
+
+__all__ = [
+    "DEFAULT_KIND",
+    "REGISTRY",
+    "SourceContext",
+    "SourceKind",
+    "make_connector",
+    "principal_providers",
+    "source_kind",
+]

@@ -209,7 +209,8 @@ class AnswerService:
         timings: dict[str, float] = {}
         t = time.perf_counter()
         account = resolve_account(self.directory, user)
-        principals = self.resolver.principals(account) if account is not None else frozenset()
+        # an account the directory does not know may still be known to another provider (Entra)
+        principals = self.resolver.principals(account if account is not None else user)
         if not principals:
             # not an error (fail closed: nothing is readable), but an admin must be able to see
             # why a user only ever gets the refusal (a mis-mapped e-mail, a typo)

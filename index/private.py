@@ -54,4 +54,13 @@ def tighten_tree(root: Path) -> int:
     return changed
 
 
-__all__ = ["PRIVATE_UMASK", "restrict_umask", "tighten_tree"]
+def make_private(data_dir: Path, audit_dir: Path | None = None) -> None:
+    """What every ancre process does before touching its files: :func:`restrict_umask`, then
+    :func:`tighten_tree` on ``data_dir`` and, when set apart, ``audit_dir`` (``[audit] dir``)."""
+    restrict_umask()
+    tighten_tree(data_dir)
+    if audit_dir is not None:
+        tighten_tree(audit_dir)
+
+
+__all__ = ["PRIVATE_UMASK", "make_private", "restrict_umask", "tighten_tree"]
