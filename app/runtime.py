@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ancre.acl.directory import Directory
 from ancre.acl.directory_factory import make_directory
-from ancre.acl.providers import DirectoryProvider, PrincipalResolver
+from ancre.acl.providers import DirectoryProvider, PrincipalProvider, PrincipalResolver
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Closeable, Connector, SourceContext
 from ancre.connectors.registry import make_connector, principal_providers
@@ -83,8 +83,12 @@ class Runtime:
         principals and those of every provider the configured sources declare
         (``SourceKind.providers`` in :mod:`ancre.connectors.registry`). A provider that fails makes the resolution raise
         (``DirectoryError``: fail closed). Raises ``ConfigError`` as :attr:`directory` does."""
-        extra = principal_providers(self.settings.sources, self.source_context())
-        return PrincipalResolver([DirectoryProvider(self.directory), *extra])
+        return PrincipalResolver([DirectoryProvider(self.directory), *self.principal_providers()])
+
+    def principal_providers(self) -> list[PrincipalProvider]:
+        """The principal providers the configured sources add to the directory's, in config
+        order (``SourceKind.providers``, e.g. the Entra provider of a SharePoint source)."""
+        return principal_providers(self.settings.sources, self.source_context())
 
     def connector(self, src: SourceSettings) -> Connector:
         """A new connector of one configured source, built by its kind's factory
