@@ -70,6 +70,17 @@ def _settings(config: Path | None) -> Settings:
     return settings
 
 
+def _owner(settings: Settings) -> Any:
+    """A :class:`~ancre.query.remote.ControlClient` of the running ancre that owns the embedded
+    index (it answers on its control socket), else ``None`` (open the index in-process). Raises
+    :class:`~ancre.errors.ControlPermissionError` when its socket is closed to this user."""
+    if settings.store.kind != "edge":
+        return None
+    from ancre.query.remote import ControlClient
+
+    return ControlClient.find(settings)
+
+
 def _errors(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -96,6 +107,11 @@ def sync(
     from ancre.errors import DirectoryError
 
     settings = _settings(config)
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            _sync_remote(owner, source, force, as_json)
+        return
     with Runtime(settings) as rt:
         if directory_configured(settings):
             res = check_directory(rt)
@@ -125,6 +141,49 @@ def sync(
             _print_reports(reports)
         if any(r.outcome != "ok" for r in reports):
             raise typer.Exit(1)
+
+
+def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> None:
+    """``ancre sync`` when a running ancre owns the index: ask it for a pass (queued behind the
+    running one, if any), follow its progress, print the same reports. Ctrl-C stops following,
+    not the pass."""
+    from ancre.daemon.sync import PassReport
+
+    ticket = owner.post("/v1/sync", {"source": source, "force": force})
+    running = ticket["running"]
+    if running is not None:
+        err.print(
+            f"a {running['trigger']} pass of {running['source']} is running in the ancre that owns the index; "
+            f"a pass of {', '.join(ticket['sources'])} is queued after it", highlight=False,
+        )
+    else:
+        err.print(f"pass of {', '.join(ticket['sources'])} requested from the ancre that owns the index", highlight=False)
+    show = not as_json and console.is_terminal
+    try:
+        with Progress(
+            TextColumn("[bold]{task.fields[source]}[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True, disable=not show,
+        ) as prog:
+            task = prog.add_task("queued…", total=None, source=",".join(ticket["sources"]))
+            while True:
+                got = owner.get("/v1/sync/reports", since=ticket["requested_at"])
+                if all(s in got for s in ticket["sources"]):
+                    break
+                cur = (owner.get("/v1/status")["daemon"] or {}).get("current")
+                if cur is not None and cur["scope"] == "full" and cur["source"] in ticket["sources"]:
+                    prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
+                                description=(cur["path"] or "listing…")[-60:])
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        err.print("stopped following; the pass goes on in the running ancre (`ancre status` shows it)")
+        raise typer.Exit(130) from None
+    reports = [PassReport(**{**got[s], "problems": [tuple(p) for p in got[s]["problems"]]}) for s in ticket["sources"]]
+    if as_json:
+        console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
+    else:
+        _print_reports(reports)
+    if any(r.outcome != "ok" for r in reports):
+        raise typer.Exit(1)
 
 
 def _print_reports(reports: list[Any]) -> None:
@@ -275,162 +334,65 @@ def acl_explain(
     On an SMB source the file's security descriptor is read from the server (and the share
     permissions, when configured, are applied on top); on a folder source it comes from the ACL
     manifest, or from the source's configured principals."""
-    from ancre.acl.explain import canonical_path, explain
-    from ancre.acl.manifest import AclManifest
-    from ancre.errors import ConfigError
-
-    from urllib.parse import unquote
-
     settings = _settings(config)
-    if not settings.sources:
-        raise ConfigError("sources: no source configured")
-    if "://" in path:
-        path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
-    src = settings.source(source) if source else _source_of_path(settings, path)
-    # the path sync gives that file: `..` resolved, never outside the source (else an error)
-    rel = canonical_path(path, unc_root=src.unc_root, root=src.root if src.kind != "smb" else None)
-    rt = Runtime(settings)
-    conn = rt.connector(src)
-    try:
-        if src.kind != "smb" and conn.get_item(rel) is None:
-            console.print(
-                f"[yellow]note: {rel} is not an indexable file of source {src.id} (absent, ignored or "
-                "excluded); the rights below are those a file there would have.[/]", highlight=False,
-            )
-        if src.kind == "smb":
-            console.print(explain(rt.directory, conn.security_descriptor, user, rel).render(), highlight=False)  # type: ignore[attr-defined]
-            note = _share_verdict(conn, rt.directory, user, rel)
-            if note:
-                console.print(note, highlight=False)
-        elif src.acl_manifest is not None:
-            manifest = AclManifest.load(Path(src.acl_manifest), rt.directory)
-            console.print(explain(rt.directory, manifest, user, rel).render(), highlight=False)
-        else:
-            console.print(_principals_verdict(rt, src, user, rel), highlight=False)
-    finally:
-        close = getattr(conn, "close", None)
-        if close is not None:
-            close()
-
-
-def _source_of_path(settings: Settings, path: str) -> Any:
-    """The source whose ``unc_root`` (or, for an absolute local path, whose folder ``root``)
-    starts ``path``, else the first configured source."""
-    norm = path.replace("/", "\\").casefold()
-    for s in settings.sources:
-        if s.unc_root and norm.startswith(s.unc_root.replace("/", "\\").rstrip("\\").casefold() + "\\"):
-            return s
-    if path.startswith("/"):
-        for s in settings.sources:
-            if s.kind != "smb" and s.root is not None and Path(path).is_relative_to(s.root):
-                return s
-    return settings.sources[0]
-
-
-def _principals_verdict(rt: Runtime, src: Any, user: str, rel: str) -> str:
-    """Explanation for a folder source whose rights are its configured ``principals``."""
-    from ancre.models import SourceItem
-
-    acl = rt.connector(src).fetch_acl(SourceItem(src.id, rel, rel, 0, 0.0))
-    principals = rt.directory.principals(user)
-    lines = [f"user: {user}", f"path: {rel} (source {src.id})"]
-    if acl.reason:
-        lines += ["result: NOT READABLE", f"rule: {acl.reason}"]
-    elif acl.readable_by(principals):
-        via = sorted(rt.directory.name_of(p) or p for p in acl.allow & principals)
-        lines += ["result: READABLE", f"rule: the source grants read to {', '.join(via)}, which {user} holds"]
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            lines = owner.post("/v1/acl/explain", {"path": path, "user": user, "source": source})["lines"]
     else:
-        names = sorted(rt.directory.name_of(p) or p for p in acl.allow)
-        lines += ["result: NOT READABLE", f"rule: the source grants read only to {', '.join(names) or 'nobody'}"]
-    return "\n".join(lines)
+        from ancre.app.explain import explain_lines
 
-
-def _share_verdict(conn: Any, directory: Any, user: str, path: str) -> str | None:
-    """One line on the share permissions of an SMB source (``None`` when none are configured):
-    the effective result is NTFS ∩ share."""
-    from ancre.errors import AclError
-
-    if not (conn.cfg.share_allow or conn.cfg.share_deny):
-        return None
-    principals = directory.principals(user)
-    try:
-        sd = conn.security_descriptor(path)
-    except AclError:
-        return None
-    acl = conn.acl_of_descriptor(sd)
-    shares = f"share_allow={list(conn.cfg.share_allow)} share_deny={list(conn.cfg.share_deny)}"
-    if acl.readable_by(principals):
-        return f"share permissions ({shares}): allow — effective result: READABLE"
-    return f"share permissions ({shares}): refuse {user} — effective result (NTFS ∩ share): NOT READABLE"
+        lines = explain_lines(Runtime(settings), path, user, source)
+    for line in lines:
+        console.print(line, highlight=False)
 
 
 @app.command()
 @_errors
 def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Counts per source and status, last passes, failures and documents whose ACL can't be read."""
-    settings = _settings(config)
-    with Runtime(settings) as rt:
-        rt.state.close_stale_passes()  # a pass whose process died shows as crashed, not running
-        items = rt.state.all_items()
-        passes = rt.state.last_passes(20)
-        gen = rt.bm25.current_generation()
-    counts: dict[tuple[str, str], int] = {}
-    chunks: dict[str, int] = {}
-    for it in items:
-        counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
-        chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == "indexed")
-    # (source, path, status, problem, reason): failed/skipped/pending documents, and indexed ones
-    # whose ACL could not be read (their row's reason; readable by nobody)
-    problems = [
-        (i.source, i.path, i.status, i.status if i.status != "indexed" else "acl_unreadable", i.reason)
-        for i in items if i.status in ("failed", "skipped", "pending") or (i.status == "indexed" and i.reason)
-    ]
-    acl_unreadable: dict[str, int] = {}
-    for p in problems:
-        if p[3] == "acl_unreadable":
-            acl_unreadable[p[0]] = acl_unreadable.get(p[0], 0) + 1
-    from ancre.daemon.sync import skip_reason_key
+    from ancre.daemon.progress import index_status
 
-    skipped: dict[tuple[str, str], int] = {}
-    for it in items:
-        if it.status == "skipped":
-            key = (it.source, skip_reason_key(it.reason))
-            skipped[key] = skipped.get(key, 0) + 1
+    settings = _settings(config)
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            data = owner.get("/v1/status")["index"]
+    else:
+        with Runtime(settings) as rt:
+            data = index_status(rt.state, rt.bm25.current_generation())
     if as_json:
-        sys.stdout.write(json.dumps({
-            "counts": [{"source": s, "status": st, "n": n} for (s, st), n in sorted(counts.items())],
-            "chunks": chunks, "bm25_generation": gen, "acl_unreadable": acl_unreadable,
-            "passes": [{"source": p[0], "started_at": p[1], "finished_at": p[2], "outcome": p[3]} for p in passes],
-            "problems": [
-                {"source": p[0], "path": p[1], "status": p[2], "problem": p[3], "reason": p[4]} for p in problems
-            ],
-            "skipped": [{"source": s, "reason": r, "n": n} for (s, r), n in sorted(skipped.items())],
-        }, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
         return
+    _print_status(data)
+
+
+def _print_status(d: dict[str, Any]) -> None:
+    """The tables and lines of ``ancre status`` from its JSON form (:func:`~ancre.daemon.progress.index_status`)."""
     t = Table(title="documents")
     for c in ("source", "status", "documents"):
         t.add_column(c)
-    for (s, st), n in sorted(counts.items()):
-        t.add_row(s, st, str(n))
+    for c in d["counts"]:
+        t.add_row(c["source"], c["status"], str(c["n"]))
     console.print(t)
-    if skipped:
+    if d["skipped"]:
         ts = Table(title="skipped, by reason")
         for c in ("source", "reason", "documents"):
             ts.add_column(c)
-        for (s, r), n in sorted(skipped.items()):
-            ts.add_row(s, r, str(n))
+        for k in d["skipped"]:
+            ts.add_row(k["source"], k["reason"], str(k["n"]))
         console.print(ts)
-    console.print(f"chunks indexed: {sum(chunks.values())}   BM25 generation: {gen}")
-    last: dict[str, tuple[str, float, float | None, str | None, str | None]] = {}
-    for p in passes:
-        last.setdefault(p[0], p)
+    console.print(f"chunks indexed: {sum(d['chunks'].values())}   BM25 generation: {d['bm25_generation']}")
+    last: dict[str, dict[str, Any]] = {}
+    for p in d["passes"]:
+        last.setdefault(p["source"], p)
     for s, p in last.items():
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p[2] or p[1]))
-        console.print(f"last pass of {s}: {when} — {p[3] or 'running/interrupted'}")
-    for s, n in sorted(acl_unreadable.items()):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p["finished_at"] or p["started_at"]))
+        console.print(f"last pass of {s}: {when} — {p['outcome'] or 'running/interrupted'}")
+    for s, n in sorted(d["acl_unreadable"].items()):
         console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable[/]", highlight=False)
-    for s, path, _st, problem, reason in problems:
-        console.print(f"  {problem:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
+    for p in d["problems"]:
+        console.print(f"  {p['problem']:8} {p['source']}:{p['path']}  [dim]{p['reason']}[/]", highlight=False)
 
 
 @app.command()
@@ -478,6 +440,10 @@ def reindex(
     where = data if settings.store.kind == "edge" else settings.store.url or settings.store.path
     if not yes:
         typer.confirm(f"Delete the index ({where}) and rebuild it with {settings.embedder.kind}?", abort=True)
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            owner.post("/v1/reindex")  # refused by the owner: ControlBusyError says why
     store = make_store(settings.store, data)
     try:
         store.drop_all()
@@ -497,7 +463,7 @@ def reindex(
 def daemon(config: ConfigOpt = None) -> None:
     """Run the sync daemon: initial sync, then file-system events, periodic reconciliation and
     ACL sweeps until SIGTERM; SIGHUP = full resync now (systemd: Type=notify)."""
-    from ancre.daemon.service import run_daemon
+    from ancre.app.daemon import run_daemon
 
     raise typer.Exit(run_daemon(_settings(config)))
 

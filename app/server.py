@@ -213,10 +213,17 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
+    from ancre.app.control import serve_control
+
     with Runtime(settings) as rt:
         app = create_app(rt, settings)
         _ = rt.answer_service  # opens the store now: StoreLockedError names the owner
-        server = _listen(app, settings, host, port)
+        control = serve_control(rt, None)
+        try:
+            server = _listen(app, settings, host, port)
+        except BaseException:
+            control.stop()
+            raise
         try:
             while not signals.term and server.alive():
                 time.sleep(0.1)
@@ -226,6 +233,7 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
         finally:
             log.info("API stopping")
             server.stop()
+            control.stop()
     return 0 if signals.term else 1
 
 
@@ -240,17 +248,24 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     ``ancre daemon`` does."""
     from ancre.api.app import create_app
     from ancre.daemon.logs import setup_logging
+    from ancre.app.control import ControlServer, serve_control
+    from ancre.app.daemon import make_daemon
     from ancre.app.runtime import Runtime
-    from ancre.daemon.service import Daemon
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
     rt = Runtime(settings)
-    daemon = Daemon(settings, runtime=rt)
+    try:
+        daemon = make_daemon(rt)  # opens the store: StoreLockedError names the owner
+    except BaseException:
+        rt.close()
+        raise
     server: ApiServer | None = None
+    control: ControlServer | None = None
     clean = True
     try:
         app = create_app(rt, settings, registries=[daemon.metrics.registry])
+        control = serve_control(rt, daemon)
         daemon.start()
         _ = rt.answer_service  # built here, not racing in the first requests
         server = _listen(app, settings, host, port)
@@ -267,6 +282,8 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
         clean = daemon.stop()
         if server is not None:
             server.stop()
+        if control is not None:
+            control.stop()
         if clean:
             rt.close()
     if not clean:
