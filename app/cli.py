@@ -211,13 +211,23 @@ def _print_reports(reports: list[Any]) -> None:
             console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
 
 
-def _warn_setup(rt: Runtime, user: str, principals: frozenset[str]) -> None:
+def _warn_setup(user: str, principals: frozenset[str], empty_index: bool) -> None:
     """Say on stderr when an empty answer is due to the setup, not to the documents: a user the
     directory does not know, or an index that was never synced."""
     if not principals:
         err.print(f"[yellow]warning: {user!r} is unknown to the directory — nothing is readable for this identity.[/]")
-    if not any(rt.store.count(c) for c in COLLECTIONS):
+    if empty_index:
         err.print("[yellow]warning: the index is empty — run `ancre sync` first.[/]")
+
+
+def _remote_setup(owner: Any, user: str) -> None:
+    """:func:`_warn_setup` with what the owner of the index says."""
+    principals = frozenset(owner.get("/v1/principals", user=user)["principals"])
+    _warn_setup(user, principals, owner.get("/v1/ready")["store_points"] == 0)
+
+
+def _empty(rt: Runtime) -> bool:
+    return not any(rt.store.count(c) for c in COLLECTIONS)
 
 
 @app.command()
@@ -231,10 +241,27 @@ def search(
 ) -> None:
     """Hybrid search (vector + BM25, RRF) trimmed to what USER may read now."""
     settings = _settings(config)
-    with Runtime(settings) as rt:
-        principals = rt.directory.principals(user)
-        _warn_setup(rt, user, principals)
-        res = rt.retriever.retrieve(question, principals, limit=limit)
+    owner = _owner(settings)
+    if owner is not None:
+        from ancre.query.remote import RemoteQueryCore
+
+        with RemoteQueryCore(owner) as core:
+            _remote_setup(owner, user)
+            found = core.search(question, user, limit=limit)
+        rows, unverified = list(found.hits), list(found.unverified)
+    else:
+        with Runtime(settings) as rt:
+            principals = rt.directory.principals(user)
+            _warn_setup(user, principals, _empty(rt))
+            res = rt.retriever.retrieve(question, principals, limit=limit)
+        rows, unverified = list(res.results), list(res.unverified)
+    _print_search(question, user, rows, unverified, as_json)
+
+
+def _print_search(question: str, user: str, rows: list[Any], unverified: list[Any], as_json: bool) -> None:
+    """``ancre search`` output; ``rows``: results with ``filename``, ``path``, ``doc_id``,
+    ``chunk_index``, ``score``, ``location``, ``found_by``; ``unverified``: ``source``,
+    ``documents``, ``reason``."""
     if as_json:
         out = {
             "user": user,
@@ -243,15 +270,15 @@ def search(
                     "filename": r.filename, "path": r.path, "doc_id": r.doc_id, "chunk_index": r.chunk_index,
                     "score": round(r.score, 6), "location": r.location, "found_by": list(r.found_by),
                 }
-                for r in res.results
+                for r in rows
             ],
             "unverified": [
-                {"source": u.source, "documents": u.documents, "reason": u.reason} for u in res.unverified
+                {"source": u.source, "documents": u.documents, "reason": u.reason} for u in unverified
             ],
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
-    for u in res.unverified:
+    for u in unverified:
         err.print(
             f"[yellow]warning: {u.documents} result document(s) of source {u.source!r} left out: their rights "
             f"could not be checked live ({escape(u.reason)})[/]", highlight=False,
@@ -259,10 +286,10 @@ def search(
     t = Table(title=f"{question!r} as {user}")
     for col in ("#", "file", "folder", "chunk", "score", "found by"):
         t.add_column(col)
-    for i, r in enumerate(res.results, 1):
+    for i, r in enumerate(rows, 1):
         t.add_row(str(i), r.filename, r.location, str(r.chunk_index), f"{r.score:.4f}", "+".join(r.found_by))
     console.print(t)
-    if not res.results:
+    if not rows:
         console.print("[dim]no readable result[/]")
 
 
@@ -276,11 +303,25 @@ def ask(
 ) -> None:
     """Answer from what USER may read now: the answer, its sources with their folder, whether it
     is grounded (ancree), the controls that fired and the judge's verification. Without a model
-    configured (llm.kind = "none") the answer quotes the extracts (extractive mode)."""
+    configured (llm.kind = "none") the answer quotes the extracts (extractive mode). Through the
+    control socket of a running ancre, the audit line names the Unix user who asked."""
     settings = _settings(config)
-    with Runtime(settings) as rt:
-        _warn_setup(rt, user, rt.directory.principals(user))
-        ans = rt.answer_service.ask(question, user)
+    owner = _owner(settings)
+    if owner is not None:
+        from ancre.query.remote import RemoteQueryCore
+
+        with RemoteQueryCore(owner) as core:
+            _remote_setup(owner, user)
+            ans = core.ask(question, user)
+    else:
+        with Runtime(settings) as rt:
+            _warn_setup(user, rt.directory.principals(user), _empty(rt))
+            ans = rt.answer_service.ask(question, user)
+    _print_answer(ans, as_json)
+
+
+def _print_answer(ans: Any, as_json: bool) -> None:
+    """``ancre ask`` output for an :class:`~ancre.query.answer.Answer`."""
     if as_json:
         out = {
             "reponse": ans.reponse,

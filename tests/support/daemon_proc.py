@@ -33,21 +33,22 @@ def token(i: int, prefix: str = "vorx") -> str:
 
 
 def write_daemon_config(
-    dest: Path, *, root: str = "tree", daemon: dict[str, Any] | None = None, source: str = ""
+    dest: Path, *, root: str = "tree", daemon: dict[str, Any] | None = None, source: str = "",
+    embedder: str = 'kind = "e5-local"',
 ) -> Path:
     """An ``ancre.toml`` in ``dest``: one folder source ``t`` at ``dest/root`` readable by Everyone,
     e5-local, edge store, the corpus directory, and a ``[daemon]`` section (metrics port picked
     freely, short debounce; the control socket at ``<data_dir>/run/control.sock``) updated with
-    ``daemon``."""
+    ``daemon`` (a ``None`` value removes the key); ``embedder``: the ``[embedder]`` section's body."""
     shutil.copy2(CORPUS / "directory.json", dest / "directory.json")
     opts: dict[str, Any] = {"metrics_port": 0, "debounce_s": 0.5, "status_interval_s": 1.0}
     opts.update(daemon or {})
-    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in opts.items())
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in opts.items() if v is not None)
     cfg = dest / "ancre.toml"
     cfg.write_text(
         f'''data_dir = "data"
 [embedder]
-kind = "e5-local"
+{embedder}
 [store]
 kind = "edge"
 [directory]
