@@ -221,6 +221,9 @@ def _listening_tcp_inodes(pid: int) -> set[str]:
 
 def _as_nobody(settings: object) -> str:
     """In a forked child running as ``nobody``: what opening the query core raises."""
+    import concurrent.futures.thread  # noqa: F401 - imported before the child loses access to the files
+    from ancre.query.remote import ControlClient
+
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: drop to nobody, try, report, exit without cleanup
@@ -229,15 +232,13 @@ def _as_nobody(settings: object) -> str:
             os.setgroups([])
             os.setgid(65534)
             os.setuid(65534)
-            from ancre.query.remote import ControlClient
-
-            try:
-                ControlClient.find(settings)  # type: ignore[arg-type]
-                msg = "no error"
-            except ControlPermissionError as e:
-                msg = f"ControlPermissionError: {e}"
-            except BaseException as e:  # noqa: BLE001 - reported to the parent
-                msg = f"{type(e).__name__}: {e}"
+            ControlClient.find(settings)  # type: ignore[arg-type]
+            msg = "no error"
+        except ControlPermissionError as e:
+            msg = f"ControlPermissionError: {e}"
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            msg = f"{type(e).__name__}: {e}"
+        try:
             os.write(w, msg.encode())
         finally:
             os._exit(0)
