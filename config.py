@@ -92,6 +92,22 @@ class Settings(BaseSettings):
                 return s
         raise ConfigError(f"sources: no source with id {source_id!r}")
 
+    def private_paths(self) -> tuple[Path, ...]:
+        """ancre's own files (data directory, audit folder and key): never a document, even
+        through a link."""
+        paths = [Path(self.data_dir)]
+        paths += [Path(p) for p in (self.audit.dir, self.audit.key_file) if p is not None]
+        return tuple(paths)
+
+
+def config_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The config file to read: ``path``, else ``$ANCRE_CONFIG``, else ``./ancre.toml`` (the CLI's
+    and the query core's rule)."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("ANCRE_CONFIG")
+    return Path(env) if env else Path("ancre.toml")
+
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     def fix(p: Any) -> Any:
@@ -172,6 +188,7 @@ __all__ = [
     "StoreConfig",
     "WatchMode",
     "SyncConfig",
+    "config_path",
     "load_settings",
     "resolve_secret",
 ]

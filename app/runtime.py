@@ -1,6 +1,12 @@
-"""Wires the parts from a :class:`~ancre.config.Settings`: store, embedder, state DB, BM25
-snapshots, directory, connectors, sync engine, retriever and answer service. Used by the CLI, the daemon and the API
-so that every entry point builds them the same way."""
+"""The composition root: wires the parts from a :class:`~ancre.config.Settings` — store,
+embedder, state DB, BM25 snapshots, directory, connectors, sync engine — and hands the query side
+its parts (:class:`~ancre.query.core.QueryCore`: retriever, live rights check, answer service).
+Used by the CLI, the daemon and the API so that every entry point builds them the same way; each
+part comes from one factory below (:func:`~ancre.index.store_factory.open_store`,
+:func:`~ancre.index.embedder_factory.make_embedder`,
+:func:`~ancre.acl.directory_factory.make_directory`,
+:func:`~ancre.connectors.factory.make_connector`), the ones :meth:`QueryCore.open
+<ancre.query.core.QueryCore.open>` uses too (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -8,19 +14,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ancre.acl.directory import CachedDirectory, Directory, FileDirectory
+from ancre.acl.directory import Directory
+from ancre.acl.directory_factory import make_directory
 from ancre.config import Settings, SourceConfig
 from ancre.connectors.base import Connector
-from ancre.connectors.folder import FolderConnector
-from ancre.daemon.private import restrict_umask, tighten_tree
-from ancre.index.state import StateDB
-from ancre.errors import ConfigError
+from ancre.connectors.factory import make_connector
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
+from ancre.index.private import make_private
+from ancre.index.state import StateDB
 from ancre.index.store import Store
-from ancre.index.store_factory import make_store
-from ancre.models import COLLECTIONS
+from ancre.index.store_factory import open_store
+from ancre.query.core import QueryCore, QueryParts
 
 if TYPE_CHECKING:
     from ancre.daemon.sync import SyncEngine
@@ -35,13 +41,10 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         """Builds nothing yet, but makes ancre's files private: the process umask gains 077 and an
         existing data directory (and audit folder) loses group/other permissions
-        (:mod:`ancre.daemon.private`)."""
+        (:func:`ancre.index.private.make_private`)."""
         self.settings = settings
         self.data_dir = Path(settings.data_dir)
-        restrict_umask()
-        tighten_tree(self.data_dir)
-        if settings.audit.dir is not None:
-            tighten_tree(Path(settings.audit.dir))
+        make_private(self.data_dir, Path(settings.audit.dir) if settings.audit.dir is not None else None)
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -52,9 +55,7 @@ class Runtime:
     def store(self) -> Store:
         """The store, opened and checked against the embedder (raises ``EmbedderMismatchError``,
         ``StoreLockedError``)."""
-        st = make_store(self.settings.store, self.data_dir)
-        st.open(self.embedder.name, self.embedder.dim)
-        return st
+        return open_store(self.settings.store, self.data_dir, self.embedder)
 
     @cached_property
     def state(self) -> StateDB:
@@ -69,39 +70,18 @@ class Runtime:
     @cached_property
     def directory(self) -> Directory:
         """Who is in which group, cached ``directory.cache_ttl_s`` seconds."""
-        cfg = self.settings.directory
-        if cfg.kind == "file":
-            if cfg.path is None:
-                raise ConfigError("directory.path is required when directory.kind = 'file'")
-            inner: Directory = FileDirectory(Path(cfg.path))
-        elif cfg.kind == "ldap":
-            from ancre.acl.ldap_directory import LdapDirectory
-
-            inner = LdapDirectory.from_config(cfg)
-        else:
-            raise ConfigError(f"directory.kind = {cfg.kind!r} is not available in this build")
-        return CachedDirectory(inner, cfg.cache_ttl_s)
+        return make_directory(self.settings.directory)
 
     def connector(self, src: SourceConfig) -> Connector:
-        """The connector of one configured source."""
-        if src.kind == "folder":
-            directory = self.directory if (src.acl_manifest is not None or src.principals) else None
-            return FolderConnector(src, directory=directory, ignore=self.settings.ignore, private_dirs=self.private_paths())
-        if src.kind == "smb":
-            from ancre.connectors.smb import SmbConnector
-
-            # the directory resolves share_allow/share_deny names (and group nesting, over LDAP)
-            directory = self.directory if (src.share_allow or src.share_deny) else None
-            return SmbConnector(src, directory=directory, ignore=self.settings.ignore)
-        raise ConfigError(f"sources.{src.id}.kind = {src.kind!r} is not available in this build")
+        """The connector of one configured source (a new one at each call)."""
+        return make_connector(
+            src, directory=lambda: self.directory, ignore=self.settings.ignore, private_paths=self.private_paths()
+        )
 
     def private_paths(self) -> tuple[Path, ...]:
         """ancre's own files (data directory, audit folder and key): never a document, even
         through a link."""
-        a = self.settings.audit
-        paths = [self.data_dir]
-        paths += [Path(p) for p in (a.dir, a.key_file) if p is not None]
-        return tuple(paths)
+        return self.settings.private_paths()
 
     def connectors(self) -> list[Connector]:
         """Connectors of every configured source, in config order."""
@@ -128,72 +108,41 @@ class Runtime:
         return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)
 
     @cached_property
-    def live_acl(self) -> LiveAclChecker:
-        """The query side's live rights check: its own connectors (built at the first question
-        that needs each source, kept for the process), the store and the state DB it updates."""
-        from ancre.query.live_acl import LiveAclChecker
-
-        return LiveAclChecker(
-            lambda source_id: self.connector(self.settings.source(source_id)),
-            self.store, self.state, self.settings.query,
+    def query_core(self) -> QueryCore:
+        """The query core over this runtime's parts (opens the store; the connectors of its live
+        rights check are built at the first question that needs each source, kept for the
+        process). The runtime owns the parts: closing the core leaves them open."""
+        parts = QueryParts(
+            store=self.store, embedder=self.embedder, bm25=self.bm25, state=self.state, directory=self.directory,
+            connector=lambda source_id: self.connector(self.settings.source(source_id)),
         )
+        return QueryCore(self.settings, parts)
 
-    @cached_property
+    @property
+    def live_acl(self) -> LiveAclChecker | None:
+        """The query side's live rights check (``None`` when ``query.live_acl = false``)."""
+        return self.query_core.live_acl
+
+    @property
     def retriever(self) -> Retriever:
         """The query core's hybrid retriever, with the live rights check unless
         ``query.live_acl = false``."""
-        from ancre.query.retrieval import Retriever
+        return self.query_core.retriever
 
-        live = self.live_acl if self.settings.query.live_acl else None
-        return Retriever(
-            self.store, self.embedder, self.bm25, self.settings.query, live,
-            keyword_in_store=self.settings.store.bm25 == "qdrant",
-        )
-
-    @cached_property
+    @property
     def answer_service(self) -> AnswerService:
-        """Grounded answers (issue 3): the chat client of ``llm`` (none: extractive mode), the
-        judge of ``judge`` when a model is configured and ``judge.enabled``, and the audit log of
-        ``audit`` (default folder ``<data_dir>/audit``, key ``<data_dir>/audit.key``)."""
-        from ancre.query.answer import AnswerService
-        from ancre.query.audit import AuditLog, load_or_create_key
-        from ancre.query.judge import Judge
-        from ancre.query.llm import make_chat_client
-
-        cfg = self.settings
-        chat = make_chat_client(cfg.llm)
-        judge = Judge.from_config(cfg.judge, cfg.llm) if chat is not None and cfg.judge.enabled else None
-        audit = None
-        if cfg.audit.enabled:
-            key = None
-            if cfg.audit.pseudonymize:
-                key = load_or_create_key(Path(cfg.audit.key_file or self.data_dir / "audit.key"))
-            audit = AuditLog(Path(cfg.audit.dir or self.data_dir / "audit"), cfg.audit.retention_days, key)
-        return AnswerService(self.retriever, self.store, self.directory, cfg, chat, judge, audit)
+        """Grounded answers: :attr:`QueryCore.answers <ancre.query.core.QueryCore.answers>`."""
+        return self.query_core.answers
 
     def index_not_ready(self) -> str | None:
-        """``None`` once every configured source has finished a first pass; else why answers
-        would rest on an incomplete index (the API answers 503 meanwhile instead of confident
-        refusals). With no pass recorded here but points in the store (an API running apart from
-        the daemon on a Qdrant server), the index is taken as ready."""
-        if getattr(self, "_ready", False):
-            return None
-        finished = {src for src, _start, end, _outcome, _summary in self.state.last_passes(1000) if end is not None}
-        missing = [s.id for s in self.settings.sources if s.id not in finished]
-        if not missing:
-            self._ready = True
-            return None
-        if not finished and any(self.store.count(c) for c in COLLECTIONS):
-            self._ready = True
-            return None
-        return f"the index is being built: first sync of {', '.join(missing)} not finished"
+        """``None`` once every configured source has finished a first pass, else why not
+        (:meth:`QueryCore.not_ready <ancre.query.core.QueryCore.not_ready>`)."""
+        return self.query_core.not_ready()
 
     def close(self) -> None:
         """Release the extraction worker, the state DB and the store (and its lock)."""
-        if "answer_service" in self.__dict__:
-            self.answer_service.close()
-        if "live_acl" in self.__dict__:
-            self.live_acl.close()
+        if "query_core" in self.__dict__:
+            self.query_core.close()
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.close()

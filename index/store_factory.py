@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ancre.settings import StoreConfig
 from ancre.errors import ConfigError
+from ancre.index.embedders import Embedder
 from ancre.index.store import Store
 
 
@@ -34,3 +35,15 @@ def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
             raise ConfigError("store.url is required when store.kind = 'qdrant'")
         return QdrantStore.from_url(cfg.url, cfg.api_key, cfg.timeout_s, sparse_bm25=sparse)
     return QdrantStore.local(cfg.path or Path(data_dir) / "qdrant-local", sparse_bm25=sparse)
+
+
+def open_store(cfg: StoreConfig, data_dir: Path, embedder: Embedder) -> Store:
+    """:func:`make_store`, opened and checked against ``embedder`` (its ``name`` and ``dim``).
+
+    Raises :class:`~ancre.errors.StoreLockedError` when another process owns the embedded store,
+    :class:`~ancre.errors.EmbedderMismatchError` when the index was built by another embedder,
+    :class:`~ancre.errors.StoreError` when the store can't be opened or reached.
+    """
+    store = make_store(cfg, data_dir)
+    store.open(embedder.name, embedder.dim)
+    return store

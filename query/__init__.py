@@ -1,1 +1,6 @@
+"""The query core: permission-trimmed retrieval and grounded answers. Its library API is
+:class:`QueryCore` (README "Using the query core from Python")."""
 
+from ancre.query.core import QueryCore, QueryParts, SearchHit, SearchResult
+
+__all__ = ["QueryCore", "QueryParts", "SearchHit", "SearchResult"]
