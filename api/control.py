@@ -18,7 +18,7 @@ allowed, 404 unknown source, 409 busy, 503 directory/store/audit unavailable):
 ``POST /v1/search``           ``{question, user, limit}`` → the query core's search result
 ``POST /v1/ask``              ``{question, user}`` → the query core's :class:`~ancre.query.answer.Answer`
 ``GET /v1/principals``        ``?user=`` → ``{"principals": [...]}``
-``GET /v1/ready``             ``{"not_ready": reason | null}``
+``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
 ``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [rich markup lines]}``
 ``POST /v1/sync``             ``{source, force}`` → :class:`~ancre.daemon.service.SyncTicket`
 ``GET /v1/sync/reports``      ``?since=`` → ``{source: PassReport}`` (full passes started since)
@@ -32,7 +32,7 @@ import grp
 import logging
 import os
 import pwd
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -75,6 +75,8 @@ class ControlQuery(Protocol):
     def principals(self, user: str) -> frozenset[str]: ...
 
     def not_ready(self) -> str | None: ...
+
+    def points(self) -> Mapping[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,8 @@ def create_control_app(parts: ControlParts) -> FastAPI:
     @app.get("/v1/ready")
     def ready(request: Request) -> dict[str, Any]:
         who(request)
-        return {"not_ready": parts.query.not_ready(), "store_points": parts.store_points()}
+        points = dict(parts.query.points())
+        return {"not_ready": parts.query.not_ready(), "points": points, "store_points": sum(points.values())}
 
     @app.post("/v1/acl/explain")
     def explain(body: _Explain, request: Request) -> dict[str, Any]:

@@ -248,13 +248,11 @@ def search(
         with RemoteQueryCore(owner) as core:
             _remote_setup(owner, user)
             found = core.search(question, user, limit=limit)
-        rows, unverified = list(found.hits), list(found.unverified)
     else:
         with Runtime(settings) as rt:
-            principals = rt.directory.principals(user)
-            _warn_setup(user, principals, _empty(rt))
-            res = rt.retriever.retrieve(question, principals, limit=limit)
-        rows, unverified = list(res.results), list(res.unverified)
+            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
+            found = rt.query_core.search(question, user, limit=limit)
+    rows, unverified = list(found.hits), list(found.unverified)
     _print_search(question, user, rows, unverified, as_json)
 
 
@@ -315,8 +313,8 @@ def ask(
             ans = core.ask(question, user)
     else:
         with Runtime(settings) as rt:
-            _warn_setup(user, rt.directory.principals(user), _empty(rt))
-            ans = rt.answer_service.ask(question, user)
+            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
+            ans = rt.query_core.ask(question, user)
     _print_answer(ans, as_json)
 
 

@@ -144,32 +144,12 @@ class ControlServer:
         self.path.unlink(missing_ok=True)
 
 
-class _RuntimeQuery:
-    """The query side of ``rt`` as the control API wants it (search, ask, principals,
-    readiness)."""
-
-    def __init__(self, rt: Runtime) -> None:
-        self.rt = rt
-
-    def search(self, question: str, user: str, *, limit: int | None = None) -> Any:
-        return self.rt.retriever.retrieve(question, self.rt.directory.principals(user), limit=limit or 10)
-
-    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Any:
-        return self.rt.answer_service.ask(question, user)
-
-    def principals(self, user: str) -> frozenset[str]:
-        return self.rt.directory.principals(user)
-
-    def not_ready(self) -> str | None:
-        return self.rt.index_not_ready()
-
-
 def control_parts(rt: Runtime, daemon: Daemon | None) -> ControlParts:
     """The control API's services over ``rt`` (and the running ``daemon``, if any)."""
     from ancre.app.explain import explain_lines
 
     return ControlParts(
-        query=_RuntimeQuery(rt),
+        query=rt.query_core,
         index_status=lambda: index_status(rt.state, rt.bm25.current_generation()),
         store_points=lambda: sum(rt.store.count(c) for c in COLLECTIONS),
         explain=lambda path, user, source: explain_lines(rt, path, user, source),
@@ -182,7 +162,7 @@ def serve_control(rt: Runtime, daemon: Daemon | None) -> ControlServer:
     """Bind and serve the control socket of ``rt``'s settings; sets ``daemon.control_socket``."""
     settings = rt.settings
     path = control_socket_path(settings.daemon, Path(settings.data_dir))
-    _ = rt.retriever, rt.answer_service  # built here, not racing in the first requests
+    _ = rt.query_core.answers  # built here, not racing in the first requests
     server = ControlServer(create_control_app(control_parts(rt, daemon)), path, settings.daemon.admin_group, settings.api).start()
     if daemon is not None:
         daemon.control_socket = str(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -21,6 +22,7 @@ from ancre import errors
 from ancre.config import Settings
 from ancre.errors import AncreError, ControlError, ControlPermissionError
 from ancre.query.answer import Answer
+from ancre.query.core import SearchResult
 from ancre.settings.daemon import control_socket_candidates
 
 TIMEOUT_S = 600.0
@@ -115,6 +117,7 @@ class ControlClient:
 
 
 _ANSWER = TypeAdapter(Answer)
+_SEARCH = TypeAdapter(SearchResult)
 
 
 class RemoteQueryCore:
@@ -126,12 +129,10 @@ class RemoteQueryCore:
     def __init__(self, client: ControlClient) -> None:
         self.client = client
 
-    def search(self, question: str, user: str, *, limit: int | None = None) -> Any:
+    def search(self, question: str, user: str, *, limit: int | None = None) -> SearchResult:
         """See :meth:`QueryCore.search <ancre.query.core.QueryCore.search>`."""
-        from ancre.query.core import SearchResult
-
         data = self.client.post("/v1/search", {"question": question, "user": user, "limit": limit})
-        return TypeAdapter(SearchResult).validate_python(data)
+        return _SEARCH.validate_python(data)
 
     def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
         """See :meth:`QueryCore.ask <ancre.query.core.QueryCore.ask>`; the audit line names this
@@ -142,10 +143,21 @@ class RemoteQueryCore:
         """See :meth:`QueryCore.principals <ancre.query.core.QueryCore.principals>`."""
         return frozenset(self.client.get("/v1/principals", user=user)["principals"])
 
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+        """See :meth:`QueryCore.stream <ancre.query.core.QueryCore.stream>`: here the whole raw
+        text in one piece, then the :class:`~ancre.query.answer.Answer`."""
+        answer = self.ask(question, user, asked_by=asked_by)
+        yield answer.raw
+        yield answer
+
     def not_ready(self) -> str | None:
         """See :meth:`QueryCore.not_ready <ancre.query.core.QueryCore.not_ready>`."""
         reason = self.client.get("/v1/ready")["not_ready"]
         return str(reason) if reason is not None else None
+
+    def points(self) -> Mapping[str, int]:
+        """See :meth:`QueryCore.points <ancre.query.core.QueryCore.points>`."""
+        return {str(k): int(v) for k, v in self.client.get("/v1/ready")["points"].items()}
 
     def close(self) -> None:
         """Close the connection to the owner."""

@@ -222,7 +222,7 @@ class DaemonProc:
     def search(self, q: str, user: str = USER, limit: int = 50) -> list[dict[str, Any]]:
         """Hits of the control socket's ``/v1/search`` (``path``, ``found_by``, ...)."""
         with self.control() as c:
-            return list(c.post("/v1/search", {"question": q, "user": user, "limit": limit})["results"])
+            return list(c.post("/v1/search", {"question": q, "user": user, "limit": limit})["hits"])
 
     def bm25_paths(self, q: str) -> set[str]:
         """Paths that the keyword side of the search finds for ``q`` (i.e. searchable)."""
