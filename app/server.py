@@ -218,11 +218,14 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     with Runtime(settings) as rt:
         app = create_app(rt, settings)
         _ = rt.answer_service  # opens the store now: StoreLockedError names the owner
-        control = serve_control(rt, None)
+        # with the embedded store this process owns the index: the admin's CLI goes through its
+        # control socket (with a Qdrant server the daemon, running apart, serves it)
+        control = serve_control(rt, None) if settings.store.kind == "edge" else None
         try:
             server = _listen(app, settings, host, port)
         except BaseException:
-            control.stop()
+            if control is not None:
+                control.stop()
             raise
         try:
             while not signals.term and server.alive():
@@ -233,7 +236,8 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
         finally:
             log.info("API stopping")
             server.stop()
-            control.stop()
+            if control is not None:
+                control.stop()
     return 0 if signals.term else 1
 
 
