@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -198,6 +199,31 @@ def test_sync_during_a_running_pass_is_queued_and_followed(site: Site) -> None:
     assert "sync" in printed and " t " in printed and "ok" in printed, printed
     assert "a startup pass of t is running" in err_path.read_text()
     assert status["passes"].get("control") == 1 and status["passes"].get("startup") == 1
+
+
+def test_ctrl_c_stops_following_not_the_pass(site: Site) -> None:
+    (site.tree / "CLIENTS" / "lent.txt").write_text(f"Avenant {GATE} au contrat, embedding retenu.", encoding="utf-8")
+    d = site.daemon()
+    try:
+        site.gate.blocked.wait(60)
+        env = {k: v for k, v in os.environ.items() if k not in ("ANCRE_CONFIG", "RUNTIME_DIRECTORY")}
+        err_path = site.base / "sync.err"
+        with open(err_path, "w") as err:
+            proc = subprocess.Popen(
+                [str(Path(sys.executable).with_name("ancre")), "sync", "--config", str(site.config)],
+                stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=site.base,
+            )
+        d.wait_for(lambda: "queued after it" in err_path.read_text(), "the CLI to follow its queued pass", timeout=120)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130
+        assert "stopped following; the pass goes on" in err_path.read_text()
+        site.gate.release.set()
+        st = d.wait_for(lambda: (s := d.status()) and s["passes"].get("control") == 1 and s["idle"] and s,
+                        "the requested pass to run anyway", timeout=120)
+    finally:
+        site.gate.release.set()
+        d.stop()
+    assert st["sources"]["t"]["last_full"]["trigger"] == "control" and st["sources"]["t"]["last_full"]["outcome"] == "ok"
 
 
 def _listening_tcp_inodes(pid: int) -> set[str]:
