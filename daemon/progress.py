@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ancre.daemon.metrics import DaemonMetrics
-from ancre.daemon.sync import PassReport
+from ancre.daemon.sync import PassReport, skip_reason_key
 from ancre.index.state import StateDB
 
 log = logging.getLogger("ancre.daemon")
@@ -202,8 +202,6 @@ def index_status(state: StateDB, bm25_generation: int) -> dict[str, Any]:
     ``passes`` (``source``, ``started_at``, ``finished_at``, ``outcome``), ``problems`` (failed,
     skipped and pending documents, and indexed ones whose ACL could not be read) and ``skipped``
     counts by reason. Passes whose process died are closed as crashed first."""
-    from ancre.daemon.sync import skip_reason_key
-
     state.close_stale_passes()  # a pass whose process died shows as crashed, not running
     items = state.all_items()
     passes = state.last_passes(20)

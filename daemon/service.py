@@ -63,15 +63,10 @@ from ancre.daemon.queue import ChangeQueue
 from ancre.daemon.schedule import PurgeAudit, retry_later, start_scheduler
 from ancre.daemon.sync import PassReport, SyncEngine
 from ancre.daemon.wiring import Watcher, feed, start_watchers
-from ancre.errors import AncreError
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.state import StateDB
 
 log = logging.getLogger("ancre.daemon")
-
-
-class SyncBusyError(AncreError):
-    """Refused because a pass or batch is running or queued (e.g. a reindex request)."""
 
 
 @dataclass(frozen=True)
@@ -372,6 +367,5 @@ class Daemon:
 
 
 __all__ = [
-    "BM25_DIRTY_KEY", "Bm25Rebuilder", "Daemon", "DaemonParts", "PROGRESS_EVERY_S", "STATUS_FILE", "SyncBusyError",
-    "SyncTicket",
+    "BM25_DIRTY_KEY", "Bm25Rebuilder", "Daemon", "DaemonParts", "PROGRESS_EVERY_S", "STATUS_FILE", "SyncTicket",
 ]
