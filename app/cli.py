@@ -174,10 +174,14 @@ def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> 
                     prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
                                 description=(cur["path"] or "listing…")[-60:])
                 time.sleep(0.5)
+            reports = [PassReport(**{**got[s], "problems": [tuple(p) for p in got[s]["problems"]]}) for s in ticket["sources"]]
+            # as in-process: done once the keyword index includes the changes too
+            prog.update(task, description="BM25…")
+            while any(r.changed_index for r in reports) and (owner.get("/v1/status")["daemon"] or {}).get("bm25_dirty"):
+                time.sleep(0.5)
     except KeyboardInterrupt:
         err.print("stopped following; the pass goes on in the running ancre (`ancre status` shows it)")
         raise typer.Exit(130) from None
-    reports = [PassReport(**{**got[s], "problems": [tuple(p) for p in got[s]["problems"]]}) for s in ticket["sources"]]
     if as_json:
         console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
     else:
