@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ancre.config import Settings, load_settings
+from ancre.config import Settings, config_path, load_settings
 from ancre.app.runtime import Runtime
 from ancre.errors import AncreError
 from ancre.models import COLLECTIONS
@@ -64,8 +64,7 @@ def _settings(config: Path | None) -> Settings:
     """Load the config and apply its ``[logging]`` levels (libraries; ancre's only when set)."""
     from ancre.daemon.logs import apply_levels
 
-    path = config or (Path(os.environ["ANCRE_CONFIG"]) if os.environ.get("ANCRE_CONFIG") else Path("ancre.toml"))
-    settings = load_settings(path)
+    settings = load_settings(config_path(config))
     apply_levels(settings.logging.levels("WARNING", cli=True))
     return settings
 

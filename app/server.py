@@ -1,5 +1,6 @@
 """Running the API: ``ancre api`` (the API alone) and ``ancre serve`` (the sync daemon and the
-API in one process, sharing one :class:`~ancre.app.runtime.Runtime`).
+API in one process, sharing one :class:`~ancre.app.runtime.Runtime`). The API is given the
+runtime's :class:`~ancre.query.core.QueryCore` and its readiness check, never the runtime.
 
 The embedded store (qdrant-edge) can be opened by one process only (issue "daemon", point 5):
 with it, run ``ancre serve``, or ``ancre api`` while no daemon runs. With a Qdrant server
@@ -209,15 +210,15 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     :class:`~ancre.errors.ConfigError` without a service key, ``OSError`` when the port is taken."""
     from ancre.api.app import create_app
     from ancre.daemon.logs import setup_logging
+    from ancre.app.control import serve_control
     from ancre.app.runtime import Runtime
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
-    from ancre.app.control import serve_control
-
     with Runtime(settings) as rt:
-        app = create_app(rt, settings)
-        _ = rt.answer_service  # opens the store now: StoreLockedError names the owner
+        core = rt.query_core  # opens the store now: StoreLockedError names the owner
+        app = create_app(core, settings, not_ready=core.not_ready)
+        _ = core.answers  # built here, not racing in the first requests
         # with the embedded store this process owns the index: the admin's CLI goes through its
         # control socket (with a Qdrant server the daemon, running apart, serves it)
         control = serve_control(rt, None) if settings.store.kind == "edge" else None
@@ -268,10 +269,11 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     control: ControlServer | None = None
     clean = True
     try:
-        app = create_app(rt, settings, registries=[daemon.metrics.registry])
+        core = rt.query_core
+        app = create_app(core, settings, not_ready=core.not_ready, registries=[daemon.metrics.registry])
         control = serve_control(rt, daemon)
         daemon.start()
-        _ = rt.answer_service  # built here, not racing in the first requests
+        _ = core.answers  # built here, not racing in the first requests
         server = _listen(app, settings, host, port)
         while not signals.term and server.alive():
             time.sleep(0.1)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -34,7 +34,8 @@ from ancre.api.identity import signature
 from ancre.app.server import ApiServer
 from ancre.config import Settings, load_settings
 from ancre.app.runtime import Runtime
-from ancre.query.answer import AnswerService
+from ancre.query import QueryCore
+from ancre.settings.query import AuditConfig, LlmConfig
 from ancre.query.prompt import REFUSAL
 
 KEY = "test-service-key-0123456789"
@@ -120,8 +121,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, srv: ScriptedServer) -> Ite
     for conn in rt.connectors():
         rep = rt.engine.run_pass(conn)
         assert rep.outcome == "ok" and rep.failed == 0, rep
-    one = ApiServer(create_app(rt, plain)).start()
-    two = ApiServer(create_app(rt, signed)).start()
+    one = ApiServer(create_app(rt.query_core, plain, not_ready=rt.index_not_ready)).start()
+    two = ApiServer(create_app(rt.query_core, signed, not_ready=rt.index_not_ready)).start()
     try:
         yield Served(root, plain, rt, one.url, two.url)
     finally:
@@ -461,15 +462,13 @@ def test_bad_text_is_422_everywhere_and_every_answered_question_is_audited(serve
 def test_lookalike_identities_get_nothing_and_the_audit_names_both(served: Served, srv: ScriptedServer, tmp_path: Path) -> None:
     """Issue 9: the forwarded jeß.rossi@ (or with ſ) is not the directory's jess.rossi@; the audit
     line keeps the header as received and the resolved account apart."""
-    from ancre.query.audit import AuditLog
-
     data = json.loads((served.root / "directory.json").read_text("utf-8"))
     sid = data["users"]["alice"]["sid"].rsplit("-", 1)[0] + "-1299"
     data["users"]["jess"] = {"sid": sid, "upn": "jess.rossi@axonix.ch", "groups": ["GG_Direction"]}
     (tmp_path / "directory.json").write_text(json.dumps(data), "utf-8")
     rt = served.rt
-    audit = AuditLog(tmp_path / "audit")
-    svc = AnswerService(rt.retriever, rt.store, FileDirectory(tmp_path / "directory.json"), served.settings, None, None, audit)
+    settings = served.settings.model_copy(update={"llm": LlmConfig(), "audit": AuditConfig(dir=tmp_path / "audit")})
+    svc = QueryCore(settings, replace(rt.query_core.parts, directory=FileDirectory(tmp_path / "directory.json")))
 
     def ask(email: str) -> httpx.Response:
         with TestClient(create_app(svc, served.settings)) as client:
@@ -484,7 +483,7 @@ def test_lookalike_identities_get_nothing_and_the_audit_names_both(served: Serve
         _no_trace(r, ROCHAT_FEE, "Rochat.docx")
     r = ask("jess")  # identity = "upn": an account name is not a UPN
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_identity"
-    audit.close()
+    svc.close()
     lines = [json.loads(x) for f in sorted((tmp_path / "audit").glob("audit-*.jsonl")) for x in f.read_text("utf-8").splitlines()]
     assert [(x["user"], x["account"]) for x in lines] == [
         ("Jess.Rossi@axonix.ch", "jess"), ("je\u00df.rossi@axonix.ch", None), ("je\u017fs.rossi@axonix.ch", None),
@@ -497,7 +496,8 @@ def test_directory_failure_fails_closed_with_503(served: Served, srv: ScriptedSe
     broken = tmp_path / "directory.json"
     broken.write_text("{ not json", encoding="utf-8")
     rt = served.rt
-    svc = AnswerService(rt.retriever, rt.store, FileDirectory(broken), served.settings, None, None, None)
+    settings = served.settings.model_copy(update={"llm": LlmConfig(), "audit": AuditConfig(enabled=False)})
+    svc = QueryCore(settings, replace(rt.query_core.parts, directory=FileDirectory(broken)))
     with TestClient(create_app(svc, served.settings)) as client:
         for path, body in (("/query", {"question": Q_BAUMONT}), ("/v1/chat/completions", chat_body(Q_BAUMONT)),
                            ("/v1/chat/completions", chat_body(Q_BAUMONT, stream=True))):
@@ -506,6 +506,7 @@ def test_directory_failure_fails_closed_with_503(served: Served, srv: ScriptedSe
             assert r.json()["error"]["code"] == "directory_unavailable" and str(broken) not in r.text
         health = client.get("/health")
         assert health.status_code == 503 and health.json()["checks"]["directory"]["status"] == "error"
+    svc.close()
     assert srv.requests_to("/api/chat") == []
 
 
@@ -531,7 +532,7 @@ def test_before_the_first_sync_answers_503_not_a_confident_refusal(tmp_path: Pat
     config = write_config(copy_corpus(tmp_path / "c"))
     settings = load_settings(config, llm={"kind": "ollama", "url": srv.url}, api={"api_key": KEY})
     rt = Runtime(settings)
-    server = ApiServer(create_app(rt, settings)).start()
+    server = ApiServer(create_app(rt.query_core, settings, not_ready=rt.index_not_ready)).start()
     try:
         r = _post(server.url, "/query", who("alice"))
         assert r.status_code == 503 and r.json()["error"]["code"] == "index_not_ready", r.text

@@ -39,37 +39,28 @@ def answer(raw: str = "Réponse [21_Contrat.docx].", sources: tuple[AnswerSource
     )
 
 
-class Store:
-    def count(self, collection: str) -> int:
-        return 3
-
-
-class Directory:
-    def __init__(self, fail: bool = False) -> None:
-        self.fail = fail
-
-    def sid_of(self, name: str) -> str | None:
-        if self.fail:
-            raise DirectoryError("directory file /etc/secret/directory.json: cannot read")
-        return None
-
-
 class Service:
     """Answers from a script: ``result`` (an Answer, or an exception to raise); streams the raw
     text in 4-character pieces, then raises ``fail_after`` if set."""
 
     def __init__(self, result: Answer | Exception, fail_after: Exception | None = None, directory_fails: bool = False) -> None:
-        self.result, self.fail_after = result, fail_after
-        self.store, self.directory = Store(), Directory(directory_fails)
+        self.result, self.fail_after, self.directory_fails = result, fail_after, directory_fails
         self.asked: list[tuple[str, str]] = []
 
-    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
+    def points(self) -> dict[str, int]:
+        return {"documents": 3, "documentation": 3}
+
+    def probe_directory(self) -> None:
+        if self.directory_fails:
+            raise DirectoryError("directory file /etc/secret/directory.json: cannot read")
+
+    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
         self.asked.append((question, user))
         if isinstance(self.result, Exception):
             raise self.result
         return self.result
 
-    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
         self.asked.append((question, user))
         if isinstance(self.result, Exception):
             raise self.result

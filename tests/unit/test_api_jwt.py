@@ -209,13 +209,13 @@ class _Service:
     def __init__(self) -> None:
         self.store, self.directory, self.asked = None, None, []  # type: ignore[var-annotated]
 
-    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
+    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
         self.asked.append(user)
         return Answer(REFUSAL, REFUSAL, (), True, ("refus",), (), "non_requise", True)
 
-    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
         yield REFUSAL
-        yield self.ask(question, user, identity=identity)
+        yield self.ask(question, user, asked_by=asked_by)
 
 
 def test_over_http_forged_tokens_get_401_and_a_valid_one_answers_as_its_user() -> None:

@@ -41,11 +41,11 @@ class _Service:
         self.store, self.directory = None, None
         self.asked: list[str] = []
 
-    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
+    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
         self.asked.append(question)
         return Answer(REFUSAL, REFUSAL, (), True, ("refus",), (), "non_requise", True)
 
-    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
         yield REFUSAL
         yield self.ask(question, user)
 

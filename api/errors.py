@@ -1,0 +1,138 @@
+"""The API's errors, always in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``
+(README "API"): :class:`ApiError` raised by the routes, and the exception handlers that map
+every other failure to a status — 401 identity, 422 bad body (the message names the field), 503
+directory / audit log / index unavailable (fail closed), 502 answering model, a bland 500 for
+anything else (logged server-side). No message carries a stack trace or document text."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ancre.api.identity import AuthError
+from ancre.api.schemas import INVALID_TEXT, ErrorResponse
+from ancre.errors import AncreError, AuditError, DirectoryError, EmbedderError, StoreError
+from ancre.query.llm import LlmError
+
+log = logging.getLogger("ancre.api")
+
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+"""The detail of the HTTP 400 FastAPI raises when the body can't be decoded (answered 422 here)."""
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse} for status in (401, 408, 413, 422, 502, 503)
+}
+"""The error statuses documented on the answering routes (OpenAPI)."""
+
+
+class ApiError(AncreError):
+    """An error answered as ``status`` with OpenAI's error shape."""
+
+    def __init__(self, status: int, code: str, message: str, *, param: str | None = None, type: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.param, self.type = status, code, message, param, type
+
+
+def error_body(message: str, type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def error_response(status: int, message: str, type: str, code: str | None, param: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """:func:`error_body` as a JSON response with ``status`` (HTTP status code)."""
+    return JSONResponse(error_body(message, type, code, param), status_code=status, headers=headers)
+
+
+def param_name(loc: Sequence[Any]) -> str:
+    """A validation error's location as a field name: ``("body", "messages", 0, "role")`` →
+    ``messages[0].role``."""
+    out = ""
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "header", "path") else loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+async def _api_error(request: Request, e: ApiError) -> JSONResponse:
+    return error_response(e.status, e.message, e.type, e.code, e.param)
+
+
+async def _auth_error(request: Request, e: AuthError) -> JSONResponse:
+    log.info("refused %s %s: %s", request.method, request.url.path, e.code)
+    return error_response(401, str(e), "invalid_request_error", e.code, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
+    errs = e.errors()
+    first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
+    if first.get("type") == INVALID_TEXT:  # the message already names the field
+        param = str(first.get("ctx", {}).get("param", "body"))
+        return error_response(422, str(first.get("msg")), "invalid_request_error", "invalid_value", param)
+    param = "body" if first.get("type") == "json_invalid" else param_name(first.get("loc", ()))
+    more = f" (and {len(errs) - 1} more error(s))" if len(errs) > 1 else ""
+    return error_response(422, f"{param}: {first.get('msg', 'invalid value')}{more}", "invalid_request_error",
+                          "invalid_value", param)
+
+
+async def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+    if e.status_code == 400 and e.detail == _FASTAPI_BODY_ERROR:
+        # FastAPI's answer to a body json.loads() cannot decode (not UTF-8, nested too deep):
+        # a bad body, 422 like every other one (README, OpenAPI)
+        return error_response(422, "body: the request body is not JSON in UTF-8 (RFC 8259)", "invalid_request_error",
+                              "invalid_value", "body")
+    code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
+    return error_response(e.status_code, str(e.detail), "invalid_request_error", code, headers=getattr(e, "headers", None))
+
+
+def _unavailable(status: int, code: str, message: str) -> Callable[[Request, Exception], Any]:
+    async def handler(request: Request, e: Exception) -> JSONResponse:
+        log.warning("%s %s: %s: %s", request.method, request.url.path, code, e)
+        return error_response(status, message, "server_error", code)
+    return handler
+
+
+async def _internal_error(request: Request, e: Exception) -> JSONResponse:
+    log.error("%s %s: internal error", request.method, request.url.path, exc_info=e)
+    return error_response(500, "internal error (see the server log)", "server_error", "internal_error")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register every handler on ``app`` (module doc)."""
+    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    app.add_exception_handler(AuthError, _auth_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(DirectoryError, _unavailable(
+        503, "directory_unavailable", "the directory cannot be read: no answer is given (fail closed)"))
+    app.add_exception_handler(AuditError, _unavailable(
+        503, "audit_unavailable", "the audit log cannot be written: the answer is withheld"))
+    app.add_exception_handler(LlmError, _unavailable(502, "model_unavailable", "the answering model failed"))
+    app.add_exception_handler(EmbedderError, _unavailable(503, "index_unavailable", "the search index is unavailable"))
+    app.add_exception_handler(StoreError, _unavailable(503, "index_unavailable", "the search index is unavailable"))
+    app.add_exception_handler(AncreError, _unavailable(503, "service_unavailable", "the service is unavailable"))
+    app.add_exception_handler(Exception, _internal_error)
+
+
+def stream_error(cid: str, e: Exception) -> dict[str, Any]:
+    """The ``{"error": …}`` event sent when a streamed answer fails after its headers went out
+    (OpenAI's SDKs raise on it); ``cid``: the completion id, for the log."""
+    if isinstance(e, LlmError):
+        log.warning("stream %s: the answering model failed: %s", cid, e)
+        return error_body("the answering model failed", "server_error", "model_unavailable")
+    if isinstance(e, AuditError):
+        log.warning("stream %s: audit log unavailable: %s", cid, e)
+        return error_body("the audit log cannot be written: the answer is withheld", "server_error", "audit_unavailable")
+    log.error("stream %s: internal error", cid, exc_info=e)
+    return error_body("internal error (see the server log)", "server_error", "internal_error")
+
+
+__all__ = ["ERROR_RESPONSES", "ApiError", "error_body", "error_response", "install_error_handlers", "param_name", "stream_error"]
