@@ -17,7 +17,7 @@ allowed, 404 unknown source, 409 busy, 503 directory/store/audit unavailable):
 ``GET /v1/status``            ``{"index": ancre status --json, "daemon": daemon status | null, "store_points": n}``
 ``POST /v1/search``           ``{question, user, limit}`` → the query core's search result
 ``POST /v1/ask``              ``{question, user}`` → the query core's :class:`~ancre.query.answer.Answer`
-``GET /v1/principals``        ``?user=`` → ``{"principals": [...]}``
+``GET /v1/principals``        ``?user=`` → ``{"account": name | null, "principals": [...]}``
 ``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
 ``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [rich markup lines]}``
 ``POST /v1/sync``             ``{source, force}`` → :class:`~ancre.daemon.service.SyncTicket`
@@ -73,6 +73,8 @@ class ControlQuery(Protocol):
     def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Any: ...
 
     def principals(self, user: str) -> frozenset[str]: ...
+
+    def account(self, user: str) -> str | None: ...
 
     def not_ready(self) -> str | None: ...
 
@@ -201,7 +203,7 @@ def create_control_app(parts: ControlParts) -> FastAPI:
     @app.get("/v1/principals")
     def principals(user: str, request: Request) -> dict[str, Any]:
         _as_user(who(request), user)
-        return {"principals": sorted(parts.query.principals(user))}
+        return {"account": parts.query.account(user), "principals": sorted(parts.query.principals(user))}
 
     @app.get("/v1/ready")
     def ready(request: Request) -> dict[str, Any]:

@@ -122,8 +122,8 @@ _SEARCH = TypeAdapter(SearchResult)
 
 class RemoteQueryCore:
     """The query core of the process owning the index, through its control socket: the methods
-    of :class:`~ancre.query.core.QueryCore` (``search``, ``ask``, ``principals``, ``not_ready``,
-    ``close``, context manager) with the same typed results. Who may ask as whom is decided by
+    of :class:`~ancre.query.core.QueryCore` (``search``, ``ask``, ``stream``, ``principals``,
+    ``account``, ``not_ready``, ``points``, ``close``, context manager) with the same typed results. Who may ask as whom is decided by
     the owner from this process's Unix identity (:mod:`ancre.api.control`)."""
 
     def __init__(self, client: ControlClient) -> None:
@@ -142,6 +142,11 @@ class RemoteQueryCore:
     def principals(self, user: str) -> frozenset[str]:
         """See :meth:`QueryCore.principals <ancre.query.core.QueryCore.principals>`."""
         return frozenset(self.client.get("/v1/principals", user=user)["principals"])
+
+    def account(self, user: str) -> str | None:
+        """See :meth:`QueryCore.account <ancre.query.core.QueryCore.account>`."""
+        account = self.client.get("/v1/principals", user=user)["account"]
+        return str(account) if account is not None else None
 
     def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
         """See :meth:`QueryCore.stream <ancre.query.core.QueryCore.stream>`: here the whole raw

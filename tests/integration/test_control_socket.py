@@ -144,7 +144,8 @@ def test_cli_and_query_core_through_the_socket_give_what_they_give_in_process(si
             assert isinstance(core, RemoteQueryCore)
             remote_search = core.search(f"forfait mensuel {token(4)}", "alice", limit=5)
             remote_answer = core.ask(f"Quel est le forfait du contrat {token(4)} ?", "alice")
-            assert core.principals("inconnu") == frozenset()
+            assert core.principals("inconnu") == frozenset() and core.account("inconnu") is None
+            assert core.account("alice") == "alice" and core.points()["documents"] > 0
         audited = _audit_lines(site.base)
         refused = site.cli("reindex", "--yes", check=False)
     finally:

@@ -35,6 +35,9 @@ class RecordingQuery:
     def principals(self, user: str) -> frozenset[str]:
         return frozenset()
 
+    def account(self, user: str) -> str | None:
+        return None
+
     def not_ready(self) -> str | None:
         return None
 
