@@ -58,3 +58,18 @@ class SourceUnavailableError(AncreError):
 class AuditError(AncreError):
     """An audit record could not be written. The answer is then withheld: every question must
     leave its record (nLPD), so a full disk or a read-only log folder fails closed."""
+
+
+class ControlError(AncreError):
+    """The local control socket (README "Running under systemd") could not be used: the owner
+    of the index stopped answering, or answered with an error this client does not know."""
+
+
+class ControlPermissionError(ControlError):
+    """The caller may not use the control socket (its file mode/group refuse it), or may not do
+    this through it (choosing another user is for root, the service user and the admin group)."""
+
+
+class ControlBusyError(ControlError):
+    """Refused by the owner of the index while it is busy (a pass running or queued), or because
+    the operation needs the index for itself (reindex)."""

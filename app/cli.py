@@ -69,6 +69,17 @@ def _settings(config: Path | None) -> Settings:
     return settings
 
 
+def _owner(settings: Settings) -> Any:
+    """A :class:`~ancre.query.remote.ControlClient` of the running ancre that owns the embedded
+    index (it answers on its control socket), else ``None`` (open the index in-process). Raises
+    :class:`~ancre.errors.ControlPermissionError` when its socket is closed to this user."""
+    if settings.store.kind != "edge":
+        return None
+    from ancre.query.remote import ControlClient
+
+    return ControlClient.find(settings)
+
+
 def _errors(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -95,6 +106,11 @@ def sync(
     from ancre.errors import DirectoryError
 
     settings = _settings(config)
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            _sync_remote(owner, source, force, as_json)
+        return
     with Runtime(settings) as rt:
         if directory_configured(settings):
             res = check_directory(rt)
@@ -126,6 +142,53 @@ def sync(
             raise typer.Exit(1)
 
 
+def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> None:
+    """``ancre sync`` when a running ancre owns the index: ask it for a pass (queued behind the
+    running one, if any), follow its progress, print the same reports. Ctrl-C stops following,
+    not the pass."""
+    from ancre.daemon.sync import PassReport
+
+    ticket = owner.post("/v1/sync", {"source": source, "force": force})
+    running = ticket["running"]
+    if running is not None:
+        err.print(
+            f"a {running['trigger']} pass of {running['source']} is running in the ancre that owns the index; "
+            f"a pass of {', '.join(ticket['sources'])} is queued after it", highlight=False,
+        )
+    else:
+        err.print(f"pass of {', '.join(ticket['sources'])} requested from the ancre that owns the index", highlight=False)
+    show = not as_json and console.is_terminal
+    try:
+        with Progress(
+            TextColumn("[bold]{task.fields[source]}[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True, disable=not show,
+        ) as prog:
+            task = prog.add_task("queued…", total=None, source=",".join(ticket["sources"]))
+            while True:
+                got = owner.get("/v1/sync/reports", since=ticket["requested_at"])
+                if all(s in got for s in ticket["sources"]):
+                    break
+                cur = (owner.get("/v1/status")["daemon"] or {}).get("current")
+                if cur is not None and cur["scope"] == "full" and cur["source"] in ticket["sources"]:
+                    prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
+                                description=(cur["path"] or "listing…")[-60:])
+                time.sleep(0.5)
+            reports = [PassReport(**{**got[s], "problems": [tuple(p) for p in got[s]["problems"]]}) for s in ticket["sources"]]
+            # as in-process: done once the keyword index includes the changes too
+            prog.update(task, description="BM25…")
+            while any(r.changed_index for r in reports) and (owner.get("/v1/status")["daemon"] or {}).get("bm25_dirty"):
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        err.print("stopped following; the pass goes on in the running ancre (`ancre status` shows it)")
+        raise typer.Exit(130) from None
+    if as_json:
+        console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
+    else:
+        _print_reports(reports)
+    if any(r.outcome != "ok" for r in reports):
+        raise typer.Exit(1)
+
+
 def _print_reports(reports: list[Any]) -> None:
     t = Table(title="sync")
     for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped",
@@ -151,13 +214,23 @@ def _print_reports(reports: list[Any]) -> None:
             console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
 
 
-def _warn_setup(rt: Runtime, user: str, principals: frozenset[str]) -> None:
+def _warn_setup(user: str, principals: frozenset[str], empty_index: bool) -> None:
     """Say on stderr when an empty answer is due to the setup, not to the documents: a user the
     directory does not know, or an index that was never synced."""
     if not principals:
         err.print(f"[yellow]warning: {user!r} is unknown to the directory — nothing is readable for this identity.[/]")
-    if not any(rt.store.count(c) for c in COLLECTIONS):
+    if empty_index:
         err.print("[yellow]warning: the index is empty — run `ancre sync` first.[/]")
+
+
+def _remote_setup(owner: Any, user: str) -> None:
+    """:func:`_warn_setup` with what the owner of the index says."""
+    principals = frozenset(owner.get("/v1/principals", user=user)["principals"])
+    _warn_setup(user, principals, owner.get("/v1/ready")["store_points"] == 0)
+
+
+def _empty(rt: Runtime) -> bool:
+    return not any(rt.store.count(c) for c in COLLECTIONS)
 
 
 @app.command()
@@ -171,10 +244,25 @@ def search(
 ) -> None:
     """Hybrid search (vector + BM25, RRF) trimmed to what USER may read now."""
     settings = _settings(config)
-    with Runtime(settings) as rt:
-        principals = rt.principals.principals(user)
-        _warn_setup(rt, user, principals)
-        res = rt.retriever.retrieve(question, principals, limit=limit)
+    owner = _owner(settings)
+    if owner is not None:
+        from ancre.query.remote import RemoteQueryCore
+
+        with RemoteQueryCore(owner) as core:
+            _remote_setup(owner, user)
+            found = core.search(question, user, limit=limit)
+    else:
+        with Runtime(settings) as rt:
+            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
+            found = rt.query_core.search(question, user, limit=limit)
+    rows, unverified = list(found.hits), list(found.unverified)
+    _print_search(question, user, rows, unverified, as_json)
+
+
+def _print_search(question: str, user: str, rows: list[Any], unverified: list[Any], as_json: bool) -> None:
+    """``ancre search`` output; ``rows``: results with ``filename``, ``path``, ``doc_id``,
+    ``chunk_index``, ``score``, ``location``, ``found_by``; ``unverified``: ``source``,
+    ``documents``, ``reason``."""
     if as_json:
         out = {
             "user": user,
@@ -183,15 +271,15 @@ def search(
                     "filename": r.filename, "path": r.path, "doc_id": r.doc_id, "chunk_index": r.chunk_index,
                     "score": round(r.score, 6), "location": r.location, "found_by": list(r.found_by),
                 }
-                for r in res.results
+                for r in rows
             ],
             "unverified": [
-                {"source": u.source, "documents": u.documents, "reason": u.reason} for u in res.unverified
+                {"source": u.source, "documents": u.documents, "reason": u.reason} for u in unverified
             ],
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
-    for u in res.unverified:
+    for u in unverified:
         err.print(
             f"[yellow]warning: {u.documents} result document(s) of source {u.source!r} left out: their rights "
             f"could not be checked live ({escape(u.reason)})[/]", highlight=False,
@@ -199,10 +287,10 @@ def search(
     t = Table(title=f"{question!r} as {user}")
     for col in ("#", "file", "folder", "chunk", "score", "found by"):
         t.add_column(col)
-    for i, r in enumerate(res.results, 1):
+    for i, r in enumerate(rows, 1):
         t.add_row(str(i), r.filename, r.location, str(r.chunk_index), f"{r.score:.4f}", "+".join(r.found_by))
     console.print(t)
-    if not res.results:
+    if not rows:
         console.print("[dim]no readable result[/]")
 
 
@@ -216,11 +304,25 @@ def ask(
 ) -> None:
     """Answer from what USER may read now: the answer, its sources with their folder, whether it
     is grounded (ancree), the controls that fired and the judge's verification. Without a model
-    configured (llm.kind = "none") the answer quotes the extracts (extractive mode)."""
+    configured (llm.kind = "none") the answer quotes the extracts (extractive mode). Through the
+    control socket of a running ancre, the audit line names the Unix user who asked."""
     settings = _settings(config)
-    with Runtime(settings) as rt:
-        _warn_setup(rt, user, rt.principals.principals(user))
-        ans = rt.answer_service.ask(question, user)
+    owner = _owner(settings)
+    if owner is not None:
+        from ancre.query.remote import RemoteQueryCore
+
+        with RemoteQueryCore(owner) as core:
+            _remote_setup(owner, user)
+            ans = core.ask(question, user)
+    else:
+        with Runtime(settings) as rt:
+            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
+            ans = rt.query_core.ask(question, user)
+    _print_answer(ans, as_json)
+
+
+def _print_answer(ans: Any, as_json: bool) -> None:
+    """``ancre ask`` output for an :class:`~ancre.query.answer.Answer`."""
     if as_json:
         out = {
             "reponse": ans.reponse,
@@ -272,131 +374,68 @@ def acl_explain(
     """Whether USER may read PATH, the ACE or rule that decided, with group names, and the
     principal (and its provider) that decided.
 
-    The source's connector states the rights: on an SMB source the file's security descriptor is
-    read from the server (and the share permissions, when configured, are applied on top); on a
-    folder source it comes from the ACL manifest, or from the source's configured principals."""
-    from urllib.parse import unquote
-
-    from ancre.acl.explain import explain_trace
-    from ancre.connectors.base import AclExplainable
-    from ancre.errors import ConfigError
-
+    On an SMB source the file's security descriptor is read from the server (and the share
+    permissions, when configured, are applied on top); on a folder source it comes from the ACL
+    manifest, or from the source's configured principals."""
     settings = _settings(config)
-    if not settings.sources:
-        raise ConfigError("sources: no source configured")
-    if "://" in path:
-        path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
-    rt = Runtime(settings)
-    src = settings.source(source) if source else _source_of_path(rt, path)
-    conn = rt.connector(src)
-    try:
-        if not isinstance(conn, AclExplainable):
-            raise ConfigError(f"sources.{src.id}: a {src.kind!r} source cannot explain its rights")
-        # the path sync gives that file: `..` resolved, never outside the source (else an error)
-        rel = conn.explain_path(path)
-        trace = conn.explain_acl(rel)
-        if trace.indexable is False:
-            console.print(
-                f"[yellow]note: {rel} is not an indexable file of source {src.id} (absent, ignored or "
-                "excluded); the rights below are those a file there would have.[/]", highlight=False,
-            )
-        console.print(explain_trace(trace, user, directory=rt.directory, resolver=rt.principals).render(), highlight=False)
-    finally:
-        rt.close()  # closes the connectors it built
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            lines = owner.post("/v1/acl/explain", {"path": path, "user": user, "source": source})["lines"]
+    else:
+        from ancre.app.explain import explain_lines
 
-
-def _source_of_path(rt: Runtime, path: str) -> Any:
-    """The source whose ``unc_root`` starts ``path``, else — for an absolute local path — the first
-    whose connector takes it as one of its own paths (a folder source's root), else the first
-    configured source."""
-    from ancre.acl.explain import PathOutsideSourceError
-    from ancre.connectors.base import AclExplainable
-
-    sources = rt.settings.sources
-    norm = path.replace("/", "\\").casefold()
-    for s in sources:
-        if s.unc_root and norm.startswith(s.unc_root.replace("/", "\\").rstrip("\\").casefold() + "\\"):
-            return s
-    if path.startswith("/"):
-        for s in sources:
-            conn = rt.connector(s)  # no I/O: only its path rules are asked
-            if not isinstance(conn, AclExplainable):
-                continue
-            try:
-                conn.explain_path(path)
-            except PathOutsideSourceError:
-                continue
-            return s
-    return sources[0]
+        lines = explain_lines(Runtime(settings), path, user, source)
+    for line in lines:
+        console.print(line, highlight=False)
 
 
 @app.command()
 @_errors
 def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Counts per source and status, last passes, failures and documents whose ACL can't be read."""
-    settings = _settings(config)
-    with Runtime(settings) as rt:
-        rt.state.close_stale_passes()  # a pass whose process died shows as crashed, not running
-        items = rt.state.all_items()
-        passes = rt.state.last_passes(20)
-        gen = rt.bm25.current_generation()
-    counts: dict[tuple[str, str], int] = {}
-    chunks: dict[str, int] = {}
-    for it in items:
-        counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
-        chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == "indexed")
-    # (source, path, status, problem, reason): failed/skipped/pending documents, and indexed ones
-    # whose ACL could not be read (their row's reason; readable by nobody)
-    problems = [
-        (i.source, i.path, i.status, i.status if i.status != "indexed" else "acl_unreadable", i.reason)
-        for i in items if i.status in ("failed", "skipped", "pending") or (i.status == "indexed" and i.reason)
-    ]
-    acl_unreadable: dict[str, int] = {}
-    for p in problems:
-        if p[3] == "acl_unreadable":
-            acl_unreadable[p[0]] = acl_unreadable.get(p[0], 0) + 1
-    from ancre.daemon.sync import skip_reason_key
+    from ancre.daemon.progress import index_status
 
-    skipped: dict[tuple[str, str], int] = {}
-    for it in items:
-        if it.status == "skipped":
-            key = (it.source, skip_reason_key(it.reason))
-            skipped[key] = skipped.get(key, 0) + 1
+    settings = _settings(config)
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            data = owner.get("/v1/status")["index"]
+    else:
+        with Runtime(settings) as rt:
+            data = index_status(rt.state, rt.bm25.current_generation())
     if as_json:
-        sys.stdout.write(json.dumps({
-            "counts": [{"source": s, "status": st, "n": n} for (s, st), n in sorted(counts.items())],
-            "chunks": chunks, "bm25_generation": gen, "acl_unreadable": acl_unreadable,
-            "passes": [{"source": p[0], "started_at": p[1], "finished_at": p[2], "outcome": p[3]} for p in passes],
-            "problems": [
-                {"source": p[0], "path": p[1], "status": p[2], "problem": p[3], "reason": p[4]} for p in problems
-            ],
-            "skipped": [{"source": s, "reason": r, "n": n} for (s, r), n in sorted(skipped.items())],
-        }, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
         return
+    _print_status(data)
+
+
+def _print_status(d: dict[str, Any]) -> None:
+    """The tables and lines of ``ancre status`` from its JSON form (:func:`~ancre.daemon.progress.index_status`)."""
     t = Table(title="documents")
     for c in ("source", "status", "documents"):
         t.add_column(c)
-    for (s, st), n in sorted(counts.items()):
-        t.add_row(s, st, str(n))
+    for c in d["counts"]:
+        t.add_row(c["source"], c["status"], str(c["n"]))
     console.print(t)
-    if skipped:
+    if d["skipped"]:
         ts = Table(title="skipped, by reason")
         for c in ("source", "reason", "documents"):
             ts.add_column(c)
-        for (s, r), n in sorted(skipped.items()):
-            ts.add_row(s, r, str(n))
+        for k in d["skipped"]:
+            ts.add_row(k["source"], k["reason"], str(k["n"]))
         console.print(ts)
-    console.print(f"chunks indexed: {sum(chunks.values())}   BM25 generation: {gen}")
-    last: dict[str, tuple[str, float, float | None, str | None, str | None]] = {}
-    for p in passes:
-        last.setdefault(p[0], p)
+    console.print(f"chunks indexed: {sum(d['chunks'].values())}   BM25 generation: {d['bm25_generation']}")
+    last: dict[str, dict[str, Any]] = {}
+    for p in d["passes"]:
+        last.setdefault(p["source"], p)
     for s, p in last.items():
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p[2] or p[1]))
-        console.print(f"last pass of {s}: {when} — {p[3] or 'running/interrupted'}")
-    for s, n in sorted(acl_unreadable.items()):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p["finished_at"] or p["started_at"]))
+        console.print(f"last pass of {s}: {when} — {p['outcome'] or 'running/interrupted'}")
+    for s, n in sorted(d["acl_unreadable"].items()):
         console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable[/]", highlight=False)
-    for s, path, _st, problem, reason in problems:
-        console.print(f"  {problem:8} {s}:{path}  [dim]{reason}[/]", highlight=False)
+    for p in d["problems"]:
+        console.print(f"  {p['problem']:8} {p['source']}:{p['path']}  [dim]{p['reason']}[/]", highlight=False)
 
 
 @app.command()
@@ -444,6 +483,10 @@ def reindex(
     where = data if settings.store.kind == "edge" else settings.store.url or settings.store.path
     if not yes:
         typer.confirm(f"Delete the index ({where}) and rebuild it with {settings.embedder.kind}?", abort=True)
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            owner.post("/v1/reindex")  # refused by the owner: ControlBusyError says why
     store = make_store(settings.store, data)
     try:
         store.drop_all()
@@ -463,7 +506,7 @@ def reindex(
 def daemon(config: ConfigOpt = None) -> None:
     """Run the sync daemon: initial sync, then file-system events, periodic reconciliation and
     ACL sweeps until SIGTERM; SIGHUP = full resync now (systemd: Type=notify)."""
-    from ancre.daemon.service import run_daemon
+    from ancre.app.daemon import run_daemon
 
     raise typer.Exit(run_daemon(_settings(config)))
 

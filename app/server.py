@@ -210,6 +210,7 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     :class:`~ancre.errors.ConfigError` without a service key, ``OSError`` when the port is taken."""
     from ancre.api.app import create_app
     from ancre.daemon.logs import setup_logging
+    from ancre.app.control import serve_control
     from ancre.app.runtime import Runtime
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
@@ -218,7 +219,15 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
         core = rt.query_core  # opens the store now: StoreLockedError names the owner
         app = create_app(core, settings, not_ready=core.not_ready)
         _ = core.answers  # built here, not racing in the first requests
-        server = _listen(app, settings, host, port)
+        # with the embedded store this process owns the index: the admin's CLI goes through its
+        # control socket (with a Qdrant server the daemon, running apart, serves it)
+        control = serve_control(rt, None) if settings.store.kind == "edge" else None
+        try:
+            server = _listen(app, settings, host, port)
+        except BaseException:
+            if control is not None:
+                control.stop()
+            raise
         try:
             while not signals.term and server.alive():
                 time.sleep(0.1)
@@ -228,6 +237,8 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
         finally:
             log.info("API stopping")
             server.stop()
+            if control is not None:
+                control.stop()
     return 0 if signals.term else 1
 
 
@@ -242,18 +253,25 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     ``ancre daemon`` does."""
     from ancre.api.app import create_app
     from ancre.daemon.logs import setup_logging
+    from ancre.app.control import ControlServer, serve_control
+    from ancre.app.daemon import make_daemon
     from ancre.app.runtime import Runtime
-    from ancre.daemon.service import Daemon
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
     rt = Runtime(settings)
-    daemon = Daemon(settings, runtime=rt)
+    try:
+        daemon = make_daemon(rt)  # opens the store: StoreLockedError names the owner
+    except BaseException:
+        rt.close()
+        raise
     server: ApiServer | None = None
+    control: ControlServer | None = None
     clean = True
     try:
-        core = rt.query_core  # opens the store: StoreLockedError names the owner
+        core = rt.query_core
         app = create_app(core, settings, not_ready=core.not_ready, registries=[daemon.metrics.registry])
+        control = serve_control(rt, daemon)
         daemon.start()
         _ = core.answers  # built here, not racing in the first requests
         server = _listen(app, settings, host, port)
@@ -270,6 +288,8 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
         clean = daemon.stop()
         if server is not None:
             server.stop()
+        if control is not None:
+            control.stop()
         if clean:
             rt.close()
     if not clean:

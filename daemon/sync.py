@@ -53,7 +53,7 @@ from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnav
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import PointWrite, Store
-from ancre.models import COLLECTIONS, Acl, Chunk, ChunkPayload, SourceItem
+from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, SourceItem
 
 log = logging.getLogger("ancre.sync")
 
@@ -538,21 +538,25 @@ class SyncEngine:
         try:
             crash_point("extract")
             blocks = self.pool.extract(data, item.filename)
-            del data
-            chunks = chunk_blocks(
-                item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars
-            )
-            del blocks
-            if not chunks:
-                raise ExtractionError("empty", "no text found")
-            max_chunks = self.settings.extraction.max_chunks
-            if len(chunks) > max_chunks:
-                raise ExtractionError("too_large", f"{len(chunks)} chunks > extraction.max_chunks ({max_chunks})")
+            del data  # the bytes are not kept while chunking (peak memory)
+            chunks = self._chunks_of(item, blocks)
         except ExtractionError as e:
             self._record_failure(item, prev, collection, acl_hash, rep, e, content_hash)
             return None
 
         return _Planned(item, prev, collection, acl, acl_hash, content_hash, chunks, epoch)
+
+    def _chunks_of(self, item: SourceItem, blocks: tuple[Block, ...]) -> list[Chunk]:
+        """The chunks of ``item``'s extracted ``blocks``. Raises
+        :class:`~ancre.errors.ExtractionError` (``empty``: no text; ``too_large``: over
+        ``extraction.max_chunks`` chunks)."""
+        chunks = chunk_blocks(item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars)
+        if not chunks:
+            raise ExtractionError("empty", "no text found")
+        max_chunks = self.settings.extraction.max_chunks
+        if len(chunks) > max_chunks:
+            raise ExtractionError("too_large", f"{len(chunks)} chunks > extraction.max_chunks ({max_chunks})")
+        return chunks
 
     def _may_retry(self, prev: ItemState) -> bool:
         """Whether a ``failed``/``skipped`` row of an unchanged document is tried again now:

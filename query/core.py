@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.directory_factory import make_directory
@@ -56,6 +57,9 @@ from ancre.query.judge import Judge
 from ancre.query.live_acl import LiveAclChecker, Unverified
 from ancre.query.llm import make_chat_client
 from ancre.query.retrieval import Retriever
+
+if TYPE_CHECKING:
+    from ancre.query.remote import RemoteQueryCore
 
 PROBE_USER = "ancre-health-probe"
 """A name looked up in the directory by :meth:`QueryCore.probe_directory` (unknown: only
@@ -212,21 +216,35 @@ class QueryCore:
         self._ready = False
 
     @classmethod
-    def open(cls, config: Settings | str | os.PathLike[str] | None = None) -> QueryCore:
+    def open(cls, config: Settings | str | os.PathLike[str] | None = None) -> QueryCore | RemoteQueryCore:
         """The query core over the index ``config`` describes: a loaded
         :class:`~ancre.config.Settings`, a TOML file, or ``None`` for ``$ANCRE_CONFIG`` else
-        ``./ancre.toml``. Like every ancre entry point, makes ancre's files private first (the
-        process umask gains 077; :func:`~ancre.index.private.make_private`). Close it (or use it
-        as a context manager) to release the store.
+        ``./ancre.toml``.
+
+        With the embedded store (``store.kind = "edge"``) owned by a running ``ancre daemon`` /
+        ``ancre serve``, returns a :class:`~ancre.query.remote.RemoteQueryCore` that asks that
+        process through its control socket (README "Running under systemd"): same methods, same
+        typed results. Otherwise opens the index in this process: like every ancre entry point,
+        makes ancre's files private first (the process umask gains 077;
+        :func:`~ancre.index.private.make_private`). Close it (or use it as a context manager) to
+        release the store.
 
         Raises :class:`~ancre.errors.ConfigError` (missing file, bad key or value, named),
-        :class:`~ancre.errors.StoreLockedError` when the embedded store is owned by another
-        process (a running ``ancre daemon`` / ``ancre serve``; with ``store.kind = "qdrant"``
-        any number of processes share the server), :class:`~ancre.errors.EmbedderMismatchError`
-        when the index was built by another embedder, :class:`~ancre.errors.StoreError` /
-        :class:`~ancre.errors.EmbedderError` when a backend can't be reached.
+        :class:`~ancre.errors.ControlPermissionError` when the index is owned by a running ancre
+        whose control socket this process may not open, :class:`~ancre.errors.StoreLockedError`
+        when the embedded store is owned by another process that serves no control socket (with
+        ``store.kind = "qdrant"`` any number of processes share the server),
+        :class:`~ancre.errors.EmbedderMismatchError` when the index was built by another
+        embedder, :class:`~ancre.errors.StoreError` / :class:`~ancre.errors.EmbedderError` when a
+        backend can't be reached.
         """
         settings = config if isinstance(config, Settings) else load_settings(config_path(config))
+        if settings.store.kind == "edge":
+            from ancre.query.remote import ControlClient, RemoteQueryCore
+
+            client = ControlClient.find(settings)
+            if client is not None:
+                return RemoteQueryCore(client)
         make_private(Path(settings.data_dir), Path(settings.audit.dir) if settings.audit.dir is not None else None)
         parts = QueryParts.from_settings(settings)
         try:

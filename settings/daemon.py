@@ -4,9 +4,19 @@
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+log = logging.getLogger("ancre.config")
+
+CONTROL_SOCKET_NAME = "control.sock"
+SYSTEMD_RUNTIME_DIR = Path("/run/ancre")
+"""Where systemd's ``RuntimeDirectory=ancre`` puts the service's runtime directory."""
 
 WatchMode = Literal["auto", "inotify", "poll", "off"]
 """How a folder source is watched: ``inotify`` (watchdog's native observer), ``poll`` (watchdog's
@@ -46,9 +56,17 @@ class DaemonConfig(BaseModel):
     """Prometheus ``/metrics`` port (prometheus-client); ``None`` disables it, 0 picks a free port
     (written to ``daemon-status.json``)."""
     control_port: int | None = Field(None, ge=0, le=65535)
-    """Ops/debug HTTP endpoint on ``127.0.0.1`` (``/status``, ``/search?q=&as=``), off by
-    default: it answers as any user, so it is bound to loopback only and meant for tests and
-    operators on the host. 0 picks a free port."""
+    """Deprecated and ignored: the control endpoint is now the local control socket
+    (``control_socket``), never a TCP port. Still accepted (with a warning) so old configs load."""
+    control_socket: Path | None = None
+    """The control socket's path (a Unix domain socket; see README "Running under systemd").
+    Default: ``$RUNTIME_DIRECTORY/control.sock`` when systemd gives one (``RuntimeDirectory=ancre``),
+    else ``<data_dir>/run/control.sock``. Set it when the admin's shell can't find it by itself
+    (several instances on one host)."""
+    admin_group: str = "ancre-admin"
+    """Unix group whose members (with root and the service user) may use the control socket as
+    an admin: search and ask as any user, request passes. The socket is created mode 0660 with
+    this group when it exists."""
     watchdog_interval_s: float | None = Field(None, gt=0)
     """Interval of systemd ``WATCHDOG=1`` keep-alives; default: half of ``$WATCHDOG_USEC``."""
     status_interval_s: float = Field(5.0, gt=0)
@@ -59,6 +77,37 @@ class DaemonConfig(BaseModel):
     """Log lines on stdout: one JSON object per line (journald) or plain text."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Level of ancre's own log lines unless ``[logging] ancre`` is set."""
+
+    @field_validator("control_port")
+    @classmethod
+    def _deprecated_port(cls, v: int | None) -> int | None:
+        if v is not None:
+            log.warning("daemon.control_port is deprecated and ignored: the control endpoint is the local socket "
+                        "(daemon.control_socket); it never listens on TCP")
+        return v
+
+
+def control_socket_path(cfg: DaemonConfig, data_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """Where the process owning the index serves its control socket: ``cfg.control_socket``, else
+    the first directory of ``$RUNTIME_DIRECTORY`` (systemd ``RuntimeDirectory=``), else
+    ``<data_dir>/run``, + ``control.sock``."""
+    env = os.environ if environ is None else environ
+    if cfg.control_socket is not None:
+        return Path(cfg.control_socket)
+    runtime_dir = env.get("RUNTIME_DIRECTORY", "").split(":")[0]
+    if runtime_dir:
+        return Path(runtime_dir) / CONTROL_SOCKET_NAME
+    return Path(data_dir) / "run" / CONTROL_SOCKET_NAME
+
+
+def control_socket_candidates(cfg: DaemonConfig, data_dir: Path, environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Where a client looks for the control socket, in order: :func:`control_socket_path` as this
+    process would compute it, then (unless ``cfg.control_socket`` is set) systemd's
+    ``/run/ancre/control.sock`` — an admin's shell has no ``$RUNTIME_DIRECTORY``."""
+    first = control_socket_path(cfg, data_dir, environ)
+    if cfg.control_socket is not None:
+        return (first,)
+    return tuple(dict.fromkeys((first, Path(data_dir) / "run" / CONTROL_SOCKET_NAME, SYSTEMD_RUNTIME_DIR / CONTROL_SOCKET_NAME)))
 
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -118,4 +167,4 @@ class LoggingConfig(BaseModel):
         return out
 
 
-__all__ = ["LIBRARY_LOGGERS", "DaemonConfig", "LogLevel", "LoggingConfig", "WatchMode"]
+__all__ = ["CONTROL_SOCKET_NAME", "LIBRARY_LOGGERS", "DaemonConfig", "control_socket_candidates", "control_socket_path", "LogLevel", "LoggingConfig", "WatchMode"]

@@ -691,12 +691,12 @@ principals = ["sid:S-1-1-0"]
         metrics = httpx.get(f"{url}/metrics").text
         assert "ancre_api_requests_total" in metrics and "ancre_passes_total" in metrics  # API and daemon
 
-        # a second process cannot open the embedded store: a clear error naming the owner
-        other = subprocess.run(_ancre("search", "coffre", "--as", "alice", "--config", str(config)),
+        # the CLI of another process goes through the control socket of `ancre serve` (issue 16)
+        other = subprocess.run(_ancre("search", "coffre vorxbbbb", "--as", "alice", "--json", "--config", str(config)),
                                capture_output=True, env=env, cwd=tmp_path, timeout=120)
-        assert other.returncode == 2, other
-        message = " ".join(other.stderr.decode().split())
-        assert f"PID {proc.pid}" in message and "ancre serve" in message and "Qdrant server" in message
+        assert other.returncode == 0, other
+        assert "note.md" in [r["filename"] for r in json.loads(other.stdout)["results"]]
+        # a second process cannot open the embedded store: a clear error naming the owner
         api_alone = subprocess.run(_ancre("api", "--config", str(config), "--port", str(_free_port())),
                                    capture_output=True, env=env, cwd=tmp_path, timeout=120)
         assert api_alone.returncode == 2 and f"PID {proc.pid}" in " ".join(api_alone.stderr.decode().split())

@@ -1,8 +1,8 @@
 """Issue 5: ``ancre daemon`` as a subprocess on a temporary folder source (e5-local, embedded store).
 
 The embedded store has one owner, so while the daemon runs the tests look inside it through its
-status file and its loopback control endpoint (``daemon.control_port``: ``/status``,
-``/search``); once it is stopped they open the index in process and compare it with the folder.
+status file and its local control socket (``/v1/status``, ``/v1/search``); once it is
+stopped they open the index in process and compare it with the folder.
 A file is *searchable* when the keyword side of the search finds it (so the BM25 generation with
 the change is published); *gone* when no search result names it.
 """

@@ -33,7 +33,7 @@ def test_status_shows_progress_while_a_pass_runs(tmp_path: Path) -> None:
         assert cur["to_do"] == N_FILES - cur["done"] and cur["path"].startswith("docs/d")
         assert isinstance(st["queue_depth"], int)
         assert "last_full" not in st["sources"].get("t", {})  # the pass has not ended yet
-        assert "current" in d._get("/status")  # the control endpoint serves the same status
+        assert "current" in d._get("/v1/status")["daemon"]  # the control socket serves the same status
 
         seen_live = d.wait_for(
             lambda: [f for f in listener.fields() if re.search(r"startup pass of t: \d+/150 done, \d+ to do; .*queue \d+", f)],

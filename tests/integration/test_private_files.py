@@ -13,7 +13,8 @@ import pytest
 
 from ancre.config import load_settings
 from ancre.app.runtime import Runtime
-from ancre.daemon.service import STATUS_FILE, Daemon
+from ancre.app.daemon import make_daemon
+from ancre.daemon.service import STATUS_FILE
 from support.daemon_proc import USER, token, write_daemon_config
 
 
@@ -54,7 +55,7 @@ def test_data_dir_is_private_whatever_the_umask(tmp_path: Path, permissive_umask
         assert rep.outcome == "ok" and rep.new == 1
         answer = rt.answer_service.ask(f"contrat de maintenance {token(1)}", USER)
         assert answer.sources
-        d = Daemon(settings, runtime=rt)
+        d = make_daemon(rt)
         d.start()
         d.stop()
     finally:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ancre.config import load_settings
 from ancre.app.runtime import Runtime
-from ancre.daemon.service import Daemon
+from ancre.app.daemon import make_daemon
 from support.httpserver import Request, ScriptedServer
 from support.rights_tree import write_acl, write_config, write_directory
 
@@ -86,7 +86,7 @@ def test_a_revocation_goes_ahead_of_an_embedding_backlog(tmp_path: Path) -> None
             for i in range(BACKLOG):
                 (share / "ARRIERE" / f"a{i:03d}.txt").write_text(f"document en arriéré numéro {i}", encoding="utf-8")
             (share / "OUVERT" / "modifie.txt").write_text("budget définitif quimbrel, arriéré", encoding="utf-8")
-            daemon = Daemon(rt.settings, runtime=rt)
+            daemon = make_daemon(rt)
             daemon.start()
             try:
                 _wait(gate.blocked.is_set, "the worker to be held embedding the backlog")

@@ -1,6 +1,6 @@
 """Run ``ancre daemon`` as a subprocess on a temporary folder source and look inside it through
-its status file and its loopback control endpoint (the embedded store has one owner, so nothing
-else may open it while the daemon runs). Shared by ``tests/integration/test_daemon.py`` and
+its status file and its local control socket (the embedded store has one owner, so nothing else
+may open it while the daemon runs). Shared by ``tests/integration/test_daemon.py`` and
 ``tests/bench/bench_daemon.py``."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -34,20 +33,22 @@ def token(i: int, prefix: str = "vorx") -> str:
 
 
 def write_daemon_config(
-    dest: Path, *, root: str = "tree", daemon: dict[str, Any] | None = None, source: str = ""
+    dest: Path, *, root: str = "tree", daemon: dict[str, Any] | None = None, source: str = "",
+    embedder: str = 'kind = "e5-local"',
 ) -> Path:
     """An ``ancre.toml`` in ``dest``: one folder source ``t`` at ``dest/root`` readable by Everyone,
-    e5-local, edge store, the corpus directory, and a ``[daemon]`` section (control and metrics
-    ports picked freely, short debounce) updated with ``daemon``."""
+    e5-local, edge store, the corpus directory, and a ``[daemon]`` section (metrics port picked
+    freely, short debounce; the control socket at ``<data_dir>/run/control.sock``) updated with
+    ``daemon`` (a ``None`` value removes the key); ``embedder``: the ``[embedder]`` section's body."""
     shutil.copy2(CORPUS / "directory.json", dest / "directory.json")
-    opts: dict[str, Any] = {"control_port": 0, "metrics_port": 0, "debounce_s": 0.5, "status_interval_s": 1.0}
+    opts: dict[str, Any] = {"metrics_port": 0, "debounce_s": 0.5, "status_interval_s": 1.0}
     opts.update(daemon or {})
-    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in opts.items())
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in opts.items() if v is not None)
     cfg = dest / "ancre.toml"
     cfg.write_text(
         f'''data_dir = "data"
 [embedder]
-kind = "e5-local"
+{embedder}
 [store]
 kind = "edge"
 [directory]
@@ -107,7 +108,9 @@ class DaemonProc:
         self.base = config.parent
         self.status_file = self.base / "data" / "daemon-status.json"
         self.env = dict(os.environ)
-        for inherited in ("ANCRE_TEST_CRASH_AT", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "ANCRE_CONFIG"):
+        for inherited in (
+            "ANCRE_TEST_CRASH_AT", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "ANCRE_CONFIG", "RUNTIME_DIRECTORY",
+        ):
             self.env.pop(inherited, None)
         self.env.update(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
@@ -202,17 +205,24 @@ class DaemonProc:
 
         return self.wait_for(ok, "the daemon to be idle", timeout)
 
-    def _get(self, path: str) -> Any:
+    def control(self) -> Any:
+        """A :class:`~ancre.query.remote.ControlClient` on the daemon's control socket (``OSError``
+        before it is served)."""
+        from ancre.query.remote import ControlClient
+
         st = self.status()
-        if not st or not st.get("control_port"):
-            raise OSError("no control port yet")
-        with urllib.request.urlopen(f"http://127.0.0.1:{st['control_port']}{path}", timeout=30) as r:
-            return json.loads(r.read())
+        if not st or not st.get("control_socket"):
+            raise OSError("no control socket yet")
+        return ControlClient(Path(st["control_socket"]), timeout_s=30)
+
+    def _get(self, path: str) -> Any:
+        with self.control() as c:
+            return c.get(path)
 
     def search(self, q: str, user: str = USER, limit: int = 50) -> list[dict[str, Any]]:
-        """Results of ``/search`` (``ancre search --json`` shape)."""
-        qs = urllib.parse.urlencode({"q": q, "as": user, "limit": limit})
-        return list(self._get(f"/search?{qs}")["results"])
+        """Hits of the control socket's ``/v1/search`` (``path``, ``found_by``, ...)."""
+        with self.control() as c:
+            return list(c.post("/v1/search", {"question": q, "user": user, "limit": limit})["hits"])
 
     def bm25_paths(self, q: str) -> set[str]:
         """Paths that the keyword side of the search finds for ``q`` (i.e. searchable)."""

@@ -1,0 +1,259 @@
+"""The local control API (FastAPI), served on a Unix domain socket by the process that owns the
+index (``ancre daemon`` or ``ancre serve``; :mod:`ancre.app.control` runs it). It lets the admin's
+CLI (``ancre search``, ``ask``, ``acl explain``, ``status``, ``sync``, ``reindex``) and the query
+core imported by another program (:class:`~ancre.query.remote.RemoteQueryCore`) work while the
+embedded store is held by that process. See README "Running under systemd".
+
+Who may do what — the caller's Unix identity comes from the socket (``SO_PEERCRED``, put in the
+request's ``state.peer`` by the server): **admins** (root, the service's own user, members of
+``daemon.admin_group``) may search, ask and explain as any user, read the status and request
+passes; any other caller that can open the socket may only search, ask and explain as its own
+login name. Every answer is still trimmed by the rights of the user asked about, and every
+``ask`` is audited with the admin who asked (``asked_by``, ``unix:<login>``).
+
+Endpoints (JSON; errors ``{"error": message, "type": AncreError subclass name}``: 403 not
+allowed, 404 unknown source, 409 busy, 503 directory/store/audit unavailable):
+
+``GET /v1/status``            ``{"index": ancre status --json, "daemon": daemon status | null, "store_points": n}``
+``POST /v1/search``           ``{question, user, limit}`` → the query core's search result
+``POST /v1/ask``              ``{question, user}`` → the query core's :class:`~ancre.query.answer.Answer`
+``GET /v1/principals``        ``?user=`` → ``{"account": name | null, "principals": [...]}``
+``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
+``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [rich markup lines]}``
+``POST /v1/sync``             ``{source, force}`` → :class:`~ancre.daemon.service.SyncTicket`
+``GET /v1/sync/reports``      ``?since=`` → ``{source: PassReport}`` (full passes started since)
+``POST /v1/reindex``          always refused here (409 while a pass runs or is queued, else 409
+                              saying to stop the service first: a reindex drops the store).
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import os
+import pwd
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
+
+from ancre.daemon.service import Daemon
+from ancre import errors
+from ancre.errors import AncreError, ControlBusyError, ControlPermissionError
+
+log = logging.getLogger("ancre.control")
+
+
+@dataclass(frozen=True)
+class PeerCred:
+    """The connected process's credentials (``SO_PEERCRED``, socket(7)): ``pid``, ``uid``, ``gid``."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: ``login`` (Unix user name, ``uid:<n>`` when it has none) and ``admin``."""
+
+    login: str
+    admin: bool
+
+
+class ControlQuery(Protocol):
+    """What the control API needs from the query core (:class:`~ancre.query.QueryCore` satisfies it)."""
+
+    def search(self, question: str, user: str, *, limit: int | None = None) -> Any: ...
+
+    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Any: ...
+
+    def principals(self, user: str) -> frozenset[str]: ...
+
+    def account(self, user: str) -> str | None: ...
+
+    def not_ready(self) -> str | None: ...
+
+    def points(self) -> Mapping[str, int]: ...
+
+
+@dataclass(frozen=True)
+class ControlParts:
+    """The typed services the control API serves, from the composition root.
+
+    ``query``: the query core; ``index_status()``: the ``ancre status --json`` dict;
+    ``store_points()``: points in the store (0: never synced); ``explain(path, user, source)``:
+    the lines ``ancre acl explain`` prints (rich markup); ``daemon``: the running daemon
+    (``None``: no sync here); ``admin_group``: ``daemon.admin_group``."""
+
+    query: ControlQuery
+    index_status: Callable[[], dict[str, Any]]
+    store_points: Callable[[], int]
+    explain: Callable[[str, str, str | None], list[str]]
+    daemon: Daemon | None
+    admin_group: str
+
+
+class _Ask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1)
+    user: str = Field(min_length=1)
+
+
+class _Search(_Ask):
+    limit: int | None = Field(None, ge=1, le=1000)
+
+
+class _Explain(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1)
+    user: str = Field(min_length=1)
+    source: str | None = None
+
+
+class _Sync(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str | None = None
+    force: bool = False
+
+
+def is_admin(peer: PeerCred, admin_group: str) -> bool:
+    """Root, this process's own user, or a member of ``admin_group`` (primary or supplementary,
+    through NSS: ``getgrouplist(3)``)."""
+    if peer.uid in (0, os.getuid()):
+        return True
+    try:
+        gid = grp.getgrnam(admin_group).gr_gid
+        name = pwd.getpwuid(peer.uid).pw_name
+    except KeyError:
+        return False
+    return gid == peer.gid or gid in os.getgrouplist(name, peer.gid)
+
+
+def caller_of(request: Request, admin_group: str) -> Caller:
+    """The caller of ``request`` from its peer credentials; no credentials (not a Unix socket)
+    gets nothing: :class:`ControlPermissionError`."""
+    peer = getattr(request.state, "peer", None)
+    if not isinstance(peer, PeerCred):
+        raise ControlPermissionError("no peer credentials: the control API answers on its Unix socket only")
+    try:
+        login = pwd.getpwuid(peer.uid).pw_name
+    except KeyError:
+        login = f"uid:{peer.uid}"
+    return Caller(login, is_admin(peer, admin_group))
+
+
+def _as_user(caller: Caller, user: str) -> str:
+    if not caller.admin and user != caller.login:
+        raise ControlPermissionError(
+            f"{caller.login} may only search and ask as itself here: choosing the user is for root, the service "
+            "user and members of the admin group"
+        )
+    return user
+
+
+def _admin(caller: Caller, what: str) -> None:
+    if not caller.admin:
+        raise ControlPermissionError(f"{what} is for root, the service user and members of the admin group")
+
+
+_STATUS = {ControlPermissionError: 403, errors.ConfigError: 404, ControlBusyError: 409, errors.DirectoryError: 503,
+           errors.StoreError: 503, errors.AuditError: 503, errors.EmbedderError: 503}
+
+
+def _status_of(e: AncreError) -> int:
+    for cls in type(e).__mro__:
+        if cls in _STATUS:
+            return _STATUS[cls]
+    return 500
+
+
+def create_control_app(parts: ControlParts) -> FastAPI:
+    """The control API over ``parts`` (see the module doc)."""
+    app = FastAPI(title="ancre control", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(AncreError)
+    async def _ancre_error(request: Request, e: AncreError) -> JSONResponse:
+        return JSONResponse({"error": str(e), "type": type(e).__name__}, status_code=_status_of(e))
+
+    def who(request: Request) -> Caller:
+        return caller_of(request, parts.admin_group)
+
+    @app.get("/v1/status")
+    def status(request: Request) -> dict[str, Any]:
+        _admin(who(request), "the status")
+        d = parts.daemon
+        return {"index": parts.index_status(), "daemon": d.status() if d else None, "store_points": parts.store_points()}
+
+    @app.post("/v1/search")
+    def search(body: _Search, request: Request) -> Any:
+        user = _as_user(who(request), body.user)
+        return to_jsonable_python(parts.query.search(body.question, user, limit=body.limit))
+
+    @app.post("/v1/ask")
+    def ask(body: _Ask, request: Request) -> Any:
+        caller = who(request)
+        user = _as_user(caller, body.user)
+        return to_jsonable_python(parts.query.ask(body.question, user, asked_by=f"unix:{caller.login}"))
+
+    @app.get("/v1/principals")
+    def principals(user: str, request: Request) -> dict[str, Any]:
+        _as_user(who(request), user)
+        return {"account": parts.query.account(user), "principals": sorted(parts.query.principals(user))}
+
+    @app.get("/v1/ready")
+    def ready(request: Request) -> dict[str, Any]:
+        who(request)
+        points = dict(parts.query.points())
+        return {"not_ready": parts.query.not_ready(), "points": points, "store_points": sum(points.values())}
+
+    @app.post("/v1/acl/explain")
+    def explain(body: _Explain, request: Request) -> dict[str, Any]:
+        user = _as_user(who(request), body.user)
+        return {"lines": parts.explain(body.path, user, body.source)}
+
+    _sync_routes(app, parts, who)
+    return app
+
+
+def _daemon(parts: ControlParts) -> Daemon:
+    if parts.daemon is None:
+        raise ControlBusyError("no sync daemon runs in the process that owns the index (`ancre api`)")
+    return parts.daemon
+
+
+def _sync_routes(app: FastAPI, parts: ControlParts, who: Callable[[Request], Caller]) -> None:
+    @app.post("/v1/sync")
+    def sync(body: _Sync, request: Request) -> dict[str, Any]:
+        caller = who(request)
+        _admin(caller, "requesting a pass")
+        ticket = _daemon(parts).request_sync(body.source, force=body.force)
+        log.info("pass requested through the control socket", extra={"by": caller.login, "sources": list(ticket.sources)})
+        return to_jsonable_python(asdict(ticket))
+
+    @app.get("/v1/sync/reports")
+    def reports(since: float, request: Request) -> dict[str, Any]:
+        _admin(who(request), "the pass reports")
+        return {s: to_jsonable_python(asdict(r)) for s, r in _daemon(parts).full_reports(since).items()}
+
+    @app.post("/v1/reindex")
+    def reindex(request: Request) -> dict[str, Any]:
+        _admin(who(request), "reindexing")
+        d = parts.daemon
+        busy = d.busy() if d is not None else None
+        if busy:
+            raise ControlBusyError(f"reindex refused: {busy}; try again once it is done")
+        raise ControlBusyError(
+            f"reindex refused: the index is in use by the running ancre (pid {os.getpid()}); a reindex drops the "
+            "store: stop the service (systemctl stop ancre), run `ancre reindex`, then start it"
+        )
+
+
+__all__ = [
+    "Caller", "ControlParts", "ControlQuery", "PeerCred",
+    "caller_of", "create_control_app", "is_admin",
+]

@@ -1,0 +1,120 @@
+"""The daemon's two work lanes (see :mod:`ancre.daemon.service`): the **content lane** (one
+thread: full passes and event batches through the sync engine, BM25 rebuild requested after any
+change) and the **rights lane** (one thread: ACL refreshes only, so that a revocation never waits
+behind a content backlog; the engine's ACL lock keeps the two consistent)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from ancre.connectors.base import Connector
+from ancre.daemon.bm25_rebuild import Bm25Rebuilder
+from ancre.daemon.progress import ProgressBook
+from ancre.daemon.queue import ChangeQueue, FullPass, Task
+from ancre.daemon.sync import SyncEngine
+
+log = logging.getLogger("ancre.daemon")
+
+RETRY_AFTER_S = 30.0
+"""A task that raised (embedding server down, store error) is retried as a full pass this much later."""
+
+
+class Lanes:
+    """The loops of both lanes over one queue. ``retry_later(source)`` schedules a full pass of
+    ``source`` in :data:`RETRY_AFTER_S` seconds; ``refresh(notify)`` refreshes the outward status
+    (status file, queue gauge, and systemd ``STATUS=`` when ``notify``)."""
+
+    def __init__(
+        self,
+        engine: SyncEngine,
+        queue: ChangeQueue,
+        connectors: Mapping[str, Connector],
+        book: ProgressBook,
+        bm25: Bm25Rebuilder,
+        *,
+        stop: threading.Event,
+        retry_later: Callable[[str], None],
+        refresh: Callable[[bool], None],
+    ) -> None:
+        self.engine, self.queue, self.connectors, self.book, self.bm25 = engine, queue, connectors, book, bm25
+        self._stop = stop
+        self._retry_later = retry_later
+        self._refresh = refresh
+
+    def content_loop(self) -> None:
+        """The content lane: take tasks until stopped; a failing task is retried as a full pass."""
+        while not self._stop.is_set():
+            task = self.queue.take(0.5)
+            if task is None:
+                continue
+            try:
+                self.run_task(task)
+            except Exception:
+                log.exception("sync task failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
+                self._retry_later(task.source)
+            finally:
+                self.queue.done()
+                self._refresh(False)
+
+    def rights_loop(self) -> None:
+        """The rights lane: ACL refreshes only, alongside the content lane."""
+        while not self._stop.is_set():
+            task = self.queue.take_acl(0.5)
+            if task is None:
+                continue
+            try:
+                conn = self.connectors.get(task.source)
+                if conn is not None:
+                    t0 = time.time()
+                    rep = self.engine.refresh_acls(conn, task.paths, should_stop=self._stop.is_set)
+                    self.book.record(rep, task.trigger, t0)
+                    if rep.outcome == "suspect":
+                        self._retry_later(task.source)
+            except Exception:
+                log.exception("ACL refresh failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
+                self._retry_later(task.source)
+            finally:
+                self.queue.done_acl()
+                self._refresh(False)
+
+    def run_task(self, task: Task) -> None:
+        """One content task: a full pass or a batch of paths, with live progress, the BM25
+        dirty flag around it and a rebuild requested when the index changed."""
+        conn = self.connectors.get(task.source)
+        if conn is None:
+            return
+        times: list[float] = []
+        changed = False
+        full = isinstance(task, FullPass)
+        trigger = task.trigger if isinstance(task, FullPass) else "event"
+        t0 = time.time()
+        self.book.begin(task.source, trigger, "full" if full else "paths")
+        self._refresh(True)
+        self.bm25.begin()
+        try:
+            if isinstance(task, FullPass):
+                rep = self.engine.run_pass(
+                    conn, rebuild_bm25=False, force=task.force, should_stop=self._stop.is_set, progress=self._progress
+                )
+            else:
+                times = list(task.first_event)
+                rep = self.engine.sync_paths(
+                    conn, task.paths, rebuild_bm25=False, should_stop=self._stop.is_set, progress=self._progress
+                )
+            changed = rep.changed_index
+        finally:
+            self.book.end(task.source)
+            self.bm25.end(changed, times if changed else [])
+        if times and not changed:  # nothing to rebuild: searchable as it is now
+            self.book.observe_delays(times)
+        self.book.record(rep, trigger, t0)
+
+    def _progress(self, path: str, done: int, total: int) -> None:
+        if self.book.progress(path, done, total):
+            self._refresh(True)
+
+
+__all__ = ["Lanes", "RETRY_AFTER_S"]

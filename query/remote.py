@@ -1,0 +1,178 @@
+"""The query core through the local control socket: when another process (``ancre daemon``,
+``ancre serve``) owns the embedded index, :class:`RemoteQueryCore` asks it over its Unix socket
+(:mod:`ancre.api.control`, README "Running under systemd") — same methods and same typed results
+as the in-process :class:`~ancre.query.core.QueryCore`. :class:`ControlClient` is the HTTP client
+under it (httpx over the Unix socket), also used by the CLI for ``status`` and ``sync``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+from pydantic import TypeAdapter
+
+from ancre import errors
+from ancre.config import Settings
+from ancre.errors import AncreError, ControlError, ControlPermissionError
+from ancre.query.answer import Answer
+from ancre.query.core import SearchResult
+from ancre.settings.daemon import control_socket_candidates
+
+TIMEOUT_S = 600.0
+"""Read timeout of a control request (an ``ask`` may wait for a slow model); seconds."""
+_NOT_THERE = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR)
+
+
+def probe_socket(path: Path) -> bool:
+    """Whether a process answers on the Unix socket ``path``: ``True`` when a connection is
+    accepted, ``False`` when no socket is there or nobody listens (a stale file). Raises
+    :class:`~ancre.errors.ControlPermissionError` when the socket is there but this process may
+    not open it (its mode and group are the access control)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(str(path))
+        return True
+    except PermissionError as e:
+        if not os.path.lexists(path):  # a directory on the way is closed to us: look elsewhere
+            return False
+        raise ControlPermissionError(
+            f"permission denied on the control socket {path}: the index is owned by a running ancre and only root, "
+            "the service user and members of its admin group (daemon.admin_group) may use its socket"
+        ) from e
+    except OSError as e:
+        if e.errno in _NOT_THERE:
+            return False
+        raise ControlError(f"control socket {path}: {e.strerror or e}") from e
+    finally:
+        s.close()
+
+
+class ControlClient:
+    """JSON requests to the control API on the Unix socket ``path`` (httpx, ``HTTPTransport(uds=)``).
+    Errors come back as the :mod:`ancre.errors` class the owner raised (by name), else
+    :class:`~ancre.errors.ControlError`; a refused connection is
+    :class:`~ancre.errors.ControlPermissionError`."""
+
+    def __init__(self, path: Path, *, timeout_s: float = TIMEOUT_S) -> None:
+        self.path = Path(path)
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.path)), base_url="http://ancre",
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+        )
+
+    @classmethod
+    def find(cls, settings: Settings) -> ControlClient | None:
+        """A client of the process that owns ``settings``'s index, when one answers on a control
+        socket (:func:`~ancre.settings.daemon.control_socket_candidates`); ``None`` otherwise.
+        Raises :class:`~ancre.errors.ControlPermissionError` (see :func:`probe_socket`)."""
+        for path in control_socket_candidates(settings.daemon, Path(settings.data_dir)):
+            if probe_socket(path):
+                return cls(path)
+        return None
+
+    def request(self, method: str, url: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        """One request; the decoded JSON answer. Raises as described in the class doc."""
+        try:
+            r = self._http.request(method, url, json=json, params=params)
+        except httpx.TransportError as e:
+            if isinstance(e.__cause__, PermissionError) or "Permission denied" in str(e):
+                probe_socket(self.path)  # raises the clear permission error
+            raise ControlError(f"the running ancre stopped answering on {self.path}: {e}") from e
+        try:
+            body = r.json()
+        except ValueError:
+            body = {"error": r.text[:200]}
+        if r.is_success:
+            return body
+        cls = getattr(errors, str(body.get("type", "")), None) if isinstance(body, dict) else None
+        message = body.get("error", r.reason_phrase) if isinstance(body, dict) else r.reason_phrase
+        if not (isinstance(cls, type) and issubclass(cls, AncreError)):
+            cls = ControlError
+        raise cls(str(message))
+
+    def get(self, url: str, **params: Any) -> Any:
+        """``GET url?params`` (see :meth:`request`)."""
+        return self.request("GET", url, params=params or None)
+
+    def post(self, url: str, body: dict[str, Any] | None = None) -> Any:
+        """``POST url`` with a JSON body (see :meth:`request`)."""
+        return self.request("POST", url, json=body or {})
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> ControlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_ANSWER = TypeAdapter(Answer)
+_SEARCH = TypeAdapter(SearchResult)
+
+
+class RemoteQueryCore:
+    """The query core of the process owning the index, through its control socket: the methods
+    of :class:`~ancre.query.core.QueryCore` (``search``, ``ask``, ``stream``, ``principals``,
+    ``account``, ``not_ready``, ``points``, ``close``, context manager) with the same typed results. Who may ask as whom is decided by
+    the owner from this process's Unix identity (:mod:`ancre.api.control`)."""
+
+    def __init__(self, client: ControlClient) -> None:
+        self.client = client
+
+    def search(self, question: str, user: str, *, limit: int | None = None) -> SearchResult:
+        """See :meth:`QueryCore.search <ancre.query.core.QueryCore.search>`."""
+        data = self.client.post("/v1/search", {"question": question, "user": user, "limit": limit})
+        return _SEARCH.validate_python(data)
+
+    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
+        """See :meth:`QueryCore.ask <ancre.query.core.QueryCore.ask>`; the audit line names this
+        process's Unix user as the one who asked (``asked_by`` is decided by the owner)."""
+        return _ANSWER.validate_python(self.client.post("/v1/ask", {"question": question, "user": user}))
+
+    def principals(self, user: str) -> frozenset[str]:
+        """See :meth:`QueryCore.principals <ancre.query.core.QueryCore.principals>`."""
+        return frozenset(self.client.get("/v1/principals", user=user)["principals"])
+
+    def account(self, user: str) -> str | None:
+        """See :meth:`QueryCore.account <ancre.query.core.QueryCore.account>`."""
+        account = self.client.get("/v1/principals", user=user)["account"]
+        return str(account) if account is not None else None
+
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+        """See :meth:`QueryCore.stream <ancre.query.core.QueryCore.stream>`: here the whole raw
+        text in one piece, then the :class:`~ancre.query.answer.Answer`."""
+        answer = self.ask(question, user, asked_by=asked_by)
+        yield answer.raw
+        yield answer
+
+    def not_ready(self) -> str | None:
+        """See :meth:`QueryCore.not_ready <ancre.query.core.QueryCore.not_ready>`."""
+        reason = self.client.get("/v1/ready")["not_ready"]
+        return str(reason) if reason is not None else None
+
+    def points(self) -> Mapping[str, int]:
+        """See :meth:`QueryCore.points <ancre.query.core.QueryCore.points>`."""
+        return {str(k): int(v) for k, v in self.client.get("/v1/ready")["points"].items()}
+
+    def close(self) -> None:
+        """Close the connection to the owner."""
+        self.client.close()
+
+    def __enter__(self) -> RemoteQueryCore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+__all__ = ["ControlClient", "RemoteQueryCore", "probe_socket"]
