@@ -385,7 +385,8 @@ def acl_explain(
     else:
         from ancre.app.explain import explain_lines
 
-        lines = explain_lines(Runtime(settings), path, user, source)
+        with Runtime(settings) as rt:
+            lines = explain_lines(rt, path, user, source)
     for line in lines:
         console.print(line, highlight=False)
 

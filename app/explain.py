@@ -16,25 +16,27 @@ from urllib.parse import unquote
 
 from ancre.acl.explain import PathOutsideSourceError, explain_trace
 from ancre.app.runtime import Runtime
-from ancre.connectors.base import AclExplainable
+from ancre.connectors.base import AclExplainable, Closeable, Connector
+from ancre.connectors.registry import make_connector
 from ancre.errors import ConfigError
 
 
 def explain_lines(rt: Runtime, path: str, user: str, source: str | None) -> list[str]:
     """The lines ``ancre acl explain PATH --as USER [--source SOURCE]`` prints (rich markup).
 
-    Closes ``rt`` (and the connectors it built) before returning. Raises
+    ``rt`` stays open (the control socket passes the owner's runtime); the connectors built here
+    are closed before returning. Raises
     :class:`~ancre.errors.ConfigError` (no or unknown source, a source that can't explain its
     rights), :class:`~ancre.acl.explain.PathOutsideSourceError` (a path outside the source),
     :class:`~ancre.errors.DirectoryError`, :class:`~ancre.errors.SourceUnavailableError`."""
+    settings = rt.settings
+    if not settings.sources:
+        raise ConfigError("sources: no source configured")
+    if "://" in path:
+        path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
+    src = settings.source(source) if source else _source_of_path(rt, path)
+    conn = make_connector(src, rt.source_context())
     try:
-        settings = rt.settings
-        if not settings.sources:
-            raise ConfigError("sources: no source configured")
-        if "://" in path:
-            path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
-        src = settings.source(source) if source else _source_of_path(rt, path)
-        conn = rt.connector(src)
         if not isinstance(conn, AclExplainable):
             raise ConfigError(f"sources.{src.id}: a {src.kind!r} source cannot explain its rights")
         # the path sync gives that file: `..` resolved, never outside the source (else an error)
@@ -49,7 +51,12 @@ def explain_lines(rt: Runtime, path: str, user: str, source: str | None) -> list
         lines.append(explain_trace(trace, user, directory=rt.directory, resolver=rt.principals).render())
         return lines
     finally:
-        rt.close()
+        _close(conn)
+
+
+def _close(conn: Connector) -> None:
+    if isinstance(conn, Closeable):
+        conn.close()
 
 
 def _source_of_path(rt: Runtime, path: str) -> Any:
@@ -63,13 +70,15 @@ def _source_of_path(rt: Runtime, path: str) -> Any:
             return s
     if path.startswith("/"):
         for s in sources:
-            conn = rt.connector(s)  # no I/O: only its path rules are asked
-            if not isinstance(conn, AclExplainable):
-                continue
+            conn = make_connector(s, rt.source_context())  # no I/O: only its path rules are asked
             try:
+                if not isinstance(conn, AclExplainable):
+                    continue
                 conn.explain_path(path)
             except PathOutsideSourceError:
                 continue
+            finally:
+                _close(conn)
             return s
     return sources[0]
 
