@@ -1,4 +1,4 @@
-"""Data model shared by the daemon and the query core (DESIGN.md, "Data model").
+"""Data model shared by the daemon and the query core (docs/ARCHITECTURE.md "Data model and the rights filter").
 
 All values are frozen dataclasses: they cross process boundaries (extraction workers), go into
 Qdrant payloads and into the SQLite state, and must never be mutated in place.
@@ -143,7 +143,7 @@ def point_id(doc_id: str, chunk_index: int) -> str:
 
 @dataclass(frozen=True)
 class ChunkPayload:
-    """The Qdrant payload of one point (DESIGN.md, "Qdrant"). ``location`` is the UNC folder
+    """The Qdrant payload of one point (docs/ARCHITECTURE.md "Data model and the rights filter"). ``location`` is the UNC folder
     (``\\\\SRV\\Partage\\Dossier\\``) or SharePoint folder URL; ``indexed_at`` in epoch seconds;
     ``ocr``: the chunk's text was (partly) read by OCR from a scanned page."""
 

@@ -1,6 +1,6 @@
 """Who is in which group: the ``Directory`` protocol, a JSON-file directory and a TTL cache.
 
-P(user) (DESIGN.md, "Data model") is the user's own SID, every group SID reached through nested
+P(user) (docs/ARCHITECTURE.md "Data model and the rights filter") is the user's own SID, every group SID reached through nested
 membership, Everyone (``sid:S-1-1-0``) and Authenticated Users (``sid:S-1-5-11``). An identity the
 directory does not know gets the empty set (it reads nothing); a directory that cannot be read
 raises :class:`~ancre.errors.DirectoryError` — never an empty set that a caller could mistake for

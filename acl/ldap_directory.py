@@ -1,6 +1,6 @@
 """Active Directory over LDAP (ldap3): P(user) from ``tokenGroups``, SID ↔ name for explanations.
 
-P(user) (DESIGN.md "Data model") is the user's objectSid, every SID of its ``tokenGroups`` — the
+P(user) (docs/ARCHITECTURE.md "Data model and the rights filter") is the user's objectSid, every SID of its ``tokenGroups`` — the
 constructed attribute AD computes for a security principal: all groups transitively, nested ones
 and the primary group included ([MS-ADTS] 3.1.1.4.5.19) — plus Everyone and Authenticated Users.
 It costs two searches: one to find the user, one BASE search of ``tokenGroups`` on its entry.

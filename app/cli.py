@@ -134,12 +134,7 @@ def sync(
 
                     rep = rt.engine.run_pass(conn, progress=on_item)
             reports.append(rep)
-        if as_json:
-            console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
-        else:
-            _print_reports(reports)
-        if any(r.outcome != "ok" for r in reports):
-            raise typer.Exit(1)
+    _finish_sync(reports, as_json)  # after the runtime is closed (exit 1 unless every pass was ok)
 
 
 def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> None:
@@ -181,6 +176,11 @@ def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> 
     except KeyboardInterrupt:
         err.print("stopped following; the pass goes on in the running ancre (`ancre status` shows it)")
         raise typer.Exit(130) from None
+    _finish_sync(reports, as_json)
+
+
+def _finish_sync(reports: list[Any], as_json: bool) -> None:
+    """Print the pass reports (table or ``--json``); exit 1 unless every pass was ``ok``."""
     if as_json:
         console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
     else:

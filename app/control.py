@@ -19,7 +19,6 @@ import socket
 import stat
 import struct
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from fastapi import FastAPI
 
 from ancre.api.control import ControlParts, PeerCred, create_control_app
 from ancre.app.runtime import Runtime
-from ancre.app.server import h11_protocol
+from ancre.app.server import h11_protocol, serve_in_thread
 from ancre.daemon.progress import index_status
 from ancre.daemon.service import Daemon
 from ancre.errors import ControlError
@@ -122,16 +121,9 @@ class ControlServer:
             http=_protocol(self.limits.header_timeout_s), timeout_keep_alive=self.limits.keep_alive_s,
             timeout_graceful_shutdown=2,
         )
-        self._server = server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="control", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                server.should_exit = True
-                sock.close()
-                raise RuntimeError(f"the control socket could not be served at {self.path}")
-            time.sleep(0.02)
+        self._server, self._thread = serve_in_thread(
+            config, sock, name="control", timeout=timeout, what=f"the control socket could not be served at {self.path}"
+        )
         log.info("control socket at %s", self.path, extra={"control_socket": str(self.path)})
         return self
 

@@ -105,6 +105,25 @@ def h11_protocol(header_timeout_s: float) -> type[H11Protocol]:
     return _H11WithHeaderTimeout
 
 
+def serve_in_thread(
+    config: uvicorn.Config, sock: socket.socket, *, name: str, timeout: float, what: str
+) -> tuple[uvicorn.Server, threading.Thread]:
+    """Serve ``config`` on the bound socket ``sock`` (TCP or Unix) from a daemon thread named
+    ``name``, and wait until uvicorn has started (at most ``timeout`` seconds). Raises
+    ``RuntimeError(what)`` (the socket closed) when it does not start in time or its thread dies."""
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            sock.close()
+            raise RuntimeError(what)
+        time.sleep(0.02)
+    return server, thread
+
+
 class ApiServer:
     """uvicorn serving ``app`` on ``host:port`` (0: a free port) from a daemon thread.
 
@@ -143,16 +162,9 @@ class ApiServer:
             # uvicorn answers 503 once len(connections) >= limit, the new connection included
             limit_concurrency=lim.max_connections + 1,
         )
-        self._server = server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="api", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                server.should_exit = True
-                sock.close()
-                raise RuntimeError(f"the API could not start on {self.host}:{self.port}")
-            time.sleep(0.02)
+        self._server, self._thread = serve_in_thread(
+            config, sock, name="api", timeout=timeout, what=f"the API could not start on {self.host}:{self.port}"
+        )
         return self
 
     @property

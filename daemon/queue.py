@@ -1,4 +1,4 @@
-"""The daemon's one work queue: bounded, de-duplicating, debounced (DESIGN.md "Sync", "Events").
+"""The daemon's one work queue: bounded, de-duplicating, debounced (docs/ARCHITECTURE.md "Data flow of indexing").
 
 Every event source (watchdog, a connector's ``watch()``, the scheduler, SIGHUP) feeds it; one
 worker thread takes tasks out of it, so the single-writer store sees one writer.

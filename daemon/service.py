@@ -1,4 +1,4 @@
-"""The long-running daemon (``ancre daemon``; DESIGN.md "Sync" and "Events").
+"""The long-running daemon (``ancre daemon``; docs/ARCHITECTURE.md "Data flow of indexing").
 
 One :class:`Daemon` receives its parts from the composition root (:class:`DaemonParts`: the
 sync engine over the store and embedder, the state DB, the BM25 snapshots, the connectors, the

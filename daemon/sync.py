@@ -1,4 +1,4 @@
-"""The sync engine (DESIGN.md "Sync"): diff a source's listing against the state DB and bring
+"""The sync engine (docs/ARCHITECTURE.md "Data flow of indexing"): diff a source's listing against the state DB and bring
 the store in line — content change → re-embed; ACL-only change → payload update with zero
 embeddings; vanished → points deleted; mass-deletion guard; BM25 rebuilt after any change.
 

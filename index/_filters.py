@@ -4,7 +4,7 @@ embedder-mismatch message and payload → :class:`~ancre.models.StoredPoint` con
 
 :class:`~ancre.index._qdrant_base.QdrantBackend` turns :func:`rights_terms` into the rights filter
 once for both backends (``_rights_filter``), each backend supplying only its library's ``Filter``
-and conditions; the rule itself (DESIGN.md, "Qdrant") is::
+and conditions; the rule itself (docs/ARCHITECTURE.md "Data model and the rights filter") is::
 
     must:     acl_allow MatchAny P
     must_not: acl_deny  MatchAny P

@@ -1,4 +1,4 @@
-"""BM25 keyword index over the chunks of both collections (DESIGN.md "Sync" and "Query" step 2).
+"""BM25 keyword index over the chunks of both collections (docs/ARCHITECTURE.md "Data flow of indexing" and "Query" step 2).
 
 The daemon rebuilds a :class:`Bm25Index` from Qdrant (the truth) after each pass that changed the
 index and publishes it through :class:`Bm25Manager`, which writes a numbered generation folder and
@@ -120,8 +120,8 @@ class Bm25Index:
 
     def readable_mask(self, principals: frozenset[str]) -> np.ndarray:
         """``(n,)`` bool: which chunks a user holding ``principals`` may read according to the
-        ACLs recorded in this snapshot (``allow ∩ P ≠ ∅`` and ``deny ∩ P = ∅``, DESIGN.md
-        "Qdrant"). All ``False`` for an empty set. Cost: O(|P| + distinct ACLs + n)."""
+        ACLs recorded in this snapshot (``allow ∩ P ≠ ∅`` and ``deny ∩ P = ∅``,
+        docs/ARCHITECTURE.md "Data model and the rights filter"). All ``False`` for an empty set. Cost: O(|P| + distinct ACLs + n)."""
         acl_ok = np.zeros(len(self._acls), dtype=bool)
         if principals:
             for p in principals:

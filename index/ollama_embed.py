@@ -1,7 +1,7 @@
 """``ollama`` embedder (``POST /api/embed``) and :class:`HttpEmbedder`, the HTTP machinery it shares
 with the ``openai`` embedder (:mod:`ancre.index.openai_embed`).
 
-What every HTTP embedder does (DESIGN.md "Embedders"):
+What every HTTP embedder does (docs/ARCHITECTURE.md "Data model and the rights filter"):
 
 - **Clean-up**: table-of-contents leaders (runs of dots/underscores) are collapsed with
   :func:`ancre.ingest.textclean.collapse_leaders` before embedding — they made

@@ -1,7 +1,7 @@
 """The one ``Store`` protocol over Qdrant; backends in ``index/edge_store.py`` (qdrant-edge-py,
 embedded default) and ``index/qdrant_store.py`` (qdrant-client: server, cluster or local mode).
 
-Rights filter, the same everywhere (DESIGN.md "Qdrant"): ``must: acl_allow ∈ P(user)``,
+Rights filter, the same everywhere (docs/ARCHITECTURE.md "Data model and the rights filter"): ``must: acl_allow ∈ P(user)``,
 ``must_not: acl_deny ∈ P(user)``. Every read method that takes ``principals`` returns ``[]`` when
 the set is empty — it never builds a filter from it (an empty MatchAny must mean *nothing*).
 """

@@ -1,4 +1,4 @@
-"""Structure-aware chunking of extracted blocks (DESIGN.md, "Data model": ``Chunk``).
+"""Structure-aware chunking of extracted blocks (docs/ARCHITECTURE.md "Data model and the rights filter").
 
 Rules, in reading order:
 

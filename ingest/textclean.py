@@ -1,7 +1,7 @@
 """Text clean-up shared by extraction and embedding.
 
-* :func:`collapse_leaders` removes table-of-contents leaders (``Objet ........ 2``). DESIGN.md,
-  "Embedders": runs of dots or underscores made nomic-embed-text return HTTP 500 in the lab, so the
+* :func:`collapse_leaders` removes table-of-contents leaders (``Objet ........ 2``). The seed
+  lab found that runs of dots or underscores made nomic-embed-text return HTTP 500, so the
   embedders apply it too, right before embedding.
 * :func:`normalize_pdf_text` tidies what pypdf returns for one page: NFKC (ligatures ``ﬁ`` → ``fi``,
   no-break spaces → spaces), NUL bytes removed, end-of-line hyphenation joined, leaders collapsed,

@@ -1,4 +1,4 @@
-"""A question in, a grounded (or visibly not grounded) answer out: DESIGN.md "Query" steps 1–10.
+"""A question in, a grounded (or visibly not grounded) answer out: docs/ARCHITECTURE.md "Data flow of a question" steps 1–10.
 
 :meth:`AnswerService.ask` runs, for one question of one user:
 

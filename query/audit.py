@@ -1,4 +1,4 @@
-"""The audit log (DESIGN.md "Query" step 10; Swiss nLPD: who asked what, and what was shown).
+"""The audit log (docs/ARCHITECTURE.md "Data flow of a question" step 10; Swiss nLPD: who asked what, and what was shown).
 
 One JSON line per question in a daily file ``audit-YYYY-MM-DD.jsonl`` (UTC date) under the log
 folder::

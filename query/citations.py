@@ -1,4 +1,4 @@
-"""Finding the citations of an answer (DESIGN.md "Query" step 6, control 3).
+"""Finding the citations of an answer (docs/ARCHITECTURE.md "Data flow of a question" step 6, control 3).
 
 A citation is a bracketed name of a document: the exact file name (``[03_Contrat.docx]``), the
 name without extension (``[03_Contrat]``), the document id, and any of these with a ``#N`` chunk

@@ -1,4 +1,4 @@
-"""Context building (DESIGN.md "Query" step 4): which authorised chunks the model gets to read.
+"""Context building (docs/ARCHITECTURE.md "Data flow of a question" step 4): which authorised chunks the model gets to read.
 
 - The **principal document** is the best result's document: up to ``principal_max`` (9)
   consecutive chunks around its best chunk.

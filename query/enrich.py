@@ -1,4 +1,4 @@
-"""Citation enrichment (DESIGN.md "Query" step 8), done *after* every check so that the controls
+"""Citation enrichment (docs/ARCHITECTURE.md "Data flow of a question" step 8), done *after* every check so that the controls
 and the judge see the raw citations.
 
 Each valid citation gets its document's folder:

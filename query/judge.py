@@ -1,4 +1,4 @@
-"""The grounding judge (DESIGN.md "Query" step 7): a second, small model reads the extracts, the
+"""The grounding judge (docs/ARCHITECTURE.md "Data flow of a question" step 7): a second, small model reads the extracts, the
 question and the answer, and says whether every affirmation is supported.
 
 The call goes through Ollama ``/api/chat`` with ``"format": "json"``, ``"think": false``,

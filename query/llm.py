@@ -1,4 +1,4 @@
-"""Chat model clients (DESIGN.md "Query" steps 5 and 7) and the extractive fallback.
+"""Chat model clients (docs/ARCHITECTURE.md "Data flow of a question" steps 5 and 7) and the extractive fallback.
 
 - :class:`OllamaChat`: Ollama ``POST /api/chat`` (Ollama API reference, "Generate a chat
   completion"): ``{"model", "messages", "stream", "keep_alive", "options": {"temperature"},
@@ -87,7 +87,7 @@ class ChatClient(Protocol):
 
 
 def clamp_temperature(temperature: float) -> float:
-    """``temperature`` limited to [0, 0.3] (DESIGN.md "Query" step 5: never above 0.3); a NaN
+    """``temperature`` limited to [0, 0.3] (docs/ARCHITECTURE.md "Data flow of a question" step 5: never above 0.3); a NaN
     becomes the default 0.2."""
     if math.isnan(temperature):
         return DEFAULT_TEMPERATURE

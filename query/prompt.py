@@ -1,4 +1,4 @@
-"""The strict French prompt (DESIGN.md "Query" step 5).
+"""The strict French prompt (docs/ARCHITECTURE.md "Data flow of a question" step 5).
 
 The model sees only the extracts, each document's block headed by its file name in brackets —
 the exact form it must cite — and is told to cite every fact with the full name (prefix

@@ -1,4 +1,4 @@
-"""Hybrid retrieval with rights re-checked on a fresh read (DESIGN.md "Query" steps 1–3).
+"""Hybrid retrieval with rights re-checked on a fresh read (docs/ARCHITECTURE.md "Data flow of a question" steps 1–3).
 
 1. the question is embedded; vector top ``candidates`` (30) in each collection *with* the rights
    filter;

@@ -1,7 +1,7 @@
 """Configuration sections of the query core's grounding half (issue 3), to be hooked into
 :class:`ancre.config.Settings` as ``llm``, ``judge``, ``context`` and ``audit``.
 
-The numbers are the seed lab's (DESIGN.md "Query" steps 4–10).
+The numbers are the seed lab's (docs/ARCHITECTURE.md "Data flow of a question" steps 4–10).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_ANSWER_TEMPERATURE = 0.3
-"""Answers are never generated above this temperature (DESIGN.md "Query" step 5)."""
+"""Answers are never generated above this temperature (docs/ARCHITECTURE.md "Data flow of a question" step 5)."""
 
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
@@ -59,7 +59,7 @@ class JudgeConfig(_Section):
 
 
 class ContextConfig(_Section):
-    """Context building (DESIGN.md "Query" step 4)."""
+    """Context building (docs/ARCHITECTURE.md "Data flow of a question" step 4)."""
 
     principal_max: int = Field(9, ge=1, le=200)
     """Chunks of the principal document (the best chunk's document), around the best chunk."""

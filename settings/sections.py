@@ -179,7 +179,7 @@ class SyncConfig(_Section):
 
 
 class QueryConfig(_Section):
-    """Retrieval numbers (DESIGN.md "Query", validated in the seed lab)."""
+    """Retrieval numbers (docs/ARCHITECTURE.md "Data flow of a question", validated in the seed lab)."""
 
     candidates: int = Field(30, ge=1, le=1000)
     rrf_k: int = Field(60, ge=1)

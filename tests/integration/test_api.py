@@ -213,7 +213,7 @@ def test_query_200_when_grounded_and_422_when_not(served: Served, srv: ScriptedS
     assert body["ancree"] is False and "citation_inventee" in body["controles"]
     assert body["citations_inventees"] == [INVENTED] and r.headers["x-ancre-ancree"] == "false"
 
-    # a judge that cannot judge: the answer passes, visibly not verified (DESIGN.md step 7)
+    # a judge that cannot judge: the answer passes, visibly not verified (docs/ARCHITECTURE.md "Data flow of a question" step 7)
     script(srv, CASE1, "Je ne sais pas juger.")
     r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
     assert r.status_code == 200 and r.json()["ancree"] is None and r.json()["verification"] == "non_effectuee"

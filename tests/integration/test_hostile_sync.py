@@ -1,5 +1,5 @@
 """Hostile files in one folder: the sync completes, each file gets the right status and reason,
-and everything else is indexed (DESIGN.md invariant "bad input never stops a sync")."""
+and everything else is indexed (docs/ARCHITECTURE.md "Invariants": "bad input never stops a sync")."""
 
 from __future__ import annotations
 
