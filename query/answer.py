@@ -143,6 +143,7 @@ class _Prepared:
     timings: dict[str, float]
     started: float
     rights: tuple[RightsCheck, ...] = ()
+    asked_for: str | None = None
 
 
 def _ms(since: float) -> float:
@@ -227,8 +228,10 @@ class AnswerService:
         t = time.perf_counter()
         context = build_context(results, self.store, principals, self.settings.context)
         timings["context"] = _ms(t)
+        asked_for = user if identity is not None and identity != user else None
         return _Prepared(
-            question, user if identity is None else identity, account, principals, context, timings, started, rights
+            question, user if identity is None else identity, account, principals, context, timings, started, rights,
+            asked_for,
         )
 
     def _record(self, prep: _Prepared, verdict: Verdict, error: str | None = None) -> None:
@@ -245,6 +248,7 @@ class AnswerService:
                 timings_ms=dict(prep.timings),
                 error=error,
                 rights=prep.rights,
+                asked_for=prep.asked_for,
             )
         )
 

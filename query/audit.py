@@ -4,7 +4,7 @@ One JSON line per question in a daily file ``audit-YYYY-MM-DD.jsonl`` (UTC date)
 folder::
 
     {"time": "2026-01-15T08:30:00.123+00:00", "user": "alice.martin@axonix.ch", "account": "alice",
-     "principals": "<sha256>",
+     "asked_for": null, "principals": "<sha256>",
      "question": "…", "sources": [{"filename", "doc_id", "location", "acl": "<Acl.digest()>",
      "rights": "live"}],
      "rights": [{"doc_id", "filename", "live": true, "outcome": "live", "readable": true,
@@ -13,6 +13,8 @@ folder::
      "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0},
      "error": null}
 
+``asked_for`` is the user name asked about when someone else asked on their behalf (an admin
+through the control socket, ``user`` then ``unix:<login>``), else ``null``.
 ``rights`` lists every document whose rights were decided for the question — those put before
 the model and those left out — with whether they were checked live at their source and the
 outcome (:data:`ancre.query.live_acl.Outcome`: ``live``, ``changed``, ``gone``, ``unreachable``,
@@ -77,6 +79,9 @@ class AuditRecord:
     account: str | None = None
     rights: tuple[RightsCheck, ...] = ()
     """The rights decision on every document considered (live check or not)."""
+    asked_for: str | None = None
+    """The user name as asked about when someone else asked on their behalf (an admin through
+    the control socket: ``user`` is then ``unix:<login>``); ``None`` when the asker is the user."""
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -149,6 +154,7 @@ class AuditLog:
             "time": when.isoformat(timespec="milliseconds"),
             "user": self.pseudonym(record.user),
             "account": self.pseudonym(record.account) if record.account is not None else None,
+            "asked_for": self.pseudonym(record.asked_for) if record.asked_for is not None else None,
             "principals": self.principals_hash(record.principals),
             "question": record.question,
             "sources": [

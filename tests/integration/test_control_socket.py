@@ -153,7 +153,7 @@ def test_cli_and_query_core_through_the_socket_give_what_they_give_in_process(si
 
     # every ask through the socket is audited with the admin who asked and the user asked for
     assert len(audited) == 3, audited
-    assert all(a["user"] == "unix:root" and a["account"] == "alice" for a in audited), audited
+    assert all(a["user"] == "unix:root" and a["account"] == "alice" and a["asked_for"] == "alice" for a in audited), audited
 
     for cmd in COMMANDS:
         here = site.cli(*cmd)
