@@ -470,7 +470,6 @@ class SyncEngine:
         epoch = self._epoch(item.source)
         acl = connector.fetch_acl(item)
         acl_hash = acl.digest()
-        acl_issue = acl_problem(acl)  # kept in the row's reason while the document is indexed
         same_stat = (
             prev is not None
             and prev.size == item.size
