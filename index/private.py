@@ -28,20 +28,29 @@ def restrict_umask() -> int:
     return new
 
 
+CONTROL_DIR = "run"
+"""The folder under the data directory that holds the control socket when no runtime directory
+is given (:func:`ancre.settings.daemon.control_socket_path`)."""
+
+
 def tighten_tree(root: Path) -> int:
     """Remove group and other permissions from ``root`` and everything below it that this
-    process owns (links are not followed; other owners' files are left alone). Returns the number
-    of entries changed; never raises for one entry (logged)."""
+    process owns (links are not followed; other owners' files are left alone). Sockets and the
+    control socket's folder (``<root>/run``, 0750 with its socket 0660 for the admin group: README
+    "Running under systemd") keep the modes their server gave them. Returns the number of entries
+    changed; never raises for one entry (logged)."""
     changed = 0
     if not root.is_dir():
         return 0
     uid = os.geteuid()
     for dirpath, dirnames, filenames in os.walk(root):
+        if os.path.samefile(dirpath, root) and CONTROL_DIR in dirnames:
+            dirnames.remove(CONTROL_DIR)  # the control socket's folder: its modes are the server's
         for name in [".", *dirnames, *filenames]:
             p = os.path.join(dirpath, name) if name != "." else dirpath
             try:
                 st = os.lstat(p)
-                if stat.S_ISLNK(st.st_mode) or st.st_uid != uid:
+                if stat.S_ISLNK(st.st_mode) or stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
                     continue
                 mode = stat.S_IMODE(st.st_mode)
                 if mode & PRIVATE_UMASK:
