@@ -388,7 +388,7 @@ def acl_explain(
         with Runtime(settings) as rt:
             lines = explain_lines(rt, path, user, source)
     for line in lines:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
 
 
 @app.command()
