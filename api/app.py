@@ -7,23 +7,10 @@ A thin layer over the query core (:class:`~ancre.query.core.QueryCore`, or any
 :mod:`ancre.api.errors`, :mod:`ancre.api.render` (answers written out),
 :mod:`ancre.api.middleware` (metrics, body limits).
 
-``GET /v1/models``
-    The one model (``api.model_id``, default ``ancre``). Service key only: Open WebUI also lists
-    models without a user (connection check), and the list discloses nothing else.
-``POST /v1/chat/completions``
-    OpenAI schema, non-streamed or ``stream: true`` (server-sent events ending with
-    ``data: [DONE]``). The question is the **last user message only**: earlier turns never widen
-    retrieval nor reach the model (« Fais pareil pour l'étude Rochat » is answered from what that
-    sentence retrieves for that user). The answer is always returned, whatever its verdict: the
-    text is the model's answer as written (``Answer.raw``) followed by a sources block (files and
-    their UNC folders / SharePoint URLs, :func:`sources_block`) — the same in both modes, so the
-    streamed text equals the non-streamed one. The verdict goes to the audit log, to the
-    ``x-ancre-ancree`` (``true``/``false``/``null``) and ``x-ancre-verification`` response headers
-    and an ``ancre`` object in the body (non-streamed), or to an ``ancre`` object on the last SSE
-    chunk (the one with ``finish_reason: "stop"``; headers are gone by then).
-    A request carrying a non-empty ``api.task_header`` (Open WebUI's side requests: title, tags,
-    follow-ups, queries, autocomplete…) is answered at once in the format Open WebUI parses,
-    without retrieval, model call or audit record (:mod:`ancre.api.tasks`).
+``GET /v1/models``, ``POST /v1/chat/completions``
+    OpenAI-compatible routes for Open WebUI: see :mod:`ancre.api.chat` (the last user message
+    only, the answer always returned with its sources block, the verdict in headers and an
+    ``ancre`` object, Open WebUI's side requests answered without retrieval).
 ``POST /query`` ``{"question"}``
     200 ``{reponse, sources, ancree, controles, verification, extractive}`` when the answer is
     grounded (``ancree: true``, refusals included) or not established (``ancree: null``,
