@@ -167,6 +167,20 @@ class SubtreeListing(Protocol):
 
 
 @runtime_checkable
+class PermissionSweep(Protocol):
+    """A connector whose ``fetch_acl`` answers from permissions read earlier (at its last change
+    poll or sweep, e.g. SharePoint: Graph delta misses some sharing changes) and that can re-read
+    them all from the source now. A forced full pass (SIGHUP, ``ancre sync --force``: "content
+    and ACLs re-read") calls :meth:`sweep_permissions` after listing."""
+
+    def sweep_permissions(self) -> list[str]:
+        """Re-read every item's permissions from the source; returns the relative paths whose ACL
+        changed. Raises :class:`~ancre.errors.SourceUnavailableError` when the source can't be
+        reached."""
+        ...
+
+
+@runtime_checkable
 class LocalTree(Protocol):
     """A connector over a tree of the local file system (or a mount): the daemon watches it with
     watchdog (inotify or polling) below ``root``, and ``acl_manifest`` (when not ``None``) too —

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
-from ancre.connectors.base import Connector, LocalTree, ReportsUnreachable, SubtreeListing
+from ancre.connectors.base import Connector, LocalTree, PermissionSweep, ReportsUnreachable, SubtreeListing
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extractor_version
 from ancre.ingest.worker import ExtractionPool
@@ -226,7 +226,9 @@ class SyncEngine:
     ) -> PassReport:
         """One full reconciliation of ``connector``'s source.
 
-        ``force`` re-reads every item's content hash (still embedding only what changed).
+        ``force`` re-reads every item's content hash (still embedding only what changed) and, for
+        a :class:`~ancre.connectors.base.PermissionSweep` connector, every item's permissions
+        from the source.
         ``should_stop`` is polled between items (SIGTERM: finish the current item, then stop;
         an interrupted pass purges nothing). Never raises for a bad file or an unreachable root:
         the report says what happened.
@@ -264,6 +266,8 @@ class SyncEngine:
     ) -> None:
         try:
             listing = list(connector.list_items())
+            if force and isinstance(connector, PermissionSweep):
+                connector.sweep_permissions()  # its fetch_acl answers from them: re-read them all now
         except SourceUnavailableError as e:
             rep.outcome, rep.reason = "suspect", str(e)
             return
