@@ -772,6 +772,10 @@ class SyncEngine:
         :meth:`run_pass`/:meth:`sync_paths` (see the module doc): a document being embedded
         meanwhile gets the re-read ACL when it is written.
 
+        A full refresh (``paths`` ``None``: the daemon's ACL sweep, a manifest edit) of a
+        :class:`~ancre.connectors.base.PermissionSweep` connector re-reads every permission at the
+        source first (its ``fetch_acl`` answers from those read earlier).
+
         Returns a report with ``scope = "acl"`` (``acl_only``: documents whose rights changed;
         ``unchanged``); ``suspect`` when the source can't be reached (no right is changed from
         then on: an outage never revokes or grants). Not recorded in the ``passes`` table.
@@ -789,6 +793,8 @@ class SyncEngine:
         ]
         rep.listed = len(rows)
         try:
+            if wanted is None and isinstance(connector, PermissionSweep):
+                connector.sweep_permissions()  # a full refresh (the ACL sweep) reads them at the source
             for st in rows:
                 if should_stop is not None and should_stop():
                     rep.outcome, rep.reason = "interrupted", "stop requested"

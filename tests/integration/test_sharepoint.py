@@ -248,6 +248,20 @@ def test_permission_removed_without_delta_signal_is_revoked_by_the_sweep(env_fac
     assert path not in env.readable(BRUNO) and path in env.readable(ALICE)
 
 
+def test_the_daemons_acl_sweep_reads_sharepoint_permissions_at_the_source(env_factory, ms: FakeMicrosoft) -> None:
+    """The daemon's own ACL sweep (``refresh_acls`` of the whole source) re-reads the permissions
+    from Graph, not the ones read at the last delta."""
+    pdocs = ms.drive("Projets")
+    path = "Projets/Documents/11-correlations-yaml.md"
+    env = env_factory(sharing_delta=True)
+    env.sync()
+    assert path in env.readable(BRUNO)
+    ms.set_permissions(pdocs, "11-correlations-yaml.md", [{"roles": ["read"], "grantedToV2": {"user": {"id": ms.user(ALICE).id}}}], signal=False)
+    rep = env.rt.engine.refresh_acls(env.conn)
+    assert rep.outcome == "ok" and rep.acl_only == 1, rep
+    assert path not in env.readable(BRUNO) and path in env.readable(ALICE)
+
+
 def test_delta_token_answered_410_full_resync_removes_unseen(env_factory, ms: FakeMicrosoft) -> None:
     docs = ms.drive("Direction")
     env = env_factory()
