@@ -27,7 +27,7 @@ from fastapi import FastAPI
 
 from ancre.api.control import ControlParts, PeerCred, create_control_app
 from ancre.app.runtime import Runtime
-from ancre.app.server import h11_protocol, serve_in_thread
+from ancre.app.server import h11_protocol, redact_access_log, serve_in_thread
 from ancre.daemon.progress import index_status
 from ancre.daemon.service import Daemon
 from ancre.errors import ControlError
@@ -116,8 +116,11 @@ class ControlServer:
     def start(self, timeout: float = 30.0) -> ControlServer:
         """Bind and serve (``RuntimeError`` when uvicorn did not start within ``timeout`` s)."""
         sock = bind_control_socket(self.path, self.admin_group)
+        redact_access_log()  # its lines carry no query string (user names, questions)
         config = uvicorn.Config(
-            self.app, log_config=None, lifespan="off", access_log=False, server_header=False,
+            # access_log=False would make uvicorn cut "uvicorn.access" off process-wide (no handlers,
+            # no propagation): the API's access log under `ancre serve` would vanish with it
+            self.app, log_config=None, lifespan="off", access_log=True, server_header=False,
             http=_protocol(self.limits.header_timeout_s), timeout_keep_alive=self.limits.keep_alive_s,
             timeout_graceful_shutdown=2,
         )
