@@ -380,7 +380,9 @@ class FakeMicrosoft:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self._app(), log_level="warning", ssl_certfile=str(chain), lifespan="off", access_log=False,
+            # log_config=None, no log_level, access log on: uvicorn would otherwise reconfigure the
+            # process's "uvicorn.*" loggers (levels, handlers, propagation) for every later test
+            self._app(), log_config=None, ssl_certfile=str(chain), lifespan="off", access_log=True,
             timeout_keep_alive=30,
         )
         self._server = uvicorn.Server(config)
