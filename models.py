@@ -21,6 +21,8 @@ Principal = NewType("Principal", str)
 
 EVERYONE = Principal("sid:S-1-1-0")
 AUTHENTICATED_USERS = Principal("sid:S-1-5-11")
+NETWORK = Principal("sid:S-1-5-2")
+"""NETWORK: in the token of every network logon (an SMB session), so in every P(user)."""
 
 POINT_NAMESPACE = uuid.UUID("5b0d6a57-8e0a-4c35-9a52-0a6f1d1c2e10")
 """Namespace of point ids: ``uuid5(POINT_NAMESPACE, f"{doc_id}:{chunk_index}")``."""

@@ -9,6 +9,8 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 CORPUS = REPO / "examples" / "axonix"
 
+import ancre  # noqa: E402,F401  (first: keeps smbprotocol's smbclient ahead of impacket's bin/smbclient.py)
+
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
