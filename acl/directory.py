@@ -1,7 +1,10 @@
 """Who is in which group: the ``Directory`` protocol, a JSON-file directory and a TTL cache.
 
 P(user) (docs/ARCHITECTURE.md "Data model and the rights filter") is the user's own SID, every group SID reached through nested
-membership, Everyone (``sid:S-1-1-0``) and Authenticated Users (``sid:S-1-5-11``). An identity the
+membership, Everyone (``sid:S-1-1-0``), Authenticated Users (``sid:S-1-5-11``) and NETWORK
+(``sid:S-1-5-2``, in every network logon's token). The SIDs a file server adds to a session's token
+besides (its local groups, the authentication package) are that server's: the SMB source resolves
+them on the ACE side (:mod:`ancre.acl.token`). An identity the
 directory does not know gets the empty set (it reads nothing); a directory that cannot be read
 raises :class:`~ancre.errors.DirectoryError` — never an empty set that a caller could mistake for
 "no filter".
@@ -21,11 +24,11 @@ from typing import Annotated, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ancre.errors import DirectoryError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, fold_name, sid_principal
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, fold_name, sid_principal
 
 _SID_PATTERN = r"^S-1-\d+(-\d+)*$"
 
-WELL_KNOWN: dict[str, str] = {"Everyone": "S-1-1-0", "Authenticated Users": "S-1-5-11"}
+WELL_KNOWN: dict[str, str] = {"Everyone": "S-1-1-0", "Authenticated Users": "S-1-5-11", "NETWORK": "S-1-5-2"}
 """Well-known SIDs every directory knows (MS-DTYP 2.4.2.4); a file may add more (Administrators…)."""
 
 _WELL_KNOWN_DOMAINS = ("builtin", "nt authority")
@@ -44,7 +47,7 @@ class Directory(Protocol):
     """
 
     def principals(self, user: str) -> frozenset[str]:
-        """P(user): own SID, all groups transitively, Everyone, Authenticated Users, as
+        """P(user): own SID, all groups transitively, Everyone, Authenticated Users, NETWORK, as
         ``sid:S-…`` strings. Unknown user → ``frozenset()``. Raises ``DirectoryError`` when the
         directory cannot be read or reached."""
         ...
@@ -81,6 +84,23 @@ def resolve_account(directory: Directory, user: str) -> str | None:
     if isinstance(directory, AccountResolver):
         return directory.account_of(user)
     return user
+
+
+@runtime_checkable
+class DomainSidProvider(Protocol):
+    """Optional capability of a directory: the SID of the users' domain."""
+
+    def domain_sid(self) -> str | None:
+        """The domain SID (``S-1-5-21-a-b-c``) of the directory's accounts, ``None`` if unknown.
+        Raises ``DirectoryError``."""
+        ...
+
+
+def directory_domain_sid(directory: Directory | None) -> str | None:
+    """:meth:`DomainSidProvider.domain_sid` of ``directory`` (looking through a
+    :class:`CachedDirectory`), ``None`` when it can't tell. Raises ``DirectoryError``."""
+    inner = directory.inner if isinstance(directory, CachedDirectory) else directory
+    return inner.domain_sid() if isinstance(inner, DomainSidProvider) else None
 
 
 @runtime_checkable
@@ -128,6 +148,7 @@ class _Snapshot:
     """One parsed version of the file; replaced as a whole on reload."""
 
     netbios: str
+    domain_sid: str | None
     user_key: dict[str, str]
     """folded sAMAccountName / NETBIOS\\sam → sAMAccountName (:func:`fold_name`)."""
     upn_key: dict[str, str]
@@ -210,6 +231,7 @@ class _Snapshot:
                 domain_names[fold_name(u.upn)] = u.sid
         return cls(
             netbios=f.netbios,
+            domain_sid=f.domain_sid,
             user_key=user_key,
             upn_key=upn_key,
             user_sid={n: u.sid for n, u in f.users.items()},
@@ -294,7 +316,7 @@ class FileDirectory:
         if name is None:
             return frozenset()
         sids = {snap.user_sid[name], *snap.group_walk(name)}
-        return frozenset(sid_principal(s) for s in sids) | {EVERYONE, AUTHENTICATED_USERS}
+        return frozenset(sid_principal(s) for s in sids) | {EVERYONE, AUTHENTICATED_USERS, NETWORK}
 
     def sid_of(self, name: str) -> str | None:
         """See :meth:`Directory.sid_of`. Accepts ``NETBIOS\\x``, ``BUILTIN\\x``, ``NT AUTHORITY\\x``."""
@@ -318,6 +340,10 @@ class FileDirectory:
         """See :meth:`AccountResolver.account_of`."""
         return self._current().user(user)
 
+    def domain_sid(self) -> str | None:
+        """See :meth:`DomainSidProvider.domain_sid`: the file's ``domain_sid``."""
+        return self._current().domain_sid
+
     def users(self) -> list[str]:
         """See :meth:`Directory.users`."""
         return sorted(self._current().user_sid)
@@ -331,7 +357,7 @@ class FileDirectory:
         sid = _bare(sid)
         if sid == snap.user_sid[name]:
             return ()
-        if sid_principal(sid) in (EVERYONE, AUTHENTICATED_USERS):
+        if sid_principal(sid) in (EVERYONE, AUTHENTICATED_USERS, NETWORK):
             return (snap.short_name.get(sid, sid),)
         came_from = snap.group_walk(name)
         if sid not in came_from:

@@ -441,7 +441,14 @@ def to_acl(rights: ReadRights) -> Acl:
         (c,) = rights.clauses
         (need,) = c.need
         return Acl(need, c.deny, rights.reason)
-    raise NotImplementedError("Acl grants")
+    # provisional, sound: (∩ needs) per clause, the union of the allows and of the denies
+    allow: set[str] = set()
+    deny: set[str] = set()
+    for c in rights.clauses:
+        needs = [n for n in c.need if not n & UNIVERSAL] or [next(iter(c.need))]
+        allow |= frozenset.intersection(*needs)
+        deny |= c.deny
+    return Acl(frozenset(allow), frozenset(deny), rights.reason)
 
 
 # --- the walk (one preparation behind compile_read and explain_read) ------------------------------

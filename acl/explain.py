@@ -1,11 +1,14 @@
 """``ancre acl explain --as USER PATH``: may this user read this path, and which ACE or rule decided.
 
 A connector that can explain (``AclExplainable`` in :mod:`ancre.connectors.base`) traces the rights
-on a path as an :class:`AclTrace` (the security descriptor from the server or an ACL manifest, or
-the principals a source grants, plus share-level permissions); :func:`explain_trace` evaluates it
-with :func:`ancre.acl.engine.explain_read` (the same evaluation as the indexed ACLs) and adds
-the names an administrator recognises: the group of the deciding ACE, the entry it is written on,
-how the user comes to be in that group, and the principal provider that gave the user the
+on a path as an :class:`AclTrace` (the security descriptor from the server or an ACL manifest, its
+parent's, the server's token rules, or the principals a source grants, plus share-level
+permissions); :func:`explain_trace` evaluates it with :func:`ancre.acl.engine.explain_read` (the
+same walk as the indexed ACLs, for the file and for the share) and headlines the *effective*
+result (file ∩ share), naming what an administrator recognises: the group of the deciding ACE, the
+entry it is written on, how the user comes to be in that group, the token SID that decided when the
+server adds it (NETWORK, OWNER RIGHTS, a local group of the file server), the bits of
+FILE_GENERIC_READ when they were decided apart, and the principal provider that gave the user the
 principal that decided (:mod:`ancre.acl.providers`).
 """
 
@@ -18,9 +21,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from ancre.acl.directory import Directory, MembershipTracer
-from ancre.acl.engine import Ace, SecurityDescriptor, describe_ace, explain_read
+from ancre.acl.engine import Ace, BitVerdict, Decision, SecurityDescriptor, describe_ace, explain_read
 from ancre.acl.manifest import AclManifest, path_parts
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
+from ancre.acl.share import explain_share
+from ancre.acl.token import DIRECTORY_RULES, TokenRules, well_known_name
 from ancre.errors import AclError, AncreError
 from ancre.models import EVERYONE, Acl
 
@@ -103,13 +108,15 @@ def canonical_path(path: str, *, unc_root: str | None = None, root: Path | None 
 
 @dataclass(frozen=True)
 class ShareLayer:
-    """Share-level permissions a source applies on top of a path's descriptor (SMB ``share_allow`` /
-    ``share_deny``): ``description`` says how they are configured (``"share_allow=['GG_RH']
-    share_deny=[]"``), ``effective`` is the descriptor's read ACL ∩ those permissions
-    (:func:`ancre.acl.share.intersect_share`) — the ACL sync indexes."""
+    """Share-level permissions a source checks on top of a path's descriptor (SMB): ``description``
+    says where they come from (``"share permissions of \\\\srv\\Partage (NetShareGetInfo)"``,
+    ``"share permissions configured (share_allow=['GG_RH'] share_deny=[])"``), ``descriptor`` the
+    share's security descriptor (read from the server, or stated by the configuration), ``problem``
+    why it could not be read (nobody passes then)."""
 
     description: str
-    effective: Acl
+    descriptor: SecurityDescriptor | None = None
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,10 +136,13 @@ class AclTrace:
     ``origins``: ACE of ``descriptor`` → key of the manifest entry that states it explicitly
     (``""`` = the share root), for the ACEs whose origin is known; ``protected_at``: the deepest
     manifest entry on the path with inheritance disabled (``None``: none, or not a manifest);
-    ``share``: share-level permissions on top (``None``: none configured, or the descriptor could
-    not be read); ``indexable``: whether the path is an indexable file of the source (``None``:
-    not checked); ``grant_via``: for the ``grants`` form, principal → what granted it at the source
-    (``"permission 7 (read)"``, ``"link users (view)"``, ``"role Members: Read"`` for SharePoint).
+    ``share``: share-level permissions on top (``None``: the source has none); ``indexable``:
+    whether the path is an indexable file of the source (``None``: not checked); ``grant_via``: for
+    the ``grants`` form, principal → what granted it at the source (``"permission 7 (read)"``,
+    ``"link users (view)"``, ``"role Members: Read"`` for SharePoint); ``rules``: how the server's
+    token holds each SID (default: the directory's principals are the token); ``parent``: the
+    parent folder's descriptor (its FILE_LIST_DIRECTORY grants FILE_READ_ATTRIBUTES), ``None``
+    when not read.
     """
 
     source: str
@@ -145,6 +155,8 @@ class AclTrace:
     share: ShareLayer | None = None
     indexable: bool | None = None
     grant_via: Mapping[str, str] = field(default_factory=dict)
+    rules: TokenRules = DIRECTORY_RULES
+    parent: SecurityDescriptor | None = None
 
 
 def trace_manifest(
@@ -200,8 +212,15 @@ class Explanation:
     SID, ``None`` = unknown); ``principals`` the user's P(user) with names, sorted.
     ``decided_by``: the user's principal that decided (``"sid:S-…-1103"``; ``None`` when no
     principal of the user did, e.g. nothing grants read); ``provider``: the principal provider that
-    gave it (``"directory"``); ``source``: the source id (``""``: not given); ``share``: the line on
-    share-level permissions and the effective result (``None``: none configured).
+    gave it (``"directory"``); ``source``: the source id (``""``: not given). ``readable`` is the
+    *effective* result: the file's permissions and, when the source has them, the share's; the
+    summary, rule and ACE are those of the layer that decided (the file's, unless only the share
+    refuses). ``files``: the line on the file permissions' own verdict (``None`` without a share
+    layer); ``share``: the line on the share permissions (``None``: none); ``token``: how the
+    user's token holds the deciding ACE's SID when the server adds it (``"NETWORK (S-1-5-2): in
+    every network logon"``, a local group of the file server, OWNER RIGHTS), ``None`` for a plain
+    principal; ``bits``: one line per bit of FILE_GENERIC_READ when they were not all decided by
+    the same ACE; ``notes``: SIDs ancre could not decide (their deny closed the document).
     """
 
     user: str
@@ -218,6 +237,10 @@ class Explanation:
     provider: str | None = None
     source: str = ""
     share: str | None = None
+    files: str | None = None
+    token: str | None = None
+    bits: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def render(self) -> str:
         """Plain text for the terminal, several lines, no trailing newline."""
@@ -233,17 +256,25 @@ class Explanation:
             who = f"{self.decided_by} ({named})" if named else self.decided_by
             origin = f", from provider {self.provider!r}" if self.provider else ""
             lines.append(f"decided by: principal {who}{origin}")
+        if self.token is not None:
+            lines.append(f"token: {self.token}")
         lines.append(f"rule: {self.rule}")
         if self.deciding_ace is not None:
             lines.append(f"ace: {describe_ace(self.deciding_ace)}")
+        if self.files is not None:
+            lines.append(self.files)
+        if self.share is not None:
+            lines.append(self.share)
+        if self.bits:
+            lines.append("FILE_GENERIC_READ, bit by bit:")
+            lines.extend(f"  {b}" for b in self.bits)
+        lines.extend(f"note: {n}" for n in self.notes)
         lines.append(f"principals of {self.user} ({len(self.principals)}):")
         width = max((len(p.principal) for p in self.principals), default=0)
         several = len({p.provider for p in self.principals}) > 1
         for p in self.principals:
             line = f"  {p.principal.ljust(width)}  {p.name or '(no name)'}"
             lines.append(f"{line}  [{p.provider}]" if several and p.provider else line)
-        if self.share is not None:
-            lines.append(self.share)
         return "\n".join(lines)
 
 
@@ -282,9 +313,10 @@ def explain_trace(
     ``resolver`` gives the user's principals and the provider of each (default: ``directory``
     alone, :class:`~ancre.acl.providers.DirectoryProvider`); ``directory`` names ``sid:``
     principals and, when it can (:class:`MembershipTracer`), the group route to the deciding one.
-    The verdict is the engine's (:func:`~ancre.acl.engine.explain_read`, the evaluation sync
-    indexes); share-level permissions, when the trace has them, give the effective result on an
-    extra line. An unknown user (no principal) reads nothing. Raises
+    The verdicts are the engine's (:func:`~ancre.acl.engine.explain_read`, the walk sync indexes,
+    with the trace's token rules), for the file and, when the trace has them, for the share; the
+    headline is the effective result (see :class:`Explanation`). An unknown user (no principal)
+    reads nothing. Raises
     :class:`~ancre.errors.DirectoryError` when the directory or a provider can't be read.
     """
     resolver = resolver if resolver is not None else PrincipalResolver([DirectoryProvider(directory)])
@@ -298,35 +330,101 @@ def explain_trace(
     if not principals:
         unknown = "the directory does not know" if len(resolver.providers) == 1 else "no principal provider knows"
         rule = f"unknown identity: {unknown} {user!r}; it reads nothing"
-        return Explanation(user, trace.path, False, rule, f"not readable: {rule}", source=trace.source,
-                           share=_share_line(trace, user, principals, False))
+        return Explanation(user, trace.path, False, rule, f"not readable: {rule}", source=trace.source)
     if trace.grants is not None:
         return replace(_explain_grants(trace.grants, user, trace.path, principals, name_of, origins, trace.grant_via),
                        principals=named, source=trace.source)
 
-    decision = explain_read(trace.descriptor, principals, unreadable_reason=trace.unreadable)
-    share = _share_line(trace, user, principals, decision.readable)
+    decision = explain_read(trace.descriptor, principals, unreadable_reason=trace.unreadable,
+                            rules=trace.rules, parent=trace.parent)
+    share = None if trace.share is None else explain_share(
+        trace.share.descriptor, principals, trace.rules,
+        unreadable_reason=f"share permissions: {trace.share.problem}" if trace.share.problem else None,
+    )
+    ntfs = _layer(decision, trace, user, directory, origins, trace.origins, trace.protected_at, "file")
+    if share is None:
+        return replace(ntfs, principals=named, source=trace.source)
+    share_ex = _layer(share, trace, user, directory, origins, {}, None, "share")
+    ntfs_line = f"file permissions (NTFS): {_word(decision.readable)} — {ntfs.summary}"
+    share_line = f"{trace.share.description}: {_word(share.readable)} — {share_ex.summary}"  # type: ignore[union-attr]
+    effective = decision.readable and share.readable
+    head = share_ex if decision.readable and not share.readable else ntfs
+    return replace(
+        head, readable=effective, principals=named, source=trace.source, files=ntfs_line,
+        share=f"{share_line} — effective result (file ∩ share): {_word(effective)}",
+        notes=tuple(dict.fromkeys(ntfs.notes + share_ex.notes)),
+    )
+
+
+def _word(readable: bool) -> str:
+    return "READABLE" if readable else "NOT READABLE"
+
+
+def _bit_line(v: BitVerdict, directory: Directory) -> str:
+    mark = "granted" if v.granted else "refused"
+    if v.source == "owner":
+        how = "the owner's implicit READ_CONTROL"
+    elif v.source == "null":
+        how = "a NULL DACL"
+    elif v.source == "none":
+        how = "no ACE grants it"
+    else:
+        assert v.ace is not None
+        kind = "DENY" if v.ace.is_deny else "ALLOW"
+        where = " on the parent folder (FILE_LIST_DIRECTORY)" if v.source == "parent" else ""
+        how = f"{kind} ACE {(v.index or 0) + 1}{where} for {_sid_name(v.ace.sid, directory)}"
+    return f"{v.name}: {mark} by {how}"
+
+
+def _sid_name(sid: str, directory: Directory) -> str:
+    name = directory.name_of(sid) or well_known_name(sid)
+    return f"{name} ({sid})" if name else sid
+
+
+def _layer(
+    decision: Decision,
+    trace: AclTrace,
+    user: str,
+    directory: Directory,
+    origins: Mapping[str, str],
+    ace_origins: Mapping[Ace, str],
+    protected_at: str | None,
+    layer: str,
+) -> Explanation:
+    """One layer's (the file's or the share's) verdict as an :class:`Explanation`."""
+    bits: tuple[str, ...] = ()
+    deciders = {(v.source, v.index, v.granted) for v in decision.bits}
+    if len(deciders) > 1:
+        bits = tuple(f"{layer}: {_bit_line(v, directory)}" for v in decision.bits)
     ace = decision.deciding_ace
+    decided = sorted(decision.decided_by)[0] if decision.decided_by else None
+    token = None
+    if decision.route is not None and (ace is None or decision.route):
+        through = f", through {decided} ({directory.name_of(decided) or decided})" if decided and ace is not None and decided[4:] != ace.sid else ""
+        token = f"{_sid_name(ace.sid, directory) if ace is not None else 'owner'} in {user}'s token: {decision.route}{through}"
     if ace is None:
-        verdict = "readable" if decision.readable else "not readable"
+        verdict = _word(decision.readable).lower().replace("_", " ")
         rule = decision.rule
         if rule == "no ACE grants read":
             rule = f"no ACE grants read to any of {user}'s principals"
-            if trace.protected_at:
-                rule += f" (inheritance is disabled at {trace.protected_at}: protected)"
-        decided = EVERYONE if decision.readable and EVERYONE in principals else None  # a NULL DACL
+            if protected_at:
+                rule += f" (inheritance is disabled at {protected_at}: protected)"
+        summary = f"{'the share permissions: ' if layer == 'share' else ''}{verdict}: {rule}"
         return Explanation(
-            user, trace.path, decision.readable, decision.rule, f"{verdict}: {rule}",
-            decided_by=decided, provider=origins.get(decided) if decided else None, share=share,
-            principals=named, source=trace.source,
+            user, trace.path, decision.readable, decision.rule, summary,
+            decided_by=decided, provider=origins.get(decided) if decided else None,
+            token=token, bits=bits, notes=decision.notes,
         )  # fmt: skip
-
     path = trace.path
-    name = directory.name_of(ace.sid)
-    origin = trace.origins.get(ace)
+    name = directory.name_of(ace.sid) or well_known_name(ace.sid)
+    origin = ace_origins.get(ace)
     via = directory.membership_path(user, ace.sid) if isinstance(directory, MembershipTracer) else None
     word = "DENY" if ace.is_deny else "ALLOW"
-    if ace.inherited:
+    if layer == "share":
+        where = f"{word} ACE of the share permissions"
+    elif decision.rule.endswith(")") and "on the parent folder" in decision.rule:
+        where = f"{word} ACE on the parent folder"
+    elif ace.inherited:
         where = f"{word} ACE inherited from {origin if origin is not None else 'a parent folder'}"
         if origin == "":
             where = f"{word} ACE inherited from the share root"
@@ -334,6 +432,8 @@ def explain_trace(
         where = f"explicit {word} ACE on {origin or path or 'the share root'}"
     who = f"{name} ({ace.sid})" if name else ace.sid
     summary = f"{'allowed' if decision.readable else 'denied'} by {where} for {who}"
+    if not decision.readable and ace.is_deny and "(" in decision.rule.rsplit(" for ", 1)[-1]:
+        summary += f" ({next(v.name for v in decision.bits if not v.granted)})"
     if via == ():
         summary += f"; this is {user}'s own account"
     elif via:
@@ -341,8 +441,8 @@ def explain_trace(
     return Explanation(
         user, path, decision.readable, decision.rule, summary,
         deciding_ace=ace, deciding_name=name, origin=origin, via=via,
-        decided_by=ace.principal, provider=origins.get(ace.principal), share=share,
-        principals=named, source=trace.source,
+        decided_by=decided or ace.principal, provider=origins.get(decided or ace.principal),
+        token=token, bits=bits, notes=decision.notes,
     )  # fmt: skip
 
 
@@ -379,18 +479,6 @@ def _explain_grants(
                            decided_by=granted[0], provider=origins.get(granted[0]))
     rule = f"the source grants read only to {', '.join(names(acl.allow)) or 'nobody'}"
     return Explanation(user, path, False, rule, f"not readable: none of {user}'s principals is granted read by the source")
-
-
-def _share_line(trace: AclTrace, user: str, principals: frozenset[str], ntfs_readable: bool) -> str | None:
-    """The line on share-level permissions (``None`` when the trace has none)."""
-    if trace.share is None:
-        return None
-    shares = f"share permissions ({trace.share.description})"
-    if trace.share.effective.readable_by(principals):
-        return f"{shares}: allow — effective result: READABLE"
-    if not ntfs_readable:
-        return f"{shares}: effective result (NTFS ∩ share): NOT READABLE"
-    return f"{shares}: refuse {user} — effective result (NTFS ∩ share): NOT READABLE"
 
 
 def _protected_at(manifest: AclManifest, path: str) -> str | None:

@@ -1,8 +1,11 @@
 """Active Directory over LDAP (ldap3): P(user) from ``tokenGroups``, SID ↔ name for explanations.
 
 P(user) (docs/ARCHITECTURE.md "Data model and the rights filter") is the user's objectSid, every SID of its ``tokenGroups`` — the
-constructed attribute AD computes for a security principal: all groups transitively, nested ones
-and the primary group included ([MS-ADTS] 3.1.1.4.5.19) — plus Everyone and Authenticated Users.
+constructed attribute AD computes for a security principal: all groups transitively, nested ones,
+domain-local ones and the primary group included ([MS-ADTS] 3.1.1.4.5.19) —, the SIDs of its
+``sIDHistory`` (the logon puts them in the token, [MS-PAC] 2.2.1), plus Everyone, Authenticated Users
+and NETWORK (in every network logon). What a file server adds to a session's token besides (its
+local groups, the authentication package) is resolved per server (:mod:`ancre.acl.token`).
 It costs two searches: one to find the user, one BASE search of ``tokenGroups`` on its entry.
 
 Transport: LDAPS, or StartTLS on ``ldap://`` (the default for that scheme), certificates checked
@@ -41,7 +44,7 @@ from ldap3.utils.conv import escape_filter_chars
 from ancre.acl.directory import WELL_KNOWN, fold_name
 from ancre.settings import DirectoryConfig, resolve_secret
 from ancre.errors import ConfigError, DirectoryError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, sid_principal
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, sid_principal
 
 log = logging.getLogger("ancre.acl.ldap")
 
@@ -386,7 +389,7 @@ class LdapDirectory:
         entries = self._search(
             self.base_dn,
             f"(&(objectClass=user)(!(objectClass=computer))(|{wanted}))",
-            ["objectSid", "userAccountControl", "sAMAccountName", "memberOf", "primaryGroupID", *attrs],
+            ["objectSid", "userAccountControl", "sAMAccountName", "memberOf", "primaryGroupID", "sIDHistory", *attrs],
         )
         for attr in attrs:
             hits = [e for e in entries if fold_name(name) in {fold_name(str(v)) for v in _values(e, attr)}]
@@ -410,8 +413,9 @@ class LdapDirectory:
         return str(sam[0]) if sam else None
 
     def principals(self, user: str) -> frozenset[str]:
-        """See :meth:`Directory.principals`: objectSid, every ``tokenGroups`` SID, Everyone and
-        Authenticated Users. Unknown, ambiguous or disabled account → ``frozenset()``. Raises
+        """See :meth:`Directory.principals`: objectSid, every ``tokenGroups`` SID, ``sIDHistory``,
+        Everyone, Authenticated Users and NETWORK. Unknown, ambiguous or disabled account →
+        ``frozenset()``. Raises
         :class:`DirectoryError` when the directory fails or ``tokenGroups`` can't be read."""
         entry = self._find_user(user)
         if entry is None:
@@ -428,8 +432,17 @@ class LdapDirectory:
             # every account holds at least its primary group: no tokenGroups = not readable here,
             # and a partial set could miss a deny
             raise DirectoryError(f"directory: tokenGroups of {entry['dn']} not readable (check the bind account's rights)")
-        sids = {format_sid(raw_sid[0]), *(format_sid(g) for g in groups)}
-        return frozenset(sid_principal(s) for s in sids) | {EVERYONE, AUTHENTICATED_USERS}
+        history = entry.get("raw_attributes", {}).get("sIDHistory") or []
+        sids = {format_sid(raw_sid[0]), *(format_sid(g) for g in groups), *(format_sid(h) for h in history)}
+        return frozenset(sid_principal(s) for s in sids) | {EVERYONE, AUTHENTICATED_USERS, NETWORK}
+
+    def domain_sid(self) -> str | None:
+        """See :meth:`~ancre.acl.directory.DomainSidProvider.domain_sid`: the ``objectSid`` of the
+        domain object at ``base_dn`` (``None`` when the base is not a domain's head). Raises
+        :class:`DirectoryError`."""
+        hits = self._search(self.base_dn, "(objectClass=domain)", ["objectSid"], scope=ldap3.BASE)
+        raw = hits[0].get("raw_attributes", {}).get("objectSid") if hits else None
+        return format_sid(raw[0]) if raw else None
 
     def _entry_by_sid(self, sid: str, attributes: list[str]) -> dict[str, Any] | None:
         if not _SID_RE.match(sid):

@@ -186,15 +186,19 @@ class LocalGroups:
     ``members``: alias SID → member SIDs (users, groups, well-known SIDs, other aliases), for the
     BUILTIN aliases and those of the server's account domain (a member server's own groups; a DC's
     domain-local groups). ``names``: alias SID → name for explanations. ``origin``: where they come
-    from (``"SAMR on \\\\srv"``, ``"config"``)."""
+    from (``"SAMR on \\\\srv"``, ``"config"``). ``complete``: every alias of the server is listed
+    (SAMR's answer), so a local SID that is not an alias is a local account; a configured list alone
+    is not complete: a local SID it does not name is undecided."""
 
     members: Mapping[str, frozenset[str]]
     names: Mapping[str, str] = field(default_factory=dict)
     origin: str = ""
+    complete: bool = True
 
     def merged(self, override: Mapping[str, frozenset[str]], origin: str) -> LocalGroups:
         """These groups with ``override``'s entries replacing (or adding) aliases' members."""
-        return LocalGroups({**self.members, **override}, self.names, f"{self.origin} + {origin}" if self.origin else origin)
+        return LocalGroups({**self.members, **override}, self.names,
+                           f"{self.origin} + {origin}" if self.origin else origin, self.complete)
 
 
 @dataclass(frozen=True)
@@ -325,7 +329,7 @@ class TokenRules:
             return self._alias(sid, groups, seen)
         if self._is_local(sid):
             name = well_known_name(sid) or sid
-            if groups is None:
+            if groups is None or not groups.complete:
                 return Holders.unknown(
                     f"{name} ({sid}): a local group of the file server whose members are not known "
                     f"({self.local_groups_problem or 'not read'})"

@@ -22,10 +22,16 @@
   recorded in :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it
   indexed under it.
 - **Rights**, fetched lazily per file: one compound CREATE(READ_CONTROL) + QUERY_INFO(security:
-  OWNER|GROUP|DACL, [MS-SMB2] 2.2.37) + CLOSE, parsed by :mod:`ancre.acl.sd_parse` and reduced by
-  the ACL engine; then intersected with the share-level permissions
-  (:func:`ancre.acl.share.intersect_share`).
-  Unreadable (ACCESS_DENIED on READ_CONTROL, malformed, server gone) → ``Acl.nobody(reason)``.
+  OWNER|GROUP|DACL, [MS-SMB2] 2.2.37) + CLOSE, parsed by :mod:`ancre.acl.sd_parse` and walked by
+  the ACL engine for FILE_GENERIC_READ with the server's network-logon token
+  (:class:`~ancre.acl.token.TokenRules`: its local groups and domains read over LSA/SAMR, or
+  configured with ``local_groups``); the parent folder's descriptor too when the file's own DACL
+  does not decide FILE_READ_ATTRIBUTES like the other bits; then joined with the share's own
+  security descriptor (SRVSVC NetShareGetInfo 502, or ``share_allow`` / ``share_deny``), walked
+  with the same token (:mod:`ancre.acl.share`). Both are re-read once per pass, and every
+  :data:`SHARE_REFRESH_S` seconds for the live check (:mod:`ancre.connectors.smb_rpc`).
+  Unreadable (ACCESS_DENIED on READ_CONTROL, malformed, server gone, share descriptor withheld) →
+  ``Acl.nobody(reason)``.
 - **Resilience**: every call runs on a pooled session; a connection-level failure (socket closed,
   refused reconnection, expired or deleted session, ...) drops the pooled connection and retries
   the call once on a new one; a second failure raises :class:`SourceUnavailableError` (never an
@@ -65,11 +71,20 @@ from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SM
 from smbprotocol.tree import TreeConnect
 from pydantic import Field, SecretStr, model_validator
 
-from ancre.acl.directory import Directory
-from ancre.acl.engine import SecurityDescriptor, acl_problem, read_acl
+from ancre.acl.directory import Directory, directory_domain_sid
+from ancre.acl.engine import (
+    FILE_READ_ATTRIBUTES,
+    READ_ACCESS,
+    ReadRights,
+    SecurityDescriptor,
+    acl_problem,
+    compile_read,
+)
 from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
-from ancre.acl.sd_parse import acl_from_descriptor, parse_security_descriptor
-from ancre.acl.share import intersect_share, nesting_of
+from ancre.acl.sd_parse import parse_security_descriptor
+from ancre.acl.share import configured_share_descriptor, share_rights
+from ancre.acl.token import BUILTIN_NAMES, WELL_KNOWN_SIDS, LocalGroups, TokenRules
+from ancre.connectors.smb_rpc import RpcError, RpcTarget, server_accounts, share_descriptor
 from ancre.connectors.base import (
     ChangeCallback,
     CollectionFromConfig,
@@ -106,10 +121,28 @@ class SmbSourceConfig(SourceSettings):
     auth: Literal["ntlm", "kerberos", "negotiate"] = "ntlm"
     """Authentication protocol (``kerberos`` needs the ``gssapi`` Python package)."""
     share_allow: tuple[str, ...] = ()
-    """Share-level permissions — principals (``sid:…`` or directory names) the share grants read
-    to. Empty = no share-level restriction (the Windows default, Everyone)."""
+    """Share-level permissions stated here instead of read from the server: principals (``sid:…``
+    or directory names) the share grants full control to. With ``share_allow`` and
+    ``share_deny`` both empty (the default), the share's own descriptor is read from the server
+    (SRVSVC NetShareGetInfo level 502: the service account must be an administrator of the file
+    server); ``["Everyone"]`` states Windows' and Samba's default share permission."""
     share_deny: tuple[str, ...] = ()
-    """Principals the share denies."""
+    """Principals the share denies (with ``share_allow``: the stated share permissions)."""
+    read_local_groups: bool = True
+    """Read the file server's local groups (BUILTIN\\Users, a member server's own groups, a DC's
+    domain-local groups) and its domains over LSA and SAMR; ``false``: only ``local_groups``."""
+    local_groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """The file server's local groups stated here (over what SAMR says for them): group (SID, or a
+    BUILTIN name such as ``"BUILTIN\\Users"``) → members (SIDs, well-known or directory names).
+    Where SAMR is not read or refused, a local group not listed here is undecided: a deny for it
+    closes the document, an allow for it grants nobody."""
+    server_sid: str | None = Field(None, pattern=r"^S-1-5-21-\d+-\d+-\d+$")
+    """The domain SID of the file server's own accounts (a member server's machine SID), when it
+    can't be read over LSA: its SIDs are then known to be local."""
+    this_organization: bool | None = None
+    """Whether the file server puts This Organization (S-1-5-15) in a session's token (Windows
+    does for users of its forest, Samba does not); unset: undecided (a deny for it closes the
+    document, an allow grants nobody)."""
     require_signing: bool = True
     encrypt: bool = False
     """Require SMB3 encryption of the session."""
@@ -174,8 +207,8 @@ _AUTH_STATUSES = frozenset({0xC000006D, 0xC000006A, 0xC0000064, 0xC0000071, 0xC0
 ACCOUNT_LOCKED_OUT, ACCOUNT_RESTRICTION: a retry won't help."""
 
 SHARE_REFRESH_S = 60.0
-"""The live ACL check (:meth:`SmbConnector.read_acls`) re-resolves ``share_allow`` /
-``share_deny`` and group nesting at most this often (a sync pass does it once per pass)."""
+"""The live ACL check (:meth:`SmbConnector.read_acls`) re-reads the share permissions and the
+file server's local groups at most this often, in seconds (a sync pass does it once per pass)."""
 
 
 class _Gone(Exception):
@@ -418,10 +451,10 @@ class SmbConnector(CollectionFromConfig):
     and :class:`~ancre.connectors.base.Checkable`.
 
     ``cfg``: a ``kind = "smb"`` source (server, port, share, username, password or password_env,
-    auth, require_signing, encrypt, dfs, timeout_s, share_allow/share_deny, include/exclude,
-    unc_root for citations — default ``\\\\server\\share``). ``directory`` resolves
-    share_allow/share_deny names and, when it offers ``is_nested`` (LDAP), group nesting for the
-    share intersection. Raises :class:`ConfigError` on a missing server/share or password variable.
+    auth, require_signing, encrypt, dfs, timeout_s, share_allow/share_deny, local_groups,
+    read_local_groups, server_sid, this_organization, include/exclude, unc_root for citations —
+    default ``\\\\server\\share``). ``directory`` resolves share_allow/share_deny/local_groups
+    names and gives the users' domain SID. Raises :class:`ConfigError` on a missing server/share or password variable.
     Thread-safe: the sync engine and the watcher may run at once (the watcher has its own session).
     """
 
@@ -450,8 +483,11 @@ class SmbConnector(CollectionFromConfig):
         :meth:`fetch_content` of its items need no referral request of their own."""
         self._down_until = 0.0
         self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
-        self._nesting: dict[tuple[str, str], bool] = {}
+        self._rules: TokenRules | None = None
+        self._share_layer: tuple[str, SecurityDescriptor | None, str | None, ReadRights] | None = None
         self._share_at = time.monotonic()
+        self._rights_lock = threading.Lock()
+        self._parents: dict[str, tuple[float, SecurityDescriptor | None]] = {}
         self._session_lock = threading.Lock()
         self.watch_ready = threading.Event()
         """Set while :meth:`watch` has its CHANGE_NOTIFY requests armed on the server."""
@@ -804,8 +840,7 @@ class SmbConnector(CollectionFromConfig):
         be followed: those links are in :attr:`unreachable` once this returns. Raises
         :class:`SourceUnavailableError` when the share, or any folder in it, can't be listed
         (the message names the folder)."""
-        self._share = None  # share principals and nesting are re-resolved once per full pass
-        self._nesting = {}
+        self._refresh_server_rights()  # share permissions and local groups re-read once per full pass
         with self._cache_lock:  # DFS targets are checked afresh too
             self._addr_cache, self._listed_dirs = {}, {}
 
@@ -946,8 +981,9 @@ class SmbConnector(CollectionFromConfig):
         return parse_security_descriptor(raw)
 
     def fetch_acl(self, item: SourceItem) -> Acl:
-        """Who may read the file: NTFS DACL ∩ share permissions. An unreadable or malformed
-        descriptor gives ``Acl.nobody(reason)``; a server that can't be reached raises
+        """Who may read the file: its DACL walked for FILE_GENERIC_READ with the server's token ∩
+        the share permissions (:meth:`read_rights`). An unreadable or malformed descriptor gives
+        ``Acl.nobody(reason)``; a server that can't be reached raises
         :class:`SourceUnavailableError` (the pass stops as suspect instead of revoking rights)."""
         try:
             return self._acl_at(item.path, listed=True)
@@ -958,6 +994,25 @@ class SmbConnector(CollectionFromConfig):
         """:meth:`fetch_acl` of a relative path (``listed``: see :meth:`_guard`); raises
         :class:`_Gone` when it does not exist or lies under a DFS link that is not followed
         (:class:`_Blocked`)."""
+        return self.read_rights(rel, listed=listed).acl()
+
+    def read_rights(self, rel: str, *, listed: bool = False) -> ReadRights:
+        """The compiled read rights of a relative path (``""``: the share root): its descriptor
+        (and its parent's, when FILE_READ_ATTRIBUTES depends on it) walked with
+        :meth:`token_rules`, joined with :meth:`share_layer`. Raises :class:`_Gone` (absent, or
+        under a DFS link that is not followed) and :class:`SourceUnavailableError`."""
+        sd, reason = self._descriptor_at(rel, listed=listed)
+        if sd is None:
+            return ReadRights.nobody(f"acl_unreadable: {reason}")
+        rules = self.token_rules()
+        rights = compile_read(sd, rules=rules)
+        if rel and rights.clauses and compile_read(sd, rules=rules, desired=READ_ACCESS & ~FILE_READ_ATTRIBUTES).clauses != rights.clauses:
+            rights = compile_read(sd, rules=rules, parent=self._parent_descriptor(rel))
+        return rights.both(self.share_layer()[3])
+
+    def _descriptor_at(self, rel: str, *, listed: bool = False) -> tuple[SecurityDescriptor | None, str | None]:
+        """The parsed descriptor of ``rel``, or ``(None, why)`` when it can't be read or parsed.
+        Raises :class:`_Gone` and :class:`SourceUnavailableError`."""
         def read(kw: dict[str, Any]) -> bytes:
             self._guard(rel, kw, listed=listed)
             return read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw)
@@ -968,13 +1023,38 @@ class SmbConnector(CollectionFromConfig):
             raise
         except SMBOSError as e:
             if e.ntstatus == NtStatus.STATUS_ACCESS_DENIED:
-                return Acl.nobody("acl_unreadable: access denied on READ_CONTROL")
+                return None, "access denied on READ_CONTROL"
             if is_not_found(e):
                 raise _Gone(str(e)) from None
-            return Acl.nobody(f"acl_unreadable: {e}")
+            return None, str(e)
         except Exception as e:  # noqa: BLE001 - whatever went wrong, fail closed
-            return Acl.nobody(f"acl_unreadable: {type(e).__name__}: {e}")
-        return self._with_share(acl_from_descriptor(raw))
+            return None, f"{type(e).__name__}: {e}"
+        try:
+            return parse_security_descriptor(raw), None
+        except AclError as e:
+            return None, str(e)
+
+    PARENT_TTL_S = 5.0
+    """A parent folder's descriptor (for FILE_READ_ATTRIBUTES) is reused this many seconds."""
+
+    def _parent_descriptor(self, rel: str) -> SecurityDescriptor | None:
+        """The descriptor of ``rel``'s parent folder, ``None`` when it can't be read (then it
+        grants nothing: the safe side)."""
+        parent = rel.rpartition("/")[0]
+        now = time.monotonic()
+        with self._rights_lock:
+            hit = self._parents.get(parent)
+        if hit is not None and now - hit[0] < self.PARENT_TTL_S:
+            return hit[1]
+        try:
+            sd, _ = self._descriptor_at(parent)
+        except _Gone:
+            sd = None
+        with self._rights_lock:
+            if len(self._parents) > 4096:
+                self._parents.clear()
+            self._parents[parent] = (now, sd)
+        return sd
 
     def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
         """The current ACL of each relative path, as :meth:`fetch_acl` computes it (one compound
@@ -983,12 +1063,12 @@ class SmbConnector(CollectionFromConfig):
         server no longer has, or one at or under a DFS link that is not followed, is left out
         (on a DFS root share, one referral request per path tells). Raises :class:`SourceUnavailableError` when the share
         can't be reached (at once for :data:`FAIL_FAST_S` seconds after a failed reconnection).
-        Share principals and group nesting are re-resolved at most every
+        The share permissions and the server's local groups are re-read at most every
         :data:`SHARE_REFRESH_S` seconds. Thread-safe: concurrent batches share one session."""
         with self._session_lock:
             now = time.monotonic()
             if now - self._share_at > SHARE_REFRESH_S:
-                self._share, self._nesting, self._share_at = None, {}, now
+                self._refresh_server_rights()
                 with self._cache_lock:
                     self._addr_cache = {}  # DFS target names resolved afresh as well
             # one session for the concurrent batches (smbclient's pool is not safe against two
@@ -1002,9 +1082,13 @@ class SmbConnector(CollectionFromConfig):
                 continue
         return out
 
-    def acl_of_descriptor(self, sd: SecurityDescriptor | None, reason: str | None = None) -> Acl:
-        """``read_acl(sd)`` ∩ the share permissions (what :meth:`fetch_acl` computes)."""
-        return self._with_share(read_acl(sd, unreadable_reason=reason))
+    def acl_of_descriptor(
+        self, sd: SecurityDescriptor | None, reason: str | None = None, parent: SecurityDescriptor | None = None
+    ) -> Acl:
+        """``sd`` walked with the server's token ∩ the share permissions (what :meth:`fetch_acl`
+        computes, given the parent's descriptor)."""
+        rules = self.token_rules()
+        return compile_read(sd, rules=rules, parent=parent, unreadable_reason=reason).both(self.share_layer()[3]).acl()
 
     # ---------------------------------------------------------------- acl explain (AclExplainable)
     def explain_path(self, path: str) -> str:
@@ -1014,20 +1098,131 @@ class SmbConnector(CollectionFromConfig):
 
     def explain_acl(self, path: str) -> AclTrace:
         """See :meth:`ancre.connectors.base.AclExplainable.explain_acl`: the security descriptor
-        read from the server now (``unreadable`` when absent, denied or malformed) and, when
-        ``share_allow``/``share_deny`` are configured, the share permissions with the effective
-        NTFS ∩ share ACL. Raises :class:`SourceUnavailableError` when the share can't be reached."""
+        read from the server now (``unreadable`` when absent, denied or malformed), its parent's,
+        the server's token rules and the share permissions (read from the server, or configured).
+        Raises :class:`SourceUnavailableError` when the share can't be reached."""
+        description, share_sd, share_problem, _ = self.share_layer()
+        share = ShareLayer(description, share_sd, share_problem)
+        rules = self.token_rules()
         try:
             sd = self.security_descriptor(path)
         except AclError as e:
-            return AclTrace(self.source_id, path, unreadable=str(e))
-        share = None
-        if self.cfg.share_allow or self.cfg.share_deny:
-            shares = f"share_allow={list(self.cfg.share_allow)} share_deny={list(self.cfg.share_deny)}"
-            share = ShareLayer(shares, self.acl_of_descriptor(sd))
-        return AclTrace(self.source_id, path, descriptor=sd, share=share)
+            return AclTrace(self.source_id, path, unreadable=str(e), share=share, rules=rules)
+        parent = self._parent_descriptor(path) if path else None
+        return AclTrace(self.source_id, path, descriptor=sd, share=share, rules=rules, parent=parent)
 
-    # ---------------------------------------------------------------- share permissions
+    # ---------------------------------------------------------------- the server's token and share permissions
+    def _rpc_target(self) -> RpcTarget:
+        return RpcTarget(
+            self.cfg.server or "", self.cfg.port, self.cfg.username, self._password,
+            kerberos=self.cfg.auth == "kerberos", timeout_s=self.cfg.timeout_s,
+        )
+
+    def _refresh_server_rights(self) -> None:
+        """Forget the share permissions and the token rules: read again at next use."""
+        with self._rights_lock:
+            self._share, self._rules, self._share_layer = None, None, None
+            self._parents = {}
+            self._share_at = time.monotonic()
+
+    def token_rules(self) -> TokenRules:
+        """How the file server builds a session's token (:class:`~ancre.acl.token.TokenRules`):
+        its account and primary domains (LSA) and local groups (SAMR), ``local_groups`` over
+        them, ``this_organization``. Read once per pass (and every :data:`SHARE_REFRESH_S` s for
+        the live check); when the server refuses, its local groups are undecided. Never raises."""
+        with self._rights_lock:
+            if self._rules is not None:
+                return self._rules
+        rules = self._read_token_rules()
+        with self._rights_lock:
+            self._rules = rules
+        return rules
+
+    def _read_token_rules(self) -> TokenRules:
+        primary: str | None = None
+        try:
+            primary = directory_domain_sid(self.directory)
+        except DirectoryError as e:
+            log.warning("source %s: the directory's domain SID can't be read: %s", self.source_id, e)
+        account, groups, problem = self.cfg.server_sid, None, None
+        if self.cfg.read_local_groups:
+            try:
+                found = server_accounts(self._rpc_target())
+                account, groups = found.account_domain, found.local_groups
+                primary = found.primary_domain or primary
+            except RpcError as e:
+                problem = f"{e} (set sources.{self.source_id}.local_groups)"
+                log.warning("source %s: the file server's local groups can't be read: %s", self.source_id, e)
+        else:
+            problem = f"not read (sources.{self.source_id}.read_local_groups = false)"
+        if self.cfg.local_groups:
+            try:
+                stated = {self._local_group_sid(k): frozenset(self._member_sid(m, k) for m in v)
+                          for k, v in self.cfg.local_groups.items()}
+            except (AclError, DirectoryError) as e:
+                return TokenRules.network(None, account_domain=account, primary_domain=primary,
+                                          problem=f"sources.{self.source_id}.local_groups: {e}",
+                                          this_organization=self.cfg.this_organization)
+            origin = f"sources.{self.source_id}.local_groups"
+            groups = groups.merged(stated, origin) if groups is not None else LocalGroups(stated, origin=origin, complete=False)
+        return TokenRules.network(groups, account_domain=account, primary_domain=primary, problem=problem,
+                                  this_organization=self.cfg.this_organization)
+
+    def _local_group_sid(self, name: str) -> str:
+        bare = name[4:] if name.startswith("sid:") else name
+        if bare.upper().startswith("S-1-"):
+            return "S" + bare[1:]
+        short = bare.rpartition("\\")[2].casefold()
+        for sid, builtin in BUILTIN_NAMES.items():
+            if builtin.casefold() == short:
+                return sid
+        raise AclError(f"{name!r}: give a local group by SID, or a BUILTIN group by name")
+
+    def _member_sid(self, name: str, group: str) -> str:
+        bare = name[4:] if name.startswith("sid:") else name
+        if bare.upper().startswith("S-1-"):
+            return "S" + bare[1:]
+        short = bare.rpartition("\\")[2].casefold()
+        for sid, (known, _) in WELL_KNOWN_SIDS.items():
+            if known.casefold() == short:
+                return sid
+        return self._resolve(name, f"local_groups.{group}")[4:]
+
+    def share_layer(self) -> tuple[str, SecurityDescriptor | None, str | None, ReadRights]:
+        """``(description, descriptor, problem, rights)`` of the share permissions: the share's
+        security descriptor read from the server (SRVSVC NetShareGetInfo 502), or stated by
+        ``share_allow`` / ``share_deny``, compiled with :meth:`token_rules`; ``problem`` (and
+        rights readable by nobody) when it can't be read. Cached like the token rules."""
+        with self._rights_lock:
+            if self._share_layer is not None:
+                return self._share_layer
+        rules = self.token_rules()
+        sd: SecurityDescriptor | None = None
+        problem: str | None = None
+        if self.cfg.share_allow or self.cfg.share_deny:
+            description = (f"share permissions configured (share_allow={list(self.cfg.share_allow)} "
+                           f"share_deny={list(self.cfg.share_deny)})")
+            try:
+                allow, deny = self.share_principals()
+                sd = configured_share_descriptor(allow, deny)
+            except (AclError, DirectoryError) as e:
+                problem = str(e)
+        else:
+            description = f"share permissions of {self.unc} (NetShareGetInfo)"
+            try:
+                sd = parse_security_descriptor(share_descriptor(self._rpc_target(), self.cfg.share or ""))
+            except AclError as e:
+                problem = f"{e} (or state them with sources.{self.source_id}.share_allow)"
+        if problem is not None:
+            log.warning("source %s: share permissions unreadable: %s", self.source_id, problem)
+            rights = ReadRights.nobody(f"acl_unreadable: share permissions: {problem}")
+        else:
+            rights = share_rights(sd, rules)
+        layer = (description, sd, problem, rights)
+        with self._rights_lock:
+            self._share_layer = layer
+        return layer
+
     def share_principals(self) -> tuple[frozenset[str] | None, frozenset[str]]:
         """``(share_allow, share_deny)`` as ``sid:`` principals (``share_allow`` ``None`` when not
         configured). Raises :class:`AclError` for a name the directory does not know."""
@@ -1046,26 +1241,6 @@ class SmbConnector(CollectionFromConfig):
         if sid is None:
             raise AclError(f"sources.{self.source_id}.{key}: {name!r} is not known to the directory")
         return f"sid:{sid}"
-
-    def _nested(self, member: str, group: str) -> bool:
-        key = (member, group)
-        if key not in self._nesting:
-            check = nesting_of(self.directory)
-            try:
-                self._nesting[key] = bool(check(member, group)) if check is not None else False
-            except DirectoryError as e:
-                log.warning("source %s: nesting %s in %s unknown (%s): not counted", self.source_id, member, group, e)
-                return False  # not cached: asked again next time
-        return self._nesting[key]
-
-    def _with_share(self, acl: Acl) -> Acl:
-        if not self.cfg.share_allow and not self.cfg.share_deny:
-            return acl
-        try:
-            allow, deny = self.share_principals()
-        except (AclError, DirectoryError) as e:
-            return Acl.nobody(f"acl_unreadable: share permissions: {e}")
-        return intersect_share(acl, allow, deny, self._nested)
 
     # ---------------------------------------------------------------- placement
     def location(self, item: SourceItem) -> str:
@@ -1100,24 +1275,47 @@ class SmbConnector(CollectionFromConfig):
                 False, f"{where}: {len(entries)} entries; the root's security descriptor: {e}",
                 "the service account needs READ_CONTROL (read permissions) on the whole share",
             )
+        self._refresh_server_rights()
+        description, _share_sd, share_problem, _ = self.share_layer()
+        if share_problem is not None:
+            return SourceCheck(
+                False, f"{where}: the share permissions can't be read: {share_problem}",
+                f"make the service account an administrator of the file server, or state the share's permissions "
+                f"in sources.{self.source_id}.share_allow / share_deny",
+            )
+        rules = self.token_rules()
+        if rules.local_groups is None:
+            return SourceCheck(
+                False, f"{where}: the file server's local groups can't be read: {rules.local_groups_problem}",
+                f"let the service account query SAM remotely, or list the groups in sources.{self.source_id}.local_groups",
+            )
         acl = self.acl_of_descriptor(sd)
         issue = acl_problem(acl)
         if issue is not None:
             return SourceCheck(
                 False, f"{where}: the root's ACL can't be used: {issue}",
-                f"check sources.{self.source_id}.share_allow / share_deny and the directory",
+                f"check sources.{self.source_id}.share_allow / share_deny / local_groups and the directory",
             )
-        return SourceCheck(True, f"{where}: {len(entries)} entries at the root; its DACL read ({len(sd.dacl or ())} ACEs)")
+        return SourceCheck(
+            True, f"{where}: {len(entries)} entries at the root; its DACL read ({len(sd.dacl or ())} ACEs); "
+            f"{description}; local groups from {rules.local_groups.origin}",
+        )
 
 
 def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
-    """The :class:`SmbConnector` of a ``kind = "smb"`` source; the directory (share_allow /
-    share_deny names, group nesting over LDAP) is built only when share permissions are set.
+    """The :class:`SmbConnector` of a ``kind = "smb"`` source, with the configured directory
+    (names of ``share_allow`` / ``share_deny`` / ``local_groups``, the users' domain SID; optional
+    when none of those keys is set).
     Raises :class:`ConfigError` when ``cfg`` is not an :class:`SmbSourceConfig` or its password
     variable is unset."""
     if not isinstance(cfg, SmbSourceConfig):
         raise ConfigError(f"sources.{cfg.id}: not an smb source")
-    directory = ctx.directory() if (cfg.share_allow or cfg.share_deny) else None
+    try:
+        directory: Directory | None = ctx.directory()
+    except ConfigError:
+        if cfg.share_allow or cfg.share_deny or cfg.local_groups:
+            raise
+        directory = None  # names to resolve: none; the users' domain then comes from the server (LSA)
     return SmbConnector(cfg, directory=directory, ignore=ctx.ignore)
 
 
@@ -1133,7 +1331,6 @@ __all__ = [
     "dfs_referral",
     "dfs_target_inside",
     "host_addresses",
-    "intersect_share",
     "is_auth_error",
     "is_connection_error",
     "is_not_found",

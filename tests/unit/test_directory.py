@@ -58,6 +58,7 @@ def test_nested_groups_and_well_known(corpus: FileDirectory) -> None:
         f"sid:{DOM}-1106",  # GG_Personnel, through both
         EVERYONE,
         AUTH,
+        "sid:S-1-5-2",  # NETWORK: every SMB session's token holds it
     }
     assert f"sid:{DOM}-1106" in corpus.principals("emma")
     assert corpus.membership_path("chloe", f"{DOM}-1106") in {("GG_Techniciens", "GG_Personnel"), ("GG_Stagiaires", "GG_Personnel")}

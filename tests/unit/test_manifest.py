@@ -237,7 +237,7 @@ def test_explain_names_the_deny_ace_and_the_group(manifest: AclManifest, directo
     text = e.render()
     assert "NOT READABLE" in text and e.summary in text
     assert f"sid:{DOM}-1106  AXONIX\\GG_Personnel" in text and "Authenticated Users" in text
-    assert len(e.principals) == 6
+    assert len(e.principals) == 7  # with NETWORK
 
 
 def test_explain_allow_inherited_and_nested(manifest: AclManifest, directory: FileDirectory) -> None:

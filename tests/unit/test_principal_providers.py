@@ -13,6 +13,7 @@ from ancre.acl.directory import FileDirectory
 from ancre.acl.explain import AclTrace, ShareLayer, explain_trace, trace_manifest
 from ancre.acl.manifest import AclManifest
 from ancre.acl.providers import DirectoryProvider, PrincipalProvider, PrincipalProviderError, PrincipalResolver
+from ancre.acl.share import configured_share_descriptor
 from ancre.errors import ConfigError, DirectoryError
 from ancre.models import EVERYONE, Acl
 
@@ -143,17 +144,23 @@ def test_explain_fails_closed_when_a_provider_fails(directory: FileDirectory) ->
 
 
 def test_explain_gives_the_effective_result_with_share_permissions(directory: FileDirectory) -> None:
+    """The headline is the effective result (file ∩ share), and the layer that refused is named."""
     manifest = AclManifest.load(CORPUS / "acl.json", directory)
     ntfs = trace_manifest(manifest, "CLIENTS/x.docx", source="smb")
-    only_direction = ShareLayer("share_allow=['GG_Direction'] share_deny=[]", Acl(frozenset({GG_DIRECTION})))
+    only_direction = ShareLayer(
+        "share permissions configured (share_allow=['GG_Direction'] share_deny=[])",
+        configured_share_descriptor(frozenset({GG_DIRECTION}), frozenset()),
+    )
     trace = AclTrace(ntfs.source, ntfs.path, descriptor=ntfs.descriptor, origins=ntfs.origins, share=only_direction)
     bruno = explain_trace(trace, "bruno", directory=directory)
-    assert bruno.readable  # NTFS allows GG_Techniciens…
-    assert bruno.share == (
-        "share permissions (share_allow=['GG_Direction'] share_deny=[]): refuse bruno — "
-        "effective result (NTFS ∩ share): NOT READABLE"
-    )  # …the share does not
-    assert explain_trace(trace, "alice", directory=directory).share.endswith("allow — effective result: READABLE")  # type: ignore[union-attr]
+    assert not bruno.readable  # NTFS allows GG_Techniciens, the share does not
+    text = bruno.render()
+    assert "result: NOT READABLE" in text
+    assert bruno.files is not None and bruno.files.startswith("file permissions (NTFS): READABLE")
+    assert bruno.share is not None and bruno.share.endswith("effective result (file ∩ share): NOT READABLE")
+    assert bruno.summary == "the share permissions: not readable: no ACE grants read to any of bruno's principals"
+    alice = explain_trace(trace, "alice", directory=directory)
+    assert alice.readable and alice.share is not None and alice.share.endswith("effective result (file ∩ share): READABLE")
     david = explain_trace(trace, "david", directory=directory)
-    assert not david.readable and david.share is not None and "refuse" not in david.share
-    assert david.render().endswith("effective result (NTFS ∩ share): NOT READABLE")
+    assert not david.readable and david.files is not None and "NOT READABLE" in david.files
+    assert "denied" in david.summary or "no ACE" in david.summary  # the file's own refusal is the headline
