@@ -28,7 +28,8 @@ The rules, from [MS-DTYP] 2.4.2.4 (well-known SIDs), [MS-PAC]/[MS-APDS] (what th
   (BUILTIN\\Users holds Authenticated Users, Pre-Windows 2000 Compatible Access holds it too) nor for
   a member server at all: held iff P holds one of the alias's members, transitively
   (:class:`LocalGroups`, read over SAMR or configured). When they are not known, their SIDs are
-  undecided;
+  undecided; so is membership through Everyone / Authenticated Users / NETWORK in a local group
+  that is not BUILTIN (Windows expands it, a Samba DC does not);
 - any other domain SID (S-1-5-21-…): held iff it is in P.
 
 In :attr:`TokenMode.DIRECTORY` (ACL manifests: no file server) every SID is plainly matched
@@ -246,7 +247,9 @@ class TokenRules:
     ``account_domain``, the domain SID of the server's own accounts (a member server's machine SID;
     on a domain controller, the AD domain), ``None`` when unknown; ``primary_domain``, the AD domain
     the users come from; ``this_organization``: whether the server adds This Organization
-    (S-1-5-15) to the token (``None``: undecided).
+    (S-1-5-15) to the token (``None``: undecided); ``assumed``: SID → whether every session's token
+    holds it, for SIDs otherwise undecided that the administrator can vouch for (every user
+    authenticates with NTLM: ``{"S-1-5-64-10": True}``).
 
     A domain SID (S-1-5-21-…) of the account domain of a member server is one of its local groups
     or accounts; of the primary (or any other) domain, a domain account or group matched against
@@ -260,6 +263,7 @@ class TokenRules:
     account_domain: str | None = None
     primary_domain: str | None = None
     this_organization: bool | None = None
+    assumed: Mapping[str, bool] = field(default_factory=dict)
     _memo: dict[str, Holders] = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @classmethod
@@ -271,9 +275,11 @@ class TokenRules:
         primary_domain: str | None = None,
         problem: str | None = None,
         this_organization: bool | None = None,
+        assumed: Mapping[str, bool] | None = None,
     ) -> TokenRules:
         """The rules of a file server's network logon (``problem``: why ``local_groups`` is ``None``)."""
-        return cls(TokenMode.NETWORK, local_groups, problem, account_domain, primary_domain, this_organization)
+        return cls(TokenMode.NETWORK, local_groups, problem, account_domain, primary_domain, this_organization,
+                   dict(assumed or {}))
 
     @property
     def is_domain_controller(self) -> bool:
@@ -305,6 +311,11 @@ class TokenRules:
     def _holders(self, sid: str, seen: frozenset[str]) -> Holders:
         if self.mode == TokenMode.DIRECTORY:
             return Holders.plain(sid)
+        if sid in self.assumed:
+            name = well_known_name(sid) or sid
+            if self.assumed[sid]:
+                return Holders(frozenset({EVERYONE}), frozenset({EVERYONE}), (), f"{name}: in every session's token (assumed)")
+            return Holders.nobody(f"{name}: in no session's token (assumed)")
         if sid == THIS_ORGANIZATION_SID and self.this_organization is not None:
             if self.this_organization:
                 return Holders(frozenset({EVERYONE}), frozenset({EVERYONE}), (),
@@ -357,6 +368,15 @@ class TokenRules:
                 continue
             if own_domain and domain_of(member) == self.primary_domain and member not in groups.members:
                 continue  # a domain account or global group: tokenGroups reports the alias itself
+            known = WELL_KNOWN_SIDS.get(member)
+            if known is not None and known[1] == Presence.ALWAYS and domain_of(sid) != BUILTIN_DOMAIN:
+                # BUILTIN groups take Everyone / Authenticated Users / NETWORK members into every
+                # token (Windows and Samba alike); other local groups do on Windows, not on a Samba
+                # DC (checked by tests/integration/test_acl_differential.py)
+                out = out | Holders.unknown(
+                    f"{name} ({sid}) holds {known[0]}: whether the token expands it depends on the server"
+                )
+                continue
             sub = self._holders(member, seen) if member in groups.members else self.holders(member)
             out = out | sub
         return Holders(out.surely, out.maybe, out.undecided, route)

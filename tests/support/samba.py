@@ -67,6 +67,9 @@ DNS_DOMAIN = "axonix.test"
 BASE_DN = "DC=axonix,DC=test"
 NETBIOS_NAME = "DC1"
 SHARE = "Partage"
+SCRATCH_SHARES = ("Essais", "EssaisA", "EssaisB")
+"""Three shares over one scratch folder (``SambaDC.scratch_path``), free for tests that write raw
+descriptors and share permissions (the ACL differential test); ``Partage`` stays the corpus."""
 ADMIN_USER = "Administrator"
 ADMIN_PASSWORD = "Ancre-Admin-2026!"
 USER_PASSWORD = "Ancre-User-2026!"
@@ -94,7 +97,8 @@ OWNER_SECURITY_INFORMATION = 0x1
 GROUP_SECURITY_INFORMATION = 0x2
 DACL_SECURITY_INFORMATION = 0x4
 
-_SAMBA_BINARIES = ("samba", "samba-tool", "smbd", "smbcacls", "smbclient", "unshare", "nsenter")
+_SAMBA_BINARIES = ("samba", "samba-tool", "smbd", "smbcacls", "smbclient", "sharesec", "unshare", "nsenter")
+_BUILTIN_DNS = frozenset({"Remote Desktop Users", "Users", "Administrators", "Pre-Windows 2000 Compatible Access"})
 _STARTUP_TIMEOUT = 45.0  # seconds, for LDAP and SMB to answer after the processes start
 
 
@@ -239,6 +243,19 @@ def _smb_conf(root: Path) -> str:
 	vfs objects = acl_xattr
 	acl_xattr:ignore system acls = yes
 	acl flag inherited canonicalization = no
+{"".join(_scratch_share(root, name) for name in SCRATCH_SHARES)}"""
+
+
+def _scratch_share(root: Path, name: str) -> str:
+    """One of the shares over ``<root>/essais`` (the differential ACL test's tree): the same
+    folder, each share with share permissions of its own (:meth:`SambaDC.sharesec`)."""
+    return f"""
+[{name}]
+	path = {root}/essais
+	read only = no
+	vfs objects = acl_xattr
+	acl_xattr:ignore system acls = yes
+	acl flag inherited canonicalization = no
 """
 
 
@@ -303,6 +320,11 @@ class SambaDC:
     def share_path(self) -> Path:
         """Local filesystem path of the share ``Partage`` (its files carry ``security.NTACL``)."""
         return self.root / "share"
+
+    @property
+    def scratch_path(self) -> Path:
+        """Local filesystem path of the folder behind :data:`SCRATCH_SHARES`."""
+        return self.root / "essais"
 
     @property
     def unc_root(self) -> str:
@@ -490,6 +512,80 @@ class SambaDC:
             what=f"smbcacls {path!r}",
         )
 
+    def sharesec(self, share: str, *args: str) -> str:
+        """Run Samba's ``sharesec <share> <args>`` on the DC's configuration (share permissions,
+        kept in ``share_info.tdb``; ``--setsddl`` keeps the ACEs in the order given)."""
+        return _run(["sharesec", "-s", str(self.smb_conf), share, *args], what=f"sharesec {share}")
+
+    def ldap_add_group(self, name: str, scope: str = "global") -> str:
+        """Create a security group (``scope``: ``global``, ``domainlocal`` or ``universal``) in
+        CN=Users over LDAP; return its SID."""
+        group_type = {"global": -2147483646, "domainlocal": -2147483644, "universal": -2147483640}[scope]
+        dn = self.user_dn(name)
+        self._ldap_do("add", dn, ["top", "group"], {"sAMAccountName": name, "groupType": group_type})
+        sid = self._ldap_sid(dn)
+        self._sids[name] = sid
+        return sid
+
+    def ldap_add_user(self, name: str, password: str | None = None) -> str:
+        """Create an enabled user in CN=Users over LDAPS (``password``: default :data:`USER_PASSWORD`);
+        return its SID."""
+        dn = self.user_dn(name)
+        pwd = f'"{password or USER_PASSWORD}"'.encode("utf-16-le")
+        self._ldap_do("add", dn, ["top", "person", "organizationalPerson", "user"],
+                      {"sAMAccountName": name, "userPrincipalName": f"{name}@{DNS_DOMAIN}", "unicodePwd": pwd,
+                       "userAccountControl": 512})
+        sid = self._ldap_sid(dn)
+        self._sids[name] = sid
+        return sid
+
+    def ldap_add_member(self, group: str, member: str) -> None:
+        """Add ``member`` (a sAMAccountName in CN=Users, or a well-known SID such as ``S-1-5-11``,
+        added as its foreign security principal) to ``group`` (a name in CN=Users, or a BUILTIN
+        group such as ``Remote Desktop Users``)."""
+        value = (f"CN={member},CN=ForeignSecurityPrincipals,{self.base_dn}" if member.startswith("S-1-")
+                 else self.user_dn(member))
+        self._ldap_do("modify", self._group_dn(group), {"member": [(ldap3.MODIFY_ADD, [value])]})
+
+    def ldap_remove_member(self, group: str, member: str) -> None:
+        """Remove ``member`` (sAMAccountName) from ``group`` (see :meth:`ldap_add_member`)."""
+        self._ldap_do("modify", self._group_dn(group), {"member": [(ldap3.MODIFY_DELETE, [self.user_dn(member)])]})
+
+    def ldap_set_primary_group(self, user: str, group: str) -> None:
+        """Make ``group`` (a global group ``user`` is a member of) ``user``'s primary group
+        (primaryGroupID); AD then lists the previous one in memberOf."""
+        rid = self._ldap_sid(self._group_dn(group)).rsplit("-", 1)[1]
+        self._ldap_do("modify", self.user_dn(user), {"primaryGroupID": [(ldap3.MODIFY_REPLACE, [rid])]})
+
+    def ldap_delete(self, name: str) -> None:
+        """Delete the user or group ``name`` of CN=Users (no error when it does not exist)."""
+        conn = self.ldap_connection(tls=True)
+        try:
+            conn.delete(self.user_dn(name))
+        finally:
+            conn.unbind()
+        self._sids.pop(name, None)
+
+    def _group_dn(self, group: str) -> str:
+        return self.user_dn(group) if group not in _BUILTIN_DNS else f"CN={group},CN=Builtin,{self.base_dn}"
+
+    def _ldap_do(self, op: str, dn: str, *args: Any) -> None:
+        conn = self.ldap_connection(tls=True)
+        try:
+            getattr(conn, op)(dn, *args)
+            if conn.result["result"] != 0:
+                raise SambaFixtureError(f"LDAP {op} {dn}: {conn.result['description']} {conn.result.get('message')}")
+        finally:
+            conn.unbind()
+
+    def _ldap_sid(self, dn: str) -> str:
+        conn = self.ldap_connection()
+        try:
+            conn.search(dn, "(objectClass=*)", search_scope=ldap3.BASE, attributes=["objectSid"])
+            return format_sid(conn.response[0]["raw_attributes"]["objectSid"][0])
+        finally:
+            conn.unbind()
+
     def smbclient(self, *commands: str) -> str:
         """Run ``smbclient //127.0.0.1/Partage -c "<commands joined by ;>"`` as Administrator."""
         return _run(
@@ -537,7 +633,7 @@ class SambaDC:
             )
 
     def _prepare_root(self) -> None:
-        for sub in ("etc", "log", "run", "tls", "client", "share", "usershares"):
+        for sub in ("etc", "log", "run", "tls", "client", "share", "essais", "usershares"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o755)
         probe = self.root / "xattr-probe"
