@@ -41,42 +41,59 @@ def sid_principal(sid: str) -> Principal:
 
 @dataclass(frozen=True)
 class Grant:
-    """One way to be allowed to read: a user holding ``P`` is admitted iff ``P ∩ allow ≠ ∅`` and
-    ``P ∩ deny = ∅``, and only strictly before ``expires`` (seconds since the epoch; ``None``:
-    never expires). An ACL is the disjunction of its grants (:meth:`Acl.of`).
+    """One way to be allowed to read: a user holding ``P`` is admitted iff ``P ∩ allow ≠ ∅``,
+    ``P ∩ a ≠ ∅`` for every set ``a`` of ``also``, and ``P ∩ deny = ∅``, and only strictly before
+    ``expires`` (seconds since the epoch; ``None``: never expires). An ACL is the disjunction of its
+    grants (:meth:`Acl.of`).
 
     Where grants come from: an ordered DACL walk (MS-DTYP 2.5.3.2) gives one grant per run of
-    ALLOW ACEs, denied by the DENY ACEs placed before them; a SharePoint permission or sharing
-    link with an ``expirationDateTime`` gives a grant that stops admitting at that instant."""
+    ALLOW ACEs, denied by the DENY ACEs placed before them; ``also`` holds what must be met
+    besides — the share permissions on top of the NTFS ones, a bit of FILE_GENERIC_READ granted by
+    another ACE (``ancre.acl.engine``); a SharePoint permission or sharing link with an
+    ``expirationDateTime`` gives a grant that stops admitting at that instant."""
 
     allow: frozenset[str]
     deny: frozenset[str] = frozenset()
     expires: float | None = None
+    also: frozenset[frozenset[str]] = frozenset()
 
     def admits(self, principals: frozenset[str], now: float) -> bool:
         """Whether ``principals`` may read through this grant at ``now`` (epoch seconds). An empty
         principal set is never admitted."""
         if not principals or (self.expires is not None and now >= self.expires):
             return False
-        return not self.allow.isdisjoint(principals) and self.deny.isdisjoint(principals)
+        return (
+            not self.allow.isdisjoint(principals)
+            and self.deny.isdisjoint(principals)
+            and all(not a.isdisjoint(principals) for a in self.also)
+        )
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready form, ``{"allow": [...], "deny": [...], "expires": float | None}`` (sorted)."""
-        return {"allow": sorted(self.allow), "deny": sorted(self.deny), "expires": self.expires}
+        """JSON-ready form, ``{"allow": [...], "deny": [...], "expires": float | None}`` (sorted),
+        with ``"also": [[...], ...]`` when ``also`` is not empty."""
+        out: dict[str, object] = {"allow": sorted(self.allow), "deny": sorted(self.deny), "expires": self.expires}
+        if self.also:
+            out["also"] = sorted(sorted(a) for a in self.also)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, object]) -> "Grant":
         """Inverse of :meth:`to_dict`. Raises ``KeyError``/``TypeError``/``ValueError`` on a
         malformed mapping."""
         expires = d.get("expires")
+        also = d.get("also") or ()
         return cls(
             frozenset(str(p) for p in d["allow"]),  # type: ignore[attr-defined]
             frozenset(str(p) for p in d.get("deny") or ()),  # type: ignore[attr-defined]
             None if expires is None else float(expires),  # type: ignore[arg-type]
+            frozenset(frozenset(str(p) for p in a) for a in also),  # type: ignore[attr-defined]
         )
 
-    def _key(self) -> tuple[tuple[str, ...], tuple[str, ...], float]:
-        return (tuple(sorted(self.allow)), tuple(sorted(self.deny)), math.inf if self.expires is None else self.expires)
+    def _key(self) -> tuple[tuple[str, ...], tuple[str, ...], float, tuple[tuple[str, ...], ...]]:
+        return (
+            tuple(sorted(self.allow)), tuple(sorted(self.deny)), math.inf if self.expires is None else self.expires,
+            tuple(sorted(tuple(sorted(a)) for a in self.also)),
+        )
 
 
 @dataclass(frozen=True)
@@ -110,12 +127,12 @@ class Acl:
     def of(cls, grants: Iterable[Grant], reason: str | None = None) -> "Acl":
         """The ACL readable iff one of ``grants`` admits the user. Grants with an empty allow set
         are dropped, equal ones merged; no grant left gives an ACL readable by nobody (with
-        ``reason``); a single grant without expiry gives a plain ``Acl(allow, deny)``."""
-        distinct = {g._key(): g for g in grants if g.allow}
+        ``reason``); a single grant without expiry (nor ``also``) gives a plain ``Acl(allow, deny)``."""
+        distinct = {g._key(): g for g in grants if g.allow and all(g.also)}
         kept = tuple(distinct[k] for k in sorted(distinct))
         if not kept:
             return cls(frozenset(), frozenset(), reason)
-        if len(kept) == 1 and kept[0].expires is None:
+        if len(kept) == 1 and kept[0].expires is None and not kept[0].also:
             return cls(kept[0].allow, kept[0].deny, reason)
         allow = frozenset().union(*(g.allow for g in kept))
         deny = frozenset.intersection(*(g.deny for g in kept))

@@ -54,7 +54,7 @@ from enum import IntEnum
 
 from ancre.acl.token import DIRECTORY_RULES, OWNER_RIGHTS_SID, UNIVERSAL, Holders, TokenRules, well_known_name
 from ancre.errors import AclError
-from ancre.models import EVERYONE, Acl, sid_principal
+from ancre.models import EVERYONE, Acl, Grant, sid_principal
 
 # --- access mask bits (MS-DTYP 2.4.3; file-specific rights from winnt.h) ------------------------
 FILE_READ_DATA = 0x00000001
@@ -433,22 +433,14 @@ class ReadRights:
 
 
 def to_acl(rights: ReadRights) -> Acl:
-    """``rights`` as an :class:`~ancre.models.Acl`: nobody (with the reason) when no clause is
-    left; one clause with one need as a plain ``Acl(allow, deny)``."""
-    if not rights.clauses:
-        return Acl.nobody(rights.reason) if rights.reason is not None else Acl()
-    if len(rights.clauses) == 1 and len(rights.clauses[0].need) == 1:
-        (c,) = rights.clauses
-        (need,) = c.need
-        return Acl(need, c.deny, rights.reason)
-    # provisional, sound: (∩ needs) per clause, the union of the allows and of the denies
-    allow: set[str] = set()
-    deny: set[str] = set()
+    """``rights`` as an :class:`~ancre.models.Acl`: one :class:`~ancre.models.Grant` per clause
+    (its smallest need as ``allow``, the other needs as ``also``; :meth:`Acl.of` makes a single
+    one-need clause a plain ``Acl(allow, deny)``); no clause: readable by nobody, with the reason."""
+    grants = []
     for c in rights.clauses:
-        needs = [n for n in c.need if not n & UNIVERSAL] or [next(iter(c.need))]
-        allow |= frozenset.intersection(*needs)
-        deny |= c.deny
-    return Acl(frozenset(allow), frozenset(deny), rights.reason)
+        needs = sorted(c.need, key=lambda n: (len(n), sorted(n)))
+        grants.append(Grant(needs[0], c.deny, None, frozenset(needs[1:])))
+    return Acl.of(grants, rights.reason)
 
 
 # --- the walk (one preparation behind compile_read and explain_read) ------------------------------

@@ -306,7 +306,7 @@ def test_ancre_never_grants_what_the_server_refuses(world: World) -> None:
                     server = tree.can_open(path, FILE_GENERIC_READ) if tree is not None else False
                     ancre = acl.readable_by(p)
                     exact = rights.readable_by(p)
-                    assert exact or not ancre, (share, path, user)  # the stored ACL never widens the rights
+                    assert exact == ancre, (share, path, user)  # the stored grants are the compiled rights
                     where = (f"{share}/{path} as {user}: {_describe(sd, names)}; parent {_describe(parent, names)}; "
                              f"share {world.share_sddl.get(share, 'default')}")
                     if ancre and not server:
@@ -314,8 +314,6 @@ def test_ancre_never_grants_what_the_server_refuses(world: World) -> None:
                         leaks.append(where)
                     elif ancre == server:
                         outcomes["agree: " + ("readable" if server else "not readable")] += 1
-                    elif exact:
-                        outcomes["over-restriction: stored ACL (provisional grant form)"] += 1
                     else:
                         why = _classify(sd, parent, share_sd, rules, p)
                         outcomes[f"over-restriction: {why}"] += 1

@@ -47,7 +47,7 @@ from ancre.acl.engine import (
 )
 from ancre.acl.token import LocalGroups, TokenRules
 from ancre.errors import AclError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, Acl
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, Acl, ChunkPayload, Grant
 
 ALICE = "S-1-5-21-1-2-3-1201"
 BOB = "S-1-5-21-1-2-3-1202"
@@ -314,6 +314,19 @@ def test_a_simple_dacl_stays_a_plain_acl() -> None:
     )
 
 
+def test_bits_granted_by_different_aces_need_both() -> None:
+    """FILE_READ_DATA from one group, the other bits from another: a user needs both groups, which
+    the stored ACL says with a grant whose ``also`` holds the second need."""
+    dacl = sd(allow(RH, FILE_READ_DATA), allow(PERSONNEL, FILE_GENERIC_READ & ~FILE_READ_DATA))
+    acl = read_acl(dacl)
+    assert acl.readable_by(p(RH, PERSONNEL)) and not acl.readable_by(p(RH)) and not acl.readable_by(p(PERSONNEL))
+    assert acl.clauses == (Grant(frozenset({f"sid:{RH}"}), also=frozenset({frozenset({f"sid:{PERSONNEL}"})})),)
+    assert Grant.from_dict(acl.clauses[0].to_dict()) == acl.clauses[0]
+
+
+_PAYLOAD = {"source": "s", "doc_id": "s:1", "path": "x", "filename": "x", "chunk_index": 0, "text": ""}
+
+
 # --- the reference: MS-DTYP 2.5.3.2 on an explicit token ------------------------------------------
 def _reference_access(desc: SecurityDescriptor | None, token: frozenset[str], desired: int) -> bool:
     """MS-DTYP 2.5.3.2 AccessCheck transcribed: the remaining bits, ACE by ACE (``token``: bare SIDs)."""
@@ -376,6 +389,11 @@ def test_compiled_rights_agree_with_the_reference(
     expected = _reference_read(desc, token, parent)
     rights = compile_read(desc, parent=parent)
     assert rights.readable_by(principals) == expected
+    acl = rights.acl()  # what sync stores: grants, exact
+    assert acl.readable_by(principals) == expected
+    assert ChunkPayload.from_dict({**_PAYLOAD, **ChunkPayload.acl_fields(acl)}).readable_by(principals) == expected
+    if expected:  # the store's prefilter never refuses a reader
+        assert acl.allow & principals and not (acl.deny & principals)
     d = explain_read(desc, principals, parent=parent)
     assert d.readable == expected
     if d.deciding_ace is not None and not d.readable:
@@ -431,6 +449,7 @@ def test_network_token_is_never_wider_than_the_server(
     principals = p(*sids)
     rights = compile_read(desc, rules=NET)
     granted = rights.readable_by(principals)
+    assert rights.acl().readable_by(principals) == granted
     assert explain_read(desc, principals, rules=NET).readable == granted
     server = _reference_read(desc, _server_token(principals, held), None)
     if granted:
