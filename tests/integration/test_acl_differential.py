@@ -117,11 +117,11 @@ def _mask(rng: random.Random) -> int:
 def _aces(rng: random.Random, pool: list[str], broad: list[str], *, folder: bool) -> list[RawAce]:
     """Random ACEs: allows lean to broad groups with read masks, so that about half the decisions
     are grants; half the DACLs are put in canonical order."""
-    n = rng.choice([0, 1, 2, 2, 3, 3, 4, 4, 5, 6])
+    n = rng.choice([0, 1, 2, 2, 3, 3, 3, 4, 4, 5, 6])
     aces: list[RawAce] = []
     for _ in range(n):
-        deny = rng.random() < 0.35
-        sid = rng.choice(broad) if not deny and rng.random() < 0.45 else rng.choice(pool)
+        deny = rng.random() < 0.3
+        sid = rng.choice(broad) if not deny and rng.random() < 0.6 else rng.choice(pool)
         flags = rng.choice(FOLDER_FLAGS if folder else FILE_FLAGS)
         aces.append((1 if deny else 0, sid, _mask(rng), flags))
     if rng.random() < 0.5:  # canonical: explicit deny, explicit allow, inherited deny, inherited allow
