@@ -38,10 +38,12 @@ against P.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ancre.errors import AclError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, sid_principal
 
 EVERYONE_SID = "S-1-1-0"
@@ -198,7 +200,7 @@ class LocalGroups:
 
     def merged(self, override: Mapping[str, frozenset[str]], origin: str) -> LocalGroups:
         """These groups with ``override``'s entries replacing (or adding) aliases' members."""
-        return LocalGroups({**self.members, **override}, self.names,
+        return LocalGroups(ChainMap(dict(override), self.members), self.names,  # type: ignore[arg-type]
                            f"{self.origin} + {origin}" if self.origin else origin, self.complete)
 
 
@@ -363,7 +365,11 @@ class TokenRules:
         own_domain = self.is_domain_controller and domain_of(sid) == self.primary_domain
         out = Holders.plain(sid, route) if own_domain else Holders(route=route)
         seen = seen | {sid}
-        for member in sorted(groups.members[sid]):
+        try:
+            members = groups.members[sid]  # read from the server when first needed
+        except AclError as e:
+            return out | Holders.unknown(f"{name} ({sid}): its members can't be read ({e})")
+        for member in sorted(members):
             if member in seen:
                 continue
             if own_domain and domain_of(member) == self.primary_domain and member not in groups.members:

@@ -84,7 +84,7 @@ from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
 from ancre.acl.sd_parse import parse_security_descriptor
 from ancre.acl.share import configured_share_descriptor, share_rights
 from ancre.acl.token import BUILTIN_NAMES, WELL_KNOWN_SIDS, LocalGroups, TokenRules
-from ancre.connectors.smb_rpc import RpcError, RpcTarget, server_accounts, share_descriptor
+from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
 from ancre.connectors.base import (
     ChangeCallback,
     CollectionFromConfig,
@@ -444,6 +444,38 @@ def read_security_descriptor(
 
 
 # --------------------------------------------------------------------------------------------------
+ShareLayerInfo = tuple[str, SecurityDescriptor | None, str | None, ReadRights]
+"""``(description, descriptor, problem, rights)`` of a source's share permissions."""
+
+
+@dataclass
+class _ServerRights:
+    """One source's token rules and share permissions as last read (``at``: monotonic seconds);
+    ``accounts`` holds the SAMR session the local groups' members are read over."""
+
+    at: float
+    rules: TokenRules
+    accounts: ServerAccounts | None
+    share_layer: ShareLayerInfo | None = None
+
+
+_SERVER_RIGHTS: dict[tuple[object, ...], _ServerRights] = {}
+"""Per source (:meth:`SmbConnector._rights_key`), shared by the connectors of one process."""
+_SERVER_LOCK = threading.Lock()
+_RETIRED: list[tuple[float, ServerAccounts]] = []
+"""Replaced entries' SAMR sessions, closed a while later (a walk may still be reading members)."""
+
+
+def _retire(entry: _ServerRights | None) -> None:
+    """Queue ``entry``'s session for closing; close those retired more than twice
+    :data:`SHARE_REFRESH_S` ago. Call with :data:`_SERVER_LOCK` held."""
+    now = time.monotonic()
+    if entry is not None and entry.accounts is not None:
+        _RETIRED.append((now, entry.accounts))
+    while _RETIRED and now - _RETIRED[0][0] > 2 * SHARE_REFRESH_S:
+        _RETIRED.pop(0)[1].close()
+
+
 class SmbConnector(CollectionFromConfig):
     """A :class:`~ancre.connectors.base.Connector` over one SMB share; also
     :class:`~ancre.connectors.base.Watchable`, :class:`~ancre.connectors.base.SubtreeListing`,
@@ -483,8 +515,7 @@ class SmbConnector(CollectionFromConfig):
         :meth:`fetch_content` of its items need no referral request of their own."""
         self._down_until = 0.0
         self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
-        self._rules: TokenRules | None = None
-        self._share_layer: tuple[str, SecurityDescriptor | None, str | None, ReadRights] | None = None
+
         self._share_at = time.monotonic()
         self._rights_lock = threading.Lock()
         self._parents: dict[str, tuple[float, SecurityDescriptor | None]] = {}
@@ -1118,10 +1149,37 @@ class SmbConnector(CollectionFromConfig):
             kerberos=self.cfg.auth == "kerberos", timeout_s=self.cfg.timeout_s,
         )
 
+    def _rights_key(self) -> tuple[object, ...]:
+        """What the server's token rules and share permissions depend on: this source's server,
+        share, account and rights settings, and its directory."""
+        c = self.cfg
+        groups = tuple(sorted((k, tuple(v)) for k, v in c.local_groups.items()))
+        return ((c.server or "").lower(), c.port, (c.share or "").lower(), c.username, c.auth, c.share_allow,
+                c.share_deny, groups, c.read_local_groups, c.server_sid, c.this_organization, id(self.directory))
+
+    def _server_rights(self) -> _ServerRights:
+        """The entry of :data:`_SERVER_RIGHTS` for this source, a fresh one when missing or older
+        than :data:`SHARE_REFRESH_S` (connectors of one source in one process — a pass's and the
+        live check's — share it)."""
+        key = self._rights_key()
+        with _SERVER_LOCK:
+            entry = _SERVER_RIGHTS.get(key)
+            if entry is not None and time.monotonic() - entry.at < SHARE_REFRESH_S:
+                return entry
+        rules, accounts = self._read_token_rules()
+        entry = _ServerRights(time.monotonic(), rules, accounts)
+        with _SERVER_LOCK:
+            old = _SERVER_RIGHTS.get(key)
+            _SERVER_RIGHTS[key] = entry
+            _retire(old)
+        return entry
+
     def _refresh_server_rights(self) -> None:
         """Forget the share permissions and the token rules: read again at next use."""
+        with _SERVER_LOCK:
+            _retire(_SERVER_RIGHTS.pop(self._rights_key(), None))
         with self._rights_lock:
-            self._share, self._rules, self._share_layer = None, None, None
+            self._share = None
             self._parents = {}
             self._share_at = time.monotonic()
 
@@ -1130,21 +1188,16 @@ class SmbConnector(CollectionFromConfig):
         its account and primary domains (LSA) and local groups (SAMR), ``local_groups`` over
         them, ``this_organization``. Read once per pass (and every :data:`SHARE_REFRESH_S` s for
         the live check); when the server refuses, its local groups are undecided. Never raises."""
-        with self._rights_lock:
-            if self._rules is not None:
-                return self._rules
-        rules = self._read_token_rules()
-        with self._rights_lock:
-            self._rules = rules
-        return rules
+        return self._server_rights().rules
 
-    def _read_token_rules(self) -> TokenRules:
+    def _read_token_rules(self) -> tuple[TokenRules, ServerAccounts | None]:
         primary: str | None = None
         try:
             primary = directory_domain_sid(self.directory)
         except DirectoryError as e:
             log.warning("source %s: the directory's domain SID can't be read: %s", self.source_id, e)
         account, groups, problem = self.cfg.server_sid, None, None
+        found: ServerAccounts | None = None
         if self.cfg.read_local_groups:
             try:
                 found = server_accounts(self._rpc_target())
@@ -1162,11 +1215,11 @@ class SmbConnector(CollectionFromConfig):
             except (AclError, DirectoryError) as e:
                 return TokenRules.network(None, account_domain=account, primary_domain=primary,
                                           problem=f"sources.{self.source_id}.local_groups: {e}",
-                                          this_organization=self.cfg.this_organization)
+                                          this_organization=self.cfg.this_organization), found
             origin = f"sources.{self.source_id}.local_groups"
             groups = groups.merged(stated, origin) if groups is not None else LocalGroups(stated, origin=origin, complete=False)
         return TokenRules.network(groups, account_domain=account, primary_domain=primary, problem=problem,
-                                  this_organization=self.cfg.this_organization)
+                                  this_organization=self.cfg.this_organization), found
 
     def _local_group_sid(self, name: str) -> str:
         bare = name[4:] if name.startswith("sid:") else name
@@ -1188,15 +1241,15 @@ class SmbConnector(CollectionFromConfig):
                 return sid
         return self._resolve(name, f"local_groups.{group}")[4:]
 
-    def share_layer(self) -> tuple[str, SecurityDescriptor | None, str | None, ReadRights]:
+    def share_layer(self) -> ShareLayerInfo:
         """``(description, descriptor, problem, rights)`` of the share permissions: the share's
         security descriptor read from the server (SRVSVC NetShareGetInfo 502), or stated by
         ``share_allow`` / ``share_deny``, compiled with :meth:`token_rules`; ``problem`` (and
         rights readable by nobody) when it can't be read. Cached like the token rules."""
-        with self._rights_lock:
-            if self._share_layer is not None:
-                return self._share_layer
-        rules = self.token_rules()
+        entry = self._server_rights()
+        if entry.share_layer is not None:
+            return entry.share_layer
+        rules = entry.rules
         sd: SecurityDescriptor | None = None
         problem: str | None = None
         if self.cfg.share_allow or self.cfg.share_deny:
@@ -1210,7 +1263,8 @@ class SmbConnector(CollectionFromConfig):
         else:
             description = f"share permissions of {self.unc} (NetShareGetInfo)"
             try:
-                sd = parse_security_descriptor(share_descriptor(self._rpc_target(), self.cfg.share or ""))
+                session = entry.accounts.session if entry.accounts is not None else None
+                sd = parse_security_descriptor(share_descriptor(self._rpc_target(), self.cfg.share or "", session))
             except AclError as e:
                 problem = f"{e} (or state them with sources.{self.source_id}.share_allow)"
         if problem is not None:
@@ -1219,8 +1273,7 @@ class SmbConnector(CollectionFromConfig):
         else:
             rights = share_rights(sd, rules)
         layer = (description, sd, problem, rights)
-        with self._rights_lock:
-            self._share_layer = layer
+        entry.share_layer = layer
         return layer
 
     def share_principals(self) -> tuple[frozenset[str] | None, frozenset[str]]:

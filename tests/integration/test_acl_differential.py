@@ -17,7 +17,7 @@ with FILE_GENERIC_READ. There must be no case where ancre grants and the server 
 where ancre refuses and the server grants must be explained by one of the conservative rules the
 engine documents (README "Which right is read" lists them with their counts).
 
-``ANCRE_DIFF_CASES`` (default 360) sets how many decisions are compared, ``ANCRE_DIFF_SEED`` the
+``ANCRE_DIFF_CASES`` (default 384) sets how many decisions are compared, ``ANCRE_DIFF_SEED`` the
 seed; the table of outcomes is printed (``-s``) and written to ``$ANCRE_DIFF_REPORT`` when set.
 """
 
@@ -54,7 +54,7 @@ from ancre.acl.token import OWNER_RIGHTS_SID, TokenRules
 from ancre.connectors.smb import SmbConnector, SmbSourceConfig
 
 SEED = int(os.environ.get("ANCRE_DIFF_SEED", "21"))
-CASES = int(os.environ.get("ANCRE_DIFF_CASES", "360"))
+CASES = int(os.environ.get("ANCRE_DIFF_CASES", "384"))
 FILES_PER_FOLDER = 4  # two inheriting files, one in an inheriting subfolder, one with its own descriptor
 
 # --- the users and groups the test adds to the domain ------------------------------------------------

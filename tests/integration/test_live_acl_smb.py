@@ -49,7 +49,7 @@ class World:
 
     def stored(self) -> set[Acl]:
         return {
-            Acl(frozenset(p.payload.acl_allow), frozenset(p.payload.acl_deny))
+            p.payload.acl()
             for c in COLLECTIONS for p in self.rt.store.scroll(c) if p.payload.doc_id == self.doc_id
         }
 

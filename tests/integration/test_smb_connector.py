@@ -58,7 +58,7 @@ def visible(rt: Runtime, principals: frozenset[str]) -> set[str]:
     out = set()
     for coll in COLLECTIONS:
         for p in rt.store.scroll(coll):
-            if Acl(frozenset(p.payload.acl_allow), frozenset(p.payload.acl_deny)).readable_by(principals):
+            if p.payload.readable_by(principals):
                 out.add(p.payload.path)
     return out
 
@@ -564,13 +564,17 @@ def test_acl_explain_through_the_connector_applies_the_share_permissions(env: En
         rel = conn.explain_path("\\\\SRV-FICHIERS\\Partage\\CLIENTS\\..\\" + DENY_FILE.replace("/", "\\"))
         assert rel == DENY_FILE
         trace = conn.explain_acl(rel)
-        assert trace.descriptor is not None and trace.share is not None
-        assert trace.share.effective == conn.fetch_acl(conn.get_item(DENY_FILE))  # type: ignore[arg-type]
+        assert trace.descriptor is not None and trace.share is not None and trace.share.problem is None
         bruno = explain_trace(trace, "bruno", directory=rt.directory, resolver=rt.principals)
-        assert bruno.readable and bruno.provider == "directory"  # NTFS: GG_Techniciens may read…
-        assert bruno.share is not None and "refuse bruno" in bruno.share and bruno.share.endswith("NOT READABLE")
+        # the headline is the effective result: NTFS lets GG_Techniciens read, the share does not
+        assert not bruno.readable and not conn.fetch_acl(conn.get_item(DENY_FILE)).readable_by(env.p("bruno"))  # type: ignore[arg-type]
+        assert bruno.files is not None and bruno.files.startswith("file permissions (NTFS): READABLE")
+        assert bruno.share is not None and bruno.share.endswith("effective result (file ∩ share): NOT READABLE")
+        assert bruno.summary.startswith("the share permissions: not readable")
+        david = explain_trace(trace, "david", directory=rt.directory, resolver=rt.principals)  # GG_Commercial
+        assert not david.readable and david.share is not None and "share permissions configured" in david.share
         absent = conn.explain_acl("CLIENTS/absent.docx")
-        assert absent.descriptor is None and absent.share is None and "does not exist" in (absent.unreadable or "")
+        assert absent.descriptor is None and absent.share is not None and "does not exist" in (absent.unreadable or "")
     finally:
         conn.close()
 
@@ -856,7 +860,7 @@ def test_indexed_subtree_that_becomes_a_dead_dfs_link_stays_indexed(env: Env, tm
     rt, dc = env.rt, env.dc
     doc = "DFS-SOUS/sous.md"
     moved = tmp_path / "DFS-SOUS"
-    admins = frozenset({"sid:S-1-5-32-544"})  # the share root's ACL: Administrators only
+    admins = env.p("Administrator")  # the share root's ACL: BUILTIN\Administrators only
     link: Path | None = None
     try:
         dc.smbclient('mkdir "DFS-SOUS"')
