@@ -578,3 +578,25 @@ def test_canonical_order_on_child() -> None:
 def test_null_parent_dacl_gives_nothing_to_inherit() -> None:
     child = inherit(SecurityDescriptor(dacl=None), (), child_is_container=False, protected=False)
     assert child.dacl == () and read_acl(child).allow == frozenset()
+
+
+def test_well_known_members_of_a_non_builtin_local_group_are_undecided() -> None:
+    """BUILTIN groups take Authenticated Users into every token; a domain-local (or member-server)
+    group holding it does on Windows, not on a Samba DC: ancre can't tell."""
+    dl = "S-1-5-21-1-2-3-2200"
+    groups = LocalGroups({dl: frozenset({"S-1-5-11", RH}), USERS: frozenset({"S-1-5-11"})}, origin="test")
+    dc = TokenRules.network(groups, account_domain="S-1-5-21-1-2-3", primary_domain="S-1-5-21-1-2-3")
+    assert readable(sd(allow(dl)), p(ALICE, dl), rules=dc)  # tokenGroups says alice is a member
+    assert not readable(sd(allow(dl)), p(BOB), rules=dc)  # only through Authenticated Users: undecided
+    assert not readable(sd(deny(dl), allow(BOB)), p(BOB), rules=dc)
+    assert readable(sd(allow(USERS)), p(BOB), rules=dc)  # BUILTIN: decided
+
+
+def test_a_configured_list_of_local_groups_is_not_complete() -> None:
+    """Where SAMR was not read, a local SID the configuration does not name stays undecided."""
+    stated = TokenRules.network(LocalGroups({LOCAL_READERS: frozenset({RH})}, complete=False),
+                                account_domain="S-1-5-21-9-9-9", primary_domain="S-1-5-21-1-2-3")
+    other = "S-1-5-21-9-9-9-1002"
+    assert not readable(sd(deny(other), allow("S-1-5-11")), p(ALICE), rules=stated)
+    assert readable(sd(deny(other), allow("S-1-5-11")), p(ALICE), rules=NET)  # SAMR's complete list: a local account
+    assert not readable(sd(deny(LOCAL_READERS), allow("S-1-5-11")), p(RH), rules=stated)

@@ -141,3 +141,27 @@ def test_the_folder_connector_traces_its_principals(tmp_path: Path) -> None:
     assert alice.readable and alice.provider == "directory" and alice.deciding_name is None
     assert "the source grants read to AXONIX\\GG_Direction, which alice holds" in alice.render()
     assert not explain_trace(trace, "bruno", directory=directory).readable
+
+
+# ---------------------------------------------------------------- the token SID that decided, bit by bit
+def test_explain_names_the_token_sid_and_the_bits() -> None:
+    from ancre.acl.engine import Ace, AceType, SecurityDescriptor
+    from ancre.acl.explain import AclTrace
+    from ancre.acl.token import LocalGroups, TokenRules
+
+    directory = FileDirectory(CORPUS / "directory.json")
+    dom = "S-1-5-21-1004336348-1177238915-682003330"
+    rules = TokenRules.network(LocalGroups({"S-1-5-32-545": frozenset({"S-1-5-11"})}, origin="SAMR on \\\\test"),
+                               account_domain=dom, primary_domain=dom)
+    allow_users = Ace(AceType.ACCESS_ALLOWED, "S-1-5-32-545", 0x1200A9)
+    deny_ea = Ace(AceType.ACCESS_DENIED, "S-1-5-2", 0x8)
+    trace = AclTrace("smb", "x.docx", descriptor=SecurityDescriptor(dacl=(deny_ea, allow_users)), rules=rules)
+    ex = explain_trace(trace, "bruno", directory=directory)
+    assert not ex.readable and ex.deciding_ace == deny_ea
+    assert ex.summary.startswith("denied by explicit DENY ACE on x.docx for NETWORK (S-1-5-2)")
+    assert ex.token is not None and "NETWORK: in every network logon" in ex.token
+    assert "FILE_READ_EA: refused by DENY ACE 1 for NETWORK (S-1-5-2)" in " ".join(ex.bits)
+    assert "FILE_READ_DATA: granted by ALLOW ACE 2 for BUILTIN\\Users (S-1-5-32-545)" in " ".join(ex.bits)
+    ok = explain_trace(replace(trace, descriptor=SecurityDescriptor(dacl=(allow_users,))), "bruno", directory=directory)
+    assert ok.readable and ok.decided_by == "sid:S-1-5-11"
+    assert ok.token is not None and "local group BUILTIN\\Users of the file server (SAMR on \\\\test)" in ok.token
