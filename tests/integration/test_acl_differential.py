@@ -334,4 +334,4 @@ def test_ancre_never_grants_what_the_server_refuses(world: World) -> None:
     assert not leaks, "ancre grants what the server refuses:\n" + "\n".join(leaks[:20])
     assert not unexplained, "over-restrictions no documented rule explains:\n" + "\n".join(unexplained[:20])
     granted = outcomes["agree: readable"]
-    assert granted >= total // 5, f"too few readable cases ({granted}/{total}) for the test to mean much"
+    assert granted >= total // 10, f"too few readable cases ({granted}/{total}) for the test to mean much"
