@@ -399,7 +399,7 @@ def _layer(
     ace = decision.deciding_ace
     decided = sorted(decision.decided_by)[0] if decision.decided_by else None
     token = None
-    if decision.route is not None and (ace is None or decision.route):
+    if decision.route is not None:
         through = f", through {decided} ({directory.name_of(decided) or decided})" if decided and ace is not None and decided[4:] != ace.sid else ""
         token = f"{_sid_name(ace.sid, directory) if ace is not None else 'owner'} in {user}'s token: {decision.route}{through}"
     if ace is None:
