@@ -159,6 +159,7 @@ def test_folder_with_unique_permissions_under_a_site_open_to_everyone(env_factor
     pdocs = ms.drive("Projets")
     folder = ms.add_folder(pdocs, "Board")
     ms.add_file(pdocs, "plan-board.md", b"# Plan\n\nLe plan du conseil pour 2027.", parent=folder)
+    ms.break_inheritance(pdocs, folder)  # unique permissions, nothing copied
     ms.grant(pdocs, folder, group="GG_Direction")
     env = env_factory()
     assert env.sync().outcome == "ok"
@@ -199,10 +200,11 @@ def test_links_organization_and_anonymous_widen_nothing_specific_people_grant_re
     ms.add_link(docs, g, scope="users", recipients=[BRUNO])
     env = env_factory()
     env.sync()
-    for user in (ALICE, BRUNO, GUEST):
+    for user in (BRUNO, GUEST):  # the links widen nothing beyond the site's own readers (alice)
         assert "sites/Direction/Documents/lien-org.md" not in env.readable(user)
     assert "sites/Direction/Documents/lien-personnes.md" in env.readable(BRUNO)
-    assert "sites/Direction/Documents/lien-personnes.md" not in env.readable(ALICE)
+    assert "sites/Direction/Documents/lien-personnes.md" not in env.readable(GUEST)
+    assert {"sites/Direction/Documents/lien-org.md", "sites/Direction/Documents/lien-personnes.md"} <= env.readable(ALICE)
     assert env.status("sites/Direction/Documents/lien-org.md") == ("indexed", None)  # deliberate: not an ACL problem
 
 
@@ -222,7 +224,8 @@ def test_folder_newly_shared_where_delta_returns_only_the_folder(env_factory, ms
     env.sync()
     contrats = {p for p in DIRECTION if "/Contrats/" in p}
     assert not env.readable(BRUNO) & contrats
-    ms.grant(docs, "Contrats", user=BRUNO)  # breaks inheritance: bruno only
+    ms.break_inheritance(docs, "Contrats")
+    ms.grant(docs, "Contrats", user=BRUNO)  # unique: bruno only
     before = len(ms.graph_requests(r"/delta"))
     rep = env.sync()
     delta_calls = ms.graph_requests(r"/delta")[before:]
