@@ -401,7 +401,7 @@ class SharePointConnector(CollectionFromConfig):
             touched.add(LIBRARY_CHANGED)
             if not first and not full:
                 # every item inheriting from the library lists its role assignments: read them again
-                self._read_permissions(drive, [i for i, e in drive.items.items() if e.kind != "root"])
+                self._sweep_drive(drive)
         self.permission_failures += sum(1 for e in drive.items.values() if isinstance(e.perms, str))
         if touched or page.delta_link != drive.delta_link:
             drive.delta_link = page.delta_link
@@ -857,19 +857,20 @@ class SharePointConnector(CollectionFromConfig):
         return out
 
     def sweep_permissions(self) -> list[str]:
-        """Re-read the permissions of every item and every library's role assignments (Graph
-        misses some sharing changes). Returns the paths of the files whose ACL changed (for
-        ``SyncEngine.refresh_acls``). Raises ``SourceUnavailableError``."""
+        """Re-read every item's permissions and every library's role assignments (Graph misses
+        some sharing changes), as :meth:`_sweep_drive` does: the unique scopes only when
+        SharePoint REST says which items have them. Returns the paths of the files whose ACL
+        changed (for ``SyncEngine.refresh_acls``). Raises ``SourceUnavailableError``."""
         changed: list[str] = []
         with self._lock:
             self._load_saved()
             for d in list(self._drives.values()):
                 before = {i: self._mapped(d, e.perms).acl.digest() for i, e in d.items.items() if e.kind == "file"}
+                d.library = self._read_library(d)
                 try:
-                    self._read_permissions(d, [i for i, e in d.items.items() if e.kind != "root"])
+                    self._sweep_drive(d)
                 except GraphError as e:
                     raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
-                d.library = self._read_library(d)
                 self._save(d)
                 for i, digest in before.items():
                     e = d.items.get(i)
@@ -878,6 +879,56 @@ class SharePointConnector(CollectionFromConfig):
                         if p is not None:
                             changed.append(p)
         return sorted(changed)
+
+    def _sweep_drive(self, d: _Drive) -> None:
+        """Re-read the permissions of every item of ``d``, cheaply: SharePoint REST lists which
+        items have unique role assignments (``HasUniqueRoleAssignments``, 5,000 items per
+        request); Graph is asked the permissions of those and of the library's root only, and an
+        item that inherits takes its nearest unique folder's (or the root's) — which is what Graph
+        would list for it ("effective sharing permissions"). Without REST (refused, not
+        configured, unreadable) every item is read. Raises ``GraphError`` /
+        ``SourceUnavailableError``."""
+        ids = [i for i, e in d.items.items() if e.kind != "root"]
+        scopes = self._unique_scopes(d)
+        if scopes is None or d.root is None:
+            self._read_permissions(d, ids)
+            return
+        unique = [i for i in ids if scopes.get(i, True)]  # an item REST did not list is read itself
+        self._read_permissions(d, [d.root, *unique])
+        for i in ids:
+            if scopes.get(i, True):
+                continue
+            src = next((a for a in self._ancestors(d, i) if scopes.get(a, True)), d.root)
+            got = d.items[src].perms
+            d.items[i].perms = [dict(p) for p in got] if isinstance(got, list) else got
+
+    def _unique_scopes(self, d: _Drive) -> dict[str, bool] | None:
+        """``item id -> HasUniqueRoleAssignments`` of the items of ``d`` (matched on their
+        server-relative URL: the library's URL path + the item's names), ``None`` when SharePoint
+        REST can't say. Raises ``SourceUnavailableError``."""
+        from urllib.parse import unquote
+
+        if self.rest is None or d.rest_refused or not d.list_id or not d.url:
+            return None
+        try:
+            rows = self.rest(d.site_url).unique_scopes(d.list_id)
+        except SourceUnavailableError:
+            raise
+        except Exception as e:  # noqa: BLE001 - then every item is read through Graph
+            log.warning("unique scopes of %s unreadable (%s): every item's permissions are read", d.prefix, e)
+            return None
+        base = unquote(urlsplit(d.url).path).rstrip("/")
+        by_ref: dict[str, str] = {}
+        for iid, e in d.items.items():
+            p = self._path(d, iid) if e.kind != "root" else None
+            if p is not None:
+                by_ref[_nfc(f"{base}/{p[len(d.prefix) + 1:]}").casefold()] = iid
+        out: dict[str, bool] = {}
+        for ref, uniq in rows:
+            iid = by_ref.get(_nfc(ref).casefold())
+            if iid is not None:
+                out[iid] = uniq
+        return out
 
     def location(self, item: SourceItem) -> str:
         """The web URL of the item's folder (the library's for a file at its root)."""

@@ -1565,6 +1565,12 @@ class FakeMicrosoft:
                     return self._rest_error(404, "-1, System.ArgumentException", "List does not exist.")
                 assignments = drive.role_assignments if drive.role_assignments is not None else site.role_assignments
                 return self._rest_collection(self._rest_assignments(site, assignments, expand), verbose)
+            m = re.fullmatch(r"web/lists(?:\(guid'([0-9a-f-]+)'\)|/getbyid\('([0-9a-f-]+)'\))/items", low)
+            if m and method == "GET":
+                drive = next((d for d in site.drives if d.list_id.lower() == (m.group(1) or m.group(2))), None)
+                if drive is None:
+                    return self._rest_error(404, "-1, System.ArgumentException", "List does not exist.")
+                return self._rest_list_items(site, drive, q1, rest, query, verbose)
             if low == "web/sitegroups" and method == "GET":
                 return self._rest_collection([self._rest_group(g) for g in site.groups.values()], verbose)
             m = re.fullmatch(r"web/sitegroups/getbyid\((\d+)\)/users", low)
@@ -1581,6 +1587,41 @@ class FakeMicrosoft:
                 return self._rest_entity(self._rest_group(g), "SP.Group", verbose)
             return self._rest_error(404, "-1, Microsoft.SharePoint.Client.InvalidClientQueryException",
                                     f"The expression \"{rest}\" is not valid.")
+
+    def _rest_list_items(self, site: FakeSite, d: FakeDrive, q1: Mapping[str, str], rest: str,
+                         query: Mapping[str, list[str]], verbose: bool) -> _Answer:
+        """``GET …/lists(guid'…')/items?$select=Id,FileRef,HasUniqueRoleAssignments&$top=n``: the
+        list items (files and folders) with their server-relative ``FileRef`` and
+        ``HasUniqueRoleAssignments`` ("SecurableObject.HasUniqueRoleAssignments": whether the
+        role assignments are uniquely defined for this object or inherited), paged server-side
+        (``__next`` in verbose JSON, ``odata.nextLink`` otherwise, with ``$skiptoken``)."""
+        live = [it for it in d.items.values() if not it.deleted and it.kind != "root"]
+        top = int(q1.get("$top", "100") or 100)
+        skip = int((q1.get("$skiptoken", "") or "Paged=TRUE&p_ID=0").rsplit("=", 1)[-1] or 0)
+        rows = []
+        for n, it in enumerate(live, start=1):
+            if n <= skip:
+                continue
+            rows.append({"__type": "SP.Data.DocumentsItem", "Id": n,
+                         "FileRef": f"{site.path}/{d.name}/{self._item_path(d, it)}",
+                         "HasUniqueRoleAssignments": it.permissions is not None})
+            if len(rows) == top:
+                break
+        last = skip + len(rows)
+        next_url = None
+        if last < len(live):
+            params = {k: v[0] for k, v in query.items() if k.lower() != "$skiptoken"}
+            params["$skiptoken"] = f"Paged=TRUE&p_ID={last}"
+            next_url = f"{self.site_url(site)}/_api/{rest}?" + "&".join(f"{k}={quote(v)}" for k, v in params.items())
+        if verbose:
+            body: dict[str, Any] = {"results": [self._verbose(r) for r in rows]}
+            if next_url:
+                body["__next"] = next_url
+            return _Answer(200, {"d": body})
+        out: dict[str, Any] = {"value": [self._light(r) for r in rows]}
+        if next_url:
+            out["odata.nextLink"] = next_url
+        return _Answer(200, out)
 
     def _rest_assignments(self, site: FakeSite, assignments: list[tuple[str, list[str]]], expand: set[str]) -> list[dict[str, Any]]:
         out = []
