@@ -59,6 +59,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from ancre.models import Acl
+from ancre.models import Grant as Clause
 
 EVERYONE_INTERNAL = "aad:everyone-internal"
 """Every member (non-guest) user of the tenant."""
@@ -379,8 +380,6 @@ def acl_of_grants(grants: Sequence[Grant]) -> Acl:
             timed.setdefault(g.expires, set()).add(g.principal)
     if not timed:
         return Acl(forever)
-    from ancre.models import Grant as Clause
-
     clauses = [Clause(forever)] if forever else []
     clauses += [Clause(frozenset(ps), expires=t) for t, ps in sorted(timed.items())]
     return Acl.of(clauses)
