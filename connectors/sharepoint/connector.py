@@ -226,7 +226,8 @@ class SharePointConnector(CollectionFromConfig):
     """A :class:`~ancre.connectors.base.Connector` over a SharePoint Online tenant (module doc).
     Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
     ``permission_sweep_interval_s``), ``PermissionSweep`` (``sweep_permissions``: a forced pass
-    re-reads every permission), ``SubtreeListing``, ``ReportsUnreachable`` and ``Closeable``.
+    re-reads every permission), ``AclsByNativeId`` (the live check reads by drive id + item id),
+    ``SubtreeListing``, ``ReportsUnreachable`` and ``Closeable``.
     Thread-safe: one lock guards the snapshots."""
 
     def __init__(

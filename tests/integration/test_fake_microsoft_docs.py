@@ -8,6 +8,7 @@ and not by order)."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 
 import httpx
@@ -40,10 +41,11 @@ def ms() -> Iterator[FakeMicrosoft]:
 
 
 def graph(ms: FakeMicrosoft) -> httpx.Client:
-    tok = httpx.post(f"{ms.authority}/{ms.tenant_id}/oauth2/v2.0/token", verify=str(ms.ca_path), data={
+    ca = ssl.create_default_context(cafile=str(ms.ca_path))
+    tok = httpx.post(f"{ms.authority}/{ms.tenant_id}/oauth2/v2.0/token", verify=ca, data={
         "grant_type": "client_credentials", "client_id": ms.client_id, "client_secret": ms.client_secret,
         "scope": f"{ms.base_url}/.default"}).json()["access_token"]
-    return httpx.Client(base_url=ms.graph_url, verify=str(ms.ca_path), headers={"Authorization": f"Bearer {tok}"})
+    return httpx.Client(base_url=ms.graph_url, verify=ca, headers={"Authorization": f"Bearer {tok}"})
 
 
 def test_every_example_cites_its_page() -> None:
