@@ -116,3 +116,38 @@ def test_batch_answers_are_matched_by_id_not_order(ms: FakeMicrosoft) -> None:
     with graph(ms) as g:
         too_many = [{"id": str(n), "method": "GET", "url": "/users"} for n in range(21)]
         assert g.post("/$batch", json={"requests": too_many}).status_code == 400  # RULES["batch-limit"]
+
+
+def test_the_delta_pages_own_examples_apply_as_documented(ms: FakeMicrosoft, tmp_path) -> None:  # noqa: ANN001
+    """The "driveItem: delta" page's Example 1 and Example 2 items, verbatim, in two rounds: after
+    both, ``file.txt`` (a ``file`` facet, no parent: the library root) is listed, ``folder2``
+    (deleted in round 2) and ``file5.txt`` (deleted) are not."""
+    from support.ms_docs import copy_of
+
+    from ancre.connectors.base import SourceContext
+    from ancre.connectors.sharepoint import build
+    from ancre.connectors.sharepoint.config import SharePointSourceConfig
+
+    docs = ms.drive("Direction")
+    cert = ms.certificate
+    cfg = SharePointSourceConfig(
+        id="sp", kind="sharepoint", tenant_id=ms.tenant_id, client_id=ms.client_id,
+        certificate_path=cert.key_pem_path, certificate_thumbprint=cert.thumbprint, authority=ms.authority,
+        graph_url=ms.graph_url, ca_file=ms.ca_path, sites=(ms.site_url("Direction"),),
+    )
+
+    def no_directory():  # noqa: ANN202
+        raise AssertionError("no directory")
+
+    conn = build(cfg, SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=tmp_path))
+    try:
+        list(conn.list_items())
+        ms.add_delta_entries(docs.id, copy_of("delta-first-page")["value"])
+        first = {it.path for it in conn.list_items()}
+        assert "sites/Direction/Documents/file.txt" in first and "sites/Direction/Documents/file5.txt" not in first
+        ms.add_delta_entries(docs.id, copy_of("delta-last-page")["value"])
+        paths = {it.path for it in conn.list_items()}
+        assert "sites/Direction/Documents/file.txt" in paths
+        assert not any("folder2" in p or "file5" in p for p in paths)
+    finally:
+        conn.close()  # type: ignore[attr-defined]
