@@ -181,6 +181,20 @@ class PermissionSweep(Protocol):
 
 
 @runtime_checkable
+class AclsByNativeId(Protocol):
+    """A connector whose items are identified by their native id rather than their path (two
+    items of a SharePoint tenant may be shown under paths that were once the same; a path names
+    what is there *now*, an id what was indexed). The live rights check reads such a source's
+    ACLs by id."""
+
+    def read_acls_by_id(self, native_ids: Sequence[str]) -> Mapping[str, Acl]:
+        """As :meth:`Connector.read_acls`, keyed by :attr:`~ancre.models.SourceItem.native_id`:
+        ``{native id: Acl}``, an id the source no longer has left out. Raises
+        :class:`~ancre.errors.SourceUnavailableError`. Thread-safe."""
+        ...
+
+
+@runtime_checkable
 class LocalTree(Protocol):
     """A connector over a tree of the local file system (or a mount): the daemon watches it with
     watchdog (inotify or polling) below ``root``, and ``acl_manifest`` (when not ``None``) too —

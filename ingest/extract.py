@@ -133,7 +133,8 @@ def extract_bytes(
     why), ``"timeout"`` (OCR or ``antiword`` ran past the file's time limit; ``detail`` says how
     far), ``"too_large"`` (over a limit; ``detail`` names it, e.g. ``extraction.max_part_mb``).
     """
-    ext = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
+    # trailing spaces and dots are not part of a name's extension (Windows and SharePoint drop them)
+    ext = PurePosixPath(filename.replace("\\", "/").rstrip(" .")).suffix.lower()
     reader = _READERS.get(ext)
     if reader is None:
         raise ExtractionError("unsupported", f"extension {ext or '(none)'!r}")

@@ -6,7 +6,10 @@ descriptor), drop them, or the watch may be down. So before a document is shown 
 put in the context of ``ask``, :class:`LiveAclChecker` re-reads its *current* ACL from its source
 through :meth:`~ancre.connectors.base.Connector.read_acls` (SMB: a QUERY_INFO for the security
 descriptor, with the share permissions, as a sync computes it; folder sources: the ACL manifest,
-re-read when it changed):
+re-read when it changed) — or, for a source whose items are identified by their native id
+(:class:`~ancre.connectors.base.AclsByNativeId`: SharePoint, drive id + item id), through
+``read_acls_by_id``, so that a document's rights are always those of the item that was indexed,
+never of whatever now sits at its path. Readings are keyed by ``doc_id``:
 
 - **batched and concurrent**: the documents of one question are grouped by source and read in up
   to ``query.live_acl_workers`` batches at once on one bounded thread pool; the question waits at
@@ -40,7 +43,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ancre.acl.engine import acl_problem
 from ancre.settings import QueryConfig
-from ancre.connectors.base import Closeable, Connector
+from ancre.connectors.base import AclsByNativeId, Closeable, Connector
 from ancre.errors import AncreError, SourceUnavailableError
 from ancre.index.store import Store
 from ancre.models import Acl, ChunkPayload
@@ -133,12 +136,24 @@ class _Reading:
     at: float  # clock() when read
 
 
-def _slices(paths: list[str], n: int) -> list[list[str]]:
-    """``paths`` cut into at most ``n`` batches of nearly equal size, in order."""
-    if not paths:
+def _slices(docs: list[ChunkPayload], n: int) -> list[list[ChunkPayload]]:
+    """``docs`` cut into at most ``n`` batches of nearly equal size, in order."""
+    if not docs:
         return []
-    size = math.ceil(len(paths) / min(n, len(paths)))
-    return [paths[i : i + size] for i in range(0, len(paths), size)]
+    size = math.ceil(len(docs) / min(n, len(docs)))
+    return [docs[i : i + size] for i in range(0, len(docs), size)]
+
+
+def _read(conn: Connector, batch: list[ChunkPayload]) -> dict[str, Acl | None]:
+    """``{doc_id: current ACL, or None when gone}`` of ``batch``'s documents: by native id for
+    an :class:`~ancre.connectors.base.AclsByNativeId` source (``doc_id`` is
+    ``<source>:<native id>``), by path otherwise."""
+    if isinstance(conn, AclsByNativeId):
+        ids = {pl.doc_id: pl.doc_id[len(pl.source) + 1 :] for pl in batch}
+        got = conn.read_acls_by_id(list(ids.values()))
+        return {doc: got.get(nid) for doc, nid in ids.items()}
+    by_path = conn.read_acls([pl.path for pl in batch])
+    return {pl.doc_id: by_path.get(pl.path) for pl in batch}
 
 
 class LiveAclChecker:
@@ -172,7 +187,7 @@ class LiveAclChecker:
         self._connectors: dict[str, Connector] = {}
         self._pool = ThreadPoolExecutor(max_workers=cfg.live_acl_workers, thread_name_prefix="ancre-live-acl")
         self.reads = 0
-        """Paths read from sources so far (a cache hit reads nothing)."""
+        """Documents whose ACL was read from their sources so far (a cache hit reads nothing)."""
 
     # ------------------------------------------------------------------ parts
 
@@ -191,7 +206,7 @@ class LiveAclChecker:
         if ttl <= 0:
             return None
         with self._lock:
-            hit = self._cache.get((pl.source, pl.path))
+            hit = self._cache.get((pl.source, pl.doc_id))
         if hit is None or now - hit.at >= ttl:
             return None
         if hit.acl is not None and hit.acl.digest() != stored.digest():
@@ -239,29 +254,30 @@ class LiveAclChecker:
         for pl in payloads:
             docs.setdefault(pl.doc_id, pl)
         now = self._clock()
+        # a document is identified by its doc_id (<source>:<native id>), never by its path
         readings: dict[tuple[str, str], _Reading] = {}
-        todo: dict[str, list[str]] = defaultdict(list)
+        todo: dict[str, list[ChunkPayload]] = defaultdict(list)
         for pl in docs.values():
-            key = (pl.source, pl.path)
+            key = (pl.source, pl.doc_id)
             hit = self._cached(pl, pl.acl(), now)
             if hit is not None:
                 readings[key] = hit
-            elif pl.path not in todo[pl.source]:
-                todo[pl.source].append(pl.path)
+            else:
+                todo[pl.source].append(pl)
 
         failures: dict[tuple[str, str], tuple[Outcome, str]] = {}
-        futures: dict[Future[Mapping[str, Acl]], tuple[str, list[str]]] = {}
-        for source, paths in todo.items():
-            if not paths:
+        futures: dict[Future[dict[str, Acl | None]], tuple[str, list[ChunkPayload]]] = {}
+        for source, pending in todo.items():
+            if not pending:
                 continue
             try:
                 conn = self._connector(source)
             except AncreError as e:
-                for p in paths:
-                    failures[(source, p)] = ("no_source", f"source {source!r}: {e}")
+                for pl in pending:
+                    failures[(source, pl.doc_id)] = ("no_source", f"source {source!r}: {e}")
                 continue
-            for batch in _slices(paths, self.cfg.live_acl_workers):
-                futures[self._pool.submit(conn.read_acls, batch)] = (source, batch)
+            for batch in _slices(pending, self.cfg.live_acl_workers):
+                futures[self._pool.submit(_read, conn, batch)] = (source, batch)
         if futures:
             timeout = self.cfg.live_acl_timeout_s
             done, not_done = wait(futures, timeout=timeout)
@@ -269,8 +285,8 @@ class LiveAclChecker:
             for fut in not_done:
                 fut.cancel()
                 source, batch = futures[fut]
-                for p in batch:
-                    failures[(source, p)] = ("unreachable", f"source {source!r}: no answer within {timeout:g} s")
+                for pl in batch:
+                    failures[(source, pl.doc_id)] = ("unreachable", f"source {source!r}: no answer within {timeout:g} s")
             for fut in done:
                 source, batch = futures[fut]
                 try:
@@ -281,15 +297,15 @@ class LiveAclChecker:
                     log.warning("live ACL check: source %s failed: %s: %s", source, type(e).__name__, e)
                     reason = f"source {source!r}: {type(e).__name__}: {e}"
                 else:
-                    for p in batch:
-                        reading = _Reading(got.get(p), read_at)
-                        readings[(source, p)] = reading
-                        self._remember((source, p), reading)
+                    for pl in batch:
+                        reading = _Reading(got.get(pl.doc_id), read_at)
+                        readings[(source, pl.doc_id)] = reading
+                        self._remember((source, pl.doc_id), reading)
                     with self._lock:
                         self.reads += len(batch)
                     continue
-                for p in batch:
-                    failures[(source, p)] = ("unreachable", reason)
+                for pl in batch:
+                    failures[(source, pl.doc_id)] = ("unreachable", reason)
         for source in {s for (s, _p), (o, _r) in failures.items() if o == "unreachable"}:
             log.warning(
                 "live ACL check: source %s unreachable: its documents are %s", source,
@@ -298,7 +314,7 @@ class LiveAclChecker:
 
         out: dict[str, RightsCheck] = {}
         for doc_id, pl in docs.items():
-            key = (pl.source, pl.path)
+            key = (pl.source, doc_id)
             stored = pl.acl()
 
             def decided(outcome: Outcome, readable: bool, reason: str | None = None, age: float = 0.0) -> RightsCheck:

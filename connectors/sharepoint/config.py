@@ -70,9 +70,12 @@ class SharePointSourceConfig(SourceSettings):
     the index (recorded ``skipped``); a label added later purges the document at the next pass."""
     delta_interval_s: float = Field(60.0, gt=0)
     """Seconds between two delta polls when the daemon watches the source."""
-    permission_sweep_interval_s: float = Field(3600.0, ge=0)
+    permission_sweep_interval_s: float = Field(300.0, ge=0)
     """Seconds between two re-reads of every item's permissions (Graph misses some sharing
-    changes); 0 = never."""
+    changes; without the live check and ``sharing_delta`` this bounds how long a removed
+    permission stays searchable — README "SharePoint Online"); 0 = never. A sweep asks
+    SharePoint REST which items have unique permissions (one request per 5,000 items) and Graph
+    for those only."""
     identity_cache_ttl_s: float = Field(300.0, ge=0)
     """Seconds a user's Entra principals (object id, groups, site groups) are cached."""
     max_in_flight: int = Field(4, ge=1, le=64)

@@ -13,16 +13,28 @@ when nothing changed, no request is made per item. A ``410`` (``resyncRequired``
 drive from an empty delta (full enumeration); what is not seen again vanishes from the listing,
 and the sync engine purges it under its mass-deletion guard.
 
-**Paths.** ``<site>/<library>/<folders>/<file>`` (``<site>``: the last segment of the site URL),
-NFC; ``native_id`` is ``<drive id>/<item id>`` and content is downloaded by drive id + item id,
-never by URL (``#``, ``%``, leading spaces and long paths are no problem). ``etag`` is the
-``quickXorHash``: content that did not change is neither downloaded nor re-embedded. Folders and
-OneNote packages (and what is under a package) are not documents.
+**Identity and paths.** An item *is* its drive id + item id: ``native_id`` is
+``<drive id>/<item id>`` (the state DB's key, the store's ``doc_id``), the live check reads rights
+by it (:meth:`SharePointConnector.read_acls_by_id`), and content is downloaded by it, never by URL
+(``#``, ``%``, leading spaces and long paths are no problem). The path shown is
+``<site server-relative URL>/<library>/<folders>/<file>`` (``sites/Projets/Documents/x.docx``,
+``teams/Projets/Documents/x.docx``, a subsite ``sites/A/Projets/Documents/x.docx``; the root
+site's libraries start at ``<library>``), NFC: two sites never share a path. ``etag`` is the
+``quickXorHash``: content that did not change is neither downloaded nor re-embedded. Folders are
+not documents; a package (a OneNote notebook: "Package resource type") is listed with ``skip``
+set (status ``skipped: unsupported: OneNote notebook``) and what is under it is not listed; a
+delta entry with no ``file``/``folder``/``package``/``deleted`` facet is not taken for a file.
 
-**Rights.** See :mod:`ancre.connectors.sharepoint.permissions`. The permissions of an item are
-read when it is new, moved, or marked by delta as sharing-changed (``sharing_delta``); a folder's
-change re-reads every item below it. :meth:`SharePointConnector.sweep_permissions` re-reads them
-all (Graph misses some sharing changes); :meth:`read_acls` reads live, for the query-time check.
+**Rights.** See :mod:`ancre.connectors.sharepoint.permissions`: an item's ACL is its own Graph
+permission list (effective permissions, inheritance included; ``inheritedFrom`` is not read). The
+permissions of an item are read when it is new, moved, marked by delta as sharing-changed
+(``sharing_delta``), when its library's role assignments changed, and again at every pass while a
+read failed (counted in :attr:`SharePointConnector.permission_failures`; the item is readable by
+nobody meanwhile, with the reason in ``ancre status``); a folder's change re-reads every item
+below it. :meth:`SharePointConnector.sweep_permissions` re-reads them all (Graph misses some
+sharing changes); :meth:`read_acls` reads live, for the query-time check. A site whose
+SharePoint REST refuses the app (401/403) can't have its site groups resolved: documents only its
+groups read are ``Acl.nobody`` with that reason (``ancre status``, ``ancre check``).
 
 **Labels.** With ``exclude_labels``, new and changed files get their sensitivity labels
 (``extractSensitivityLabels``); a file carrying one of them, or whose label can't be read
@@ -51,10 +63,12 @@ from urllib.parse import quote, urlsplit
 from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, SourceCheck
 from ancre.connectors.folder import is_ignored, path_selected
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
+from ancre.connectors.sharepoint.auth import SecretCredential
 from ancre.connectors.sharepoint.graph import BatchRequest, GraphClient, GraphError, ResyncRequired
 from ancre.connectors.sharepoint.permissions import Grant, Mapped, item_acl
+from ancre.connectors.sharepoint.rest import RestError
 from ancre.acl.explain import AclTrace
-from ancre.errors import AncreError, SourceUnavailableError
+from ancre.errors import AncreError, ConfigError, SourceUnavailableError
 from ancre.index.state import StateDB
 from ancre.models import Acl, SourceItem
 
@@ -67,7 +81,9 @@ _REFUSED = (401, 403, 404)
 """Statuses of a site or library that refuses us (or is gone): skipped with a reason."""
 LIBRARY_CHANGED = ""
 """Marker in a refresh's touched ids: the library's role assignments changed."""
-_PERM_FIELDS = ("id", "roles", "link", "grantedToV2", "grantedToIdentitiesV2", "inheritedFrom")
+_PERM_FIELDS = ("id", "roles", "link", "grantedToV2", "grantedToIdentitiesV2", "expirationDateTime")
+ONENOTE = "unsupported: OneNote notebook"
+"""``skip`` reason of a OneNote notebook (a driveItem with ``package.type = "oneNote"``)."""
 
 RestFactory = Callable[[str], Any]
 """``site URL -> SharePointRest`` (its ``role_assignments(list_id)``)."""
@@ -87,11 +103,13 @@ def _epoch(iso: str | None) -> float:
 
 
 def site_segment(url: str) -> str:
-    """The path segment naming a site in item paths: ``…/sites/Direction`` → ``Direction``; the
-    root site → its host."""
-    parts = urlsplit(url)
-    seg = parts.path.rstrip("/").rsplit("/", 1)[-1]
-    return _nfc(seg or parts.hostname or "root")
+    """How a site starts its items' paths: its server-relative URL without the leading ``/``
+    (``https://h/sites/Direction`` → ``sites/Direction``, ``…/teams/Projets`` →
+    ``teams/Projets``, a subsite ``…/sites/A/Projets`` → ``sites/A/Projets``), percent-decoded,
+    NFC; ``""`` for the root site."""
+    from urllib.parse import unquote
+
+    return _nfc(unquote(urlsplit(url).path).strip("/"))
 
 
 def site_ref(url: str) -> str:
@@ -136,11 +154,14 @@ class _Entry:
     perms: list[dict[str, Any]] | str | None = None
     labels: list[str] | str | None = None
     ctag: str | None = None
-    """Graph ``cTag``: changes with the content *and* its embedded metadata (a label applied)."""
+    """Graph ``cTag`` (else ``eTag``): changes with the content *and* its embedded metadata (a
+    label applied). Delta omits ``cTag`` in OneDrive for Business ("driveItem: delta", Remarks)."""
+    package: str | None = None
+    """``package.type`` of a package (``oneNote``)."""
 
     def dump(self) -> list[Any]:
         return [self.name, self.parent, self.kind, self.size, self.qxh, self.mtime, self.url, self.perms, self.labels,
-                self.ctag]
+                self.ctag, self.package]
 
     @classmethod
     def load(cls, row: list[Any]) -> "_Entry":
@@ -163,10 +184,12 @@ class _Drive:
     delta_link: str | None = None
     library: list[dict[str, Any]] | str | None = None
     """The library's role assignments (dumped), or why they could not be read."""
+    rest_refused: str | None = None
+    """Why the site's SharePoint REST refused the app (its site groups can't be resolved)."""
 
     @property
     def prefix(self) -> str:
-        return f"{self.site_seg}/{_nfc(self.name)}"
+        return "/".join(x for x in (self.site_seg, _nfc(self.name)) if x)
 
 
 @dataclass(frozen=True)
@@ -203,7 +226,8 @@ class SharePointConnector(CollectionFromConfig):
     """A :class:`~ancre.connectors.base.Connector` over a SharePoint Online tenant (module doc).
     Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
     ``permission_sweep_interval_s``), ``PermissionSweep`` (``sweep_permissions``: a forced pass
-    re-reads every permission), ``SubtreeListing``, ``ReportsUnreachable`` and ``Closeable``.
+    re-reads every permission), ``AclsByNativeId`` (the live check reads by drive id + item id),
+    ``SubtreeListing``, ``ReportsUnreachable`` and ``Closeable``.
     Thread-safe: one lock guards the snapshots."""
 
     def __init__(
@@ -238,6 +262,8 @@ class SharePointConnector(CollectionFromConfig):
         self._listed: list[str] = []
         self._paths: dict[str, tuple[str, str]] | None = None
         self._loaded = False
+        self.permission_failures = 0
+        """Items whose permissions could not be read at the last pass (read again at the next)."""
 
     # ------------------------------------------------------------------------------- discovery
     def _meta_key(self, drive_id: str) -> str:
@@ -308,6 +334,7 @@ class SharePointConnector(CollectionFromConfig):
             drive.delta_link = snap.get("delta")
             drive.list_id = snap.get("list_id")
             drive.library = snap.get("library")
+            drive.rest_refused = snap.get("rest_refused")
             drive.items = {k: _Entry.load(v) for k, v in snap.get("items", {}).items()}
         self._drives[drive.drive_id] = drive
         self._paths = None
@@ -317,7 +344,8 @@ class SharePointConnector(CollectionFromConfig):
         snap = {
             "site_id": drive.site_id, "site_url": drive.site_url, "site_seg": drive.site_seg, "name": drive.name,
             "url": drive.url, "root": drive.root, "delta": drive.delta_link, "list_id": drive.list_id,
-            "library": drive.library, "items": {k: v.dump() for k, v in drive.items.items()},
+            "library": drive.library, "rest_refused": drive.rest_refused,
+            "items": {k: v.dump() for k, v in drive.items.items()},
         }
         self.state.set_meta(self._meta_key(drive.drive_id), json.dumps(snap, separators=(",", ":")))
         ids = set(json.loads(self.state.get_meta(self._index_key()) or "[]"))
@@ -369,8 +397,13 @@ class SharePointConnector(CollectionFromConfig):
         self._paths = None
         library = self._read_library(drive)  # one REST call per library and pass, never per item
         if library != drive.library:
+            first = drive.library is None
             drive.library = library
             touched.add(LIBRARY_CHANGED)
+            if not first and not full:
+                # every item inheriting from the library lists its role assignments: read them again
+                self._sweep_drive(drive)
+        self.permission_failures += sum(1 for e in drive.items.values() if isinstance(e.perms, str))
         if touched or page.delta_link != drive.delta_link:
             drive.delta_link = page.delta_link
             self._save(drive)
@@ -396,8 +429,13 @@ class SharePointConnector(CollectionFromConfig):
                 items[iid] = _Entry("", None, "root", url=str(it.get("webUrl") or drive.url))
                 continue
             prev = old.get(iid)
+            kind = _kind(it) or (prev.kind if prev is not None else None)
+            if kind is None:
+                # no file/folder/package facet (driveItem resource: facets say what an item is):
+                # not known to be a file, so not listed as one
+                log.warning("delta of %s: item %s has no file, folder or package facet: left out", drive.prefix, iid)
+                continue
             parent = (it.get("parentReference") or {}).get("id")
-            kind = "package" if it.get("package") is not None else "folder" if it.get("folder") is not None else "file"
             hashes = (it.get("file") or {}).get("hashes") or {}
             e = _Entry(
                 name=_nfc(str(it.get("name") or (prev.name if prev else iid))),
@@ -405,14 +443,15 @@ class SharePointConnector(CollectionFromConfig):
                 kind=kind, size=int(it.get("size") or 0),
                 qxh=hashes.get("quickXorHash") or hashes.get("sha256Hash") or it.get("cTag") or it.get("eTag"),
                 mtime=_epoch(it.get("lastModifiedDateTime")), url=str(it.get("webUrl") or ""),
-                ctag=str(it.get("cTag") or "") or None,
+                ctag=str(it.get("cTag") or it.get("eTag") or "") or None,
+                package=str((it.get("package") or {}).get("type") or "") or (prev.package if prev else None),
             )
             moved = prev is not None and (prev.parent != e.parent or prev.name != e.name)
             shared = str(it.get(SHARED_CHANGED, "")).lower() == "true"
             if prev is not None and not full:
                 e.perms = prev.perms
                 e.labels = prev.labels if (prev.qxh, prev.ctag) == (e.qxh, e.ctag) else None
-            if prev is None or full or e.perms is None or shared or (moved and prev.parent != e.parent):
+            if prev is None or full or not isinstance(e.perms, list) or shared or (moved and prev.parent != e.parent):
                 perm_read.add(iid)
             if kind != "file" and (shared or (moved and prev is not None and prev.parent != e.parent)):
                 perm_roots.add(iid)
@@ -429,6 +468,10 @@ class SharePointConnector(CollectionFromConfig):
                 if any(a in perm_roots for a in self._ancestors(drive, iid)):
                     perm_read.add(iid)
                     touched.add(iid)
+        for iid, e in items.items():
+            if iid not in perm_read and e.kind != "root" and not isinstance(e.perms, list):
+                perm_read.add(iid)  # a read that failed (or never happened) is tried again at every pass
+                touched.add(iid)
         self._read_permissions(drive, [i for i in perm_read if i in items and items[i].kind != "root"])
         if self.cfg.exclude_labels:
             self._read_labels(drive, [i for i, e in items.items() if e.kind == "file" and e.labels is None])
@@ -525,14 +568,19 @@ class SharePointConnector(CollectionFromConfig):
         """The library's role assignments (REST), dumped; a ``str`` when they can't be read
         (items inheriting from the library are then readable by nobody)."""
         if self.rest is None:
+            drive.rest_refused = "SharePoint REST not configured"
             return "SharePoint REST not configured"
         try:
             client = self.rest(drive.site_url)
-            return [_dump_assignment(ra) for ra in client.role_assignments(drive.list_id)]
+            got = [_dump_assignment(ra) for ra in client.role_assignments(drive.list_id)]
+            drive.rest_refused = None
+            return got
         except SourceUnavailableError:
             raise
         except (AncreError, OSError, ValueError) as e:
             log.warning("role assignments of %s/%s: %s", drive.site_seg, drive.name, e)
+            if isinstance(e, ConfigError) or (isinstance(e, RestError) and e.status in (401, 403)):
+                drive.rest_refused = f"SharePoint REST of {drive.site_url} refused the app: {e}"[:300]
             return f"role assignments unreadable: {e}"[:300]
         except Exception as e:  # office365's own errors (ClientRequestException…)
             status = getattr(getattr(e, "response", None), "status_code", None)
@@ -561,11 +609,14 @@ class SharePointConnector(CollectionFromConfig):
 
     def _item(self, drive: _Drive, iid: str) -> SourceItem | None:
         e = drive.items.get(iid)
-        if e is None or e.kind != "file":
+        if e is None or e.kind not in ("file", "package"):
             return None
         path = self._path(drive, iid)
         if path is None or is_ignored(e.name, self.ignore) or not path_selected(path, self.cfg.include, self.cfg.exclude):
             return None
+        if e.kind == "package":
+            why = ONENOTE if (e.package or "").casefold() == "onenote" else f"unsupported: {e.package or 'package'}"
+            return SourceItem(self.source_id, f"{drive.drive_id}/{iid}", path, e.size, e.mtime, e.qxh, skip=why)
         skip = self._label_skip(e)
         return SourceItem(self.source_id, f"{drive.drive_id}/{iid}", path, e.size, e.mtime, e.qxh, skip=skip)
 
@@ -584,6 +635,7 @@ class SharePointConnector(CollectionFromConfig):
         """Apply every library's delta (see the module doc). Raises ``SourceUnavailableError``."""
         with self._lock:
             drives = [self._load(d) for d in self._discover()]
+            self.permission_failures = 0
             out = []
             unreachable = dict(self.unreachable_reasons)
             for d in drives:
@@ -703,16 +755,13 @@ class SharePointConnector(CollectionFromConfig):
                 self._upn[key] = None
         return self._upn[key]
 
-    def _mapped(self, drive: _Drive, iid: str, perms_of: Callable[[str], Any], library: Any) -> Mapped:
-        if isinstance(library, list):
-            library = [_load_assignment(a) for a in library]
-        elif library is None:
-            library = "not read"
+    def _mapped(self, drive: _Drive, perms: list[dict[str, Any]] | str | None) -> Mapped:
+        """The ACL of an item of ``drive`` from its Graph permission list (``None``: not read)."""
         try:
             return item_acl(
-                [iid, *self._ancestors(drive, iid)], perms_of, library,
+                "not read" if perms is None else perms,
                 site_id=drive.site_id, tenant_id=self.cfg.tenant_id, policy=self.cfg.sharing_links,
-                resolve_upn=self._resolve_upn,
+                resolve_upn=self._resolve_upn, site_groups_unresolvable=drive.rest_refused,
             )
         except GraphError as e:
             return Mapped(Acl.nobody(f"acl_unreadable: {e.status} {e.code}: {e.message}"))
@@ -724,7 +773,7 @@ class SharePointConnector(CollectionFromConfig):
             return Acl.nobody(f"{item.path}: not in the SharePoint listing"), ()
         d, iid = hit
         with self._lock:
-            m = self._mapped(d, iid, lambda n: _perms_or_reason(d.items.get(n)), d.library)
+            m = self._mapped(d, _perms_or_reason(d.items.get(iid)))
         return m.acl, m.grants
 
     def explain_path(self, path: str) -> str:
@@ -765,62 +814,122 @@ class SharePointConnector(CollectionFromConfig):
         return self.explain(item)[0]
 
     def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
-        """The current ACL of each path: its permissions (and its folders') read from Graph now,
-        20 items per ``$batch``, and each library's role assignments read once per call when an
-        item inherits them. A path not in the snapshot, or whose item Graph no longer has (404),
-        is left out. Raises ``SourceUnavailableError``."""
-        hits: dict[str, tuple[_Drive, str, list[str]]] = {}
+        """The current ACL of each path: its permissions read from Graph now (20 items per
+        ``$batch``). A path not in the snapshot, or whose item Graph no longer has (404), is left
+        out. Raises ``SourceUnavailableError``. The query-time check reads by id instead
+        (:meth:`read_acls_by_id`): a path names what is there now, an id what was indexed."""
+        ids: dict[str, str] = {}
         for path in paths:
             hit = self._find(_nfc(path.strip("/")))
-            if hit is None:
-                continue
-            d, iid = hit
-            with self._lock:
-                hits[path] = (d, iid, [iid, *self._ancestors(d, iid)])
-        live: dict[str, dict[str, Any]] = {}
+            if hit is not None:
+                ids[path] = f"{hit[0].drive_id}/{hit[1]}"
+        got = self.read_acls_by_id(list(ids.values()))
+        return {path: got[nid] for path, nid in ids.items() if nid in got}
+
+    def read_acls_by_id(self, native_ids: Sequence[str]) -> Mapping[str, Acl]:
+        """``AclsByNativeId``: the current ACL of each item by its ``<drive id>/<item id>``, its
+        permissions read from Graph now (20 items per ``$batch``, the drives' requests in
+        parallel up to ``max_in_flight``). An id of no known library, or whose item Graph no longer
+        has (404), is left out. Raises ``SourceUnavailableError``."""
+        by_drive: dict[str, list[str]] = {}
+        for nid in dict.fromkeys(native_ids):
+            drive_id, _, iid = nid.partition("/")
+            by_drive.setdefault(drive_id, []).append(iid)
+        with self._lock:
+            self._load_saved()
+            drives = {k: self._drives.get(k) for k in by_drive}
+            if any(d is None for d in drives.values()):
+                self._load_saved(again=True)
+                drives = {k: self._drives.get(k) for k in by_drive}
+        out: dict[str, Acl] = {}
         try:
-            for d in {d.drive_id: d for d, _i, _c in hits.values()}.values():
-                ids = list(dict.fromkeys(n for dd, _i, chain in hits.values() if dd is d for n in chain))
-                live[d.drive_id] = self._batch_get(d.drive_id, ids, "permissions")
+            for drive_id, iids in by_drive.items():
+                d = drives[drive_id]
+                if d is None:
+                    continue
+                for iid, body in self._batch_get(drive_id, iids, "permissions").items():
+                    if isinstance(body, str) and body.startswith("404"):
+                        continue
+                    perms = body if isinstance(body, str) else _perms(body)
+                    with self._lock:
+                        out[f"{drive_id}/{iid}"] = self._mapped(d, perms).acl
         except GraphError as e:
             raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
-        libraries: dict[str, Any] = {}
-        out: dict[str, Acl] = {}
-        for path, (d, iid, chain) in hits.items():
-            got = live[d.drive_id]
-            if isinstance(got.get(iid), str) and str(got[iid]).startswith("404"):
-                continue
-            perms = {k: (v if isinstance(v, str) else _perms(v)) for k, v in got.items() if k in chain}
-            inherits = not any(isinstance(p, list) and any(not x.get("inheritedFrom") for x in p) for p in perms.values())
-            if inherits and d.drive_id not in libraries:
-                libraries[d.drive_id] = self._read_library(d)
-            library = libraries.get(d.drive_id, []) if inherits else []
-            with self._lock:
-                out[path] = self._mapped(d, iid, lambda n, perms=perms: perms.get(n, "not read"), library).acl
         return out
 
     def sweep_permissions(self) -> list[str]:
-        """Re-read the permissions of every item and every library's role assignments (Graph
-        misses some sharing changes). Returns the paths of the files whose ACL changed (for
-        ``SyncEngine.refresh_acls``). Raises ``SourceUnavailableError``."""
+        """Re-read every item's permissions and every library's role assignments (Graph misses
+        some sharing changes), as :meth:`_sweep_drive` does: the unique scopes only when
+        SharePoint REST says which items have them. Returns the paths of the files whose ACL
+        changed (for ``SyncEngine.refresh_acls``). Raises ``SourceUnavailableError``."""
         changed: list[str] = []
         with self._lock:
             self._load_saved()
             for d in list(self._drives.values()):
-                before = {i: self._mapped(d, i, lambda n, d=d: _perms_or_reason(d.items.get(n)), d.library).acl.digest()
-                          for i, e in d.items.items() if e.kind == "file"}
+                before = {i: self._mapped(d, e.perms).acl.digest() for i, e in d.items.items() if e.kind == "file"}
+                d.library = self._read_library(d)
                 try:
-                    self._read_permissions(d, [i for i, e in d.items.items() if e.kind != "root"])
+                    self._sweep_drive(d)
                 except GraphError as e:
                     raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
-                d.library = self._read_library(d)
                 self._save(d)
                 for i, digest in before.items():
-                    if self._mapped(d, i, lambda n, d=d: _perms_or_reason(d.items.get(n)), d.library).acl.digest() != digest:
+                    e = d.items.get(i)
+                    if e is not None and self._mapped(d, e.perms).acl.digest() != digest:
                         p = self._path(d, i)
                         if p is not None:
                             changed.append(p)
         return sorted(changed)
+
+    def _sweep_drive(self, d: _Drive) -> None:
+        """Re-read the permissions of every item of ``d``, cheaply: SharePoint REST lists which
+        items have unique role assignments (``HasUniqueRoleAssignments``, 5,000 items per
+        request); Graph is asked the permissions of those and of the library's root only, and an
+        item that inherits takes its nearest unique folder's (or the root's) — which is what Graph
+        would list for it ("effective sharing permissions"). Without REST (refused, not
+        configured, unreadable) every item is read. Raises ``GraphError`` /
+        ``SourceUnavailableError``."""
+        ids = [i for i, e in d.items.items() if e.kind != "root"]
+        scopes = self._unique_scopes(d)
+        if scopes is None or d.root is None:
+            self._read_permissions(d, ids)
+            return
+        unique = [i for i in ids if scopes.get(i, True)]  # an item REST did not list is read itself
+        self._read_permissions(d, [d.root, *unique])
+        for i in ids:
+            if scopes.get(i, True):
+                continue
+            src = next((a for a in self._ancestors(d, i) if scopes.get(a, True)), d.root)
+            got = d.items[src].perms
+            d.items[i].perms = [dict(p) for p in got] if isinstance(got, list) else got
+
+    def _unique_scopes(self, d: _Drive) -> dict[str, bool] | None:
+        """``item id -> HasUniqueRoleAssignments`` of the items of ``d`` (matched on their
+        server-relative URL: the library's URL path + the item's names), ``None`` when SharePoint
+        REST can't say. Raises ``SourceUnavailableError``."""
+        from urllib.parse import unquote
+
+        if self.rest is None or d.rest_refused or not d.list_id or not d.url:
+            return None
+        try:
+            rows = self.rest(d.site_url).unique_scopes(d.list_id)
+        except SourceUnavailableError:
+            raise
+        except Exception as e:  # noqa: BLE001 - then every item is read through Graph
+            log.warning("unique scopes of %s unreadable (%s): every item's permissions are read", d.prefix, e)
+            return None
+        base = unquote(urlsplit(d.url).path).rstrip("/")
+        by_ref: dict[str, str] = {}
+        for iid, e in d.items.items():
+            p = self._path(d, iid) if e.kind != "root" else None
+            if p is not None:
+                by_ref[_nfc(f"{base}/{p[len(d.prefix) + 1:]}").casefold()] = iid
+        out: dict[str, bool] = {}
+        for ref, uniq in rows:
+            iid = by_ref.get(_nfc(ref).casefold())
+            if iid is not None:
+                out[iid] = uniq
+        return out
 
     def location(self, item: SourceItem) -> str:
         """The web URL of the item's folder (the library's for a file at its root)."""
@@ -910,14 +1019,39 @@ class SharePointConnector(CollectionFromConfig):
         except Exception as e:  # noqa: BLE001
             return SourceCheck(False, f"{d.prefix}: library list unreadable: {e}", "the app needs Sites.Read.All")
         library = self._read_library(d)
-        if isinstance(library, str):
+        if isinstance(library, str) and isinstance(self.graph.settings.credential, SecretCredential):
             return SourceCheck(
                 False, f"{len(drives)} libraries; {d.prefix}: {library}",
                 "SharePoint REST needs a certificate credential (certificate_path or pfx_path), not a client secret",
             )
+        no_rest = self._rest_refusals(drives)
+        if no_rest:
+            what = "; ".join(f"{seg or 'root site'}: {why}" for seg, why in sorted(no_rest.items()))
+            return SourceCheck(
+                False,
+                f"{len(drives)} libraries; SharePoint REST refused on {len(no_rest)} site(s) — their site groups can't "
+                f"be resolved, documents only those groups read are readable by nobody: {what}",
+                "grant the app Sites.Read.All under SharePoint (certificate credential) on those sites, or leave them "
+                f"out of sources.{self.source_id}.sites",
+            )
+        n = len(library) if isinstance(library, list) else 0
         extra = f"; refused: {', '.join(f'{k} ({v})' for k, v in refused.items())}" if refused else ""
-        return SourceCheck(not refused, f"{len(drives)} libraries; {d.prefix}: {len(library)} role assignments read{extra}",
+        return SourceCheck(not refused, f"{len(drives)} libraries; {d.prefix}: {n} role assignments read{extra}",
                            "grant the app access to the refused sites" if refused else "")
+
+    def _rest_refusals(self, drives: Sequence[_Drive]) -> dict[str, str]:
+        """``site segment -> why`` for each site of ``drives`` whose SharePoint REST refuses the
+        app (its site groups, as the principal provider reads them). Never raises."""
+        out: dict[str, str] = {}
+        for seg, url in sorted({(d.site_seg, d.site_url) for d in drives}):
+            if self.rest is None:
+                out[seg] = "SharePoint REST not configured"
+                continue
+            try:
+                self.rest(url).site_groups()
+            except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+                out[seg] = f"{type(e).__name__}: {e}"[:300]
+        return out
 
     def close(self) -> None:
         """Close the Graph client (and the state DB when this connector opened it); idempotent."""
@@ -929,6 +1063,18 @@ class SharePointConnector(CollectionFromConfig):
 
 def _perms(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{k: p[k] for k in _PERM_FIELDS if k in p} for p in body.get("value") or ()]
+
+
+def _kind(it: Mapping[str, Any]) -> str | None:
+    """What a driveItem is by its facets ("driveItem resource type"; a package has neither
+    ``file`` nor ``folder``): ``package`` / ``folder`` / ``file``, ``None`` without any."""
+    if it.get("package") is not None:
+        return "package"
+    if it.get("folder") is not None:
+        return "folder"
+    if it.get("file") is not None:
+        return "file"
+    return None
 
 
 def _perms_or_reason(e: _Entry | None) -> list[dict[str, Any]] | str:

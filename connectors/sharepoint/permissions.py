@@ -3,34 +3,48 @@
 Two inputs are mapped (README "SharePoint"):
 
 * **Graph permission resources** of a driveItem (``GET /drives/{d}/items/{i}/permissions``,
-  Microsoft Graph v1.0 "permission resource type"): ``grantedToV2`` / ``grantedToIdentitiesV2``
-  (``user``, ``group``, ``siteUser``, ``siteGroup``), ``link`` (``scope`` = ``users`` |
-  ``organization`` | ``anonymous``), ``roles`` and ``inheritedFrom``.
+  Microsoft Graph v1.0 "permission resource type", "List sharing permissions on a driveItem"):
+  ``grantedToV2`` / ``grantedToIdentitiesV2`` (``sharePointIdentitySet``: ``user``, ``group``,
+  ``siteUser``, ``siteGroup``), ``link`` (``sharingLink``: ``scope`` = ``users`` |
+  ``organization`` | ``anonymous`` | ``existingAccess``, or none), ``roles`` and
+  ``expirationDateTime``.
 * **SharePoint role assignments** of a library or site (REST ``/_api/web/roleassignments``,
   ``$expand=Member,RoleDefinitionBindings``): ``PrincipalType`` (1 user, 4 security group,
-  8 SharePoint group) and the role definitions' ``BasePermissions``.
+  8 SharePoint group) and the role definitions' ``BasePermissions`` — used by ``ancre acl
+  explain`` and by the principal provider (which site groups a web grants a role to).
 
 Principals (strings, see :class:`ancre.models.Principal`):
 
-* ``aad:<object id>`` — an Entra user or group (security or Microsoft 365 group);
+* ``aad:<object id>`` — an Entra user or group (security or Microsoft 365 group: its members);
+* ``aad:owners:<group id>`` — the *owners* of a Microsoft 365 group (claim
+  ``c:0o.c|federateddirectoryclaimprovider|<group id>_o``: "this claim represents the group
+  owners", SharePoint docs "Site permissions after Microsoft 365 group connection");
 * ``aad:everyone-internal`` — "Everyone except external users" (claim
   ``c:0-.f|rolemanager|spo-grid-all-users/<tenant id>``): every *member* user, never a guest;
 * ``sp:<site id>:<group id>`` — a SharePoint site group, scoped to its site (two sites'
-  "Members" groups are two principals).
+  "Members" groups are two principals: a ``siteGroup`` id is "unique only within the site").
 
 Read right: a Graph role among :data:`READ_ROLES`, or a SharePoint role whose base permissions
 include ``ViewListItems`` (0x1, [MS-WSSFO3] 2.2.2.14 / ``SPBasePermissions``). "Limited Access"
 has no ``ViewListItems`` and grants nothing.
 
-Inheritance: an item takes the own (non-inherited) entries of the nearest object on its path —
-itself, then each parent folder — that has unique permissions (at least one entry without
-``inheritedFrom``); when nothing below the library has unique permissions, the library's role
-assignments apply (which SharePoint answers with the site's when the library inherits).
+**Inheritance is not read from** ``inheritedFrom``: "OneDrive for Business and SharePoint document
+libraries do not return the inheritedFrom property". What Graph lists for an item are its
+*effective* permissions — "applied directly on the DriveItem itself" or "inherited from the
+DriveItem's ancestors" — so an item's own list decides, whatever it inherits from: an item with
+unique permissions and none granted (``value: []``) is readable by nobody.
+
+**Expiry**: a permission whose ``expirationDateTime`` has passed grants nothing; one that has not
+gives a grant that ends then (:class:`~ancre.models.Grant` ``expires``), so the query filter
+honours it at that instant. ``0001-01-01T00:00:00Z`` ("DateTime.MinValue indicates there is no
+expiration") and no value mean none; a value that can't be read grants nothing.
 
 Sharing links follow :data:`LinkPolicy` (default ``specific_people``): a "specific people" link
-(``scope = users``) grants its recipients; an organization link grants nothing unless the policy
-is ``organization`` (then ``aad:everyone-internal``); an anonymous link never grants anything —
-ancre has no anonymous users.
+(``scope = users``, or no ``scope`` at all — the permission page's own "Specific people link"
+example has none) grants its recipients; an organization link grants nothing unless the policy is
+``organization`` (then ``aad:everyone-internal``); an anonymous link never grants anything —
+ancre has no anonymous users; an ``existingAccess`` link "does not grant any additional
+privileges".
 
 Everything here fails closed: an entry that can't be understood grants nothing, and permissions
 that could not be read make the item readable by nobody (:meth:`Acl.nobody`).
@@ -38,14 +52,25 @@ that could not be read make the item readable by nobody (:meth:`Acl.nobody`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from ancre.models import Acl
+from ancre.models import Grant as Clause
 
 EVERYONE_INTERNAL = "aad:everyone-internal"
 """Every member (non-guest) user of the tenant."""
+
+OWNERS_PREFIX = "aad:owners:"
+"""``aad:owners:<group id>``: the owners of a Microsoft 365 group (its ``…_o`` claim)."""
+
+
+def owners_principal(group_id: str) -> str:
+    """``aad:owners:<group id>`` (lower case)."""
+    return f"{OWNERS_PREFIX}{group_id.lower()}"
 
 VIEW_LIST_ITEMS = 0x1
 """``SPBasePermissions.ViewListItems`` (low word): the right to view items of a list/library."""
@@ -76,6 +101,8 @@ PRINCIPAL_USER = 1
 PRINCIPAL_SECURITY_GROUP = 4
 PRINCIPAL_SHAREPOINT_GROUP = 8
 
+OWNERS_SUFFIX = "_o"
+
 UpnResolver = Callable[[str], "str | None"]
 """``upn -> Entra object id`` (``None``: no such user; the grant is dropped). May raise
 :class:`~ancre.errors.SourceUnavailableError` (the caller's pass then stops as suspect)."""
@@ -84,10 +111,13 @@ UpnResolver = Callable[[str], "str | None"]
 @dataclass(frozen=True)
 class Grant:
     """One principal granted read, and what granted it (for ``ancre acl explain``):
-    ``via`` e.g. ``"permission 7 (read)"``, ``"link users (view)"``, ``"role Members: Edit"``."""
+    ``via`` e.g. ``"permission 7 (read)"``, ``"link users (view)"``, ``"role Members: Edit"``;
+    ``expires``: epoch seconds at which it stops granting (its ``expirationDateTime``), ``None``
+    for never."""
 
     principal: str
     via: str
+    expires: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,11 +149,11 @@ class RoleAssignmentLike(Protocol):
 # -- login names and identities -------------------------------------------------------------------
 def principal_of_login(login_name: str, *, tenant_id: str, resolve_upn: UpnResolver) -> str | None:
     """The principal of a SharePoint claims login name, ``None`` when it maps to nobody ancre
-    knows (system accounts, another tenant's all-users claim, an unknown user, a Microsoft 365
-    group's *owners* claim ``…|<gid>_o`` — granting it to the whole group would widen it).
+    knows (system accounts, another tenant's all-users claim, an unknown user).
 
     ``i:0#.f|membership|alice@axonix.ch`` → ``aad:<alice's object id>`` (via ``resolve_upn``);
     ``c:0t.c|tenant|<gid>`` and ``c:0o.c|federateddirectoryclaimprovider|<gid>`` → ``aad:<gid>``;
+    ``c:0o.c|federateddirectoryclaimprovider|<gid>_o`` (the group's owners) → ``aad:owners:<gid>``;
     ``c:0-.f|rolemanager|spo-grid-all-users/<tenant id>`` → ``aad:everyone-internal``;
     ``c:0(.s|true`` ("Everyone", guests included) → ``aad:everyone-internal`` (narrower: the
     guests it would add are left out, never the other way round)."""
@@ -139,20 +169,32 @@ def principal_of_login(login_name: str, *, tenant_id: str, resolve_upn: UpnResol
     for prefix in (SECURITY_GROUP_PREFIX, M365_GROUP_PREFIX):
         if low.startswith(prefix):
             gid = low[len(prefix):]
-            if gid.endswith("_o") or not gid:
-                return None
-            return f"aad:{gid}"
+            if gid.endswith(OWNERS_SUFFIX):
+                gid = gid[: -len(OWNERS_SUFFIX)]
+                return owners_principal(gid) if gid and prefix == M365_GROUP_PREFIX else None
+            return f"aad:{gid}" if gid else None
     return None
+
+
+def is_owners_claim(login_name: str) -> bool:
+    """Whether a claims login name is a Microsoft 365 group's owners claim (``…|<gid>_o``)."""
+    low = (login_name or "").strip().lower()
+    return low.startswith(M365_GROUP_PREFIX) and low.endswith(OWNERS_SUFFIX)
 
 
 def principal_of_identity(
     identity_set: Mapping[str, Any], *, site_id: str, tenant_id: str, resolve_upn: UpnResolver
 ) -> str | None:
     """The principal of a Graph ``sharePointIdentitySet`` (``grantedToV2`` or one entry of
-    ``grantedToIdentitiesV2``): ``user.id`` / ``group.id`` → ``aad:<id>``; ``siteGroup.id`` →
-    ``sp:<site_id>:<id>``; ``siteUser.loginName`` → :func:`principal_of_login`; a user known
-    only by ``email`` → resolved as a UPN. ``None`` for applications, devices and anything not
-    understood."""
+    ``grantedToIdentitiesV2``): a ``siteUser`` whose ``loginName`` is a group's owners claim →
+    ``aad:owners:<gid>`` (before anything else: the same identity names the group in ``group``,
+    whose members are not its owners); ``user.id`` / ``group.id`` → ``aad:<id>``;
+    ``siteGroup.id`` → ``sp:<site_id>:<id>``; ``siteUser.loginName`` → :func:`principal_of_login`;
+    a user known only by ``email`` → resolved as a UPN. ``None`` for applications, devices and
+    anything not understood."""
+    site_user = identity_set.get("siteUser") or {}
+    if isinstance(site_user, Mapping) and is_owners_claim(str(site_user.get("loginName") or "")):
+        return principal_of_login(str(site_user["loginName"]), tenant_id=tenant_id, resolve_upn=resolve_upn)
     user = identity_set.get("user") or {}
     if isinstance(user, Mapping):
         if user.get("id"):
@@ -167,7 +209,6 @@ def principal_of_identity(
     site_group = identity_set.get("siteGroup") or {}
     if isinstance(site_group, Mapping) and site_group.get("id") not in (None, ""):
         return site_group_principal(site_id, site_group["id"])
-    site_user = identity_set.get("siteUser") or {}
     if isinstance(site_user, Mapping) and site_user.get("loginName"):
         return principal_of_login(str(site_user["loginName"]), tenant_id=tenant_id, resolve_upn=resolve_upn)
     return None
@@ -179,28 +220,49 @@ def site_group_principal(site_id: str, group_id: object) -> str:
 
 
 # -- Graph permissions ----------------------------------------------------------------------------
-def is_inherited(perm: Mapping[str, Any]) -> bool:
-    """Whether a Graph permission is inherited from an ancestor (``inheritedFrom`` set)."""
-    return bool(perm.get("inheritedFrom"))
-
-
-def has_unique_permissions(perms: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether an item has permissions of its own: at least one entry without ``inheritedFrom``."""
-    return any(not is_inherited(p) for p in perms)
-
-
 def grants_read(roles: Sequence[str]) -> bool:
     """Whether one of the Graph ``roles`` includes viewing (see :data:`READ_ROLES`)."""
     return any(str(r).strip().lower() in READ_ROLES for r in roles or ())
 
 
+NEVER = "never"
+"""What :func:`permission_expiry` returns for a permission that grants nothing any more."""
+
+
+def permission_expiry(perm: Mapping[str, Any], *, now: float | None = None) -> float | None | str:
+    """When a permission stops granting: ``None`` (never: no ``expirationDateTime``, or
+    ``0001-01-01T00:00:00Z`` — "DateTime.MinValue indicates there is no expiration"), epoch
+    seconds (a future instant), or :data:`NEVER` when it has expired at ``now`` (default: the
+    current time) or its value can't be read (fail closed)."""
+    raw = perm.get("expirationDateTime")
+    if raw in (None, ""):
+        return None
+    try:
+        when = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return NEVER
+    if when.year <= 1:
+        return None
+    if when.tzinfo is None:
+        return NEVER  # "yyyy-MM-ddTHH:mm:ssZ": a value without its zone is not the documented form
+    at = when.timestamp()
+    return NEVER if at <= (time.time() if now is None else now) else at
+
+
 def permission_grants(
-    perm: Mapping[str, Any], *, site_id: str, tenant_id: str, policy: LinkPolicy, resolve_upn: UpnResolver
+    perm: Mapping[str, Any], *, site_id: str, tenant_id: str, policy: LinkPolicy, resolve_upn: UpnResolver,
+    now: float | None = None,
 ) -> list[Grant]:
-    """The read grants of one Graph permission resource (empty when it grants no read).
+    """The read grants of one Graph permission resource (empty when it grants no read, or has
+    expired at ``now``).
 
     A ``link`` follows ``policy`` (module doc); a direct grant gives its ``grantedToV2`` and
-    ``grantedToIdentitiesV2`` principals when its roles include a read role."""
+    ``grantedToIdentitiesV2`` principals when its roles include a read role. Each grant carries
+    the permission's expiry (:func:`permission_expiry`)."""
+    expires = permission_expiry(perm, now=now)
+    if expires == NEVER:
+        return []
+    until = expires if isinstance(expires, float) else None
     roles = [str(r) for r in perm.get("roles") or ()]
     pid = perm.get("id", "?")
     link = perm.get("link")
@@ -209,22 +271,22 @@ def permission_grants(
         kind = str(link.get("type") or "link")
         if roles and not grants_read(roles):
             return []
-        if scope == "users":
+        if scope == "users" or (not scope and perm.get("grantedToIdentitiesV2")):
             if policy == "none":
                 return []
             via = f"sharing link {pid} (specific people, {kind})"
-            return _identities(perm, via, site_id=site_id, tenant_id=tenant_id, resolve_upn=resolve_upn)
+            return _identities(perm, via, until, site_id=site_id, tenant_id=tenant_id, resolve_upn=resolve_upn)
         if scope == "organization" and policy == "organization":
-            return [Grant(EVERYONE_INTERNAL, f"sharing link {pid} (organization, {kind})")]
-        return []  # anonymous, organization under the default policy, unknown scopes
+            return [Grant(EVERYONE_INTERNAL, f"sharing link {pid} (organization, {kind})", until)]
+        return []  # anonymous, existingAccess, organization under the default policy, unknown scopes
     if not grants_read(roles):
         return []
     via = f"permission {pid} ({', '.join(roles)})"
-    return _identities(perm, via, site_id=site_id, tenant_id=tenant_id, resolve_upn=resolve_upn)
+    return _identities(perm, via, until, site_id=site_id, tenant_id=tenant_id, resolve_upn=resolve_upn)
 
 
 def _identities(
-    perm: Mapping[str, Any], via: str, *, site_id: str, tenant_id: str, resolve_upn: UpnResolver
+    perm: Mapping[str, Any], via: str, until: float | None, *, site_id: str, tenant_id: str, resolve_upn: UpnResolver
 ) -> list[Grant]:
     sets: list[Mapping[str, Any]] = []
     if isinstance(perm.get("grantedToV2"), Mapping):
@@ -234,8 +296,16 @@ def _identities(
     for s in sets:
         p = principal_of_identity(s, site_id=site_id, tenant_id=tenant_id, resolve_upn=resolve_upn)
         if p is not None:
-            out.append(Grant(p, via))
+            out.append(Grant(p, f"{via} to {_display_name(s)}" if _display_name(s) else via, until))
     return out
+
+
+def _display_name(identity_set: Mapping[str, Any]) -> str:
+    for key in ("siteGroup", "group", "user", "siteUser"):
+        ident = identity_set.get(key)
+        if isinstance(ident, Mapping) and ident.get("displayName"):
+            return str(ident["displayName"])
+    return ""
 
 
 # -- SharePoint role assignments ------------------------------------------------------------------
@@ -261,58 +331,67 @@ def assignment_grants(
 
 
 # -- an item's ACL ------------------------------------------------------------------------------
-PermsOf = Callable[[str], "Sequence[Mapping[str, Any]] | str"]
-"""``item id -> its Graph permission entries``, or a ``str``: why they could not be read."""
-
-
 def item_acl(
-    chain: Sequence[str],
-    perms_of: PermsOf,
-    library: Sequence[RoleAssignmentLike] | str,
+    perms: Sequence[Mapping[str, Any]] | str,
     *,
     site_id: str,
     tenant_id: str,
     policy: LinkPolicy,
     resolve_upn: UpnResolver,
+    site_groups_unresolvable: str | None = None,
+    now: float | None = None,
 ) -> Mapped:
-    """The read ACL of an item.
+    """The read ACL of an item from its Graph permission list — its *effective* permissions, own
+    or inherited alike (module doc) — or a ``str`` saying why they could not be read
+    (→ ``Acl.nobody(reason)``). No read grant at all (``[]``, links that widen nothing) → an
+    empty ACL without a reason: nobody reads, and that is what SharePoint says.
 
-    ``chain``: the item's id, then its parent folders' ids up to (not including) the library
-    root. The nearest of them with unique permissions decides with its own entries; when none
-    has, ``library`` (the library's role assignments, or a ``str`` saying why they could not be
-    read) decides. Unreadable permissions anywhere on that way → ``Acl.nobody(reason)``; no read
-    grant at all → an empty ACL without a reason (nobody reads, and that is what SharePoint
-    says: not reported as an ACL problem)."""
-    for node in chain:
-        perms = perms_of(node)
-        if isinstance(perms, str):
-            return Mapped(Acl.nobody(f"acl_unreadable: permissions of {node}: {perms}"))
-        if has_unique_permissions(perms):
-            grants: list[Grant] = []
-            for perm in perms:
-                if not is_inherited(perm):
-                    grants += permission_grants(
-                        perm, site_id=site_id, tenant_id=tenant_id, policy=policy, resolve_upn=resolve_upn
-                    )
-            return _mapped(grants, f"unique permissions on {node}")
-    if isinstance(library, str):
-        return Mapped(Acl.nobody(f"acl_unreadable: library role assignments: {library}"))
-    grants = []
-    for ra in library:
-        grants += assignment_grants(ra, site_id=site_id, tenant_id=tenant_id, resolve_upn=resolve_upn)
-    return _mapped(grants, "library role assignments")
+    ``site_groups_unresolvable``: why the site's groups can't be resolved to their members (its
+    SharePoint REST refused the app); when only such groups would read, the ACL is
+    ``Acl.nobody`` with that reason (reported, not silent). ``now``: epoch seconds for expiry
+    (default: the current time)."""
+    if isinstance(perms, str):
+        return Mapped(Acl.nobody(f"acl_unreadable: permissions: {perms}"))
+    grants: list[Grant] = []
+    for perm in perms:
+        grants += permission_grants(
+            perm, site_id=site_id, tenant_id=tenant_id, policy=policy, resolve_upn=resolve_upn, now=now
+        )
+    if site_groups_unresolvable and grants and all(g.principal.startswith(f"sp:{site_id}:") for g in grants):
+        return Mapped(Acl.nobody(f"acl_unresolvable: site groups: {site_groups_unresolvable}"), tuple(dict.fromkeys(grants)))
+    return _mapped(grants)
 
 
-def _mapped(grants: list[Grant], where: str) -> Mapped:
+def _mapped(grants: list[Grant]) -> Mapped:
     uniq = tuple(dict.fromkeys(grants))
-    allow = frozenset(g.principal for g in uniq)
-    if not allow:  # read normally, and it grants no one: deliberate, not an ACL problem
+    if not uniq:  # read normally, and it grants no one: deliberate, not an ACL problem
         return Mapped(Acl(frozenset()))
-    return Mapped(Acl(allow), uniq)
+    return Mapped(acl_of_grants(uniq), uniq)
+
+
+def acl_of_grants(grants: Sequence[Grant]) -> Acl:
+    """The :class:`~ancre.models.Acl` of read grants: the principals of the grants without
+    expiry, plus one clause per expiry instant (:class:`ancre.models.Grant` ``expires``), readable
+    iff any clause admits the user at that instant."""
+    forever = frozenset(g.principal for g in grants if g.expires is None)
+    timed: dict[float, set[str]] = {}
+    for g in grants:
+        if g.expires is not None and g.principal not in forever:
+            timed.setdefault(g.expires, set()).add(g.principal)
+    if not timed:
+        return Acl(forever)
+    clauses = [Clause(forever)] if forever else []
+    clauses += [Clause(frozenset(ps), expires=t) for t, ps in sorted(timed.items())]
+    return Acl.of(clauses)
 
 
 __all__ = [
     "EVERYONE_INTERNAL",
+    "OWNERS_PREFIX",
+    "acl_of_grants",
+    "is_owners_claim",
+    "owners_principal",
+    "permission_expiry",
     "READ_ROLES",
     "VIEW_LIST_ITEMS",
     "Grant",
@@ -320,7 +399,6 @@ __all__ = [
     "Mapped",
     "assignment_grants",
     "grants_read",
-    "has_unique_permissions",
     "item_acl",
     "permission_grants",
     "principal_of_identity",

@@ -1,7 +1,8 @@
 """Entra ID principals of a user (README "SharePoint", DESIGN seam "principal providers").
 
 ``EntraProvider.principals("alice@axonix.ch")`` → ``{aad:<her object id>, aad:<each group she
-is in, transitively>, aad:everyone-internal (members only, never guests),
+is in, transitively>, aad:owners:<each group she owns> (GET /users/{id}/ownedObjects: the
+``…_o`` claim of a Microsoft 365 group), aad:everyone-internal (members only, never guests),
 sp:<site id>:<group id> for each SharePoint site group she is in}`` — the strings
 :mod:`ancre.connectors.sharepoint.permissions` puts in ACLs. Combined with the directory provider
 (``sid:…`` from Active Directory) by the principal resolver: one identity, both sets.
@@ -9,6 +10,7 @@ sp:<site id>:<group id> for each SharePoint site group she is in}`` — the stri
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,11 +24,18 @@ from ancre.connectors.sharepoint.permissions import (
     GRANT_ALL_USERS_CLAIM,
     M365_GROUP_PREFIX,
     MEMBERSHIP_PREFIX,
+    OWNERS_SUFFIX,
     PRINCIPAL_SHAREPOINT_GROUP,
     SECURITY_GROUP_PREFIX,
+    owners_principal,
     site_group_principal,
 )
 from ancre.errors import DirectoryError
+
+log = logging.getLogger("ancre.sharepoint")
+
+SITE_RETRY_S = 30.0
+"""Seconds before a site whose groups could not be read is asked again (instead of ``ttl_s``)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,12 @@ class EntraProvider:
 
     ``user`` is a UPN (``alice@axonix.ch``, as Open WebUI sends it) or an account name
     (``alice`` or ``AXONIX\\alice``, matched on ``onPremisesSamAccountName``). A user Entra does
-    not know has no principal here (an empty set). Any failure to answer (Graph or SharePoint
-    unreachable, refused) raises :class:`~ancre.errors.DirectoryError`: the query fails closed.
+    not know has no principal here (an empty set). Graph failing to answer (the user, her
+    groups, what she owns) raises :class:`~ancre.errors.DirectoryError`: the query fails closed.
+    One *site* whose SharePoint REST can't be read (refused — 401/403, a ``/contentstorage/``
+    site —, or unreachable) only loses its own ``sp:`` principals: nobody holds them, so what
+    only its groups grant is readable by nobody, and everyone's other principals resolve; the
+    site and why are in :attr:`site_problems` (logged; asked again after ``SITE_RETRY_S``).
 
     ``sites``: the sites whose groups count (a callable, evaluated per refresh: the connector's
     configured sites); ``rest``: ``site URL -> SharePointRest`` (``None``: no site groups).
@@ -80,6 +93,8 @@ class EntraProvider:
         self._lock = threading.Lock()
         self._users: dict[str, tuple[float, frozenset[str]]] = {}
         self._groups: tuple[float, list[tuple[str, int, tuple[str, ...]]]] | None = None
+        self.site_problems: dict[str, str] = {}
+        """Site URL → why its site groups could not be read at the last refresh."""
 
     # ----------------------------------------------------------------------------------- public
     def principals(self, user: str) -> frozenset[str]:
@@ -133,6 +148,9 @@ class EntraProvider:
         for g in self.graph.pages(f"/users/{u.oid}/transitiveMemberOf", params={"$select": "id"}):
             if str(g.get("@odata.type", "#microsoft.graph.group")).endswith(".group") and g.get("id"):
                 out.add(f"aad:{str(g['id']).lower()}")
+        for o in self.graph.pages(f"/users/{u.oid}/ownedObjects", params={"$select": "id"}):
+            if o.get("id"):
+                out.add(owners_principal(str(o["id"])))
         if u.member:
             out.add(EVERYONE_INTERNAL)
         for site_id, gid, logins in self._site_groups():
@@ -150,23 +168,34 @@ class EntraProvider:
             if self._groups is not None and self._groups[0] > now:
                 return self._groups[1]
         groups: list[tuple[str, int, tuple[str, ...]]] = []
+        problems: dict[str, str] = {}
         for site in self.sites():
-            client = self.rest(site.url)
-            ids = sorted({int(g.id) for g in client.site_groups()} | {
-                int(ra.principal_id) for ra in client.role_assignments(None)
-                if int(ra.principal_type) == PRINCIPAL_SHAREPOINT_GROUP
-            })
-            for gid in ids:
-                logins = tuple(str(m.login_name or "") for m in client.group_members(gid))
-                groups.append((site.site_id, gid, logins))
+            try:
+                groups += self._groups_of(site)
+            except Exception as e:  # noqa: BLE001 - this site's groups are missing, the rest resolves
+                problems[site.url] = f"{type(e).__name__}: {e}"[:300]
+                log.warning("SharePoint site %s: site groups unreadable, its sp: principals are missing "
+                            "(what only they grant is readable by nobody): %s", site.url, problems[site.url])
         with self._lock:
-            self._groups = (now + self.ttl_s, groups)
+            self.site_problems = problems
+            self._groups = (now + (min(self.ttl_s, SITE_RETRY_S) if problems else self.ttl_s), groups)
         return groups
+
+    def _groups_of(self, site: SiteRef) -> list[tuple[str, int, tuple[str, ...]]]:
+        """``(site id, group id, member login names)`` of one site (raises as SharePoint REST)."""
+        assert self.rest is not None
+        client = self.rest(site.url)
+        ids = sorted({int(g.id) for g in client.site_groups()} | {
+            int(ra.principal_id) for ra in client.role_assignments(None)
+            if int(ra.principal_type) == PRINCIPAL_SHAREPOINT_GROUP
+        })
+        return [(site.site_id, gid, tuple(str(m.login_name or "") for m in client.group_members(gid))) for gid in ids]
 
 
 def _login_matches(login: str, user: _User, principals: Iterable[str], tenant_id: str) -> bool:
     """Whether a site group member's claims login name designates ``user`` (her own login, one
-    of her Entra groups, or an all-internal-users claim when she is a member)."""
+    of her Entra groups, a group she owns for its ``…_o`` claim, or an all-internal-users claim
+    when she is a member)."""
     low = login.strip().lower()
     have = set(principals)
     if low.startswith(MEMBERSHIP_PREFIX):
@@ -174,7 +203,9 @@ def _login_matches(login: str, user: _User, principals: Iterable[str], tenant_id
     for prefix in (SECURITY_GROUP_PREFIX, M365_GROUP_PREFIX):
         if low.startswith(prefix):
             gid = low[len(prefix):]
-            return not gid.endswith("_o") and f"aad:{gid}" in have
+            if gid.endswith(OWNERS_SUFFIX):  # the group's owners, not its members
+                return prefix == M365_GROUP_PREFIX and owners_principal(gid[: -len(OWNERS_SUFFIX)]) in have
+            return f"aad:{gid}" in have
     if low.startswith(GRANT_ALL_USERS_CLAIM):
         return user.member and low[len(GRANT_ALL_USERS_CLAIM):] == tenant_id.lower()
     if low == EVERYONE_CLAIM:

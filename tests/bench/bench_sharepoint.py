@@ -11,7 +11,11 @@ Measured with the connector's own listing (``list_items``, what a sync pass call
   permissions read through ``$batch`` (20 per request);
 - **no-change pass**: the delta since the saved link (plus the site, its libraries and the
   library's role assignments, once per library) — the row shows the requests made, and how many
-  of them concern a single item (``/items/…``): none.
+  of them concern a single item (``/items/…``): none;
+- **permission sweep** (what the daemon runs every ``permission_sweep_interval_s``, 1 % of the
+  files with unique permissions): SharePoint REST lists which items have unique role assignments
+  (5,000 per request) and Graph is asked the permissions of those only (and the library root);
+- **permission sweep without SharePoint REST** (the site refuses it): every item's permissions.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ → `support`
 
 PER_FOLDER = 100
+UNIQUE_EVERY = 100
+"""One file in this many has unique permissions (breaking inheritance, its role assignments copied)."""
 
 
 def _tenant(n: int):  # noqa: ANN202 - FakeMicrosoft
@@ -37,7 +43,9 @@ def _tenant(n: int):  # noqa: ANN202 - FakeMicrosoft
     for i in range(n):
         if i % PER_FOLDER == 0:
             folder = ms.add_folder(drive, f"dossier-{i // PER_FOLDER:04d}")
-        ms.add_file(drive, f"note-{i:05d}.md", f"# Note {i}\n".encode(), parent=folder)
+        f = ms.add_file(drive, f"note-{i:05d}.md", f"# Note {i}\n".encode(), parent=folder)
+        if i % UNIQUE_EVERY == UNIQUE_EVERY - 1:
+            ms.break_inheritance(drive, f, copy=True)
     return ms.start()
 
 
@@ -65,10 +73,19 @@ def run(quick: bool = False) -> list[dict]:
             ctx = SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=Path(tmp))
             conn = build(cfg, ctx)
             try:
-                for measure in ("first pass (full enumeration + permissions)", "no-change delta pass"):
+                site = next(iter(ms.sites.values()))
+                for measure in ("first pass (full enumeration + permissions)", "no-change delta pass",
+                                "permission sweep (unique scopes)", "permission sweep without SharePoint REST"):
+                    if "without" in measure:
+                        ms.refuse_rest(site)
+                        conn.refresh()  # the connector learns the site refuses REST
                     ms.requests.clear()
                     t0 = time.perf_counter()
-                    listed = sum(1 for _ in conn.list_items())
+                    if "sweep" in measure:
+                        conn.sweep_permissions()
+                        listed = n
+                    else:
+                        listed = sum(1 for _ in conn.list_items())
                     dt = time.perf_counter() - t0
                     graph = ms.graph_requests("")
                     rows.append({
@@ -94,7 +111,9 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
             f"{r['measure']} ({r['items']:,} items)",
             f"{r['requests']} Graph + {r['rest_requests']} SharePoint REST requests, {r['per_item_requests']} per-item reads "
             f"({r['batched_sub_requests']} inside $batch), {r['seconds']} s",
-            "0 per-item requests" if "no-change" in r["measure"] else "",
+            "0 per-item requests" if "no-change" in r["measure"]
+            else "runs every few minutes (each sweep a few requests)" if r["measure"] == "permission sweep (unique scopes)"
+            else "",
         ))
     return out
 

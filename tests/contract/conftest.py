@@ -203,7 +203,7 @@ class SharePointHarness:
                                                   private_paths=(), data_dir=base))
 
     def path(self, name: str) -> str:
-        return nfc(f"Contract/Documents/{name}")
+        return nfc(f"sites/Contract/Documents/{name}")
 
     def _folder(self, parts: list[str]):  # noqa: ANN202 - FakeItem | None
         parent = None

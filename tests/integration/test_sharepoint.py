@@ -128,14 +128,14 @@ def env_factory(tmp_path: Path, ms: FakeMicrosoft, e5: Any) -> Iterator[Any]:
 
 
 DIRECTION = {
-    "Direction/Documents/Contrats/03_Contrat_Maintenance_Etude_Rochat.docx",
-    "Direction/Documents/Contrats/21_Contrat_Maintenance_Baumont_Industries.docx",
-    "Direction/Documents/Grille_Salariale_2026.docx",
-    "Direction/Documents/09-pipeline-llm.md",
+    "sites/Direction/Documents/Contrats/03_Contrat_Maintenance_Etude_Rochat.docx",
+    "sites/Direction/Documents/Contrats/21_Contrat_Maintenance_Baumont_Industries.docx",
+    "sites/Direction/Documents/Grille_Salariale_2026.docx",
+    "sites/Direction/Documents/09-pipeline-llm.md",
 }
 PROJETS = {
-    "Projets/Documents/11-correlations-yaml.md",
-    "Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx",
+    "sites/Projets/Documents/11-correlations-yaml.md",
+    "sites/Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx",
 }
 
 
@@ -150,7 +150,7 @@ def test_first_pass_indexes_both_sites_with_their_rights(env_factory) -> None:
     # alice's one identity carries her AD rights and her Entra ones
     p = env.principals(ALICE)
     assert any(x.startswith("sid:") for x in p) and any(x.startswith("aad:") for x in p)
-    item = env.conn.get_item("Direction/Documents/Contrats/03_Contrat_Maintenance_Etude_Rochat.docx")
+    item = env.conn.get_item("sites/Direction/Documents/Contrats/03_Contrat_Maintenance_Etude_Rochat.docx")
     assert item is not None
     assert env.conn.location(item) == env.ms.site_url("Direction") + "/Documents/Contrats/"
 
@@ -159,11 +159,12 @@ def test_folder_with_unique_permissions_under_a_site_open_to_everyone(env_factor
     pdocs = ms.drive("Projets")
     folder = ms.add_folder(pdocs, "Board")
     ms.add_file(pdocs, "plan-board.md", b"# Plan\n\nLe plan du conseil pour 2027.", parent=folder)
+    ms.break_inheritance(pdocs, folder)  # unique permissions, nothing copied
     ms.grant(pdocs, folder, group="GG_Direction")
     env = env_factory()
     assert env.sync().outcome == "ok"
-    assert "Projets/Documents/Board/plan-board.md" in env.readable(ALICE)
-    assert "Projets/Documents/Board/plan-board.md" not in env.readable(BRUNO)
+    assert "sites/Projets/Documents/Board/plan-board.md" in env.readable(ALICE)
+    assert "sites/Projets/Documents/Board/plan-board.md" not in env.readable(BRUNO)
     assert PROJETS <= env.readable(BRUNO)
 
 
@@ -199,11 +200,12 @@ def test_links_organization_and_anonymous_widen_nothing_specific_people_grant_re
     ms.add_link(docs, g, scope="users", recipients=[BRUNO])
     env = env_factory()
     env.sync()
-    for user in (ALICE, BRUNO, GUEST):
-        assert "Direction/Documents/lien-org.md" not in env.readable(user)
-    assert "Direction/Documents/lien-personnes.md" in env.readable(BRUNO)
-    assert "Direction/Documents/lien-personnes.md" not in env.readable(ALICE)
-    assert env.status("Direction/Documents/lien-org.md") == ("indexed", None)  # deliberate: not an ACL problem
+    for user in (BRUNO, GUEST):  # the links widen nothing beyond the site's own readers (alice)
+        assert "sites/Direction/Documents/lien-org.md" not in env.readable(user)
+    assert "sites/Direction/Documents/lien-personnes.md" in env.readable(BRUNO)
+    assert "sites/Direction/Documents/lien-personnes.md" not in env.readable(GUEST)
+    assert {"sites/Direction/Documents/lien-org.md", "sites/Direction/Documents/lien-personnes.md"} <= env.readable(ALICE)
+    assert env.status("sites/Direction/Documents/lien-org.md") == ("indexed", None)  # deliberate: not an ACL problem
 
 
 def test_organization_links_grant_internal_members_only_when_opted_in(env_factory, ms: FakeMicrosoft) -> None:
@@ -212,8 +214,8 @@ def test_organization_links_grant_internal_members_only_when_opted_in(env_factor
     ms.add_link(docs, f, scope="organization")
     env = env_factory(sharing_links="organization")
     env.sync()
-    assert "Direction/Documents/lien-org.md" in env.readable(BRUNO)
-    assert "Direction/Documents/lien-org.md" not in env.readable(GUEST)
+    assert "sites/Direction/Documents/lien-org.md" in env.readable(BRUNO)
+    assert "sites/Direction/Documents/lien-org.md" not in env.readable(GUEST)
 
 
 def test_folder_newly_shared_where_delta_returns_only_the_folder(env_factory, ms: FakeMicrosoft) -> None:
@@ -222,7 +224,8 @@ def test_folder_newly_shared_where_delta_returns_only_the_folder(env_factory, ms
     env.sync()
     contrats = {p for p in DIRECTION if "/Contrats/" in p}
     assert not env.readable(BRUNO) & contrats
-    ms.grant(docs, "Contrats", user=BRUNO)  # breaks inheritance: bruno only
+    ms.break_inheritance(docs, "Contrats")
+    ms.grant(docs, "Contrats", user=BRUNO)  # unique: bruno only
     before = len(ms.graph_requests(r"/delta"))
     rep = env.sync()
     delta_calls = ms.graph_requests(r"/delta")[before:]
@@ -234,7 +237,7 @@ def test_folder_newly_shared_where_delta_returns_only_the_folder(env_factory, ms
 
 def test_permission_removed_without_delta_signal_is_revoked_by_the_sweep(env_factory, ms: FakeMicrosoft) -> None:
     pdocs = ms.drive("Projets")
-    path = "Projets/Documents/11-correlations-yaml.md"
+    path = "sites/Projets/Documents/11-correlations-yaml.md"
     env = env_factory(sharing_delta=True)
     env.sync()
     assert path in env.readable(BRUNO)
@@ -252,7 +255,7 @@ def test_the_daemons_acl_sweep_reads_sharepoint_permissions_at_the_source(env_fa
     """The daemon's own ACL sweep (``refresh_acls`` of the whole source) re-reads the permissions
     from Graph, not the ones read at the last delta."""
     pdocs = ms.drive("Projets")
-    path = "Projets/Documents/11-correlations-yaml.md"
+    path = "sites/Projets/Documents/11-correlations-yaml.md"
     env = env_factory(sharing_delta=True)
     env.sync()
     assert path in env.readable(BRUNO)
@@ -272,7 +275,7 @@ def test_delta_token_answered_410_full_resync_removes_unseen(env_factory, ms: Fa
     ms.requests.clear()
     rep = env.sync()
     assert rep.outcome == "ok" and rep.deleted == 1 and rep.embedded_chunks == 0, rep
-    assert env.indexed() == (DIRECTION | PROJETS) - {"Direction/Documents/09-pipeline-llm.md"}
+    assert env.indexed() == (DIRECTION | PROJETS) - {"sites/Direction/Documents/09-pipeline-llm.md"}
     assert not ms.graph_requests(r"/content$")  # unchanged files are not downloaded again
 
 
@@ -304,7 +307,7 @@ def test_deleted_item_without_a_name_is_purged(env_factory, ms: FakeMicrosoft) -
     env.sync()
     ms.delete_item(docs, "Grille_Salariale_2026.docx")
     rep = env.sync()
-    assert rep.deleted == 1 and "Direction/Documents/Grille_Salariale_2026.docx" not in env.stored()
+    assert rep.deleted == 1 and "sites/Direction/Documents/Grille_Salariale_2026.docx" not in env.stored()
 
 
 def test_item_seen_twice_in_one_delta_takes_its_last_occurrence(env_factory, ms: FakeMicrosoft) -> None:
@@ -315,7 +318,7 @@ def test_item_seen_twice_in_one_delta_takes_its_last_occurrence(env_factory, ms:
     ms.modify_file(docs, it, b"# Pipeline\n\nVersion deux.")
     ms.add_delta_entries(docs.id, [{"id": it.id, "parentReference": {"driveId": docs.id, "id": it.parent_id}, "deleted": {"state": "deleted"}}])
     rep = env.sync()
-    assert rep.deleted == 1 and "Direction/Documents/09-pipeline-llm.md" not in env.stored()
+    assert rep.deleted == 1 and "sites/Direction/Documents/09-pipeline-llm.md" not in env.stored()
 
 
 def test_token_expiring_mid_pass_is_renewed(env_factory, ms: FakeMicrosoft) -> None:
@@ -334,7 +337,7 @@ def test_token_expiring_mid_pass_is_renewed(env_factory, ms: FakeMicrosoft) -> N
 
 def test_excluded_label_added_to_an_indexed_file_is_gone_at_the_next_pass(env_factory, ms: FakeMicrosoft) -> None:
     docs = ms.drive("Direction")
-    path = "Direction/Documents/Grille_Salariale_2026.docx"
+    path = "sites/Direction/Documents/Grille_Salariale_2026.docx"
     env = env_factory(exclude_labels=["Strictement confidentiel"])
     env.sync()
     assert path in env.stored()
@@ -351,9 +354,9 @@ def test_label_that_cannot_be_read_is_a_status_not_a_crash(env_factory, ms: Fake
     env = env_factory(exclude_labels=["Confidentiel"])
     rep = env.sync()
     assert rep.outcome == "ok"
-    status, reason = env.status("Direction/Documents/09-pipeline-llm.md")
+    status, reason = env.status("sites/Direction/Documents/09-pipeline-llm.md")
     assert status == "skipped" and "423" in (reason or "")
-    assert "Direction/Documents/09-pipeline-llm.md" not in env.stored()
+    assert "sites/Direction/Documents/09-pipeline-llm.md" not in env.stored()
 
 
 def test_site_refusing_us_is_skipped_with_a_reason_the_rest_syncs(env_factory, ms: FakeMicrosoft) -> None:
@@ -364,7 +367,7 @@ def test_site_refusing_us_is_skipped_with_a_reason_the_rest_syncs(env_factory, m
     rep = env.sync()
     assert rep.outcome == "partial" and "Direction" in (rep.reason or "") and rep.changed == 1, rep
     assert env.stored() == DIRECTION | PROJETS  # nothing under the refused site purged
-    assert "403" in env.conn.unreachable_reasons["Direction"]
+    assert "403" in env.conn.unreachable_reasons["sites/Direction"]
 
 
 def test_graph_outage_mid_pass_is_suspect_and_revokes_nothing(env_factory, ms: FakeMicrosoft) -> None:
@@ -387,9 +390,9 @@ def test_graph_outage_mid_pass_is_suspect_and_revokes_nothing(env_factory, ms: F
 def test_read_acls_reads_live(env_factory, ms: FakeMicrosoft) -> None:
     env = env_factory()
     env.sync()
-    path = "Projets/Documents/11-correlations-yaml.md"
+    path = "sites/Projets/Documents/11-correlations-yaml.md"
     ms.set_permissions(ms.drive("Projets"), "11-correlations-yaml.md", [{"roles": ["read"], "grantedToV2": {"user": {"id": ms.user(ALICE).id}}}], signal=False)
-    live = env.conn.read_acls([path, "Projets/Documents/nope.md"])
+    live = env.conn.read_acls([path, "sites/Projets/Documents/nope.md"])
     assert set(live) == {path}
     assert live[path].allow == {f"aad:{ms.user(ALICE).id}"}
 
@@ -442,5 +445,5 @@ def test_watch_events_drive_the_daemons_path_sync(env_factory, ms: FakeMicrosoft
     events = env.conn.poll()
     rep = env.rt.engine.sync_paths(env.conn, [e.path for e in events if e.path and e.kind != "acl"])
     assert (rep.new, rep.changed, rep.deleted) == (1, 1, 1), rep
-    assert "Projets/Documents/nouveau.md" in env.readable(BRUNO)
-    assert "Direction/Documents/09-pipeline-llm.md" not in env.stored()
+    assert "sites/Projets/Documents/nouveau.md" in env.readable(BRUNO)
+    assert "sites/Direction/Documents/09-pipeline-llm.md" not in env.stored()

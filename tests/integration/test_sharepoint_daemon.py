@@ -36,14 +36,14 @@ ALICE = "alice.martin@axonix.ch"  # GG_Direction: reads the Direction site throu
 BRUNO = "bruno.favre@axonix.ch"  # GG_Techniciens: not a Direction member
 EMMA = "emma.blanc@axonix.ch"  # GG_RH
 DIRECTION = {
-    "Direction/Documents/Contrats/03_Contrat_Maintenance_Etude_Rochat.docx",
-    "Direction/Documents/Contrats/21_Contrat_Maintenance_Baumont_Industries.docx",
-    "Direction/Documents/Grille_Salariale_2026.docx",
-    "Direction/Documents/09-pipeline-llm.md",
+    "sites/Direction/Documents/Contrats/03_Contrat_Maintenance_Etude_Rochat.docx",
+    "sites/Direction/Documents/Contrats/21_Contrat_Maintenance_Baumont_Industries.docx",
+    "sites/Direction/Documents/Grille_Salariale_2026.docx",
+    "sites/Direction/Documents/09-pipeline-llm.md",
 }
-PIPELINE = "Direction/Documents/09-pipeline-llm.md"
+PIPELINE = "sites/Direction/Documents/09-pipeline-llm.md"
 PIPELINE_Q = "qwen2.5:14b température génération pipeline LLM"
-NEW = "Direction/Documents/Comite_Direction_Novembre.md"
+NEW = "sites/Direction/Documents/Comite_Direction_Novembre.md"
 NEW_WORD = "vorxqtzk"
 WAIT = 180.0  # generous: 2 shared cores, e5 on CPU
 

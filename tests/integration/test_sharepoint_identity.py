@@ -84,13 +84,13 @@ def test_delta_poll_reports_changes_as_events(ms: FakeMicrosoft, tmp_path: Path)
         ms.delete_item(docs, f)
         g = ms.add_file(docs, "second.md", b"# Second")
         events = conn.poll()
-        assert ChangeEvent("sp", "Projets/Documents/second.md", "modified") in events
-        assert ChangeEvent("sp", "Projets/Documents/11-correlations-yaml.md", "modified") in events
-        assert not any(e.path == "Projets/Documents/nouveau.md" and e.kind == "modified" for e in events)
+        assert ChangeEvent("sp", "sites/Projets/Documents/second.md", "modified") in events
+        assert ChangeEvent("sp", "sites/Projets/Documents/11-correlations-yaml.md", "modified") in events
+        assert not any(e.path == "sites/Projets/Documents/nouveau.md" and e.kind == "modified" for e in events)
         ms.rename(docs, g, "renomme.md")
         events = conn.poll()
-        assert ChangeEvent("sp", "Projets/Documents/second.md", "deleted") in events
-        assert ChangeEvent("sp", "Projets/Documents/renomme.md", "modified") in events
+        assert ChangeEvent("sp", "sites/Projets/Documents/second.md", "deleted") in events
+        assert ChangeEvent("sp", "sites/Projets/Documents/renomme.md", "modified") in events
         # watch() runs the poll on its interval until stopped
         stop = threading.Event()
         seen: list[ChangeEvent] = []
@@ -109,11 +109,11 @@ def test_query_side_connector_finds_what_the_daemon_listed_since(ms: FakeMicroso
     assert isinstance(daemon_side, SharePointConnector) and isinstance(query_side, SharePointConnector)
     try:
         list(daemon_side.list_items())
-        assert set(query_side.read_acls(["Direction/Documents/Grille_Salariale_2026.docx"]))
+        assert set(query_side.read_acls(["sites/Direction/Documents/Grille_Salariale_2026.docx"]))
         ms.add_file(ms.drive("Direction"), "tard.md", b"# Tard")
-        assert query_side.read_acls(["Direction/Documents/tard.md"]) == {}
+        assert query_side.read_acls(["sites/Direction/Documents/tard.md"]) == {}
         list(daemon_side.list_items())
-        acl = query_side.read_acls(["Direction/Documents/tard.md"])["Direction/Documents/tard.md"]
+        acl = query_side.read_acls(["sites/Direction/Documents/tard.md"])["sites/Direction/Documents/tard.md"]
         members = next(g.id for g in ms.site("Direction").groups.values() if g.title == "Members")
         assert f"sp:{ms.site('Direction').id}:{members}" in acl.allow
     finally:
@@ -141,7 +141,7 @@ def test_site_role_change_is_an_acl_event_for_every_inheriting_item(ms: FakeMicr
     assert isinstance(conn, SharePointConnector)
     try:
         items = {it.path: it for it in conn.list_items()}
-        grille = items["Direction/Documents/Grille_Salariale_2026.docx"]
+        grille = items["sites/Direction/Documents/Grille_Salariale_2026.docx"]
         rh = ms.group("GG_RH")
         assert f"aad:{rh.id}" not in conn.fetch_acl(grille).allow
         ms.set_web_role("Direction", security_group_claim(rh.id), ["Read"])
@@ -157,11 +157,11 @@ def test_explain_names_the_grant_and_maps_a_web_url(ms: FakeMicrosoft, tmp_path:
     assert isinstance(conn, SharePointConnector)
     try:
         items = {it.path: it for it in conn.list_items()}
-        acl, grants = conn.explain(items["Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"])
+        acl, grants = conn.explain(items["sites/Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"])
         assert acl.allow and {g.principal for g in grants} == acl.allow
         assert any("Members" in g.via for g in grants), grants
         url = ms.site_url("Projets") + "/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
-        assert conn.explain_path(url) == "Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
+        assert conn.explain_path(url) == "sites/Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
     finally:
         conn.close()  # type: ignore[attr-defined]
 
@@ -180,7 +180,7 @@ def test_acl_explain_of_a_sharepoint_item_names_the_grant_and_the_entra_provider
     resolver = PrincipalResolver([DirectoryProvider(directory), entra])
     conn = build(_cfg(ms), _ctx(tmp_path))
     assert isinstance(conn, SharePointConnector)
-    path = "Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
+    path = "sites/Projets/Documents/04_Reponse_AO_Migration_Azure_Sarrasin.docx"
     try:
         list(conn.list_items())
         trace = conn.explain_acl(conn.explain_path(path))

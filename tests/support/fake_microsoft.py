@@ -5,7 +5,10 @@ in a background thread, bound to ``127.0.0.1`` on an ephemeral port, with a thro
 ``trustme``: clients verify the server with :attr:`FakeMicrosoft.ca_path`. Real client libraries
 (msal, office365-rest-python-client, httpx) talk to it unpatched.
 
-Response shapes follow Microsoft's documentation:
+Response shapes follow Microsoft's documentation, page by page — the pages' own JSON examples are
+in :mod:`support.ms_docs` (verbatim, with the commit of the docs repository they come from), and
+each shape below names its page; where a page states a rule the fake follows it
+(:data:`support.ms_docs.RULES`):
 
 - token endpoint ``POST /{tenant}/oauth2/v2.0/token`` (client credentials: ``client_secret`` or a
   ``client_assertion`` JWT signed with the app certificate, header ``x5t`` = SHA-1 thumbprint) and
@@ -14,12 +17,21 @@ Response shapes follow Microsoft's documentation:
   ``folder``, ``package``, ``parentReference``, ``deleted``, ``eTag``/``cTag``), ``driveItem: delta``
   (``@odata.nextLink`` / ``@odata.deltaLink``, ``410 Gone`` with ``resync*`` codes and a
   ``Location`` header, ``Prefer: deltashowsharingchanges`` → ``@microsoft.graph.sharedChanged``),
-  ``permission`` (``grantedToV2`` with ``user``/``group``/``siteGroup``/``siteUser``,
-  ``grantedToIdentitiesV2``, ``link {scope,type}``, ``roles``, ``inheritedFrom``),
+  ``permission`` ("Permission resource type", "List sharing permissions on a driveItem"): the
+  *effective* permissions of an item — its own when it has unique ones, else those it inherits from
+  its nearest unique folder or from the library's (the site's) role assignments — **without**
+  ``inheritedFrom`` ("OneDrive for Business and SharePoint document libraries do not return the
+  inheritedFrom property"); identities as ``sharePointIdentitySet`` (``user``, ``group``,
+  ``siteUser`` with its claims ``loginName``, ``siteGroup`` with its site-scoped id); links as
+  ``sharingLink`` (``type``, ``scope`` = ``anonymous`` / ``organization`` / ``users`` /
+  ``existingAccess``, or none as in the page's own people-link example); ``expirationDateTime``
+  (``0001-01-01T00:00:00Z`` = none; an expired permission stays listed),
   ``extractSensitivityLabels``, JSON batching (``POST /$batch``, at most 20 requests),
-  ``user``, ``group``, ``transitiveMemberOf``, ``transitiveMembers``; errors as
+  ``user``, ``group``, ``transitiveMemberOf``, ``transitiveMembers``, ``ownedObjects``
+  ("List ownedObjects"), ``owners``; errors as
   ``{"error": {"code", "message", "innerError"}}``;
-- SharePoint REST (prefix ``/sites/{name}/_api``): ``web``, ``web/roleassignments``,
+- SharePoint REST (prefix ``<site server-relative URL>/_api``; a site may refuse it, 403, as a
+  ``/contentstorage/`` site does): ``web``, ``web/roleassignments``,
   ``web/lists(guid'…')/roleassignments`` (or ``lists/getbyid('…')``), ``$expand=Member,RoleDefinitionBindings``,
   ``web/sitegroups/getbyid(n)/users``, ``contextinfo``; verbose (``{"d": {"results": …}}``) or
   ``nometadata`` (``{"value": …}``) JSON per the ``Accept`` header. Tokens obtained with a client
@@ -40,8 +52,10 @@ Usage::
         ms.requests                       # list[LoggedRequest]; ms.answers [(method, path, status)];
                                           # ms.token_requests; ms.max_in_flight
 
-Mutators change the tenant between passes (``add_file``, ``modify_file``, ``delete_item``,
-``set_permissions``, ``grant``, ``add_link``, ``set_label``, ``add_user``, ``add_group``...).
+Sites have a server-relative URL of their own (``add_site("Projets", path="/teams/Projets")``:
+two sites may share a name, a subsite is ``/sites/A/Projets``). Mutators change the tenant between
+passes (``add_file``, ``modify_file``, ``delete_item``, ``set_permissions``, ``break_inheritance``,
+``grant``, ``add_link``, ``set_label``, ``add_user``, ``add_group``, ``refuse_rest``...).
 A mutation bumps the drive's change counter so that the next delta call with an older token reports
 it; permission changes are reported only when the client asks with ``Prefer:
 deltashowsharingchanges`` and the change was made with ``signal=True`` (Graph misses some).
@@ -81,6 +95,8 @@ from cryptography.x509.oid import NameOID
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from support.ms_docs import copy_of
+
 REPO = Path(__file__).resolve().parents[2]
 AXONIX = REPO / "examples" / "axonix"
 
@@ -95,6 +111,17 @@ ROLE_DEFINITIONS: dict[str, tuple[int, int, int]] = {
     "View Only": (1073741924, 138612801, 176),
     "Limited Access": (1073741825, 134287360, 48),
 }
+
+# Graph permission "roles" of a SharePoint permission level ("Permission resource type", "Roles
+# property values": read, write, owner). Limited Access alone is not a listed permission.
+GRAPH_ROLE: dict[str, str | None] = {
+    "Full Control": "owner", "Edit": "write", "Contribute": "write", "Read": "read", "View Only": "read",
+    "Limited Access": None,
+}
+
+NO_EXPIRY = "0001-01-01T00:00:00Z"
+"""``expirationDateTime`` of a permission that never expires: "DateTime.MinValue indicates there is
+no expiration set for this permission" ("Permission resource type")."""
 
 # Login-name claims SharePoint uses for Entra principals.
 EVERYONE_EXCEPT_EXTERNAL = "c:0-.f|rolemanager|spo-grid-all-users/{tenant}"
@@ -161,6 +188,8 @@ class FakeGroup:
     members: list[str] = field(default_factory=list)
     unified: bool = False
     sam: str | None = None
+    owners: list[str] = field(default_factory=list)
+    """User ids owning the group (``GET /groups/{id}/owners``, ``/users/{id}/ownedObjects``)."""
 
     def resource(self) -> dict[str, Any]:
         return {
@@ -176,6 +205,10 @@ class FakeGroup:
     def claim(self) -> str:
         return m365_group_claim(self.id) if self.unified else security_group_claim(self.id)
 
+    def owners_claim(self) -> str:
+        """The claim of the group's *owners* (Microsoft 365 groups: ``…|<group id>_o``)."""
+        return m365_group_claim(self.id) + "_o"
+
 
 @dataclass
 class SiteGroup:
@@ -188,7 +221,9 @@ class SiteGroup:
 
 @dataclass
 class FakeItem:
-    """A driveItem. ``permissions`` is None while the item inherits, else its own entries (without ids)."""
+    """A driveItem. ``permissions`` is None while the item inherits, else its own entries (without
+    ids; ``[]``: unique permissions, none granted). ``kind`` "bare": an entry delta lists without any
+    ``file``/``folder``/``package`` facet."""
 
     id: str
     name: str
@@ -221,12 +256,17 @@ class FakeDrive:
 
 @dataclass
 class FakeSite:
-    """A site collection root web: ``role_assignments`` are (login name, role names) pairs."""
+    """A site (or subsite) web: ``path`` is its server-relative URL (``/sites/Projets``,
+    ``/teams/Projets``, ``/sites/A/Projets``); ``role_assignments`` are (login name, role names)
+    pairs; ``rest_refusal``: the status SharePoint REST answers on it (403 for a site the app may
+    not read over REST), ``None`` when it answers."""
 
     id: str
     name: str
     display_name: str
     web_id: str
+    path: str = ""
+    rest_refusal: int | None = None
     drives: list[FakeDrive] = field(default_factory=list)
     groups: dict[int, SiteGroup] = field(default_factory=dict)
     role_assignments: list[tuple[str, list[str]]] = field(default_factory=list)
@@ -483,10 +523,13 @@ class FakeMicrosoft:
         raise KeyError(key)
 
     def site(self, key: str) -> FakeSite:
-        """A site by id or name."""
+        """A site by id, server-relative URL (``/teams/Projets``) or name (the first of that name)."""
         with self._lock:
             for s in self.sites.values():
-                if key in (s.id, s.name):
+                if key in (s.id, s.path):
+                    return s
+            for s in self.sites.values():
+                if key == s.name:
                     return s
         raise KeyError(key)
 
@@ -508,9 +551,9 @@ class FakeMicrosoft:
         raise KeyError(path)
 
     def site_url(self, site: str | FakeSite) -> str:
-        """``https://127.0.0.1:<port>/sites/<name>``."""
+        """``https://127.0.0.1:<port><server-relative URL>`` (``…/sites/<name>`` by default)."""
         s = site if isinstance(site, FakeSite) else self.site(site)
-        return f"{self.base_url}/sites/{s.name}"
+        return f"{self.base_url}{quote(s.path)}"
 
     # ------------------------------------------------------------------ mutators: directory
 
@@ -564,13 +607,26 @@ class FakeMicrosoft:
 
     # ------------------------------------------------------------------ mutators: sites and items
 
-    def add_site(self, name: str, display_name: str | None = None) -> FakeSite:
-        """Add a site collection ``/sites/<name>`` (its id is ``127.0.0.1,<guid>,<guid>`` like Graph's)."""
+    def add_site(self, name: str, display_name: str | None = None, *, path: str | None = None) -> FakeSite:
+        """Add a site at the server-relative URL ``path`` (default ``/sites/<name>``; ``/teams/<name>``,
+        a subsite ``/sites/A/<name>``...). Its id is ``127.0.0.1,<site collection guid>,<web guid>``
+        as Graph's ("site resource type": ``{hostname},{spsite.id},{spweb.id}``); a subsite shares
+        its collection's guid."""
         with self._lock:
+            where = (path or f"/sites/{name}").rstrip("/")
+            parent = next((x for x in self.sites.values() if x.path and where.startswith(x.path + "/")), None)
+            collection = parent.id.split(",")[1] if parent is not None else _guid()
             web_id = _guid()
-            s = FakeSite(f"127.0.0.1,{_guid()},{web_id}", name, display_name or name, web_id)
+            s = FakeSite(f"127.0.0.1,{collection},{web_id}", name, display_name or name, web_id, path=where)
             self.sites[s.id] = s
             return s
+
+    def refuse_rest(self, site: FakeSite | str, status: int | None = 403) -> None:
+        """Make SharePoint REST answer ``status`` (401/403) for every request on ``site`` (``None``:
+        answer again) — as for a site the app may read through Graph only."""
+        s = site if isinstance(site, FakeSite) else self.site(site)
+        with self._lock:
+            s.rest_refusal = status
 
     def add_site_group(self, site: FakeSite | str, title: str, members: Iterable[str], *, role: str | None = "Read") -> SiteGroup:
         """Add a site group (``members``: login names) and, if ``role``, a web role assignment to it."""
@@ -608,9 +664,10 @@ class FakeMicrosoft:
         return self._add(drive, name, parent, "folder", b"")
 
     def add_file(self, drive: FakeDrive | str, name: str, content: bytes, *, parent: FakeItem | None = None,
-                 package: bool = False) -> FakeItem:
-        """Add a file (``package=True``: a OneNote notebook package)."""
-        return self._add(drive, name, parent, "package" if package else "file", content)
+                 package: bool = False, bare: bool = False) -> FakeItem:
+        """Add a file (``package=True``: a OneNote notebook package; ``bare=True``: an item delta
+        lists with no ``file``/``folder``/``package`` facet at all)."""
+        return self._add(drive, name, parent, "package" if package else "bare" if bare else "file", content)
 
     def modify_file(self, drive: FakeDrive | str, item: FakeItem | str, content: bytes) -> FakeItem:
         """Replace a file's content (new eTag/cTag/hash; reported by the next delta)."""
@@ -652,32 +709,72 @@ class FakeMicrosoft:
             if signal:
                 it.perm_seq = self._bump(d)
 
+    def break_inheritance(self, drive: FakeDrive | str, item: FakeItem | str, *, copy: bool = False,
+                          signal: bool = True) -> None:
+        """Give an item unique permissions (SharePoint ``breakroleinheritance(copyRoleAssignments)``):
+        a copy of what it inherited, or — ``copy=False`` — none at all (nobody reads it)."""
+        d, it = self._resolve(drive, item)
+        with self._lock:
+            self.set_permissions(d, it, self._own_or_copied(d, it) if copy else [], signal=signal)
+
     def grant(self, drive: FakeDrive | str, item: FakeItem | str, *, user: str | None = None, group: str | None = None,
-              site_group: SiteGroup | None = None, roles: Sequence[str] = ("read",), signal: bool = True) -> None:
+              site_group: SiteGroup | None = None, roles: Sequence[str] = ("read",), signal: bool = True,
+              expires: str | None = None, owners_of: str | None = None) -> None:
         """Add a direct grant (Graph ``grantedToV2``) to an item, breaking inheritance (copying the
-        inherited entries, as SharePoint does) if it inherited."""
+        inherited entries, as SharePoint does) if it inherited. ``expires``: its
+        ``expirationDateTime`` (ISO 8601, e.g. a guest's access that ends); ``owners_of``: a
+        Microsoft 365 group whose *owners* are granted (``group`` + the ``…_o`` claim)."""
         d, it = self._resolve(drive, item)
         with self._lock:
             perms = self._own_or_copied(d, it)
-            perms.append({"roles": list(roles), "grantedToV2": self._identity(user=user, group=group, site_group=site_group)})
+            if owners_of is not None:
+                g = self.group(owners_of)
+                identity = {"group": {"id": g.id, "displayName": f"{g.display_name} Owners"},
+                            "siteUser": {"id": str(self._site_user_id(d, g.owners_claim())),
+                                         "displayName": f"{g.display_name} Owners", "loginName": g.owners_claim()}}
+            else:
+                identity = self._identity(user=user, group=group, site_group=site_group, drive=d)
+            entry: dict[str, Any] = {"roles": list(roles), "grantedToV2": identity}
+            if expires is not None:
+                entry["expirationDateTime"] = expires
+            perms.append(entry)
             self.set_permissions(d, it, perms, signal=signal)
 
-    def add_link(self, drive: FakeDrive | str, item: FakeItem | str, *, scope: str, link_type: str = "view",
-                 recipients: Sequence[str] = (), signal: bool = True) -> None:
-        """Add a sharing link: ``scope`` anonymous | organization | users ("specific people", whose
-        ``recipients`` user ids/UPNs appear in ``grantedToIdentitiesV2``)."""
+    def add_link(self, drive: FakeDrive | str, item: FakeItem | str, *, scope: str | None, link_type: str = "view",
+                 recipients: Sequence[str] = (), signal: bool = True, expires: str | None = None) -> None:
+        """Add a sharing link ("sharingLink resource type"): ``scope`` anonymous | organization |
+        users ("specific people", whose ``recipients`` user ids/UPNs appear in
+        ``grantedToIdentitiesV2``) | existingAccess, or ``None`` — a link without ``scope``, as
+        the permission page's own "Specific people link" example. ``expires``: its
+        ``expirationDateTime`` (ISO 8601); without it the link carries ``0001-01-01T00:00:00Z``
+        ("DateTime.MinValue indicates there is no expiration"). Creating a link breaks the item's
+        inheritance, as SharePoint does."""
         d, it = self._resolve(drive, item)
         with self._lock:
             perms = self._own_or_copied(d, it)
+            link: dict[str, Any] = {"type": link_type, "webUrl": f"{self.base_url}/:w:/s/{secrets.token_hex(6)}",
+                                    "preventsDownload": False}
+            if scope is not None:
+                link["scope"] = scope
             entry: dict[str, Any] = {
                 "roles": ["write" if link_type == "edit" else "read"],
-                "link": {"scope": scope, "type": link_type, "webUrl": f"{self.base_url}/:w:/s/{secrets.token_hex(6)}",
-                         "preventsDownload": False},
+                "link": link,
                 "shareId": "u!" + secrets.token_hex(12),
+                "expirationDateTime": expires or NO_EXPIRY,
             }
             if recipients:
-                entry["grantedToIdentitiesV2"] = [self._identity(user=r) for r in recipients]
+                entry["grantedToIdentitiesV2"] = [self._identity(user=r, drive=d) for r in recipients]
             perms.append(entry)
+            self.set_permissions(d, it, perms, signal=signal)
+
+    def add_permission(self, drive: FakeDrive | str, item: FakeItem | str, permission: Mapping[str, Any], *,
+                       signal: bool = True) -> None:
+        """Append a raw permission resource (e.g. one of the documentation's own examples,
+        :mod:`support.ms_docs`) to an item's own permissions, breaking inheritance (copy) first."""
+        d, it = self._resolve(drive, item)
+        with self._lock:
+            perms = self._own_or_copied(d, it)
+            perms.append(json.loads(json.dumps(permission)))
             self.set_permissions(d, it, perms, signal=signal)
 
     def set_label(self, drive: FakeDrive | str, item: FakeItem | str, label: str | None, *, error: int | None = None) -> None:
@@ -788,22 +885,39 @@ class FakeMicrosoft:
             cur = d.items.get(cur.parent_id or "")
         return "/".join(reversed(parts))
 
-    def _identity(self, *, user: str | None = None, group: str | None = None, site_group: SiteGroup | None = None) -> dict[str, Any]:
+    def _site_user_id(self, d: FakeDrive, login: str) -> int:
+        site = self.sites[d.site_id]
+        return site.site_users.setdefault(login, 100 + len(site.site_users))
+
+    def _identity(self, *, user: str | None = None, group: str | None = None, site_group: SiteGroup | None = None,
+                  drive: FakeDrive | None = None) -> dict[str, Any]:
+        """A ``sharePointIdentitySet`` ("sharePointIdentitySet resource type"): ``user`` /
+        ``group`` (Entra ``identity``) with the ``siteUser`` (``sharePointIdentity``: site-scoped
+        id, claims ``loginName``) SharePoint knows them by; ``siteGroup`` for a SharePoint group."""
         if user is not None:
             u = self.user(user)
-            return {"user": {"id": u.id, "displayName": u.display_name, "email": u.mail or u.upn}}
+            out: dict[str, Any] = {"user": {"id": u.id, "displayName": u.display_name, "email": u.mail or u.upn}}
+            if drive is not None:
+                out["siteUser"] = {"id": str(self._site_user_id(drive, user_claim(u.upn))), "displayName": u.display_name,
+                                   "loginName": user_claim(u.upn)}
+            return out
         if group is not None:
             g = self.group(group)
-            return {"group": {"id": g.id, "displayName": g.display_name}}
+            out = {"group": {"id": g.id, "displayName": g.display_name}}
+            if drive is not None:
+                out["siteUser"] = {"id": str(self._site_user_id(drive, g.claim())), "displayName": g.display_name,
+                                   "loginName": g.claim()}
+            return out
         if site_group is not None:
             return {"siteGroup": {"id": str(site_group.id), "displayName": site_group.title, "loginName": site_group.title}}
         raise ValueError("one of user, group, site_group")
 
     def _own_or_copied(self, d: FakeDrive, it: FakeItem) -> list[dict[str, Any]]:
+        """What breaking ``it``'s inheritance keeps (``copyRoleAssignments = true``): its own
+        entries, else a copy of its effective ones."""
         if it.permissions is not None:
             return [dict(p) for p in it.permissions]
-        anc = self._unique_ancestor(d, it)
-        return [dict(p) for p in (anc.permissions or [])] if anc is not None else []
+        return [{k: v for k, v in p.items() if k != "id"} for p in self._permission_entries(d, it)]
 
     def _unique_ancestor(self, d: FakeDrive, it: FakeItem) -> FakeItem | None:
         cur = d.items.get(it.parent_id or "")
@@ -814,19 +928,78 @@ class FakeMicrosoft:
         return None
 
     def _permission_entries(self, d: FakeDrive, it: FakeItem) -> list[dict[str, Any]]:
-        if it.permissions is not None:
-            return [{"id": self._perm_id(it, i, p), **p} for i, p in enumerate(it.permissions)]
-        anc = self._unique_ancestor(d, it)
-        if anc is None:
-            return []
-        ref = {"driveId": d.id, "id": anc.id, "path": f"/drives/{d.id}/root:/{self._item_path(d, anc)}"}
-        return [{"id": self._perm_id(anc, i, p), **p, "inheritedFrom": ref} for i, p in enumerate(anc.permissions or [])]
+        """``GET …/permissions``: the item's *effective* permissions ("List sharing permissions on
+        a driveItem": applied on the item itself or inherited from its ancestors) — its own
+        entries when it has unique permissions (``[]``: none granted), else its nearest unique
+        folder's, else the library's role assignments (the site's when the library inherits) as
+        permission resources. Never ``inheritedFrom``: "SharePoint document libraries do not
+        return the inheritedFrom property" ("Permission resource type", Remarks)."""
+        scope = it if it.permissions is not None else self._unique_ancestor(d, it)
+        if scope is not None:
+            return [{"id": self._perm_id(scope, i, p), **p} for i, p in enumerate(scope.permissions or [])]
+        site = self.sites[d.site_id]
+        assignments = d.role_assignments if d.role_assignments is not None else site.role_assignments
+        out: list[dict[str, Any]] = []
+        for login, roles in assignments:
+            entry = self._assignment_permission(d, site, login, roles)
+            if entry is not None:
+                out.append({"id": self._perm_id(d.items[d.root_id], len(out), entry), **entry})
+        return out
+
+    def _assignment_permission(self, d: FakeDrive, site: FakeSite, login: str, roles: Sequence[str]) -> dict[str, Any] | None:
+        """A role assignment as Graph lists it among an item's permissions: ``roles`` from the
+        permission levels (Full Control → ``owner``, Edit/Contribute → ``write``, Read/View Only →
+        ``read``: the values of "Roles property values"; Limited Access alone is not listed) and
+        the principal as a ``sharePointIdentitySet``."""
+        graph_roles = sorted({GRAPH_ROLE[r] for r in roles if GRAPH_ROLE.get(r)})
+        if not graph_roles:
+            return None
+        if login.startswith("group:"):
+            g = site.groups[int(login.split(":", 1)[1])]
+            identity: dict[str, Any] = {"siteGroup": {"id": str(g.id), "displayName": g.title, "loginName": g.title}}
+        else:
+            site_user = {"id": str(self._site_user_id(d, login)), "displayName": self._login_title(login), "loginName": login}
+            identity = {"siteUser": site_user}
+            if login.startswith("i:0#.f|membership|"):
+                try:
+                    u = self.user(login.rsplit("|", 1)[1])
+                    identity["user"] = {"id": u.id, "displayName": u.display_name, "email": u.mail or u.upn}
+                except KeyError:
+                    pass
+            elif login.startswith(("c:0t.c|tenant|", "c:0o.c|federateddirectoryclaimprovider|")):
+                gid = login.rsplit("|", 1)[1]
+                base = gid[:-2] if gid.endswith("_o") else gid
+                if base in self.groups:
+                    identity["group"] = {"id": base, "displayName": self._login_title(login)}
+        return {"roles": graph_roles, "grantedToV2": identity}
+
+    def _login_title(self, login: str) -> str:
+        if login.startswith("i:0#.f|membership|"):
+            try:
+                return self.user(login.rsplit("|", 1)[1]).display_name
+            except KeyError:
+                return login.rsplit("|", 1)[1]
+        if "spo-grid-all-users" in login:
+            return "Everyone except external users"
+        if login == "c:0(.s|true":
+            return "Everyone"
+        gid = login.rsplit("|", 1)[1]
+        base = gid[:-2] if gid.endswith("_o") else gid
+        if base in self.groups:
+            return self.groups[base].display_name + (" Owners" if gid.endswith("_o") else "")
+        return login
 
     @staticmethod
     def _perm_id(it: FakeItem, i: int, p: Mapping[str, Any]) -> str:
         return hashlib.sha1(f"{it.id}/{i}/{json.dumps(p, sort_keys=True)}".encode()).hexdigest()[:24]
 
-    def _drive_item(self, d: FakeDrive, it: FakeItem, index: _Index | None = None) -> dict[str, Any]:
+    def _drive_item(self, d: FakeDrive, it: FakeItem, index: _Index | None = None, *, in_delta: bool = False) -> dict[str, Any]:
+        """A ``driveItem`` ("driveItem resource type"): ``file`` (``hashes.quickXorHash``),
+        ``folder`` (``childCount``), ``package`` (``{"type": "oneNote"}``, "Package resource type":
+        no ``file`` or ``folder`` facet), ``root``, ``parentReference`` (``itemReference``),
+        ``eTag``/``cTag``, ``webUrl``. In a delta answer ("driveItem: delta", Remarks):
+        ``parentReference`` has no ``path``, ``cTag`` is omitted (OneDrive for Business, create and
+        modify), and a deleted item is ``id`` + ``parentReference`` + ``deleted`` without ``name``."""
         site = self.sites[d.site_id]
         if it.deleted:
             return {"id": it.id, "parentReference": {"driveId": d.id, "driveType": "documentLibrary", "id": it.parent_id},
@@ -837,28 +1010,27 @@ class FakeMicrosoft:
             "id": it.id,
             "name": it.name,
             "eTag": f'"{{{it.id}}},{it.version}"',
-            "cTag": f'"c:{{{it.id}}},{it.version}"',
             "createdDateTime": it.modified,
             "lastModifiedDateTime": it.modified,
             "webUrl": f"{self.site_url(site)}/{quote(d.name)}/{quote(path)}" if path else f"{self.site_url(site)}/{quote(d.name)}",
-            "size": len(it.content) if it.kind in ("file", "package") else (index or self._index(d)).sizes.get(it.id, 0),
+            "size": len(it.content) if it.kind in ("file", "package", "bare") else (index or self._index(d)).sizes.get(it.id, 0),
         }
+        if it.kind not in ("folder", "root") and not in_delta:
+            out["cTag"] = f'"c:{{{it.id}}},{it.version}"'
         if it.kind == "root":
             out["root"] = {}
             out["folder"] = {"childCount": (index or self._index(d)).children.get(it.id, 0)}
             out["parentReference"] = {"driveId": d.id, "driveType": "documentLibrary"}
             return out
         parent_path = self._item_path(d, parent) if parent else ""
-        out["parentReference"] = {
-            "driveId": d.id, "driveType": "documentLibrary", "id": it.parent_id,
-            "path": f"/drives/{d.id}/root:" + (f"/{parent_path}" if parent_path else ""),
-            "siteId": site.id,
-        }
+        out["parentReference"] = {"driveId": d.id, "driveType": "documentLibrary", "id": it.parent_id, "siteId": site.id}
+        if not in_delta:
+            out["parentReference"]["path"] = f"/drives/{d.id}/root:" + (f"/{parent_path}" if parent_path else "")
         if it.kind == "folder":
             out["folder"] = {"childCount": (index or self._index(d)).children.get(it.id, 0)}
         elif it.kind == "package":
-            out["package"] = {"type": "oneNote"}
-        else:
+            out["package"] = copy_of("package-onenote")
+        elif it.kind == "file":
             out["file"] = {"mimeType": _mime(it.name), "hashes": {"quickXorHash": quick_xor_hash(it.content)}}
         return out
 
@@ -948,7 +1120,7 @@ class FakeMicrosoft:
         fault = self._fault(method, rel)
         if fault is not None:
             return fault
-        rest = re.match(r"/sites/([^/]+)/_api/(.*)$", path, re.I) if not in_batch else None
+        rest = re.match(r"(/.+?)/_api/(.*)$", path, re.I) if not in_batch else None
         if rest:
             denied = self._check_token(headers, rest=True)
             if denied is not None:
@@ -1082,6 +1254,8 @@ class FakeMicrosoft:
             ("GET", r"/users", self._g_users),
             ("GET", r"/users/(?P<user>[^/]+)", self._g_user),
             ("GET", r"/users/(?P<user>[^/]+)/(?:transitiveMemberOf|memberOf)", self._g_member_of),
+            ("GET", r"/users/(?P<user>[^/]+)/ownedObjects", self._g_owned_objects),
+            ("GET", r"/groups/(?P<group>[^/]+)/owners", self._g_owners),
             ("GET", r"/groups/(?P<group>[^/]+)", self._g_group),
             ("GET", r"/groups/(?P<group>[^/]+)/(?:transitiveMembers|members)", self._g_members),
         ]
@@ -1112,8 +1286,9 @@ class FakeMicrosoft:
         return self._page(sites, q1, base)
 
     def _g_site_by_path(self, q1, headers, body, host, path):
+        # "Get a site resource by path": GET /sites/{hostname}:/{server-relative-path}
         for s in self.sites.values():
-            if f"/sites/{s.name}".lower() == path.rstrip("/").lower():
+            if s.path.lower() == path.rstrip("/").lower():
                 return _Answer(200, self._site_resource(s))
         return _error(404, "itemNotFound", "Requested site could not be found")
 
@@ -1238,6 +1413,22 @@ class FakeMicrosoft:
         groups = sorted(self.transitive_groups(u.id), key=lambda g: g.display_name)
         return self._page([g.resource() for g in groups], q1, f"/users/{user}/transitiveMemberOf")
 
+    def _g_owned_objects(self, q1, headers, body, user):
+        """"List ownedObjects": the directory objects the user owns (here: groups), shaped like
+        the page's example (``{"value": [{"id": …}]}``) plus their ``@odata.type``."""
+        try:
+            u = self.user(user)
+        except KeyError:
+            return _error(404, "Request_ResourceNotFound", f"Resource '{user}' does not exist.")
+        owned = [{"@odata.type": "#microsoft.graph.group", "id": g.id} for g in self.groups.values() if u.id in g.owners]
+        return self._page(owned, q1, f"/users/{user}/ownedObjects")
+
+    def _g_owners(self, q1, headers, body, group):
+        g = self.groups.get(group)
+        if g is None:
+            return _error(404, "Request_ResourceNotFound", f"Resource '{group}' does not exist.")
+        return self._page([self.users[o].resource() for o in g.owners if o in self.users], q1, f"/groups/{group}/owners")
+
     def _g_group(self, q1, headers, body, group):
         g = self.groups.get(group)
         return _Answer(200, g.resource()) if g else _error(404, "Request_ResourceNotFound", f"Resource '{group}' does not exist.")
@@ -1278,7 +1469,7 @@ class FakeMicrosoft:
             if isinstance(row, dict):
                 page.append(row)
                 continue
-            entry = self._drive_item(d, row[0], index)
+            entry = self._drive_item(d, row[0], index, in_delta=True)
             if row[1]:
                 entry["@microsoft.graph.sharedChanged"] = "True"
             page.append(entry)
@@ -1338,15 +1529,19 @@ class FakeMicrosoft:
             elif ans.body is not None:
                 resp["body"] = ans.body
             responses.append(resp)
-        return _Answer(200, {"responses": responses})
+        # "Individual responses might appear in a different order than the requests" (JSON batching)
+        return _Answer(200, {"responses": responses[::-1]})
 
     # --------------------------------------------------------------- SharePoint REST
 
-    def _rest(self, method: str, site_name: str, rest: str, query: Mapping[str, list[str]], headers: Mapping[str, str]) -> _Answer:
+    def _rest(self, method: str, web_path: str, rest: str, query: Mapping[str, list[str]], headers: Mapping[str, str]) -> _Answer:
         with self._lock:
-            site = next((s for s in self.sites.values() if s.name.lower() == site_name.lower()), None)
+            site = next((s for s in self.sites.values() if s.path.lower() == web_path.rstrip("/").lower()), None)
             if site is None:
                 return self._rest_error(404, "-2147024894, System.IO.FileNotFoundException", "File Not Found.")
+            if site.rest_refusal is not None:
+                return self._rest_error(site.rest_refusal, "-2147024891, System.UnauthorizedAccessException",
+                                        "Access denied.")
             verbose = "odata=verbose" in headers.get("accept", "odata=verbose")
             low = rest.rstrip("/").lower()
             q1 = {k.lower(): v[0] for k, v in query.items()}
@@ -1357,7 +1552,7 @@ class FakeMicrosoft:
                 return _Answer(200, {"d": {"GetContextWebInformation": info}} if verbose else info)
             if low == "web" and method == "GET":
                 web = {"Id": site.web_id, "Title": site.display_name, "Url": self.site_url(site),
-                       "ServerRelativeUrl": f"/sites/{site.name}"}
+                       "ServerRelativeUrl": site.path}
                 return self._rest_entity(web, "SP.Web", verbose)
             m = re.fullmatch(r"web/roleassignments", low)
             if m and method == "GET":
@@ -1370,6 +1565,12 @@ class FakeMicrosoft:
                     return self._rest_error(404, "-1, System.ArgumentException", "List does not exist.")
                 assignments = drive.role_assignments if drive.role_assignments is not None else site.role_assignments
                 return self._rest_collection(self._rest_assignments(site, assignments, expand), verbose)
+            m = re.fullmatch(r"web/lists(?:\(guid'([0-9a-f-]+)'\)|/getbyid\('([0-9a-f-]+)'\))/items", low)
+            if m and method == "GET":
+                drive = next((d for d in site.drives if d.list_id.lower() == (m.group(1) or m.group(2))), None)
+                if drive is None:
+                    return self._rest_error(404, "-1, System.ArgumentException", "List does not exist.")
+                return self._rest_list_items(site, drive, q1, rest, query, verbose)
             if low == "web/sitegroups" and method == "GET":
                 return self._rest_collection([self._rest_group(g) for g in site.groups.values()], verbose)
             m = re.fullmatch(r"web/sitegroups/getbyid\((\d+)\)/users", low)
@@ -1386,6 +1587,41 @@ class FakeMicrosoft:
                 return self._rest_entity(self._rest_group(g), "SP.Group", verbose)
             return self._rest_error(404, "-1, Microsoft.SharePoint.Client.InvalidClientQueryException",
                                     f"The expression \"{rest}\" is not valid.")
+
+    def _rest_list_items(self, site: FakeSite, d: FakeDrive, q1: Mapping[str, str], rest: str,
+                         query: Mapping[str, list[str]], verbose: bool) -> _Answer:
+        """``GET …/lists(guid'…')/items?$select=Id,FileRef,HasUniqueRoleAssignments&$top=n``: the
+        list items (files and folders) with their server-relative ``FileRef`` and
+        ``HasUniqueRoleAssignments`` ("SecurableObject.HasUniqueRoleAssignments": whether the
+        role assignments are uniquely defined for this object or inherited), paged server-side
+        (``__next`` in verbose JSON, ``odata.nextLink`` otherwise, with ``$skiptoken``)."""
+        live = [it for it in d.items.values() if not it.deleted and it.kind != "root"]
+        top = int(q1.get("$top", "100") or 100)
+        skip = int((q1.get("$skiptoken", "") or "Paged=TRUE&p_ID=0").rsplit("=", 1)[-1] or 0)
+        rows = []
+        for n, it in enumerate(live, start=1):
+            if n <= skip:
+                continue
+            rows.append({"__type": "SP.Data.DocumentsItem", "Id": n,
+                         "FileRef": f"{site.path}/{d.name}/{self._item_path(d, it)}",
+                         "HasUniqueRoleAssignments": it.permissions is not None})
+            if len(rows) == top:
+                break
+        last = skip + len(rows)
+        next_url = None
+        if last < len(live):
+            params = {k: v[0] for k, v in query.items() if k.lower() != "$skiptoken"}
+            params["$skiptoken"] = f"Paged=TRUE&p_ID={last}"
+            next_url = f"{self.site_url(site)}/_api/{rest}?" + "&".join(f"{k}={quote(v)}" for k, v in params.items())
+        if verbose:
+            body: dict[str, Any] = {"results": [self._verbose(r) for r in rows]}
+            if next_url:
+                body["__next"] = next_url
+            return _Answer(200, {"d": body})
+        out: dict[str, Any] = {"value": [self._light(r) for r in rows]}
+        if next_url:
+            out["odata.nextLink"] = next_url
+        return _Answer(200, out)
 
     def _rest_assignments(self, site: FakeSite, assignments: list[tuple[str, list[str]]], expand: set[str]) -> list[dict[str, Any]]:
         out = []
@@ -1408,22 +1644,16 @@ class FakeMicrosoft:
                 "IsHiddenInUI": False, "OwnerTitle": "System Account", "Description": None}
 
     def _rest_user(self, site: FakeSite, login: str) -> dict[str, Any]:
+        """An ``SP.User`` (a user, or an Entra group / everyone claim: ``PrincipalType`` 4)."""
         pid = site.site_users.setdefault(login, 100 + len(site.site_users))
-        title, email, ptype = login, "", 1
+        title, email, ptype = self._login_title(login), "", 1
         if login.startswith("i:0#.f|membership|"):
-            upn = login.rsplit("|", 1)[1]
             try:
-                u = self.user(upn)
-                title, email = u.display_name, u.mail or ""
+                email = self.user(login.rsplit("|", 1)[1]).mail or ""
             except KeyError:
-                title = upn
+                pass
         elif login.startswith("c:0"):
             ptype = 4
-            gid = login.rsplit("|", 1)[1]
-            if gid in self.groups:
-                title = self.groups[gid].display_name
-            elif "spo-grid-all-users" in login:
-                title = "Everyone except external users"
         return {"__type": "SP.User", "Id": pid, "Title": title, "LoginName": login, "Email": email,
                 "PrincipalType": ptype, "IsSiteAdmin": False, "IsHiddenInUI": False}
 

@@ -49,7 +49,8 @@ def test_login_names() -> None:
     assert principal_of_login("i:0#.f|membership|nobody@axonix.ch", **KW) is None
     assert principal_of_login("c:0t.c|tenant|6B1F-GID", **KW) == "aad:6b1f-gid"
     assert principal_of_login("c:0o.c|federateddirectoryclaimprovider|m365gid", **KW) == "aad:m365gid"
-    assert principal_of_login("c:0o.c|federateddirectoryclaimprovider|m365gid_o", **KW) is None
+    assert principal_of_login("c:0o.c|federateddirectoryclaimprovider|m365gid_o", **KW) == "aad:owners:m365gid"
+    assert principal_of_login("c:0t.c|tenant|secgid_o", **KW) is None  # only Microsoft 365 groups have owners claims
     assert principal_of_login(f"c:0-.f|rolemanager|spo-grid-all-users/{TENANT}", **KW) == EVERYONE_INTERNAL
     assert principal_of_login("c:0-.f|rolemanager|spo-grid-all-users/other-tenant", **KW) is None
     assert principal_of_login("SHAREPOINT\\system", **KW) is None
@@ -107,34 +108,20 @@ def test_direct_grants_by_identity_kind() -> None:
     assert got == ["aad:u1", "aad:g1", f"sp:{SITE_A}:3", "aad:a11ce"]
 
 
-def _inh(perm: dict, frm: str) -> dict:
-    return {**perm, "inheritedFrom": {"driveId": "d", "id": frm}}
-
-
-def test_inheritance_nearest_unique_ancestor_then_library() -> None:
-    folder_perm = {"id": "f", "roles": ["read"], "grantedToV2": {"group": {"id": "gdir"}}}
-    perms = {
-        "file-in-unique": [_inh(folder_perm, "folder")],
-        "folder": [folder_perm],
-        "file-unique": [{"id": "x", "roles": ["read"], "grantedToV2": {"user": {"id": "u9"}}}],
-        "plain": [],
-        "plainfolder": [],
-        "broken": "403 accessDenied",
-    }
-    library = [RA(11, 4, f"c:0-.f|rolemanager|spo-grid-all-users/{TENANT}", "Everyone except external users", (READ,)), RA(3, 8, "Owners", "Owners", (LIMITED,))]
+def test_an_items_own_list_decides_inherited_or_not() -> None:
+    """Graph lists an item's effective permissions (own or inherited alike, no inheritedFrom in
+    SharePoint libraries): the list decides, and an empty one is nobody."""
     common = dict(site_id=SITE_A, tenant_id=TENANT, policy="specific_people", resolve_upn=resolve)
-    perms_of = perms.__getitem__
-    assert item_acl(["file-in-unique", "folder"], perms_of, library, **common).acl.allow == {"aad:gdir"}
-    assert item_acl(["file-unique", "folder"], perms_of, library, **common).acl.allow == {"aad:u9"}
-    assert item_acl(["plain", "plainfolder"], perms_of, library, **common).acl.allow == {EVERYONE_INTERNAL}
-    broken = item_acl(["file-in-unique", "broken"], lambda n: "403 accessDenied" if n == "broken" else [], library, **common)
-    assert not broken.acl.allow and "403" in (broken.acl.reason or "")
-    unreadable_lib = item_acl(["plain"], perms_of, "503", **common)
-    assert not unreadable_lib.acl.allow and unreadable_lib.acl.reason
+    folder_perm = {"id": "f", "roles": ["read"], "grantedToV2": {"group": {"id": "gdir"}}}
+    assert item_acl([folder_perm], **common).acl.allow == {"aad:gdir"}
+    nobody = item_acl([], **common).acl
+    assert nobody.allow == frozenset() and nobody.reason is None
+    broken = item_acl("403 accessDenied", **common).acl
+    assert not broken.allow and "403" in (broken.reason or "")
 
 
 def test_only_links_under_default_policy_means_nobody_without_problem() -> None:
     perms = {"f": [_link("organization"), _link("anonymous")]}
-    m = item_acl(["f"], perms.__getitem__, [], site_id=SITE_A, tenant_id=TENANT, policy="specific_people", resolve_upn=resolve)
+    m = item_acl(perms["f"], site_id=SITE_A, tenant_id=TENANT, policy="specific_people", resolve_upn=resolve)
     assert m.acl.allow == frozenset() and m.acl.reason is None
     assert not m.acl.readable_by(frozenset({EVERYONE_INTERNAL, "aad:a11ce"}))
