@@ -358,7 +358,9 @@ class AnswerService:
             return REFUSAL, self.chat_client is None
         if self.chat_client is None:
             t = time.perf_counter()
-            text = self.extractive.answer(prep.context, prep.question, self.retriever.term_stats)
+            principals = prep.principals
+            # the user's own document frequencies: a refusal never hints at a word of a document he can't read
+            text = self.extractive.answer(prep.context, prep.question, lambda terms: self.retriever.term_stats(terms, principals))
             prep.timings["generation"] = _ms(t)
             return text, True
         return None
