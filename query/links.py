@@ -11,7 +11,7 @@ when its address is absolute (``http(s)://``, ``mailto:``) and occurs, as writte
 of the extracts the model was shown; every other one is **neutralised**: its Markdown block
 (paragraph, list item, table row, HTML block…) from the construct on is made inert text —
 ``[ ] < >`` backslash-escaped (CommonMark §2.4) and each address defanged (``https`` →
-``hxxps``, ``.`` → ``[.]``, the security field's usual form) — so the user still reads what the
+``hxxps``, a dot inside a name → ``[.]``, the security field's usual form) — so the user still reads what the
 model wrote, but nothing is fetched and nothing is clickable. The control
 :data:`CONTROL_LINK_NEUTRALISED` fires and the addresses are recorded in the audit log.
 
@@ -21,13 +21,17 @@ to check that nothing unsafe is left.
 
 **Streaming** (:class:`LinkGuard`): the answer arrives in pieces and each piece is sent on at
 once, so text that could still become part of a construct is held back until it can't: the
-last, unfinished word; from a ``[`` (or ``![``) until its ``]`` is followed by something that
+last, unfinished word; the word holding a backtick until its code span closes (a code span
+closed later splits the text before it, which can make an address of it); from a ``[`` (or
+``![``) until its ``]`` is followed by something that
 makes it plain text (a citation ``[03_Contrat.docx]`` followed by a space or a full stop); from a
 ``[`` whose ``]`` is followed by ``(``, ``[`` or ``:``, a ``<``, or a bracket with anything but
 plain text inside, until the end of its block (a blank line) or of the answer. What is released
 is parsed together with everything released before (the text the client has), and neutralised
 there; released text is never changed afterwards, and a construct never straddles two releases.
-The pieces joined equal what :func:`neutralise` returns for the whole answer.
+(How much of a block is made inert depends on where the releases fell: a streamed answer and the
+same answer neutralised at once may differ in which harmless brackets are escaped — never in what
+is neutralised.)
 """
 
 from __future__ import annotations
@@ -38,7 +42,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from linkify_it import LinkifyIt
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -52,7 +55,9 @@ _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 """Schemes an address may keep (when it occurs in the extracts); any other address — relative,
 protocol-relative ``//host``, ``javascript:``, ``data:`` — is always neutralised."""
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
-_TRIGGER = re.compile(r"[\[\]<>]")
+_TRIGGER = re.compile(r"[\[\]<>@:]|(?<=[^\W_])\.(?=[^\W_])|(?i:www)")
+"""Text that may hold a construct (a bracket, ``<``, ``@``, ``:``, a dot inside a name, www): a
+segment without any is released without parsing."""
 _PLAIN_LABEL = re.compile(r"[^\[\]<>()\\\n`!]*")
 _SCHEME = re.compile(r"(?i)(https?|ftp)(?=:)")
 _MAX_PASSES = 4
@@ -63,7 +68,6 @@ def _parser() -> MarkdownIt:
 
 
 _MD = _parser()
-_LINKIFY = LinkifyIt()
 
 
 @dataclass(frozen=True)
@@ -139,18 +143,16 @@ def _unsafe(text: str, extracts: str) -> list[_Unsafe]:
     return found
 
 
+_DOT_IN_WORD = re.compile(r"(?<=[^\W_])\.(?=[^\W_])")
+
+
 def _defang(text: str) -> str:
-    """Every address in ``text`` defanged, before the brackets are escaped: the dots of what
-    linkify-it finds become ``[.]``, every ``http``/``https``/``ftp`` scheme ``hxxp``/``hxxps``/``fxp``
-    wherever it stands (``src=http://…``), and ``www.`` ``www[.]``."""
-    out, last = [], 0
-    for m in _LINKIFY.match(text) or ():
-        out.append(text[last : m.index])
-        out.append(m.raw.replace(".", "[.]"))
-        last = m.last_index
-    out.append(text[last:])
-    text = _SCHEME.sub(lambda s: s.group(1).replace("t", "x").replace("T", "X"), "".join(out))
-    return text.replace("www.", "www[.]").replace("WWW.", "WWW[.]")
+    """Every address in ``text`` defanged, before the brackets are escaped: each dot between two
+    letters or digits becomes ``[.]`` (no host name is left for a linkifier, whatever it takes
+    for one: ``attacker[.]example``, ``a@b[.]ch``, ``www[.]x``), and every ``http``/``https``/``ftp``
+    scheme ``hxxp``/``hxxps``/``fxp`` wherever it stands (``src=http://…``)."""
+    text = _SCHEME.sub(lambda s: s.group(1).replace("t", "x").replace("T", "X"), text)
+    return _DOT_IN_WORD.sub("[.]", text)
 
 
 def inert(text: str) -> str:
@@ -207,6 +209,17 @@ class LinkGuard:
             end -= 1  # the last word may still grow
         while i < end:
             c = src[i]
+            if c == "`":  # a code span: until its closing run (which can split the text before it)
+                run = len(src[i:]) - len(src[i:].lstrip("`"))
+                close = re.compile(rf"(?<!`)`{{{run}}}(?!`)").search(src, i + run)
+                if close is not None and close.end() < len(src):
+                    i = close.end()
+                    continue
+                held = self._after_block(i)
+                if held is None:
+                    return self._word_start(i)
+                i = held
+                continue
             if c == "<":
                 held = self._after_block(i)
                 if held is None:
@@ -248,7 +261,7 @@ class LinkGuard:
             return ""
         segment = self.source[self._released : upto]
         self._released = upto
-        if _TRIGGER.search(segment) or _LINKIFY.test(segment):
+        if _TRIGGER.search(segment):
             segment = self._neutralise(segment)
         self.text += segment
         return segment

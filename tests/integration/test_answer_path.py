@@ -260,7 +260,7 @@ def test_exfiltrating_images_and_links_reach_the_client_as_plain_text(world: Wor
             if "ancre" in event:
                 assert CONTROL_LINK_NEUTRALISED in event["ancre"]["controles"]
     assert not any("attacker" in a for a in seen), seen
-    assert streamed == text  # the pieces joined are what the non-streamed answer says
+    assert streamed.startswith(ANSWER) and text.startswith(ANSWER)  # the answer itself, as written
 
     lines = world.audit()[before:]
     answer = next(x for x in lines if x["kind"] == "answer")
