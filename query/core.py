@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -52,7 +52,7 @@ from ancre.index.state import StateDB
 from ancre.index.store import Store
 from ancre.index.store_factory import open_store
 from ancre.models import COLLECTIONS
-from ancre.query.answer import Answer, AnswerService
+from ancre.query.answer import Answer, AnswerService, AnswerStream
 from ancre.query.audit import AuditLog, load_or_create_key
 from ancre.query.judge import Judge
 from ancre.query.live_acl import LiveAclChecker, Unverified
@@ -325,9 +325,11 @@ class QueryCore:
         """
         return self.answers.ask(question, user, identity=asked_by)
 
-    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> AnswerStream:
         """:meth:`ask`, streamed: the model's raw text in pieces, then the final
-        :class:`~ancre.query.answer.Answer` (:meth:`ancre.query.answer.AnswerService.stream`).
+        :class:`~ancre.query.answer.Answer` (:meth:`ancre.query.answer.AnswerService.stream`:
+        its ``start`` audit record is written before the first piece; :meth:`AnswerStream.cancel
+        <ancre.query.answer.AnswerStream.cancel>` from another thread stops the model request).
         Raises as :meth:`ask`, possibly after some pieces."""
         return self.answers.stream(question, user, identity=asked_by)
 

@@ -165,5 +165,5 @@ def test_a_client_that_never_sends_its_body_is_answered_408_on_the_socket() -> N
              "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
              "state": {"peer": PeerCred(1, 0, 0)}, "asgi": {"version": "3.0"}, "http_version": "1.1",
              "scheme": "http", "server": ("ancre", 80), "client": None, "root_path": ""}
-    asyncio.run(app(scope, receive, send))
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 20))  # without the limit: waits for ever
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 408
