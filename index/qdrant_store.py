@@ -166,7 +166,8 @@ class QdrantStore(QdrantBackend):
     ) -> tuple[int, dict[str, int]]:
         """``(points, {term: points holding it, counted up to cap + 1})`` over both collections —
         all of them (``principals`` ``None``), or only those ``principals`` may read (the rights
-        filter; an empty set counts nothing) — the extractive gate's document frequencies, as the
+        filter's allow/deny prefilter: an ACL's time-limited grants are not evaluated for a count;
+        an empty set counts nothing) — the extractive gate's document frequencies, as the
         snapshot's :meth:`~ancre.index.bm25.Bm25Index.term_stats`: one sparse query per term and
         collection."""
         flt = None if principals is None else self._rights_filter(principals)
