@@ -12,6 +12,13 @@
     ``ancre`` object in the body (non-streamed), or to an ``ancre`` object on the last SSE chunk.
     A request carrying a non-empty ``api.task_header`` (Open WebUI's side requests) is answered
     at once without retrieval, model call or audit record (:mod:`ancre.api.tasks`).
+
+    A streamed answer is made in a worker thread and its status line waits for its first piece,
+    which comes only after the question's ``start`` audit record is written
+    (:mod:`ancre.query.audit`): when it can't be, the answer is HTTP 503 ``audit_unavailable`` and
+    no byte of it is sent. A client that disconnects (Open WebUI's Stop) stops the answer at once:
+    the model request is cancelled and the audit record written then
+    (:class:`~ancre.api.streaming.CancellableStream`).
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from ancre.api.questions import last_user_question
 from ancre.api.render import sources_block, verdict_headers, verdict_out
 from ancre.api.schemas import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelList
 from ancre.api.service import ApiContext, AuthDependencies
+from ancre.api.streaming import CancellableStream
 from ancre.api.tasks import task_label, task_reply
-from ancre.query.answer import Answer
+from ancre.query.answer import Answer, AnswerStream
 
 log = logging.getLogger("ancre.api")
 
@@ -72,9 +80,9 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
         ctx.require_ready()
         if body.stream:
             gen = ctx.service.stream(question, identity.user, asked_by=identity.header)
-            first = next(gen)  # retrieval and the first piece: errors still become proper statuses
-            return StreamingResponse(
-                _sse(first, gen, cid, created, cfg.model_id, ctx.metrics), media_type="text/event-stream",
+            return CancellableStream(
+                _sse(gen, cid, created, cfg.model_id, ctx.metrics), media_type="text/event-stream",
+                cancel=gen.cancel if isinstance(gen, AnswerStream) else lambda: None,
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         answer = ctx.service.ask(question, identity.user, asked_by=identity.header)
@@ -121,11 +129,13 @@ def _task_response(text: str, stream: bool, cid: str, created: int, model: str) 
     })
 
 
-def _sse(first: str | Answer, rest: Iterator[str | Answer], cid: str, created: int, model: str,
-         metrics: ApiMetrics) -> Iterator[bytes]:
+def _sse(rest: Iterator[str | Answer], cid: str, created: int, model: str, metrics: ApiMetrics) -> Iterator[bytes]:
     """The SSE body: a role chunk, the raw pieces, the sources block, a last chunk with
-    ``finish_reason: "stop"`` and the ``ancre`` verdict, then ``data: [DONE]``. A failure after
-    the headers went out becomes an ``{"error": …}`` event (OpenAI's SDKs raise on it)."""
+    ``finish_reason: "stop"`` and the ``ancre`` verdict, then ``data: [DONE]``. Nothing is
+    yielded before the answer's first piece: a failure until then is raised (answered with its
+    status); a failure after the headers went out becomes an ``{"error": …}`` event (OpenAI's
+    SDKs raise on it)."""
+    first = next(rest)  # retrieval, the audit record and the first piece: errors still become statuses
     try:
         yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
         item: str | Answer = first

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ancre.api.identity import AuthError
 from ancre.api.schemas import INVALID_TEXT, ErrorResponse
 from ancre.errors import AncreError, AuditError, DirectoryError, EmbedderError, StoreError
-from ancre.query.llm import LlmError
+from ancre.query.llm import LlmError, ModelCallAborted
 
 log = logging.getLogger("ancre.api")
 
@@ -125,6 +125,9 @@ def install_error_handlers(app: FastAPI) -> None:
 def stream_error(cid: str, e: Exception) -> dict[str, Any]:
     """The ``{"error": …}`` event sent when a streamed answer fails after its headers went out
     (OpenAI's SDKs raise on it); ``cid``: the completion id, for the log."""
+    if isinstance(e, ModelCallAborted):  # the client left: nobody reads this event
+        log.info("stream %s: the client disconnected; the answer was stopped", cid)
+        return error_body("the answer was stopped", "server_error", "interrupted")
     if isinstance(e, LlmError):
         log.warning("stream %s: the answering model failed: %s", cid, e)
         return error_body("the answering model failed", "server_error", "model_unavailable")

@@ -545,6 +545,12 @@ def test_keyword_search_filters_rights_in_the_query(sparse: QdrantStore) -> None
     assert len(sparse.keyword_search(DOCS, "RX-7731", frozenset({G1}), 30)) == 30
     assert sparse.keyword_search(DOCS, "RX-7731", frozenset(), 30) == []
     assert sparse.keyword_search(DOCS, "le la les", frozenset({G1}), 30) == []
+    # the extractive gate's frequencies, counted over what each may read: the denied note's words
+    # are in no chunk of G2 with BAD, the notes' in none of G2's
+    assert sparse.keyword_term_counts(["serveur", "remplac"], 100, frozenset({G2, BAD})) == (1, {"serveur": 0, "remplac": 0})
+    assert sparse.keyword_term_counts(["serveur", "remplac"], 100, frozenset({G2})) == (2, {"serveur": 1, "remplac": 0})
+    assert sparse.keyword_term_counts(["serveur", "remplac"], 100, frozenset({G1})) == (60, {"serveur": 0, "remplac": 60})
+    assert sparse.keyword_term_counts(["serveur"], 100, frozenset()) == (0, {"serveur": 0})
 
 
 def test_keyword_search_idf_is_computed_by_qdrant(sparse: QdrantStore) -> None:
