@@ -14,6 +14,10 @@
   scores by ~0.0003, so a 0.01 margin means "ahead by about a whole list": first in both lists
   while the runner-up is found by one only. Two documents each first in one list do not lead.
 
+Documents of the context that are versions of one another (same name up to a version suffix, same
+title, near-identical text) are grouped in :attr:`Context.versions`, the one that looks current
+first (:mod:`ancre.query.versions`).
+
 Every chunk is read again through :meth:`Store.chunks_of` *with the rights filter* — the windows,
 and the hit itself: a document whose hit is no longer readable is skipped, and selection only ever
 chooses among chunks that read returned.
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 
 from ancre.index.store import Store
 from ancre.models import Acl, SearchResult, StoredPoint
+from ancre.query.versions import VersionGroup, Versioned, version_groups
 from ancre.settings.query import ContextConfig
 
 
@@ -44,6 +49,8 @@ class Extract:
     path: str
     collection: str
     score: float | None = None
+    heading_path: tuple[str, ...] = ()
+    """The headings above the chunk, outermost first (``heading_path[0]``: the document's title)."""
 
 
 @dataclass(frozen=True)
@@ -64,16 +71,29 @@ class Source:
 class Context:
     """The extracts in prompt order (principal document first, chunks in reading order within a
     document) and the distinct documents they come from, in the same order. ``leading`` tells
-    whether the principal document clearly led (see the module doc)."""
+    whether the principal document clearly led (see the module doc); ``versions``: the groups of
+    its documents that are versions of one another (:func:`find_versions`)."""
 
     extracts: tuple[Extract, ...] = ()
     sources: tuple[Source, ...] = ()
     leading: bool = False
+    versions: tuple[VersionGroup, ...] = ()
 
     @property
     def empty(self) -> bool:
         """No extract at all: the query must be refused without calling a model (control 1)."""
         return not self.extracts
+
+
+def find_versions(extracts: Sequence[Extract], sources: Sequence[Source]) -> tuple[VersionGroup, ...]:
+    """The version groups among ``sources``, read from their ``extracts``
+    (:func:`ancre.query.versions.version_groups`)."""
+    docs = []
+    for s in sources:
+        mine = [e for e in extracts if (e.collection, e.doc_id) == (s.collection, s.doc_id)]
+        title = next((e.heading_path[0] for e in mine if e.heading_path), "")
+        docs.append(Versioned(s.filename, s.path, s.location, title, "\n".join(e.text for e in mine)))
+    return version_groups(docs)
 
 
 def name_key(filename: str) -> str:
@@ -156,6 +176,7 @@ def build_context(
                     path=pl.path,
                     collection=pl.collection,
                     score=hit_scores.get((best.collection, pl.doc_id, pl.chunk_index)),
+                    heading_path=tuple(pl.heading_path),
                 )
             )
         first = new[0].payload
@@ -180,7 +201,7 @@ def build_context(
         extracts = extracts[: cfg.max_chunks]
         shown = {(e.collection, e.doc_id) for e in extracts}
         sources = [s for s in sources if (s.collection, s.doc_id) in shown]
-    return Context(tuple(extracts), tuple(sources), leading)
+    return Context(tuple(extracts), tuple(sources), leading, find_versions(extracts, sources))
 
 
-__all__ = ["Context", "Extract", "Source", "build_context", "name_key"]
+__all__ = ["Context", "Extract", "Source", "build_context", "find_versions", "name_key"]
