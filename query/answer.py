@@ -23,8 +23,14 @@
    ACL digest read with them — and its ``cited`` field those the answer cites; a question that
    failed (model error, stream abandoned) is logged too, with its ``error``.
 
-Every question stands alone: there is no conversation history, so « Fais pareil pour l'étude
-Rochat » is answered from what *that* sentence retrieves, never from an earlier answer.
+**Conversations.** A question that only makes sense with the conversation (« Fais pareil pour
+l'étude Rochat », « Et quelle est sa durée ? ») is first turned into a standalone question from the
+earlier *user questions* (``history``) only, by the condense prompt when a model is configured
+or by a deterministic rule (:mod:`ancre.query.conversation`); Open WebUI's « More Concise » /
+« Add Details » answer the previous question again with that instruction. The resolved question
+is what retrieval, the prompt and the controls use; :attr:`Answer.resolution` carries both forms
+(shown as « Question traitée : … ») and the audit records both. Earlier answers never reach the
+model nor the evidence.
 
 **Streaming** (:meth:`AnswerService.stream`, for the API): the model's raw text is yielded piece
 by piece as it is generated, then one final :class:`Answer`. The checks need the whole answer, so
@@ -42,7 +48,7 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ancre.acl.directory import Directory, resolve_account
@@ -51,8 +57,10 @@ from ancre.config import Settings
 from ancre.index.store import Store
 from ancre.models import SearchResult
 from ancre.query.audit import AuditLog, AuditRecord
-from ancre.query.context import Context, Source, build_context
-from ancre.query.enrich import enrich_citations
+from ancre.query.context import Context, Source, broad_topic, build_context
+from ancre.query.conversation import INSTRUCTION_TEXT, ConversationResolver, Instruction, Resolution
+from ancre.query.enrich import enrich_citations, format_location
+from ancre.query.facts import UnsupportedFact
 from ancre.query.grounding import (
     CONTROL_NO_CHUNK,
     CONTROL_REFUSAL,
@@ -66,6 +74,7 @@ from ancre.query.live_acl import RightsCheck, Unverified, unverified
 from ancre.query.llm import ChatClient, ExtractiveAnswerer, LlmError
 from ancre.query.prompt import REFUSAL, build_messages
 from ancre.query.retrieval import Retriever
+from ancre.query.versions import VersionGroup
 
 log = logging.getLogger("ancre.query")
 
@@ -119,6 +128,13 @@ class Answer:
     unverified: tuple[Unverified, ...] = ()
     """Documents left out because their rights could not be checked live (source unreachable),
     per source; non-empty exactly when ``droits_non_verifies`` is among the controls."""
+    facts: tuple[UnsupportedFact, ...] = ()
+    """Facts of the answer found in no extract it cites (control 5, ``fait_non_source``)."""
+    resolution: Resolution | None = None
+    """The question as asked and the standalone question that was answered (a follow-up
+    resolved from the conversation); ``None`` when the caller gave no conversation."""
+    versions: tuple[VersionGroup, ...] = ()
+    """Versions of one document among the answer's sources, the one that looks current first."""
 
 
 def unverified_note(groups: tuple[Unverified, ...]) -> str:
@@ -144,6 +160,11 @@ class _Prepared:
     started: float
     rights: tuple[RightsCheck, ...] = ()
     asked_for: str | None = None
+    resolution: Resolution | None = None
+
+    @property
+    def asked(self) -> str:
+        return self.resolution.asked if self.resolution is not None else self.question
 
 
 def _ms(since: float) -> float:
@@ -199,15 +220,25 @@ class AnswerService:
         self.judge = judge
         self.audit = audit
         self.extractive = ExtractiveAnswerer()
+        self.conversation = ConversationResolver(chat_client)
+        """Resolves follow-ups (the answering model's condense prompt, else the rule)."""
 
     # ------------------------------------------------------------------ steps
 
-    def _prepare(self, question: str, user: str, identity: str | None) -> _Prepared:
-        """Steps 1–4: account and principals, retrieval, context. ``identity``: what the audit
-        records as the user (default ``user``). Raises ``DirectoryError``, ``EmbedderError``,
-        ``StoreError``."""
+    def _prepare(
+        self, question: str, user: str, identity: str | None, history: Sequence[str] | None = None
+    ) -> _Prepared:
+        """Steps 1–4: the standalone question (with ``history``, the earlier user questions),
+        account and principals, retrieval, context. ``identity``: what the audit records as the
+        user (default ``user``). Raises ``DirectoryError``, ``EmbedderError``, ``StoreError``."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
+        resolution: Resolution | None = None
+        if history is not None:
+            t = time.perf_counter()
+            resolution = self.conversation.resolve(question, history)
+            question = resolution.question
+            timings["conversation"] = _ms(t)
         t = time.perf_counter()
         account = resolve_account(self.directory, user)
         # an account the directory does not know may still be known to another provider (Entra)
@@ -226,12 +257,13 @@ class AnswerService:
             timings["live_acl"] = retrieval.timings.live_acl_ms
         timings["retrieval"] = _ms(t)
         t = time.perf_counter()
-        context = build_context(results, self.store, principals, self.settings.context)
+        broad = broad_topic(question) is not None
+        context = build_context(results, self.store, principals, self.settings.context, broad=broad)
         timings["context"] = _ms(t)
         asked_for = user if identity is not None and identity != user else None
         return _Prepared(
             question, user if identity is None else identity, account, principals, context, timings, started, rights,
-            asked_for,
+            asked_for, resolution,
         )
 
     def _record(self, prep: _Prepared, verdict: Verdict, error: str | None = None) -> None:
@@ -242,13 +274,15 @@ class AnswerService:
                 user=prep.user,
                 account=prep.account,
                 principals=prep.principals,
-                question=prep.question,
+                question=prep.asked,
                 sources=prep.context.sources,
                 verdict=verdict,
                 timings_ms=dict(prep.timings),
                 error=error,
                 rights=prep.rights,
                 asked_for=prep.asked_for,
+                resolution=prep.resolution,
+                versions=prep.context.versions,
             )
         )
 
@@ -271,10 +305,12 @@ class AnswerService:
         reponse = enrich_citations(raw, prep.context.sources)  # after every check
         prep.timings["total"] = _ms(prep.started)
         self._record(prep, verdict)
+        sources = shown_sources(verdict, prep.context)
+        shown = {s.filename for s in sources}
         return Answer(
             reponse=reponse,
             raw=raw,
-            sources=shown_sources(verdict, prep.context),
+            sources=sources,
             ancree=verdict.ancree,
             controles=verdict.controls,
             invented=verdict.invented,
@@ -283,6 +319,9 @@ class AnswerService:
             timings_ms=dict(prep.timings),
             unsourced=verdict.unsourced,
             unverified=left_out,
+            facts=verdict.facts,
+            resolution=prep.resolution,
+            versions=tuple(g for g in prep.context.versions if shown & set(g.documents)),
         )
 
     def _without_model(self, prep: _Prepared) -> tuple[str, bool] | None:
@@ -292,18 +331,31 @@ class AnswerService:
             return REFUSAL, self.chat_client is None
         if self.chat_client is None:
             t = time.perf_counter()
-            text = self.extractive.answer(prep.context, prep.question, self.retriever.term_stats)
+            instruction = prep.resolution.instruction if prep.resolution is not None else None
+            text = self.extractive.answer(
+                prep.context, prep.question, self.retriever.term_stats,
+                concise=instruction is Instruction.CONCISE, details=instruction is Instruction.DETAILS,
+                folder=format_location,
+            )
             prep.timings["generation"] = _ms(t)
             return text, True
         return None
 
+    @staticmethod
+    def _messages(prep: _Prepared) -> list:
+        instruction = prep.resolution.instruction if prep.resolution is not None else None
+        return build_messages(prep.question, prep.context, INSTRUCTION_TEXT[instruction] if instruction else None)
+
     # ------------------------------------------------------------------ API
 
-    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
+    def ask(
+        self, question: str, user: str, *, identity: str | None = None, history: Sequence[str] | None = None
+    ) -> Answer:
         """Answer ``question`` for ``user`` (sAMAccountName, UPN or ``DOMAIN\\user``, as the
         directory knows it). ``identity``: the caller's identity as received (the forwarded
         e-mail header), recorded in the audit log as ``user`` next to the resolved ``account``;
-        default ``user``.
+        default ``user``. ``history``: the earlier *user* questions of the conversation, oldest
+        first (``None``: no conversation; a follow-up is resolved from them, see the module doc).
 
         Raises :class:`~ancre.errors.DirectoryError` (the directory cannot be read: no answer),
         :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from retrieval,
@@ -311,16 +363,14 @@ class AnswerService:
         ``error = "erreur_modele"``), :class:`~ancre.errors.AuditError` when the audit line cannot be written (the answer is withheld).
         A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
         """
-        prep = self._prepare(question, user, identity)
+        prep = self._prepare(question, user, identity, history)
         direct = self._without_model(prep)
         if direct is not None:
             return self._finish(prep, *direct)
         assert self.chat_client is not None
         t = time.perf_counter()
         try:
-            raw = self.chat_client.chat(
-                build_messages(question, prep.context), temperature=self.settings.llm.temperature
-            ).content
+            raw = self.chat_client.chat(self._messages(prep), temperature=self.settings.llm.temperature).content
         except LlmError:
             prep.timings["generation"] = _ms(t)
             self._failed(prep, ERROR_MODEL)
@@ -328,14 +378,16 @@ class AnswerService:
         prep.timings["generation"] = _ms(t)
         return self._finish(prep, raw, False)
 
-    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
+    def stream(
+        self, question: str, user: str, *, identity: str | None = None, history: Sequence[str] | None = None
+    ) -> Iterator[str | Answer]:
         """Like :meth:`ask`, streamed: the raw text in pieces (``str``) as the model writes it,
         then the final :class:`Answer` (see the module doc for how the pieces and the enriched
         text relate). Nothing runs before the first ``next()``. Raises as :meth:`ask`, possibly
         after some pieces; a consumer that stops early (``close()``) leaves an audit line with
         ``error = "interrompue"``.
         """
-        prep = self._prepare(question, user, identity)
+        prep = self._prepare(question, user, identity, history)
         direct = self._without_model(prep)
         if direct is not None:
             text, extractive = direct
@@ -346,9 +398,7 @@ class AnswerService:
         assert self.chat_client is not None
         pieces: list[str] = []
         t = time.perf_counter()
-        deltas = self.chat_client.stream(
-            build_messages(question, prep.context), temperature=self.settings.llm.temperature
-        )
+        deltas = self.chat_client.stream(self._messages(prep), temperature=self.settings.llm.temperature)
         try:
             for piece in deltas:
                 pieces.append(piece)

@@ -11,7 +11,18 @@ folder::
                  "reason": null, "age_s": 0.0}],
      "controls": ["citation_inventee"], "invented": ["22_….docx"], "ancree": false,
      "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0},
-     "error": null}
+     "error": null, "resolved_question": null, "resolution": null,
+     "unsupported_facts": [{"text": "CHF 3 000 HT", "kind": "montant", "sentence": "…",
+                            "cited": ["03_….docx"]}],
+     "versions": [{"documents": ["03_….docx", "03_…_v2024.docx"], "current": "03_….docx",
+                   "reasons": ["…"], "related_by": "nom"}]}
+
+``question`` is the question as the user asked it; for a follow-up resolved from the conversation
+(docs/ARCHITECTURE.md "Data flow of a question" step 1), ``resolved_question`` is the standalone
+question that was answered and ``resolution`` how it was obtained (``regle``, ``modele``,
+``regeneration``, ``non_resolue``; with ``instruction`` for a regenerate variant), both ``null``
+for a question asked alone. ``unsupported_facts`` are control 5's findings; ``versions`` the
+documents of the context that are versions of one another and which looked current.
 
 ``asked_for`` is the user name asked about when someone else asked on their behalf (an admin
 through the control socket, ``user`` then ``unix:<login>``), else ``null``.
@@ -53,8 +64,10 @@ from pathlib import Path
 
 from ancre.errors import AuditError
 from ancre.query.context import Source
+from ancre.query.conversation import Resolution, ResolutionMethod
 from ancre.query.grounding import Verdict
 from ancre.query.live_acl import RightsCheck
+from ancre.query.versions import VersionGroup
 
 FILE_RE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})\.jsonl$")
 
@@ -82,6 +95,21 @@ class AuditRecord:
     asked_for: str | None = None
     """The user name as asked about when someone else asked on their behalf (an admin through
     the control socket: ``user`` is then ``unix:<login>``); ``None`` when the asker is the user."""
+    resolution: Resolution | None = None
+    """How the answered question came from ``question`` (a follow-up of a conversation)."""
+    versions: tuple[VersionGroup, ...] = ()
+    """Versions of one document found in the context."""
+
+
+def _conversation(resolution: Resolution | None) -> dict[str, object]:
+    """The audit fields of a follow-up: the standalone question answered and how it was made."""
+    if resolution is None or resolution.method is ResolutionMethod.STANDALONE:
+        return {"resolved_question": None, "resolution": None}
+    return {
+        "resolved_question": resolution.question,
+        "resolution": {"method": str(resolution.method),
+                       "instruction": str(resolution.instruction) if resolution.instruction else None},
+    }
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -179,6 +207,14 @@ class AuditLog:
             "unsourced": list(v.unsourced),
             "timings_ms": {k: round(float(ms), 1) for k, ms in record.timings_ms.items()},
             "error": record.error,
+            **_conversation(record.resolution),
+            "unsupported_facts": [
+                {"text": f.text, "kind": str(f.kind), "sentence": f.sentence, "cited": list(f.cited)} for f in v.facts
+            ],
+            "versions": [
+                {"documents": list(g.documents), "current": g.current, "reasons": list(g.reasons), "related_by": g.related_by}
+                for g in record.versions
+            ],
         }
         text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
         try:
