@@ -89,6 +89,8 @@ class Fact:
     end: int
     keys: tuple[frozenset[str], ...]
     """One key set per word of a name (each must match); one set for any other fact."""
+    words: tuple[str, ...] = ()
+    """A name's words as written, one per key set (``()`` for other facts)."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ _NUMBER_WORD_RE = (
     r"quinze|seize|vingts?|trente|quarante|cinquante|soixante|cents?|mille|millions?)"
 )
 _WORDS_RUN = re.compile(
-    rf"(?<![^\W\d_]){_NUMBER_WORD_RE}(?:(?:-|\s+)(?:et(?:-|\s+))?{_NUMBER_WORD_RE})*(?![^\W\d_])",
+    rf"(?<![^\W\d_]){_NUMBER_WORD_RE}(?:(?:-|\s+)(?:et(?:-|\s+)(?=(?:un|une|onze)(?![^\W\d_])))?{_NUMBER_WORD_RE})*(?![^\W\d_])",
     re.IGNORECASE,
 )
 
@@ -345,7 +347,8 @@ def _time_facts(scan: _Scan) -> None:
             continue
         if m.group(3) is None and m.group(2) is None and not re.search(r"h\s*$", m.group(0)):
             continue
-        scan.take(Fact(m.group(0), FactKind.TIME, m.start(), m.end(), (frozenset({f"h:{hour:02d}:{minute:02d}"}),)))
+        keys = {f"h:{hour:02d}:{minute:02d}", f"t:s:{hour * 3600 + minute * 60}"}  # « 4 h » is a time or 4 hours
+        scan.take(Fact(m.group(0), FactKind.TIME, m.start(), m.end(), (frozenset(keys),)))
 
 
 def _is_code(token: str) -> bool:
@@ -407,7 +410,7 @@ def _number_facts(scan: _Scan, *, answer: bool) -> None:
             d_end += pct.end()
         unit = _unit_after(t, end)
         if unit is not None and kind is not FactKind.AMOUNT:
-            keys |= _duration_keys(values, unit)
+            keys = _duration_keys(values, unit)  # a length of time, in any unit; not the bare number
             kind = FactKind.DURATION
             d_end = end + re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
         scan.take(Fact(t[d_start:d_end].strip(), kind, d_start, d_end, (frozenset(keys),)))
@@ -427,7 +430,7 @@ def _word_number_facts(scan: _Scan, *, answer: bool) -> None:
         unit = _unit_after(t, m.end())
         kind, end = FactKind.NUMBER, m.end()
         if unit is not None:
-            keys |= _duration_keys([Decimal(value)], unit)
+            keys = _duration_keys([Decimal(value)], unit)
             kind = FactKind.DURATION
             end += re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
         scan.take(Fact(t[m.start() : end], kind, m.start(), end, (frozenset(keys),)))
@@ -470,7 +473,7 @@ def _name_facts(scan: _Scan, names: frozenset[str]) -> None:
         if run:
             start, end = run[0].start(), run[-1].end()
             keys = tuple(_name_keys(w.group(0)) for w in run)
-            scan.take(Fact(t[start:end], FactKind.NAME, start, end, keys))
+            scan.take(Fact(t[start:end], FactKind.NAME, start, end, keys, tuple(w.group(0) for w in run)))
             run.clear()
 
     last_end = -1
@@ -548,8 +551,8 @@ class Evidence:
                     keys |= ks
                 if f.kind is FactKind.DATE:
                     keys |= _date_parts(ks for ks in f.keys)
-                if f.kind is FactKind.TIME:
-                    keys |= {_key(int(k[2:4])) for ks in f.keys for k in ks}
+                if f.kind is FactKind.DURATION:
+                    keys |= _duration_numbers(f.text)
                 if f.kind is FactKind.CODE:
                     keys |= _code_parts(f.text)
             for m in _COMPOUND.finditer(text):
@@ -562,15 +565,49 @@ class Evidence:
                 keys |= {_key(v) for v in number_values(m.group(0))}
                 for group in re.split(r"[ \u00a0\u202f'’]", m.group(0)):
                     keys |= {_key(v) for v in number_values(group)}
-            for m in re.finditer(r"\d+", text):
-                keys.add(_key(int(m.group(0))))
             keys |= {f"w:{fold(m.group(0))}" for m in _NAME_WORD.finditer(text)}
             keys |= {f"s:{s}" for s in tokenize(text)}
+            keys |= _table_durations(text)
         return cls(frozenset(keys))
 
     def supports(self, fact: Fact) -> bool:
         """Whether ``fact`` is found here (a name: each of its words)."""
         return all(bool(ks & self.keys) for ks in fact.keys)
+
+
+def _table_durations(text: str) -> set[str]:
+    """Duration keys of table cells whose column header is a unit of time (« Lot | Jours |
+    Montant » then « Audit | 6 | CHF 9 600 HT »: 6 days)."""
+    out: set[str] = set()
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if " | " not in line:
+            header = None
+            continue
+        cells = [c.strip() for c in line.split(" | ")]
+        if header is None:
+            header = cells
+            continue
+        for h, cell in zip(header, cells):
+            words = re.findall(r"[^\W\d_]+", fold(h))
+            unit = next((w for w in reversed(words) if w in _UNITS), None)
+            if unit is None:
+                continue
+            for m in _NUMBER.finditer(cell):
+                out |= _duration_keys(number_values(m.group(0)), unit)
+    return out
+
+
+def _duration_numbers(written: str) -> set[str]:
+    """The bare number of a duration read in evidence (« trente-six mois » → ``n:36``)."""
+    out: set[str] = set()
+    for m in _NUMBER.finditer(written):
+        out |= {_key(v) for v in number_values(m.group(0))}
+    for m in _WORDS_RUN.finditer(written):
+        v = words_value(m.group(0))
+        if v is not None:
+            out.add(_key(v))
+    return out
 
 
 def _date_parts(key_sets: Iterable[frozenset[str]]) -> set[str]:
@@ -714,6 +751,15 @@ def unsupported_facts(
             if negative and question_facts.supports(f):
                 continue
             label = " ".join(f.text.split())
+            if f.kind is FactKind.NAME and f.words:
+                missing = [i for i, ks in enumerate(f.keys) if not ks & ev.keys]
+                runs: list[list[int]] = []
+                for i in missing:
+                    if runs and runs[-1][-1] == i - 1:
+                        runs[-1].append(i)
+                    else:
+                        runs.append([i])
+                label = " … ".join(" ".join(f.words[i] for i in r) for r in runs)
             if label.casefold() in seen:
                 continue
             seen.add(label.casefold())
