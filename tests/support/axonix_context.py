@@ -12,7 +12,7 @@ from support.corpus import CORPUS
 
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extract_bytes
-from ancre.query.context import Context, Extract, Source
+from ancre.query.context import Context, Extract, Source, find_versions
 from ancre.settings import ChunkingConfig
 
 UNC = "\\\\SRV-FICHIERS\\Partage\\"
@@ -36,13 +36,15 @@ def extracts(filename: str) -> tuple[Extract, ...]:
     doc_id = f"partage:{path}"
     collection = "documentation" if path.startswith("DOCUMENTATION/") else "documents"
     return tuple(
-        Extract(filename, doc_id, c.chunk_index, c.text, location, path, collection, 0.03 if i == 0 else None)
+        Extract(filename, doc_id, c.chunk_index, c.text, location, path, collection, 0.03 if i == 0 else None,
+                tuple(c.heading_path))
         for i, c in enumerate(chunk_blocks(doc_id, blocks, chunking.target_chars, chunking.overlap_chars))
     )
 
 
 def context(*filenames: str, chunks: dict[str, range] | None = None) -> Context:
-    """A context showing ``filenames`` in this order (all their chunks, or those of ``chunks``)."""
+    """A context showing ``filenames`` in this order (all their chunks, or those of ``chunks``),
+    with its version groups."""
     shown: list[Extract] = []
     sources: list[Source] = []
     for i, name in enumerate(filenames):
@@ -52,7 +54,7 @@ def context(*filenames: str, chunks: dict[str, range] | None = None) -> Context:
         shown.extend(ex)
         first = ex[0]
         sources.append(Source(name, first.doc_id, first.path, first.location, first.collection, "acl", 0.03 - i * 0.001))
-    return Context(tuple(shown), tuple(sources), leading=len(filenames) == 1)
+    return Context(tuple(shown), tuple(sources), len(filenames) == 1, find_versions(shown, sources))
 
 
 __all__ = ["context", "extracts", "paths"]
