@@ -264,8 +264,8 @@ def looks_like_follow_up(question: str) -> bool:
     named = _named(q)
     if _COMPARE.search(q) and len(entity_phrases(q)) < 2:
         return True
-    if _OPENS_WITH_AND.match(q) and len(entity_phrases(q)) == 0:
-        return True
+    if _OPENS_WITH_AND.match(q) and (len(entity_phrases(q)) == 0 or len(re.findall(r"[^\W_]+", q)) <= SHORT_FOLLOW_UP_WORDS):
+        return True  # « Et la consommation Azure par mois ? »: a name, but not the subject
     if named:
         return False
     if _DEMONSTRATIVE.search(q):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
@@ -423,8 +423,13 @@ class ExtractiveAnswerer:
         shown: dict[tuple[str, str], list[str]] = {}
         for e in context.extracts:
             shown.setdefault((e.collection, e.doc_id), [e.filename, e.path]).append(e.text)
-        topical = {key for key, texts in shown.items() if on_topic(terms, "\n".join(texts))}
         head = broad_topic(question)
+        if head is not None and len(terms.distinctive) > 1:
+            # a broad question or a comparison names several subjects: each document holds its own
+            topical = {key for key, texts in shown.items()
+                       if any(on_topic(replace(terms, distinctive=(t,)), "\n".join(texts)) for t in terms.distinctive)}
+        else:
+            topical = {key for key, texts in shown.items() if on_topic(terms, "\n".join(texts))}
         if head is not None:  # « résume les contrats … »: only documents that are such things
             topical = {key for key in topical if head in set(tokenize("\n".join(shown[key])))}
         # an extract is read with its file name: "4. Conditions financières" of
