@@ -26,7 +26,8 @@ def rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
 def test_the_evaluation_set_is_what_the_issue_asks() -> None:
     kinds = {q.kind for q in QUESTIONS}
     assert len(QUESTIONS) >= 40
-    assert {"code", "paraphrase", "no-accent", "refusal"} <= kinds
+    assert {"code", "paraphrase", "no-accent", "refusal", "conversation", "version", "broad"} <= kinds
+    assert sum(q.kind == "conversation" for q in QUESTIONS) >= 10 and any(len(q.turns) >= 3 for q in QUESTIONS)
     assert len({q.user for q in QUESTIONS}) >= 5
     narrow = {"david", "emma"}  # each reads one department and the documentation
     assert any(q.user in narrow and q.expect for q in QUESTIONS)
@@ -39,6 +40,18 @@ def test_hybrid_meets_the_targets(rt: Runtime) -> None:
     assert hybrid.recall_at_3 >= TARGETS["recall_at_3"], [failing[i] for i in hybrid.misses_at_3]
     assert hybrid.false_answers == [], [failing[i] for i in hybrid.false_answers]
     assert hybrid.false_refusals == [], [failing[i] for i in hybrid.false_refusals]
+
+
+def test_conversations_versions_and_broad_questions_meet_the_targets(rt: Runtime) -> None:
+    """Per kind: every follow-up resolved, recall@3 = 1 for every kind, no false answer nor false
+    refusal, every version conflict announced (the current contract quoted first)."""
+    (hybrid,) = evaluate(rt, [q for q in QUESTIONS if q.kind in ("conversation", "version", "broad")], modes=("hybrid",))
+    kinds = {k: r.row() for k, r in hybrid.per_kind.items()}
+    assert set(kinds) == {"conversation", "version", "broad"}
+    assert kinds["conversation"]["resolved_accuracy"] == 1.0, kinds["conversation"]["ids"]
+    for kind, row in kinds.items():
+        assert row["recall_at_3"] == 1.0 and row["false_answers"] == 0 and row["false_refusals"] == 0, (kind, row)
+    assert kinds["version"]["conflicts_announced"] == "5/5", kinds["version"]["ids"]
 
 
 def test_the_issue_example_is_answered_from_the_offer(rt: Runtime) -> None:
