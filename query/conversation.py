@@ -426,7 +426,8 @@ class ConversationResolver:
         if not lines:
             return None
         out = re.sub(r"^(?:question\s+autonome\s*:\s*)", "", lines[0], flags=re.IGNORECASE).strip()
-        if not out or len(out) > 4 * max(len(question), 80) or not _introduces_nothing(out, [*recent, question]):
+        if (not out or len(out) > 4 * max(len(question), 80) or "ne figure pas dans les documents" in out.casefold()
+                or not _introduces_nothing(out, [*recent, question])):
             log.info("condense prompt output not used: %r", out[:200])
             return None
         return out
