@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from ancre.index.store import Store
 from ancre.index.tokenize import fold, tokenize
-from ancre.models import Acl, SearchResult, StoredPoint
+from ancre.models import SearchResult, StoredPoint
 from ancre.query.versions import VersionGroup, Versioned, version_groups
 from ancre.settings.query import ContextConfig
 
@@ -236,7 +236,7 @@ def build_context(
                 )
             )
         first = new[0].payload
-        acl = Acl(frozenset(first.acl_allow), frozenset(first.acl_deny))
+        acl = first.acl()
         sources.append(
             Source(
                 filename=first.filename,
