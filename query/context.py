@@ -112,7 +112,7 @@ def broad_topic(question: str) -> str | None:
     if not _BROAD_VERB.search(question):
         return None
     for m in _PLURAL_HEAD.finditer(question):
-        terms = tokenize(m.group(1)[:-1])  # the singular's term: the stemmer may part « forfaits » from « forfait »
+        terms = tokenize(m.group(1))
         if terms:
             return terms[0]
     return None

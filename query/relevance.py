@@ -155,18 +155,6 @@ def question_terms(question: str, stats: TermStats | None = None) -> QuestionTer
     )
     if stats is None or not content:
         return QuestionTerms(tuple(distinctive), content, idf={t: 1.0 for t in content})
-    # a plural whose stem the index never saw may be known in the singular (« forfaits » → « forfait »)
-    singular: dict[str, str] = {}
-    for m in _WORD.finditer(question):
-        w = m.group()
-        if len(w) > 3 and w[-1] in "sx" and not _JOINED.search(w):
-            plural, single = tokenize(w), tokenize(w[:-1])
-            if len(plural) == 1 and len(single) == 1 and plural[0] in content and plural[0] != single[0]:
-                singular[plural[0]] = single[0]
-    if singular:
-        _, seen = stats(sorted(set(singular.values()) | set(singular)))
-        swap = {p: s for p, s in singular.items() if seen.get(p, 0) <= 0 < seen.get(s, 0)}
-        content = frozenset(swap.get(t, t) for t in content)
     n, df = stats(sorted(content))
     limit = max(RARE_MIN_DF, RARE_FRACTION * n)
     rare = frozenset(t for t in content if 1 <= df.get(t, 0) <= limit)
