@@ -71,15 +71,16 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
             return _task_response(task_reply(task, body.messages), body.stream, cid, created, cfg.model_id)
         question = last_user_question(body.messages, cfg.max_question_chars)
         history = earlier_user_questions(body.messages)  # user turns only: an earlier answer is no evidence
+        extra = {"history": history} if history else {}
         ctx.require_ready()
         if body.stream:
-            gen = ctx.service.stream(question, identity.user, asked_by=identity.header, history=history)
+            gen = ctx.service.stream(question, identity.user, asked_by=identity.header, **extra)
             first = next(gen)  # retrieval and the first piece: errors still become proper statuses
             return StreamingResponse(
                 _sse(first, gen, cid, created, cfg.model_id, ctx.metrics), media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        answer = ctx.service.ask(question, identity.user, asked_by=identity.header, history=history)
+        answer = ctx.service.ask(question, identity.user, asked_by=identity.header, **extra)
         ctx.metrics.answer("chat", answer)
         return JSONResponse(_completion(cid, created, cfg.model_id, answer), headers=verdict_headers(answer))
 
