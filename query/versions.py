@@ -16,7 +16,10 @@ contrat Rochat ? », one with 24 months, the other with 36. An answer must never
   remplacée) » = « Contrat de maintenance — Étude Rochat »);
 - *near-identical text*: the word-trigram Jaccard similarity of their shown extracts is at least
   :data:`NEAR_IDENTICAL` (two contracts written from one template differ in names and numbers:
-  about 0.65 on the Axonix corpus; two versions: about 0.78 and more).
+  about 0.65 on the Axonix corpus; two versions: about 0.78 and more) — unless their titles
+  differ, or each names (in its file name and as a capitalised word of its text) a subject the
+  other never writes (two clients' contracts from one template: their « Durée » sections alone
+  are near-identical, their titles and subjects are not).
 
 **Which looks current** (:func:`_rank`), each clue giving a reason in French:
 
@@ -143,9 +146,28 @@ def _related(a: Versioned, b: Versioned) -> str | None:
     ta, tb = title_key(a.title), title_key(b.title)
     if ta and ta == tb and len(ta) >= 8:
         return "titre"
+    if ta and tb:
+        return None  # two titles that differ: two documents (« … — Baumont Industries » / « … — Étude Rochat »)
+    if _names_apart(a, b):
+        return None
     if len(a.text) >= 200 and len(b.text) >= 200 and similarity(a.text, b.text) >= NEAR_IDENTICAL:
         return "texte"
     return None
+
+
+def _subject_words(doc: Versioned) -> set[str]:
+    """Words of the file name that the document's own text writes as a name (capitalised):
+    ``Baumont``, ``Rochat`` — not ``contrat``, ``signé``."""
+    capitalised = {fold(w) for w in re.findall(r"(?<![^\W\d_])[A-ZÀ-Ý][^\W\d_]{3,}", doc.text)}
+    return set(re.findall(r"[a-z]{4,}", name_key(doc.filename))) & capitalised
+
+
+def _names_apart(a: Versioned, b: Versioned) -> bool:
+    """Whether each document names, in its file name and its text, a subject the other never
+    writes (``Contrat Baumont.docx`` writing « Baumont » / ``Contrat Rochat.docx`` writing
+    « Rochat »): siblings written from one template, not versions."""
+    ta, tb = fold(f"{a.filename}\n{a.text}"), fold(f"{b.filename}\n{b.text}")
+    return any(w not in tb for w in _subject_words(a)) and any(w not in ta for w in _subject_words(b))
 
 
 def _folder(path: str) -> str | None:

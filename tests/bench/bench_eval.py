@@ -72,7 +72,8 @@ def render(rows: list[dict]) -> None:
     if kinds:
         k = Table(title="hybrid, per kind of question (targets: 0 false answers, 0 false refusals, every conflict announced)")
         for c in ("kind", "questions", "resolved-question accuracy", "recall@3", "false answers", "false refusals",
-                  "conflicts announced", "ids (answers / refusals / misresolved / unannounced)"):
+                  "conflicts announced", "false conflicts",
+                  "ids (answers / refusals / misresolved / unannounced / false conflicts)"):
             k.add_column(c, justify="right")
         for r in kinds:
             ids = r["ids"]
@@ -80,7 +81,9 @@ def render(rows: list[dict]) -> None:
                       "–" if r["resolved_accuracy"] is None else f"{r['resolved_accuracy']:.3f}",
                       "–" if r["recall_at_3"] is None else f"{r['recall_at_3']:.3f}",
                       str(r["false_answers"]), str(r["false_refusals"]), r["conflicts_announced"] or "–",
-                      f"{ids['false_answers']} / {ids['false_refusals']} / {ids['misresolved']} / {ids['unannounced']}")
+                      str(r["false_conflicts"]),
+                      f"{ids['false_answers']} / {ids['false_refusals']} / {ids['misresolved']} / {ids['unannounced']}"
+                      f" / {ids['false_conflicts']}")
         Console(width=max(Console().width, 180)).print(k)
 
     t = Table(title=f"retrieval evaluation ({rows[0]['questions']} questions, {rows[0]['answerable']} answerable)")

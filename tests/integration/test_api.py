@@ -38,8 +38,7 @@ from ancre.config import Settings, load_settings
 from ancre.app.runtime import Runtime
 from ancre.query import QueryCore
 from ancre.settings.query import AuditConfig, LlmConfig
-from ancre.query.conversation import CONDENSE_PROMPT
-from ancre.query.prompt import REFUSAL
+from ancre.query.prompt import REFUSAL, SYSTEM_PROMPT
 
 KEY = "test-service-key-0123456789"
 SECRET = "test-signing-secret"
@@ -385,7 +384,7 @@ def test_fais_pareil_for_rochat_as_bruno(served: Served, srv: ScriptedServer) ->
     conversation = (Q_BAUMONT, CASE1, Q_SAME_FOR_ROCHAT)
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(*conversation), headers=who("bruno"), timeout=60)
     assert r.status_code == 200, r.text
-    (req,) = [r for r in chats(srv, ANSWER_MODEL) if r.json["messages"][0]["content"] != CONDENSE_PROMPT]
+    (req,) = [r for r in chats(srv, ANSWER_MODEL) if r.json["messages"][0]["content"] == SYSTEM_PROMPT]
     system, user = req.json["messages"]
     assert system["role"] == "system" and user["role"] == "user"
     # the follow-up is resolved from the earlier *user* question (the condense prompt, else the rule)

@@ -7,7 +7,9 @@ completion"), driven with the official ``openai`` SDK and httpx:
   the warning line of ``/v1``, listed in the ``ancre`` object and the audit; ``/query`` answers 422;
 - a follow-up is resolved by the condense prompt from the earlier *user* questions only, shown as
   « Question traitée : … », and both forms are audited;
-- Open WebUI's « Plus concis » regenerates the previous question with the instruction.
+- Open WebUI's « Plus concis » regenerates the previous question with the instruction;
+- two versions of one contract among the sources are announced: the prompt tells the model which
+  looks current, ``/v1`` adds a note naming both files with their folders, the audit records it.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from ancre.api.app import create_app
 from ancre.app.runtime import Runtime
 from ancre.app.server import ApiServer
 from ancre.config import Settings, load_settings
-from ancre.query.conversation import CONDENSE_PROMPT, INSTRUCTION_TEXT, Instruction
+from ancre.query.prompt import SYSTEM_PROMPT
 
 KEY = "test-service-key-0123456789"
 ROCHAT = "03_Contrat_Maintenance_Etude_Rochat.docx"
+ROCHAT_2024 = "03_Contrat_Maintenance_Etude_Rochat_v2024.docx"
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
 Q_ROCHAT = "Quel est le forfait mensuel du contrat de maintenance de l'étude Rochat ?"
 Q_BAUMONT = "Quelles sont les conditions du contrat de maintenance d'Axonix SA avec Baumont Industries ?"
@@ -51,14 +54,15 @@ def _completion(content: str) -> dict[str, Any]:
 
 @dataclass
 class Model:
-    """What the scripted model answers: ``condensed`` to the condense prompt, ``answer`` otherwise."""
+    """What the scripted model answers: ``answer`` to the answer prompt, ``condensed`` to any other
+    (the condense prompt)."""
 
     answer: str = FAITHFUL
     condensed: str = RESOLVED
 
     def __call__(self, req: Request) -> Any:
         system = req.json["messages"][0]["content"]
-        content = self.condensed if system == CONDENSE_PROMPT else self.answer
+        content = self.answer if system == SYSTEM_PROMPT else self.condensed
         if req.json.get("stream"):  # chat completion chunks (API reference, "The chat completion chunk object")
             return sse({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
                         "choices": [{"index": 0, "delta": {"content": content[i : i + 9]}, "finish_reason": None}]}
@@ -112,11 +116,11 @@ def _fresh(served: Served, srv: ScriptedServer) -> None:
 
 
 def _answer_requests(srv: ScriptedServer) -> list[Request]:
-    return [r for r in srv.requests_to("/v1/chat/completions", "POST") if r.json["messages"][0]["content"] != CONDENSE_PROMPT]
+    return [r for r in srv.requests_to("/v1/chat/completions", "POST") if r.json["messages"][0]["content"] == SYSTEM_PROMPT]
 
 
 def _condense_requests(srv: ScriptedServer) -> list[Request]:
-    return [r for r in srv.requests_to("/v1/chat/completions", "POST") if r.json["messages"][0]["content"] == CONDENSE_PROMPT]
+    return [r for r in srv.requests_to("/v1/chat/completions", "POST") if r.json["messages"][0]["content"] != SYSTEM_PROMPT]
 
 
 def test_an_invented_figure_is_flagged_named_and_blocked(served: Served, srv: ScriptedServer) -> None:
@@ -194,7 +198,34 @@ def test_more_concise_regenerates_the_previous_question(served: Served, srv: Scr
     assert _condense_requests(srv) == []
     (answer,) = _answer_requests(srv)
     prompt = answer.json["messages"][-1]["content"]
-    assert f"Question : {Q_ROCHAT}" in prompt and INSTRUCTION_TEXT[Instruction.CONCISE] in prompt
+    assert f"Question : {Q_ROCHAT}" in prompt  # the previous question, not « Plus concis »
     assert FAITHFUL not in prompt  # the previous answer is not evidence
     assert r.json()["ancre"]["question_traitee"] == Q_ROCHAT
     assert served.audit()[-1]["resolution"] == {"method": "regeneration", "instruction": "plus_concis"}
+    from ancre.query.conversation import INSTRUCTION_TEXT, Instruction
+
+    assert INSTRUCTION_TEXT[Instruction.CONCISE] in prompt
+
+
+def test_two_versions_of_a_contract_are_announced(served: Served, srv: ScriptedServer) -> None:
+    served.model.answer = (f"Le contrat prend effet le 1er janvier 2026 pour une durée de vingt-quatre mois [{ROCHAT}]. "
+                           f"La version 2024, remplacée, prévoyait trente-six mois [{ROCHAT_2024}].")
+    q = "Quelle est la durée du contrat Rochat ?"
+    r = httpx.post(f"{served.url}/v1/chat/completions", json={"model": "ancre", "messages": [{"role": "user", "content": q}]},
+                   headers=WHO, timeout=60)
+    assert r.status_code == 200, r.text
+    content = r.json()["choices"][0]["message"]["content"]
+    direction, archives = "`\\\\SRV-FICHIERS\\Partage\\DIRECTION\\`", "`\\\\SRV-FICHIERS\\Partage\\ARCHIVES\\`"
+    assert f"⚠️ Deux versions du même document : {ROCHAT} ({direction}) semble la version en vigueur (" in content
+    assert f"; {ROCHAT_2024} ({archives}) est une version antérieure." in content
+    assert "Baumont" not in content.split("⚠️ Deux versions", 1)[1]  # another client's contract is no version
+    (answer,) = _answer_requests(srv)
+    prompt = answer.json["messages"][-1]["content"]
+    assert f"[{ROCHAT}], [{ROCHAT_2024}] sont des versions d'un même document : [{ROCHAT}] semble la version en vigueur" in prompt
+    (group,) = r.json()["ancre"]["versions"]
+    assert group["documents"] == [ROCHAT, ROCHAT_2024] and group["en_vigueur"] == ROCHAT
+    assert any("ARCHIVES" in reason for reason in group["raisons"])
+    assert r.json()["ancre"]["faits_non_sources"] == []  # each figure is in the version that sentence cites
+    line = served.audit()[-1]
+    assert [(v["documents"], v["current"]) for v in line["versions"]] == [([ROCHAT, ROCHAT_2024], ROCHAT)]
+    assert not srv.errors

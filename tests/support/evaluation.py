@@ -14,8 +14,10 @@ question is resolved from them, and the **resolved-question accuracy** counts th
 standalone form holds every ``resolved`` term and no ``resolved_absent`` one, folded),
 ``version`` (a version conflict: it is **announced** when the answer's
 :attr:`~ancre.query.answer.Answer.versions` names ``current`` as the version in force and the text
-quotes it before the other) and ``broad`` (every contract reached). :func:`by_kind` gives these
-per kind.
+quotes it before the other) and ``broad`` (every contract reached). Every answer's version
+groups are also checked against the corpus's true versions (the ``expect`` sets of the ``version``
+questions): a group holding a document outside them is a **false conflict** (another client's
+contract labelled an old version).
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class KindResult:
     false_answers: list[int] = field(default_factory=list)
     misresolved: list[int] = field(default_factory=list)
     unannounced: list[int] = field(default_factory=list)
+    false_conflicts: list[int] = field(default_factory=list)
 
     def row(self) -> dict[str, object]:
         return {
@@ -118,8 +121,10 @@ class KindResult:
             "recall_at_3": round(self.hits_at_3 / self.answerable, 3) if self.answerable else None,
             "false_answers": len(self.false_answers), "false_refusals": len(self.false_refusals),
             "conflicts_announced": f"{self.announced}/{self.conflicts}" if self.conflicts else None,
+            "false_conflicts": len(self.false_conflicts),
             "ids": {"false_answers": self.false_answers, "false_refusals": self.false_refusals,
-                    "misresolved": self.misresolved, "unannounced": self.unannounced},
+                    "misresolved": self.misresolved, "unannounced": self.unannounced,
+                    "false_conflicts": self.false_conflicts},
         }
 
 
@@ -140,6 +145,12 @@ def resolved_ok(q: Question, resolved: str) -> bool:
     """Whether the standalone form of a conversation question holds what it must."""
     text = fold(resolved)
     return all(fold(t) in text for t in q.resolved) and not any(fold(t) in text for t in q.resolved_absent)
+
+
+def false_conflict(answer: object, versions: list[frozenset[str]]) -> bool:
+    """Whether one of the answer's version groups holds documents that are not versions of one
+    another (``versions``: the true sets)."""
+    return any(not any(set(g.documents) <= v for v in versions) for g in getattr(answer, "versions", ()))
 
 
 def announced(q: Question, answer: object) -> bool:
@@ -187,6 +198,7 @@ def evaluate(rt: Runtime, questions: list[Question], modes: tuple[str, ...] = tu
     """Run every question for every mode (retrieval ranks, then the extractive ``ask``)."""
     out = []
     resolver = ConversationResolver()
+    versions = [frozenset(q.expect) for q in load_questions() if q.kind == "version"]
     for mode in modes:
         retriever = ModeRetriever(rt.retriever, MODES[mode])
         service = AnswerService(retriever, rt.store, rt.directory, rt.settings)
@@ -235,6 +247,8 @@ def evaluate(rt: Runtime, questions: list[Question], modes: tuple[str, ...] = tu
                 wrong = ()
             for bucket in wrong:
                 bucket.append(q.id)
+            if false_conflict(answer, versions):
+                kind.false_conflicts.append(q.id)
             if q.current is not None:
                 kind.conflicts += 1
                 if announced(q, answer):

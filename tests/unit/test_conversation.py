@@ -18,7 +18,7 @@ from ancre.query.conversation import (
     looks_like_follow_up,
 )
 from ancre.query.llm import ExtractiveAnswerer, OpenAIChat
-from ancre.query.versions import name_key, title_key
+from ancre.query.versions import NEAR_IDENTICAL, Versioned, name_key, similarity, title_key, version_groups
 
 Q_BAUMONT = "Quelles sont les conditions du contrat de maintenance d'Axonix SA avec Baumont Industries ?"
 SEED = [Q_BAUMONT, "Fais pareil pour l'étude Rochat", "Et quelle est sa durée ?", "Compare les deux contrats"]
@@ -155,6 +155,25 @@ def test_the_current_contract_is_told_apart_from_the_archived_one() -> None:
 
 def test_two_contracts_from_one_template_are_not_versions() -> None:
     assert context(R, B).versions == ()
+    # their « Durée » and « Conditions financières » sections alone are near-identical (names and
+    # figures apart): Baumont's contract is still no version of Rochat's
+    durations = context(R, B, R24, chunks={R: range(5, 6), B: range(4, 6), R24: range(4, 5)})
+    (g,) = durations.versions
+    assert g.documents == (R, R24) and g.current == R
+
+
+def test_near_identical_text_without_titles_is_a_version_unless_the_names_say_otherwise() -> None:
+    text = ("Le contrat prend effet le 1er janvier 2026 pour une durée de vingt-quatre mois. Il est reconductible "
+            "tacitement par périodes de douze mois, sauf résiliation moyennant un préavis de trois mois. "
+            "L'étude Rochat règle le forfait mensuel à terme échu, payable à 30 jours.")
+    older = text.replace("2026", "2024").replace("vingt-quatre", "trente-six")
+    renamed = [Versioned("Contrat Rochat signé.docx", "DIRECTION/Contrat Rochat signé.docx", "", "", text),
+               Versioned("Rochat maintenance.docx", "ARCHIVES/Rochat maintenance.docx", "", "", older)]
+    (g,) = version_groups(renamed)
+    assert g.related_by == "texte" and g.current == "Contrat Rochat signé.docx"
+    sibling = Versioned("Contrat Baumont.docx", "CLIENTS/Contrat Baumont.docx", "", "", text.replace("L'étude Rochat", "Baumont"))
+    assert similarity(text, sibling.text) >= NEAR_IDENTICAL  # near-identical, yet:
+    assert version_groups([renamed[0], sibling]) == ()  # each names a client the other never writes
 
 
 def test_the_extractive_answer_puts_the_current_version_first_and_labels_the_other() -> None:
