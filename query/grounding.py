@@ -1,4 +1,4 @@
-"""The hallucination controls (docs/ARCHITECTURE.md "Data flow of a question" steps 6–7): four deterministic controls, then
+"""The hallucination controls (docs/ARCHITECTURE.md "Data flow of a question" steps 6–7): five deterministic controls, then
 the optional judge, folded into one :class:`Verdict`.
 
 1. no chunk retrieved → the standard refusal, no model called (:data:`CONTROL_NO_CHUNK`);
