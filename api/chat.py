@@ -5,8 +5,9 @@
     models without a user (connection check), and the list discloses nothing else.
 ``POST /v1/chat/completions``
     OpenAI schema, non-streamed or ``stream: true`` (server-sent events ending with
-    ``data: [DONE]``). The question is the **last user message only**: earlier turns never widen
-    retrieval nor reach the model. The text is the model's answer as written (``Answer.raw``)
+    ``data: [DONE]``). The question is the **last user message**; the earlier *user* messages are
+    passed as the conversation a follow-up is resolved from (:mod:`ancre.query.conversation`),
+    earlier answers never: they neither widen retrieval nor reach the model. The text is the model's answer as written (``Answer.raw``)
     followed by the sources block (:func:`~ancre.api.render.sources_block`) — the same in both
     modes. The verdict goes to the ``x-ancre-ancree`` / ``x-ancre-verification`` headers and an
     ``ancre`` object in the body (non-streamed), or to an ``ancre`` object on the last SSE chunk.
@@ -36,7 +37,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ancre.api.errors import ERROR_RESPONSES, ApiError, stream_error
 from ancre.api.identity import Identity
 from ancre.api.middleware import ApiMetrics
-from ancre.api.questions import last_user_question
+from ancre.api.questions import earlier_user_questions, last_user_question
 from ancre.api.render import sources_block, verdict_headers, verdict_out
 from ancre.api.schemas import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelList
 from ancre.api.service import ApiContext, AuthDependencies
@@ -77,15 +78,17 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
             log.info("Open WebUI side request %s answered without retrieval", label)
             return _task_response(task_reply(task, body.messages), body.stream, cid, created, cfg.model_id)
         question = last_user_question(body.messages, cfg.max_question_chars)
+        history = earlier_user_questions(body.messages)  # user turns only: an earlier answer is no evidence
+        extra = {"history": history} if history else {}
         ctx.require_ready()
         if body.stream:
-            gen = ctx.service.stream(question, identity.user, asked_by=identity.header)
+            gen = ctx.service.stream(question, identity.user, asked_by=identity.header, **extra)
             return CancellableStream(
                 _sse(gen, cid, created, cfg.model_id, ctx.metrics), media_type="text/event-stream",
                 cancel=gen.cancel if isinstance(gen, AnswerStream) else lambda: None,
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        answer = ctx.service.ask(question, identity.user, asked_by=identity.header)
+        answer = ctx.service.ask(question, identity.user, asked_by=identity.header, **extra)
         ctx.metrics.answer("chat", answer)
         return JSONResponse(_completion(cid, created, cfg.model_id, answer), headers=verdict_headers(answer))
 
