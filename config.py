@@ -32,6 +32,7 @@ from ancre.settings import (
     LlmConfig,
     LoggingConfig,
     QueryConfig,
+    ReportsConfig,
     SourceSettings,
     StoreConfig,
     SyncConfig,
@@ -87,6 +88,7 @@ class Settings(BaseSettings):
     daemon: DaemonConfig = DaemonConfig()
     logging: LoggingConfig = LoggingConfig()
     api: ApiConfig = ApiConfig()
+    reports: ReportsConfig = ReportsConfig()
     sources: tuple[SourceConfig, ...] = ()
     ignore: tuple[str, ...] = DEFAULT_IGNORE
 

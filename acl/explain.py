@@ -290,16 +290,42 @@ def explain_trace(
     resolver = resolver if resolver is not None else PrincipalResolver([DirectoryProvider(directory)])
     origins = resolver.origins(user)
     principals = frozenset(origins)
-
-    def name_of(p: str) -> str | None:
-        return directory.name_of(p) if p.startswith("sid:") else None
-
-    named = tuple(NamedPrincipal(p, name_of(p), origins[p]) for p in sorted(principals))
     if not principals:
         unknown = "the directory does not know" if len(resolver.providers) == 1 else "no principal provider knows"
         rule = f"unknown identity: {unknown} {user!r}; it reads nothing"
         return Explanation(user, trace.path, False, rule, f"not readable: {rule}", source=trace.source,
                            share=_share_line(trace, user, principals, False))
+    via = (lambda sid: directory.membership_path(user, sid)) if isinstance(directory, MembershipTracer) else None
+    return _explain(trace, user, principals, origins, directory, via)
+
+
+def explain_principals(trace: AclTrace, subject: str, principals: frozenset[str], *, directory: Directory) -> Explanation:
+    """:func:`explain_trace` for a set of principals rather than a user: whether a token holding
+    ``principals`` reads ``trace.path`` and the ACE, permission or rule that decided, named as
+    ``acl explain`` names it. ``subject`` is how the lines call that token (``"Everyone"``,
+    ``"AXONIX\\GG_Personnel"``). Used by the exposure report to say what opened a document to a
+    broad principal. Raises :class:`~ancre.errors.DirectoryError` when the directory can't be read."""
+    if not principals:
+        rule = f"{subject} holds no principal; it reads nothing"
+        return Explanation(subject, trace.path, False, rule, f"not readable: {rule}", source=trace.source)
+    return _explain(trace, subject, principals, {}, directory, None)
+
+
+def _explain(
+    trace: AclTrace,
+    user: str,
+    principals: frozenset[str],
+    origins: Mapping[str, str],
+    directory: Directory,
+    via_of: Callable[[str], tuple[str, ...] | None] | None,
+) -> Explanation:
+    """The verdict on ``trace`` for ``user`` holding ``principals`` (``origins``: principal →
+    provider; ``via_of``: the group route to a SID, ``None``: unknown)."""
+
+    def name_of(p: str) -> str | None:
+        return directory.name_of(p) if p.startswith("sid:") else None
+
+    named = tuple(NamedPrincipal(p, name_of(p), origins.get(p)) for p in sorted(principals))
     if trace.grants is not None:
         return replace(_explain_grants(trace.grants, user, trace.path, principals, name_of, origins, trace.grant_via),
                        principals=named, source=trace.source)
@@ -324,7 +350,7 @@ def explain_trace(
     path = trace.path
     name = directory.name_of(ace.sid)
     origin = trace.origins.get(ace)
-    via = directory.membership_path(user, ace.sid) if isinstance(directory, MembershipTracer) else None
+    via = via_of(ace.sid) if via_of is not None else None
     word = "DENY" if ace.is_deny else "ALLOW"
     if ace.inherited:
         where = f"{word} ACE inherited from {origin if origin is not None else 'a parent folder'}"

@@ -20,6 +20,7 @@ allowed, 404 unknown source, 409 busy, 503 directory/store/audit unavailable):
 ``GET /v1/principals``        ``?user=`` → ``{"account": name | null, "principals": [...]}``
 ``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
 ``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [rich markup lines]}``
+``POST /v1/report/exposure``  ``{sources, explain}`` → ``ancre report exposure --json`` (admins)
 ``POST /v1/sync``             ``{source, force}`` → :class:`~ancre.daemon.service.SyncTicket`
 ``GET /v1/sync/reports``      ``?since=`` → ``{source: PassReport}`` (full passes started since)
 ``POST /v1/reindex``          always refused here (409 while a pass runs or is queued, else 409
@@ -88,7 +89,8 @@ class ControlParts:
     ``query``: the query core; ``index_status()``: the ``ancre status --json`` dict;
     ``store_points()``: points in the store (0: never synced); ``explain(path, user, source)``:
     the lines ``ancre acl explain`` prints (rich markup); ``daemon``: the running daemon
-    (``None``: no sync here); ``admin_group``: ``daemon.admin_group``."""
+    (``None``: no sync here); ``admin_group``: ``daemon.admin_group``; ``exposure(sources,
+    explain)``: the exposure report as JSON (``None``: not served)."""
 
     query: ControlQuery
     index_status: Callable[[], dict[str, Any]]
@@ -96,6 +98,7 @@ class ControlParts:
     explain: Callable[[str, str, str | None], list[str]]
     daemon: Daemon | None
     admin_group: str
+    exposure: Callable[[list[str] | None, bool], dict[str, Any]] | None = None
 
 
 class _Ask(BaseModel):
@@ -113,6 +116,12 @@ class _Explain(BaseModel):
     path: str = Field(min_length=1)
     user: str = Field(min_length=1)
     source: str | None = None
+
+
+class _Exposure(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sources: list[str] | None = None
+    explain: bool = True
 
 
 class _Sync(BaseModel):
@@ -215,6 +224,13 @@ def create_control_app(parts: ControlParts) -> FastAPI:
     def explain(body: _Explain, request: Request) -> dict[str, Any]:
         user = _as_user(who(request), body.user)
         return {"lines": parts.explain(body.path, user, body.source)}
+
+    @app.post("/v1/report/exposure")
+    def exposure(body: _Exposure, request: Request) -> dict[str, Any]:
+        _admin(who(request), "the exposure report")
+        if parts.exposure is None:
+            raise ControlBusyError("the exposure report is not served by this process")
+        return parts.exposure(body.sources, body.explain)
 
     _sync_routes(app, parts, who)
     return app

@@ -142,6 +142,7 @@ class ControlServer:
 def control_parts(rt: Runtime, daemon: Daemon | None) -> ControlParts:
     """The control API's services over ``rt`` (and the running ``daemon``, if any)."""
     from ancre.app.explain import explain_lines
+    from ancre.app.reports import exposure
 
     return ControlParts(
         query=rt.query_core,
@@ -150,6 +151,7 @@ def control_parts(rt: Runtime, daemon: Daemon | None) -> ControlParts:
         explain=lambda path, user, source: explain_lines(rt, path, user, source),
         daemon=daemon,
         admin_group=rt.settings.daemon.admin_group,
+        exposure=lambda sources, explain: exposure(rt, sources, explain=explain).model_dump(mode="json"),
     )
 
 
