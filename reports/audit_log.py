@@ -227,7 +227,8 @@ class Target:
         lies under it."""
         if source.get("doc_id") in self.doc_ids:
             return True
-        full = _norm(str(source.get("location") or "") + "/" + str(source.get("filename") or ""))
+        folder = str(source.get("location") or "").replace("\\", "/").rstrip("/")
+        full = _norm(folder + "/" + str(source.get("filename") or ""))
         return any(full == p or full.startswith(p + "/") for p in self.paths)
 
 

@@ -38,7 +38,7 @@ def test_sync_summary_and_second_pass_embeds_nothing(cfg: Path) -> None:
     reports = json.loads(res.output)
     assert {r["source"] for r in reports} == {"partage", "sharepoint-direction"}
     assert all(r["embedded_chunks"] == 0 and r["outcome"] == "ok" for r in reports)
-    assert sum(r["unchanged"] for r in reports) == 10
+    assert sum(r["unchanged"] for r in reports) == 12
 
 
 def test_search_json_trimmed_per_user(cfg: Path) -> None:
