@@ -17,13 +17,13 @@ CSV_COLUMNS = (
 )
 
 
-def readers_text(r: Reach) -> str:
-    """``"5 / 5 users (100 %)"``, or why they could not be counted."""
+def readers_text(r: Reach, *, french: bool = False) -> str:
+    """``"5 / 5 users (100 %)"`` (``"utilisateurs"`` in French), or why they were not counted."""
     if r.readers is None or not r.users:
-        return "users not counted"
+        return "utilisateurs non comptés" if french else "users not counted"
     pct = 100 * r.readers / r.users
-    more = f", {r.unresolved} not resolved" if r.unresolved else ""
-    return f"{r.readers} / {r.users} users ({pct:.0f} %){more}"
+    more = (f", {r.unresolved} non résolus" if french else f", {r.unresolved} not resolved") if r.unresolved else ""
+    return f"{r.readers} / {r.users} {'utilisateurs' if french else 'users'} ({pct:.0f} %){more}"
 
 
 def findings_text(d: DocumentExposure) -> str:
@@ -94,7 +94,7 @@ def to_html(report: ExposureReport) -> str:
         f'<p class="meta">Généré le {e(report.generated_at)} par <code>ancre report exposure</code>, depuis '
         f"l'index seul ({report.chunks:,} extraits de {report.documents:,} documents, {report.seconds:.1f} s). "
         f"Principaux larges : {e(', '.join(report.broad_principals))} ; ou plus de "
-        f"{report.broad_share:.0%} des {report.users if report.users is not None else '?'} utilisateurs de "
+        f"{report.broad_share * 100:.0f} % des {report.users if report.users is not None else '?'} utilisateurs de "
         "l'annuaire. Aucune valeur trouvée n'est reproduite ici : seulement sa nature et leur nombre.</p>",
         '<div class="cards">',
         f'<div class="card"><b>{report.exposed}</b>documents lisibles largement</div>',
@@ -122,7 +122,7 @@ def to_html(report: ExposureReport) -> str:
             basis = " (part des utilisateurs)" if d.reach.basis.value == "share" else ""
             parts.append(
                 f"<tr><td>{e(d.filename)}<br><span class='meta'>{e(d.path)}</span></td>"
-                f"<td>{e(d.reach.name)}{e(basis)}</td><td>{e(readers_text(d.reach))}</td><td>{opened}</td>"
+                f"<td>{e(d.reach.name)}{e(basis)}</td><td>{e(readers_text(d.reach, french=True))}</td><td>{opened}</td>"
                 f"<td class='{cls}'>{found}</td></tr>"
             )
         parts.append("</table>")

@@ -83,7 +83,7 @@ def test_status_json(cfg: Path) -> None:
     res = run("status", "--json", "--config", str(cfg))
     data = json.loads(res.output)
     counts = {(c["source"], c["status"]): c["n"] for c in data["counts"]}
-    assert counts == {("partage", "indexed"): 9, ("sharepoint-direction", "indexed"): 1}
+    assert counts == {("partage", "indexed"): 11, ("sharepoint-direction", "indexed"): 1}
     assert data["bm25_generation"] >= 1 and data["problems"] == []
 
 

@@ -96,3 +96,26 @@ def test_without_peer_credentials_nothing_is_answered() -> None:
     r = _client(None, q).post("/v1/search", json={"question": "q", "user": "alice"})
     assert r.status_code == 403 and "Unix socket only" in r.json()["error"]
     assert q.calls == []
+
+
+def test_the_exposure_report_is_for_admins() -> None:
+    asked: list[tuple[list[str] | None, bool]] = []
+    parts = ControlParts(
+        query=RecordingQuery(), index_status=lambda: {}, store_points=lambda: 0, explain=lambda p, u, s: [],
+        daemon=None, admin_group="ancre-test-no-such-group",
+        exposure=lambda sources, explain: asked.append((sources, explain)) or {"exposed": 0},
+    )
+    app = create_control_app(parts)
+
+    def client(peer: PeerCred) -> TestClient:
+        async def with_peer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            scope["state"] = {**scope.get("state", {}), "peer": peer}
+            await app(scope, receive, send)
+
+        return TestClient(with_peer)  # type: ignore[arg-type]
+
+    r = client(PeerCred(1, 0, 0)).post("/v1/report/exposure", json={"sources": ["partage"], "explain": False})
+    assert r.status_code == 200 and r.json() == {"exposed": 0} and asked == [(["partage"], False)]
+    if os.getuid() != NOBODY.pw_uid:
+        r = client(PeerCred(1, NOBODY.pw_uid, NOBODY.pw_gid)).post("/v1/report/exposure", json={})
+        assert r.status_code == 403 and asked == [(["partage"], False)]
