@@ -23,7 +23,7 @@ from qdrant_client import models as qm
 
 from ancre.errors import EmbedderMismatchError, StoreError
 from ancre.index import sparse_bm25
-from ancre.index._filters import INTEGER_INDEXES, REINDEX_COMMAND, mismatch_message, to_stored
+from ancre.index._filters import INTEGER_INDEXES, REINDEX_COMMAND, mismatch_message, readable_now, to_stored
 from ancre.index._qdrant_base import QdrantBackend
 from ancre.index.store import PAYLOAD_INDEXES
 from ancre.models import COLLECTIONS, ChunkPayload, StoredPoint
@@ -159,7 +159,7 @@ class QdrantStore(QdrantBackend):
                 limit=limit,
                 with_payload=True,
             ).points
-        return [to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0]
+        return readable_now([to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0], principals)
 
     def keyword_term_counts(self, terms: Sequence[str], cap: int) -> tuple[int, dict[str, int]]:
         """``(points, {term: points holding it, counted up to cap + 1})`` over both collections,
