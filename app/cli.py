@@ -458,6 +458,7 @@ def _print_exposure(report: Any, all_documents: bool) -> None:
         for d in shown:
             style = "bold red" if d.sensitive else "yellow" if d.undecided else "dim"
             share = f" (> {report.broad_share:.0%} of users)" if d.reach.basis.value == "share" else ""
+            share += f" until {d.reach.until}" if d.reach.until else ""
             t.add_row(Text(d.filename), Text(d.reach.name + share), readers_text(d.reach),
                       Text(d.reach.opened_by or d.reach.why_not or ""), Text(findings_text(d), style=style))
         console.print(t)

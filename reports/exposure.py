@@ -7,8 +7,9 @@ again), its document's ACL decides whether a *broad* principal reads it, and onl
 scanned (:func:`ancre.reports.detectors.scan`). Memory stays bounded by the documents exposed (a
 digest per distinct value found), not by the index.
 
-A document is **broadly readable** when its ACL admits (:meth:`Acl.readable_by
-<ancre.models.Acl.readable_by>`, deny entries included) a token holding only a broad principal and
+A document is **broadly readable** when its ACL (:meth:`ChunkPayload.acl
+<ancre.models.ChunkPayload.acl>`, every grant evaluated at the report's instant, deny entries
+included) admits a token holding only a broad principal and
 what every holder of it also holds — tried from the broadest: Everyone (``sid:S-1-1-0``),
 Authenticated Users (``S-1-5-11``), BUILTIN\\Users (``S-1-5-32-545``), a domain's Domain Users
 (``S-1-5-21-…-513``, MS-DTYP 2.4.2.4), Entra's ``aad:everyone-internal`` (also what an
@@ -27,6 +28,7 @@ and the report says why no ACE is.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -69,7 +71,8 @@ class Reach(_Model):
     ``basis``, ``readers`` of the directory's ``users`` (``None``: could not be counted;
     ``unresolved`` users whose principals could not be resolved are not counted), and
     ``opened_by``: the ACE or permission that admits the principal (``None``: not asked of the
-    source, ``why_not`` says why)."""
+    source, ``why_not`` says why); ``until``: when the grants that admit it expire (ISO 8601 UTC;
+    ``None``: they don't)."""
 
     principal: str
     name: str
@@ -79,6 +82,7 @@ class Reach(_Model):
     unresolved: int = 0
     opened_by: str | None = None
     why_not: str | None = None
+    until: str | None = None
 
 
 class Finding(_Model):
@@ -200,13 +204,16 @@ class _Doc:
         return tuple(out)
 
 
-def acl_of(p: ChunkPayload) -> Acl:
-    """The ACL a chunk's payload carries."""
-    return Acl(frozenset(p.acl_allow), frozenset(p.acl_deny))
-
-
 def _acl_key(p: ChunkPayload) -> tuple[object, ...]:
-    return (p.acl_allow, p.acl_deny)
+    """One key per distinct stored ACL (allow, deny and its grants)."""
+    return (p.acl_allow, p.acl_deny, json.dumps(list(p.acl_grants), sort_keys=True) if p.acl_grants else "")
+
+
+def _until(acl: Acl, token: frozenset[str], now: float) -> float | None:
+    """When the grants admitting ``token`` at ``now`` all expire (epoch seconds), ``None`` when one
+    of them never does."""
+    ends = [g.expires for g in acl.grants() if g.admits(token, now)]
+    return None if not ends or any(e is None for e in ends) else max(e for e in ends if e is not None)
 
 
 class _Readers:
@@ -235,11 +242,11 @@ class _Readers:
     def total(self) -> int | None:
         return None if self.tokens is None else len(self.tokens) + self.unresolved
 
-    def count(self, acl: Acl) -> tuple[int | None, str | None]:
-        """Readers of ``acl`` and the principal of ``acl.allow`` most of them hold."""
+    def count(self, acl: Acl, now: float) -> tuple[int | None, str | None]:
+        """Readers of ``acl`` at ``now`` and the principal of ``acl.allow`` most of them hold."""
         if self.tokens is None:
             return None, None
-        readers = [t for t in self.tokens if acl.readable_by(t)]
+        readers = [t for t in self.tokens if acl.readable_by(t, now)]
         best, most = None, 0
         for p in sorted(acl.allow):
             held = sum(1 for t in readers if p in t)
@@ -260,7 +267,7 @@ def source_explainer(connector: Callable[[str], Connector], directory: Directory
 
     def explain(p: ChunkPayload, token: frozenset[str], subject: str) -> tuple[str | None, str | None]:
         folder = p.path.rsplit("/", 1)[0] if "/" in p.path else ""
-        key = (p.source, folder, p.acl_allow, p.acl_deny, token)
+        key = (p.source, folder, _acl_key(p), token)
         if key in memo:
             return memo[key]
         if p.source not in conns:
@@ -283,6 +290,10 @@ def source_explainer(connector: Callable[[str], Connector], directory: Directory
         return out
 
     return explain
+
+
+def _iso(epoch: float | None) -> str | None:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds") if epoch is not None else None
 
 
 def _broad_list(cfg: ReportsConfig, directory: Directory) -> tuple[list[_Broad], list[str]]:
@@ -320,6 +331,7 @@ def exposure_report(
     ids. Raises :class:`~ancre.errors.StoreError` when the store can't be read."""
     t0 = time.perf_counter()
     started = datetime.now(timezone.utc)
+    now = started.timestamp()  # every ACL evaluated at this one instant (grants may expire)
     readers = _Readers(directory, resolver)
     configured, notes = _broad_list(cfg, directory)
     if readers.problem:
@@ -340,8 +352,8 @@ def exposure_report(
         key = _acl_key(p)
         if key in reach_of:
             return reach_of[key]
-        acl = acl_of(p)
-        n, most = readers.count(acl)
+        acl = p.acl()
+        n, most = readers.count(acl, now)
         total = readers.total
         tried = list(_WELL_KNOWN)
         tried += [_Broad(a, "Domain Users", frozenset({EVERYONE, AUTHENTICATED_USERS}))
@@ -350,14 +362,15 @@ def exposure_report(
         tried += configured
         out: tuple[Reach, frozenset[str]] | None = None
         for b in tried:
-            if acl.readable_by(b.token()):
+            if acl.readable_by(b.token(), now):
                 name = b.name if b.name != "Domain Users" else f"{name_of(b.principal)} (Domain Users)"
                 out = (Reach(principal=b.principal, name=name, basis=Basis.PRINCIPAL, readers=n, users=total,
-                             unresolved=readers.unresolved), b.token())
+                             unresolved=readers.unresolved, until=_iso(_until(acl, b.token(), now))), b.token())
                 break
         if out is None and n is not None and total and most is not None and n / total > cfg.broad_share:
+            token = frozenset({most})
             out = (Reach(principal=most, name=name_of(most), basis=Basis.SHARE, readers=n, users=total,
-                         unresolved=readers.unresolved), frozenset({most}))
+                         unresolved=readers.unresolved, until=_iso(_until(acl, token, now))), token)
         reach_of[key] = out
         return out
 
@@ -424,6 +437,6 @@ def exposure_report(
 
 __all__ = [
     "Basis", "DocumentExposure", "Explainer", "ExposureReport", "Finding", "FolderExposure", "Reach",
-    "RestrictedFolder", "acl_of",
+    "RestrictedFolder",
     "exposure_report", "source_explainer",
 ]

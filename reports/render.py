@@ -12,7 +12,7 @@ from ancre.reports.detectors import LABELS, Kind
 from ancre.reports.exposure import DocumentExposure, ExposureReport, Reach
 
 CSV_COLUMNS = (
-    "source", "folder", "path", "filename", "broad_principal", "basis", "readers", "users", "opened_by",
+    "source", "folder", "path", "filename", "broad_principal", "basis", "until", "readers", "users", "opened_by",
     *[k.value for k in Kind], "undecided", "undecided_reasons",
 )
 
@@ -48,7 +48,7 @@ def rows(report: ExposureReport, *, all_documents: bool = False) -> list[dict[st
             counts = {f.kind.value: f.count for f in d.findings}
             row: dict[str, object] = {
                 "source": d.source, "folder": d.location, "path": d.path, "filename": d.filename,
-                "broad_principal": d.reach.name, "basis": d.reach.basis.value,
+                "broad_principal": d.reach.name, "basis": d.reach.basis.value, "until": d.reach.until or "",
                 "readers": d.reach.readers if d.reach.readers is not None else "",
                 "users": d.reach.users if d.reach.users is not None else "",
                 "opened_by": d.reach.opened_by or d.reach.why_not or "",
@@ -120,6 +120,8 @@ def to_html(report: ExposureReport) -> str:
                 found += f"<br><span class='undecided'>non tranché : {e(reasons)}</span>"
             opened = e(d.reach.opened_by) if d.reach.opened_by else f"<span class='meta'>{e(d.reach.why_not or '')}</span>"
             basis = " (part des utilisateurs)" if d.reach.basis.value == "share" else ""
+            if d.reach.until:
+                basis += f" jusqu'au {d.reach.until}"
             parts.append(
                 f"<tr><td>{e(d.filename)}<br><span class='meta'>{e(d.path)}</span></td>"
                 f"<td>{e(d.reach.name)}{e(basis)}</td><td>{e(readers_text(d.reach, french=True))}</td><td>{opened}</td>"
