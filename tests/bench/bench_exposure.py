@@ -11,7 +11,9 @@ line) and, as decoys, AVS numbers and IBANs with a wrong check digit in 3 % more
 embedded store in bulk; a file directory of the corpus's 300 users. Then
 :func:`ancre.reports.exposure.exposure_report` without asking the sources (``--no-explain``):
 wall and CPU seconds, chunks per second, the process's peak RSS before and after the report
-(``VmHWM``), the documents found exposed and sensitive — checked against the planted truth.
+measured in a fresh process that only opens the store and the directory, as the command does:
+``VmRSS`` once open, then peak ``VmHWM``), the documents found exposed and sensitive — checked
+against the planted truth.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def _rss_mib() -> float:
     return bench_retrieval._rss_mib()
 
 
+def _current_mib() -> float:
+    """``VmRSS`` of this process in MiB."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
 def bench_one(n: int, workdir: Path | None = None) -> dict:
     """Build the index of ``n`` chunks and time the report (see the module doc)."""
     import numpy as np
@@ -48,8 +56,7 @@ def bench_one(n: int, workdir: Path | None = None) -> dict:
     from ancre.acl.directory import FileDirectory
     from ancre.acl.providers import DirectoryProvider, PrincipalResolver
     from ancre.models import AUTHENTICATED_USERS, COLLECTIONS, EVERYONE
-    from ancre.reports.exposure import exposure_report
-    from ancre.settings.reports import ReportsConfig
+    from ancre.reports.exposure import ExposureReport
 
     tmp = Path(tempfile.mkdtemp(prefix="ancre-bench-exposure-", dir=workdir))
     try:
@@ -77,21 +84,19 @@ def bench_one(n: int, workdir: Path | None = None) -> dict:
         groups = {f"G{g:02d}": {"sid": f"{domain}-{1100 + g}", "member_of": []} for g in range(bench_retrieval.N_GROUPS)}
         by_sid = {f"sid:{v['sid']}": k for k, v in groups.items()}
         users = {}
+        broad = {d for d in range(n_docs) if AUTHENTICATED_USERS in c.doc_allow[d] or EVERYONE in c.doc_allow[d]}
         for u, token in enumerate(c.users):
             users[f"u{u:03d}"] = {"sid": f"{domain}-{5000 + u}",
                                   "groups": sorted(by_sid[p] for p in token if p in by_sid)}
         (tmp / "directory.json").write_text(json.dumps({"domain_sid": domain, "netbios": "BENCH", "groups": groups,
                                                         "users": users}), encoding="utf-8")
-        directory = FileDirectory(tmp / "directory.json")
-        resolver = PrincipalResolver([DirectoryProvider(directory)])
-        broad = {d for d in range(n_docs) if AUTHENTICATED_USERS in c.doc_allow[d] or EVERYONE in c.doc_allow[d]}
-
-        rss_before = _rss_mib()
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        rep = exposure_report(store, directory, resolver, ReportsConfig(), explainer=None)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        rss_after = _rss_mib()
         store.close()
+        del c
+        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--report", str(tmp)], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+        m = json.loads(out.strip().splitlines()[-1])
+        rep = ExposureReport.model_validate(m["report"])
+        wall, cpu, rss_before, rss_after = m["seconds"], m["cpu_s"], m["rss_open_mib"], m["rss_peak_mib"]
 
         def ids(d: object) -> dict[str, int]:
             return {x.kind.value: x.count for x in d.findings if x.kind.value in ("avs", "iban")}  # type: ignore[attr-defined]
@@ -113,6 +118,30 @@ def bench_one(n: int, workdir: Path | None = None) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def report_child(tmp: Path) -> dict:
+    """In a fresh process, as ``ancre report exposure --no-explain`` would: open the store and the
+    directory of ``tmp``, run the report; its time, CPU time, RSS once open and peak RSS (MiB)."""
+    from ancre.acl.directory import FileDirectory
+    from ancre.acl.providers import DirectoryProvider, PrincipalResolver
+    from ancre.index.edge_store import EdgeStore
+    from ancre.reports.exposure import exposure_report
+    from ancre.settings.reports import ReportsConfig
+
+    import bench_retrieval
+
+    store = EdgeStore(tmp / "store")
+    store.open("bench:random-unit-vectors", bench_retrieval.DIM)
+    directory = FileDirectory(tmp / "directory.json")
+    rss_open = _current_mib()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    rep = exposure_report(store, directory, PrincipalResolver([DirectoryProvider(directory)]), ReportsConfig())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    peak = _rss_mib()
+    store.close()
+    return {"seconds": round(wall, 2), "cpu_s": round(cpu, 2), "rss_open_mib": round(rss_open), "rss_peak_mib": round(peak),
+            "report": rep.model_dump(mode="json")}
+
+
 def run(sizes: tuple[int, ...] = (10_000, 100_000)) -> list[dict]:
     """Each size in its own child process; one dict per size (see :func:`bench_one`)."""
     rows = []
@@ -131,15 +160,15 @@ def render(rows: list[dict]) -> None:
     from rich.table import Table
 
     t = Table(title="exposure report (index only, --no-explain)")
-    for col in ("chunks", "documents", "exposed (by share)", "sensitive", "planted found / decoys reported",
-                "time s (CPU)", "chunks/s", "peak RSS before / after MiB", "load avg"):
+    for col in ("chunks", "docs", "exposed (share)", "sensitive", "planted ok / decoys",
+                "s (CPU s)", "chunks/s", "RSS open / peak MiB", "load"):
         t.add_column(col, justify="right")
     for r in rows:
         t.add_row(f"{r['chunks']:,}", f"{r['documents']:,}", f"{r['exposed']:,} ({r['exposed_by_share']:,})",
                   f"{r['sensitive']:,}", f"{'yes' if r['planted_found'] else 'NO'} / {r['decoys_reported']}",
                   f"{r['seconds']:.1f} ({r['cpu_s']:.1f})", f"{r['chunks_per_s']:,}",
                   f"{r['rss_before_mib']} / {r['rss_peak_mib']}", f"{r['loadavg_1m_start']}–{r['loadavg_1m_end']}")
-    Console().print(t)
+    Console(width=max(Console().width, 140)).print(t)
 
 
 def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
@@ -154,6 +183,8 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--child"]:
         print(json.dumps(bench_one(int(args[1]))))
+    elif args[:1] == ["--report"]:
+        print(json.dumps(report_child(Path(args[1]))))
     else:
         sizes = (2_000,) if "--quick" in args else (10_000, 100_000)
         if "--sizes" in args:
