@@ -179,8 +179,8 @@ def _last_line(path: Path) -> tuple[bytes | None, bool]:
             return None, True
         f.seek(end - 1)
         complete = f.read(1) == b"\n"
-        pos = stop = end - 1 if complete else end
-        buf = b""  # the bytes [pos, stop)
+        pos = end - 1 if complete else end  # the last line ends before pos
+        buf = b""  # the bytes [pos, pos + len(buf)) read so far
         while pos > 0:
             step = min(65536, pos)
             pos -= step

@@ -53,8 +53,6 @@ def bench_one(n: int, workdir: Path | None = None) -> dict:
     """Build the index of ``n`` chunks and time the report (see the module doc)."""
     import numpy as np
     import bench_retrieval
-    from ancre.acl.directory import FileDirectory
-    from ancre.acl.providers import DirectoryProvider, PrincipalResolver
     from ancre.models import AUTHENTICATED_USERS, COLLECTIONS, EVERYONE
     from ancre.reports.exposure import ExposureReport
 
