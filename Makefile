@@ -25,6 +25,7 @@ demo: install
 	$(BIN)/ancre acl explain --as chloe CLIENTS/test-deny-explicite.docx --config $(CONFIG)
 	$(BIN)/ancre ask "$(ROCHAT)" --as alice --config $(CONFIG)
 	$(BIN)/ancre ask "$(ROCHAT)" --as bruno --config $(CONFIG)
+	$(BIN)/ancre report exposure --config $(CONFIG)
 
 test: install
 	bash .ci/setup-test-deps.sh

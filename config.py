@@ -32,6 +32,7 @@ from ancre.settings import (
     LlmConfig,
     LoggingConfig,
     QueryConfig,
+    ReportsConfig,
     SourceSettings,
     StoreConfig,
     SyncConfig,
@@ -87,6 +88,7 @@ class Settings(BaseSettings):
     daemon: DaemonConfig = DaemonConfig()
     logging: LoggingConfig = LoggingConfig()
     api: ApiConfig = ApiConfig()
+    reports: ReportsConfig = ReportsConfig()
     sources: tuple[SourceConfig, ...] = ()
     ignore: tuple[str, ...] = DEFAULT_IGNORE
 
@@ -122,7 +124,7 @@ class Settings(BaseSettings):
         """ancre's own files (data directory, audit folder and key): never a document, even
         through a link."""
         paths = [Path(self.data_dir)]
-        paths += [Path(p) for p in (self.audit.dir, self.audit.key_file) if p is not None]
+        paths += [Path(p) for p in (self.audit.dir, self.audit.key_file, self.audit.chain_key_file) if p is not None]
         return tuple(paths)
 
 
@@ -158,7 +160,7 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(raw)
     if "data_dir" in out:
         out["data_dir"] = fix(out["data_dir"])
-    for section, keys in (("directory", ("path", "ca_file")), ("store", ("path",)), ("audit", ("dir", "key_file"))):
+    for section, keys in (("directory", ("path", "ca_file")), ("store", ("path",)), ("audit", ("dir", "key_file", "chain_key_file"))):
         if isinstance(out.get(section), dict):
             sec = dict(out[section])
             for k in keys:

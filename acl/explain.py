@@ -27,7 +27,7 @@ from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.acl.share import explain_share
 from ancre.acl.token import DIRECTORY_RULES, TokenRules, well_known_name
 from ancre.errors import AclError, AncreError
-from ancre.models import EVERYONE, Acl
+from ancre.models import Acl
 
 SdGetter = Callable[[str], "SecurityDescriptor | None"]
 """``rel_path → SecurityDescriptor`` (``None`` if unreadable; may raise ``AclError``)."""
@@ -322,15 +322,41 @@ def explain_trace(
     resolver = resolver if resolver is not None else PrincipalResolver([DirectoryProvider(directory)])
     origins = resolver.origins(user)
     principals = frozenset(origins)
-
-    def name_of(p: str) -> str | None:
-        return directory.name_of(p) if p.startswith("sid:") else None
-
-    named = tuple(NamedPrincipal(p, name_of(p), origins[p]) for p in sorted(principals))
     if not principals:
         unknown = "the directory does not know" if len(resolver.providers) == 1 else "no principal provider knows"
         rule = f"unknown identity: {unknown} {user!r}; it reads nothing"
         return Explanation(user, trace.path, False, rule, f"not readable: {rule}", source=trace.source)
+    via = (lambda sid: directory.membership_path(user, sid)) if isinstance(directory, MembershipTracer) else None
+    return _explain(trace, user, principals, origins, directory, via)
+
+
+def explain_principals(trace: AclTrace, subject: str, principals: frozenset[str], *, directory: Directory) -> Explanation:
+    """:func:`explain_trace` for a set of principals rather than a user: whether a token holding
+    ``principals`` reads ``trace.path`` and the ACE, permission or rule that decided, named as
+    ``acl explain`` names it. ``subject`` is how the lines call that token (``"Everyone"``,
+    ``"AXONIX\\GG_Personnel"``). Used by the exposure report to say what opened a document to a
+    broad principal. Raises :class:`~ancre.errors.DirectoryError` when the directory can't be read."""
+    if not principals:
+        rule = f"{subject} holds no principal; it reads nothing"
+        return Explanation(subject, trace.path, False, rule, f"not readable: {rule}", source=trace.source)
+    return _explain(trace, subject, principals, {}, directory, None)
+
+
+def _explain(
+    trace: AclTrace,
+    user: str,
+    principals: frozenset[str],
+    origins: Mapping[str, str],
+    directory: Directory,
+    via_of: Callable[[str], tuple[str, ...] | None] | None,
+) -> Explanation:
+    """The verdict on ``trace`` for ``user`` holding ``principals`` (``origins``: principal →
+    provider; ``via_of``: the group route to a SID, ``None``: unknown)."""
+
+    def name_of(p: str) -> str | None:
+        return directory.name_of(p) if p.startswith("sid:") else None
+
+    named = tuple(NamedPrincipal(p, name_of(p), origins.get(p)) for p in sorted(principals))
     if trace.grants is not None:
         return replace(_explain_grants(trace.grants, user, trace.path, principals, name_of, origins, trace.grant_via),
                        principals=named, source=trace.source)
@@ -341,10 +367,10 @@ def explain_trace(
         trace.share.descriptor, principals, trace.rules,
         unreadable_reason=f"share permissions: {trace.share.problem}" if trace.share.problem else None,
     )
-    ntfs = _layer(decision, trace, user, directory, origins, trace.origins, trace.protected_at, "file")
+    ntfs = _layer(decision, trace, user, directory, origins, trace.origins, trace.protected_at, "file", via_of)
     if share is None:
         return replace(ntfs, principals=named, source=trace.source)
-    share_ex = _layer(share, trace, user, directory, origins, {}, None, "share")
+    share_ex = _layer(share, trace, user, directory, origins, {}, None, "share", via_of)
     ntfs_line = f"file permissions (NTFS): {_word(decision.readable)} — {ntfs.summary}"
     share_line = f"{trace.share.description}: {_word(share.readable)} — {share_ex.summary}"  # type: ignore[union-attr]
     effective = decision.readable and share.readable
@@ -390,6 +416,7 @@ def _layer(
     ace_origins: Mapping[Ace, str],
     protected_at: str | None,
     layer: str,
+    via_of: Callable[[str], tuple[str, ...] | None] | None,
 ) -> Explanation:
     """One layer's (the file's or the share's) verdict as an :class:`Explanation`."""
     bits: tuple[str, ...] = ()
@@ -418,7 +445,7 @@ def _layer(
     path = trace.path
     name = directory.name_of(ace.sid) or well_known_name(ace.sid)
     origin = ace_origins.get(ace)
-    via = directory.membership_path(user, ace.sid) if isinstance(directory, MembershipTracer) else None
+    via = via_of(ace.sid) if via_of is not None else None
     word = "DENY" if ace.is_deny else "ALLOW"
     if layer == "share":
         where = f"{word} ACE of the share permissions"

@@ -29,6 +29,7 @@ unavailable):
 ``GET /v1/principals``        ``?user=`` → ``{"account": name | null, "principals": [...]}``
 ``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
 ``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [rich markup lines]}``
+``POST /v1/report/exposure``  ``{sources, explain}`` → ``ancre report exposure --json`` (admins)
 ``POST /v1/sync``             ``{source, force}`` → :class:`~ancre.daemon.service.SyncTicket`
 ``GET /v1/sync/reports``      ``?since=`` → ``{source: PassReport}`` (full passes started since)
 ``POST /v1/reindex``          always refused here (409 while a pass runs or is queued, else 409
@@ -105,7 +106,8 @@ class ControlParts:
     private)``: the lines ``ancre acl explain`` prints (rich markup; ``private``: a non-admin
     asking about himself, see the module doc); ``daemon``: the running daemon (``None``: no sync
     here); ``admin_group``: ``daemon.admin_group``; ``limits``: the ``[api]`` section whose
-    limits apply here too."""
+    limits apply here too; ``exposure(sources, explain)``: the exposure report as JSON
+    (``None``: not served)."""
 
     query: ControlQuery
     index_status: Callable[[], dict[str, Any]]
@@ -114,6 +116,7 @@ class ControlParts:
     daemon: Daemon | None
     admin_group: str
     limits: ApiConfig = ApiConfig()
+    exposure: Callable[[list[str] | None, bool], dict[str, Any]] | None = None
 
 
 class _Ask(BaseModel):
@@ -140,6 +143,12 @@ class _Explain(BaseModel):
     user: str = Field(min_length=1, max_length=1024)
     source: str | None = Field(None, max_length=1024)
 
+
+
+class _Exposure(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sources: list[str] | None = None
+    explain: bool = True
 
 
 class _Sync(BaseModel):
@@ -263,6 +272,13 @@ def create_control_app(parts: ControlParts) -> FastAPI:
         if not isinstance(body.path, str) or not body.path.strip() or len(body.path) > 32_768:
             raise ApiError(422, "invalid_value", "path: a non-empty path of at most 32768 characters is required")
         return {"lines": parts.explain(body.path, user, body.source, not caller.admin)}
+
+    @app.post("/v1/report/exposure")
+    def exposure(body: _Exposure, request: Request) -> dict[str, Any]:
+        _admin(who(request), "the exposure report")
+        if parts.exposure is None:
+            raise ControlBusyError("the exposure report is not served by this process")
+        return parts.exposure(body.sources, body.explain)
 
     _sync_routes(app, parts, who)
     return app

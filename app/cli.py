@@ -1,6 +1,7 @@
 """The ``ancre`` command line (typer + rich).
 
 ``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre check``, ``ancre reindex``,
+``ancre report exposure``, ``ancre audit who-saw | user | stats | verify``,
 ``ancre daemon``, ``ancre api`` (the RAG API) and ``ancre serve`` (daemon and API in one process).
 The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
 :class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from ancre.config import Settings, config_path, load_settings
 from ancre.app.runtime import Runtime
@@ -34,6 +36,10 @@ from ancre.index.store_factory import make_store
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
 app.add_typer(acl_app, name="acl")
+report_app = typer.Typer(no_args_is_help=True, help="What the index exposes to broad principals.")
+app.add_typer(report_app, name="report")
+audit_app = typer.Typer(no_args_is_help=True, help="Read and check the audit log: who saw what.")
+app.add_typer(audit_app, name="audit")
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -389,6 +395,235 @@ def acl_explain(
             lines = explain_lines(rt, path, user, source)
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
+
+
+@report_app.command("exposure")
+@_errors
+def report_exposure(
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV line per exposed document with findings.")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write the report as one self-contained HTML page to this file.")] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", help="Only this source id (repeatable).")] = None,
+    explain: Annotated[bool, typer.Option("--explain/--no-explain", help="Name the ACE or permission that opened each exposed document (reads its rights at the source).")] = True,
+    all_documents: Annotated[bool, typer.Option("--all", help="List exposed documents where nothing was found too.")] = False,
+) -> None:
+    """Documents readable by a broad principal (Everyone, Authenticated Users, Domain Users,
+    BUILTIN\\Users, Entra everyone-internal, [reports] broad_principals, or more than
+    [reports] broad_share of the users) and the sensitive data their indexed text holds: AVS
+    numbers, IBANs, card numbers (check digits verified), salary and health vocabulary,
+    passwords and access codes, « confidentiel » markings and sensitivity labels — kinds and
+    counts, never the values. From the index alone."""
+    from ancre.reports.exposure import ExposureReport
+    from ancre.reports.render import to_csv, to_html
+
+    settings = _settings(config)
+    owner = _owner(settings)
+    if owner is not None:
+        with owner:
+            report = ExposureReport.model_validate(
+                owner.post("/v1/report/exposure", {"sources": source or None, "explain": explain})
+            )
+    else:
+        from ancre.app.reports import exposure
+
+        with Runtime(settings) as rt:
+            report = exposure(rt, source, explain=explain)
+    if html is not None:
+        html.write_text(to_html(report), encoding="utf-8")
+        err.print(f"HTML report written to {escape(str(html))}", highlight=False)
+    if as_json:
+        sys.stdout.write(report.model_dump_json() + "\n")
+    elif as_csv:
+        sys.stdout.write(to_csv(report, all_documents=all_documents))
+    elif html is None or console.is_terminal:
+        _print_exposure(report, all_documents)
+
+
+def _print_exposure(report: Any, all_documents: bool) -> None:
+    """``ancre report exposure`` as tables: one per folder with an exposed document."""
+    from ancre.reports.render import findings_text, readers_text
+
+    for folder in report.folders:
+        shown = [d for d in folder.documents if all_documents or d.sensitive or d.undecided]
+        clean = len(folder.documents) - sum(1 for d in folder.documents if d.sensitive or d.undecided)
+        if not shown:
+            names = sorted({d.reach.name for d in folder.documents})
+            console.print(Text(f"{folder.location}: {len(folder.documents)} document(s) readable by "
+                               f"{', '.join(names)}, nothing sensitive found", style="dim"), highlight=False)
+            continue
+        t = Table(title=Text(f"{folder.location} (source {folder.source})"), title_justify="left")
+        for col in ("document", "readable by", "users", "opened by", "found"):
+            t.add_column(col, overflow="fold")
+        for d in shown:
+            style = "bold red" if d.sensitive else "yellow" if d.undecided else "dim"
+            share = f" (> {report.broad_share:.0%} of users)" if d.reach.basis.value == "share" else ""
+            share += f" until {d.reach.until}" if d.reach.until else ""
+            t.add_row(Text(d.filename), Text(d.reach.name + share), readers_text(d.reach),
+                      Text(d.reach.opened_by or d.reach.why_not or ""), Text(findings_text(d), style=style))
+        console.print(t)
+        if clean and not all_documents:
+            console.print(f"[dim]  and {clean} more document(s) there readable as widely, nothing sensitive found[/]")
+        for d in shown:
+            for f in d.findings:
+                for r in f.reasons:
+                    console.print(f"[yellow]  {escape(d.filename)}: {escape(f.label)} undecided — {escape(r)}[/]",
+                                  highlight=False)
+    for n in report.notes:
+        console.print(f"[yellow]{escape(n)}[/]", highlight=False)
+    restricted = sum(r.documents for r in report.restricted) + sum(f.restricted for f in report.folders)
+    console.print(
+        f"{report.exposed} document(s) readable by a broad principal, {report.sensitive} with sensitive data, "
+        f"{report.undecided} undecided; {restricted} document(s) in restricted folders not scanned "
+        f"({report.chunks} chunks read in {report.seconds:.1f} s)", highlight=False,
+    )
+
+
+PeriodOpt = Annotated[str | None, typer.Option(help="From this date (2026-01-15), date-time (UTC) or duration back (7d, 12h).")]
+UntilOpt = Annotated[str | None, typer.Option(help="Until this date (included), date-time or duration back.")]
+KeyFileOpt = Annotated[Path | None, typer.Option("--key-file", help="Key file (default: the configured one).")]
+
+
+def _period(since: str | None, until: str | None) -> tuple[Any, Any]:
+    from ancre.reports.audit_log import parse_when
+
+    return (parse_when(since) if since else None, parse_when(until, end_of_day=True) if until else None)
+
+
+@audit_app.command("who-saw")
+@_errors
+def audit_who_saw(
+    path: Annotated[str, typer.Argument(help="A document or folder: UNC path or URL, a path relative to a source root (RH/Grille.docx, RH), or a document id.")],
+    config: ConfigOpt = None,
+    since: PeriodOpt = None,
+    until: UntilOpt = None,
+    source: Annotated[str | None, typer.Option(help="PATH is relative to this source's root (default: any source).")] = None,
+    key_file: KeyFileOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Who was shown extracts of this document (or of any document in this folder) between these
+    dates, from the audit log: each user, when, which question, which document, the outcome —
+    also for documents since deleted or re-permissioned (their rights now are said), and, with
+    the pseudonymisation key, with pseudonymised logs."""
+    from ancre.app.reports import check_audit_folder, entries, now_state, pseudonyms, target_of
+    from ancre.reports.audit_log import json_default, who_saw
+
+    settings = _settings(config)
+    check_audit_folder(settings)
+    start, end = _period(since, until)
+    with Runtime(settings) as rt:
+        names = pseudonyms(rt, key_file)
+        result = who_saw(entries(settings, start, end), target_of(settings, path, source), path, names,
+                         now_state=now_state(rt), since=start, until=end)
+    if as_json:
+        sys.stdout.write(json.dumps(result, default=json_default, ensure_ascii=False) + "\n")
+        return
+    t = Table(title=f"who saw {path}", title_justify="left")
+    for col in ("when (UTC)", "user", "question", "document", "outcome", "rights now"):
+        t.add_column(col, overflow="fold")
+    now_words = {"unchanged": "unchanged", "changed": "[yellow]changed since[/]", "deleted": "[yellow]deleted since[/]",
+                 None: "?"}
+    for r in result.sightings:
+        who = r.account or r.user or "?"
+        if r.asked_for or (r.user and r.user.startswith("unix:")):
+            who = f"{who} ({r.user})" if r.user != who else who
+        t.add_row((r.time or "?")[:19].replace("T", " "), escape(who), escape(r.question),
+                  escape(r.filename) + (" [dim](cited)[/]" if r.cited else ""), r.outcome, now_words.get(r.now, "?"))
+    console.print(t)
+    for n in result.notes:
+        console.print(f"[yellow]{escape(n)}[/]", highlight=False)
+    console.print(f"{len(result.sightings)} time(s), {len(result.people)} person(s): {escape(', '.join(result.people))}",
+                  highlight=False)
+
+
+@audit_app.command("user")
+@_errors
+def audit_user(
+    user: Annotated[str, typer.Argument(help="The person: sAMAccountName, UPN or DOMAIN\\user.")],
+    config: ConfigOpt = None,
+    since: PeriodOpt = None,
+    until: UntilOpt = None,
+    key_file: KeyFileOpt = None,
+) -> None:
+    """Everything the audit log holds about one person (the nLPD right of access), as JSON: the
+    questions they asked and those asked on their behalf, with their sources and outcomes."""
+    from ancre.app.reports import check_audit_folder, entries, pseudonyms
+    from ancre.reports.audit_log import subject_forms, user_records
+
+    settings = _settings(config)
+    check_audit_folder(settings)
+    start, end = _period(since, until)
+    with Runtime(settings) as rt:
+        names = pseudonyms(rt, key_file)
+        account, forms = subject_forms(user, rt.directory, names)
+        records = user_records(entries(settings, start, end), forms, names)
+    out = {"subject": user, "account": account, "since": start.isoformat() if start else None,
+           "until": end.isoformat() if end else None, "pseudonymised": names.key is not None,
+           "count": len(records), "records": records}
+    sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
+
+
+@audit_app.command("stats")
+@_errors
+def audit_stats(
+    config: ConfigOpt = None, since: PeriodOpt = None, until: UntilOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Questions per day, refusals, ungrounded answers, errors, and the controls that fired."""
+    from ancre.app.reports import check_audit_folder, entries
+    from ancre.reports.audit_log import json_default, stats
+
+    settings = _settings(config)
+    check_audit_folder(settings)
+    start, end = _period(since, until)
+    st = stats(entries(settings, start, end), start, end)
+    if as_json:
+        sys.stdout.write(json.dumps(st, default=json_default, ensure_ascii=False) + "\n")
+        return
+    t = Table(title="audit", title_justify="left")
+    for col in ("day", "questions", "refusals", "ungrounded", "not established", "errors", "users"):
+        t.add_column(col, justify="right" if col != "day" else "left")
+    for d in (*st.days, st.total):
+        t.add_row(d.day, str(d.questions), str(d.refusals), str(d.ungrounded), str(d.not_established), str(d.errors),
+                  str(d.users), style="bold" if d.day == "total" else None)
+    console.print(t)
+    if st.controls:
+        console.print("controls fired: " + ", ".join(f"{k} {v}" for k, v in st.controls.items()), highlight=False)
+    if st.verification:
+        console.print("verification: " + ", ".join(f"{k} {v}" for k, v in st.verification.items()), highlight=False)
+    if st.other_records:
+        console.print("other records: " + ", ".join(f"{k} {v}" for k, v in st.other_records.items()), highlight=False)
+
+
+@audit_app.command("verify")
+@_errors
+def audit_verify(
+    config: ConfigOpt = None, key_file: KeyFileOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Check the audit's hash chain: every changed, removed, inserted or reordered line is named
+    (file and line), across daily files and retention checkpoints. Exit status 1 if any."""
+    from dataclasses import asdict
+
+    from ancre.app.reports import chain_key_of, check_audit_folder
+    from ancre.query.audit_chain import verify_chain
+
+    settings = _settings(config)
+    rep = verify_chain(check_audit_folder(settings), chain_key_of(settings, key_file))
+    if as_json:
+        sys.stdout.write(json.dumps({**asdict(rep), "ok": rep.ok}, ensure_ascii=False) + "\n")
+    else:
+        keyed = "HMAC-SHA256 (keyed)" if rep.keyed else "SHA-256 (no key)"
+        console.print(f"{len(rep.files)} file(s), {rep.records} record(s), {rep.checkpoints} retention checkpoint(s), "
+                      f"chain {keyed}", highlight=False)
+        for w in rep.warnings:
+            console.print(f"[yellow]warning: {escape(w)}[/]", highlight=False)
+        for p in rep.problems:
+            when = f" [dim]({p.time})[/]" if p.time else ""
+            console.print(f"[bold red]{p.kind.value:12}[/] {escape(p.detail)}{when}", highlight=False, soft_wrap=True)
+        console.print("[green]chain intact[/]" if rep.ok else f"[bold red]{len(rep.problems)} problem(s)[/]")
+    if not rep.ok:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -144,6 +144,7 @@ class ControlServer:
 def control_parts(rt: Runtime, daemon: Daemon | None) -> ControlParts:
     """The control API's services over ``rt`` (and the running ``daemon``, if any)."""
     from ancre.app.explain import explain_lines
+    from ancre.app.reports import exposure
 
     return ControlParts(
         query=rt.query_core,
@@ -153,6 +154,7 @@ def control_parts(rt: Runtime, daemon: Daemon | None) -> ControlParts:
         daemon=daemon,
         admin_group=rt.settings.daemon.admin_group,
         limits=rt.settings.api,
+        exposure=lambda sources, explain: exposure(rt, sources, explain=explain).model_dump(mode="json"),
     )
 
 

@@ -20,17 +20,18 @@ log = logging.getLogger("ancre.daemon")
 def audit_purger(settings: Settings) -> Callable[[], list[Path]] | None:
     """The audit-retention job's callable: deletes the audit files older than
     ``audit.retention_days`` (``None`` when retention is off). Returns the deleted paths."""
-    from ancre.query.audit import AuditLog
+    from ancre.query.audit import AuditLog, audit_dir, chain_key
 
     a = settings.audit
     if a.retention_days <= 0:
         return None
-    directory = Path(a.dir) if a.dir is not None else Path(settings.data_dir) / "audit"
+    directory = audit_dir(a, Path(settings.data_dir))
 
     def purge() -> list[Path]:
         if not directory.is_dir():
             return []
-        return AuditLog(directory, a.retention_days).purge_expired()
+        # the checkpoint it leaves is sealed with the chain's key
+        return AuditLog(directory, a.retention_days, chain_key=chain_key(a)).purge_expired()
 
     return purge
 

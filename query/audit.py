@@ -69,6 +69,9 @@ outcome (:data:`ancre.query.live_acl.Outcome`: ``live``, ``changed``, ``gone``, 
   directory listing; without a key, the principals hash is a plain SHA-256.
 - **Retention**: :meth:`AuditLog.purge_expired` deletes the daily files older than
   ``retention_days`` (also run when a new day's file is opened); ``0`` keeps everything.
+- **Tamper-evident**: every line goes through :meth:`AuditLog._write_line` wrapped by the hash
+  chain (:mod:`ancre.query.audit_chain`: ``prev``/``hash`` members, HMAC with ``chain_key``, a
+  signed checkpoint when retention deletes files), whatever the record's kind.
 
 Thread-safe: one lock around rotation and writes.
 """
@@ -79,7 +82,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import threading
 import uuid
@@ -91,13 +93,13 @@ from pathlib import Path
 from typing import Any
 
 from ancre.errors import AuditError
+from ancre.query.audit_chain import FILE_RE, AuditChain  # noqa: F401 - FILE_RE: the daily file names
 from ancre.query.context import Source
 from ancre.query.conversation import Resolution, ResolutionMethod
 from ancre.query.grounding import Verdict
 from ancre.query.live_acl import RightsCheck
 from ancre.query.versions import VersionGroup
-
-FILE_RE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})\.jsonl$")
+from ancre.settings.query import AuditConfig
 
 
 class AuditKind(StrEnum):
@@ -201,20 +203,49 @@ def load_or_create_key(path: Path) -> bytes:
     return key
 
 
+def audit_dir(cfg: AuditConfig, data_dir: Path) -> Path:
+    """The folder of the daily files: ``audit.dir``, default ``<data_dir>/audit``."""
+    return Path(cfg.dir) if cfg.dir is not None else Path(data_dir) / "audit"
+
+
+def pseudonym_key(cfg: AuditConfig, data_dir: Path, *, create: bool = True) -> bytes | None:
+    """The pseudonymisation key when ``audit.pseudonymize`` (``audit.key_file``, default
+    ``<data_dir>/audit.key``; created when missing unless ``create`` is false, then ``None``)."""
+    if not cfg.pseudonymize:
+        return None
+    path = Path(cfg.key_file or Path(data_dir) / "audit.key")
+    if not create and not path.exists():
+        return None
+    return load_or_create_key(path)
+
+
+def chain_key(cfg: AuditConfig) -> bytes | None:
+    """The hash chain's HMAC key (``audit.chain_key_file``, created when missing), or ``None``."""
+    return load_or_create_key(Path(cfg.chain_key_file)) if cfg.chain_key_file is not None else None
+
+
+def open_audit_log(cfg: AuditConfig, data_dir: Path) -> AuditLog:
+    """The audit log the ``[audit]`` settings describe (folder, retention, both keys)."""
+    return AuditLog(audit_dir(cfg, data_dir), cfg.retention_days, pseudonym_key(cfg, data_dir), chain_key(cfg))
+
+
 class AuditLog:
     """Append-only JSON-lines audit log in ``directory`` (see the module doc).
 
     ``retention_days``: daily files older than this are purged (``0``: never);
-    ``pseudonymize_key``: HMAC key for user names, ``None`` to log them in clear.
+    ``pseudonymize_key``: HMAC key for user names, ``None`` to log them in clear;
+    ``chain_key``: HMAC key of the hash chain, ``None`` for plain SHA-256.
     Raises :class:`OSError` when the folder or file cannot be written.
     """
 
     def __init__(
-        self, directory: Path, retention_days: int = 365, pseudonymize_key: bytes | None = None
+        self, directory: Path, retention_days: int = 365, pseudonymize_key: bytes | None = None,
+        chain_key: bytes | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.retention_days = retention_days
         self._key = pseudonymize_key
+        self._chain = AuditChain(self.directory, chain_key)
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._day: date | None = None
@@ -326,8 +357,16 @@ class AuditLog:
         fd = os.open(self.path_for(day), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         os.fchmod(fd, 0o600)
         self._fd, self._day = fd, day
-        self._purge(datetime.combine(day, datetime.min.time(), timezone.utc))
         return fd
+
+    def _write_line(self, day: date, data: bytes) -> None:
+        """Append ``data`` (whole lines) to the daily file of ``day`` in one ``write`` and fsync."""
+        fd = self._open(day)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
 
     def append(self, record: AuditRecord | AuditOutcome) -> None:
         """Write one record (any kind) and fsync it. Raises :class:`~ancre.errors.AuditError`
@@ -339,17 +378,19 @@ class AuditLog:
 
     def write_entry(self, entry: Mapping[str, Any], when: datetime) -> None:
         """Append ``entry`` as one line to the daily file of ``when`` (UTC) and fsync it: the one
-        function through which every audit line is written. Raises
+        function through which every audit line is written (see :meth:`_append_line`). Raises
         :class:`~ancre.errors.AuditError` on a write failure."""
-        data = (self.dumps(entry) + "\n").encode("utf-8")
+        self._append_line(when.astimezone(timezone.utc), self.dumps(entry))
+
+    def _append_line(self, when: datetime, text: str) -> None:
+        """Chain ``text`` (one JSON object) and append it to the file of ``when``'s UTC day (the
+        one function every record goes through); a new day's file purges past retention."""
         with self._lock:
             try:
-                fd = self._open(when.astimezone(timezone.utc).date())
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                os.fsync(fd)
+                opened = self._day
+                day = self._chain.append(when.date(), text, self._write_line)
+                if day != opened:
+                    self._purge(datetime.combine(day, datetime.min.time(), timezone.utc))
             except OSError as e:
                 raise AuditError(f"audit log {self.directory}: cannot write the record: {e}") from e
 
@@ -359,17 +400,14 @@ class AuditLog:
         if self.retention_days <= 0 or not self.directory.is_dir():
             return []
         cutoff = now.astimezone(timezone.utc).date() - timedelta(days=self.retention_days)
-        removed = []
-        for p in self.directory.iterdir():
-            m = FILE_RE.match(p.name)
-            if m and date.fromisoformat(m.group(1)) < cutoff:
-                p.unlink(missing_ok=True)
-                removed.append(p)
-        return sorted(removed)
+        if self._day is not None and self._day < cutoff:
+            self._close()
+        return self._chain.purge(cutoff)  # a checkpoint first: the chain stays verifiable
 
     def purge_expired(self, now: datetime | None = None) -> list[Path]:
         """Delete the daily files whose date is more than ``retention_days`` days before ``now``
-        (UTC; default the current time). Returns the deleted paths."""
+        (UTC; default the current time), leaving a checkpoint of them in the chain. Returns the
+        deleted paths, oldest first."""
         with self._lock:
             return self._purge(now or datetime.now(timezone.utc))
 
@@ -384,4 +422,7 @@ class AuditLog:
             self._close()
 
 
-__all__ = ["AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "load_or_create_key", "new_question_id"]
+__all__ = [
+    "AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "audit_dir", "chain_key", "load_or_create_key",
+    "new_question_id", "open_audit_log", "pseudonym_key",
+]

@@ -53,7 +53,7 @@ from ancre.index.store import Store
 from ancre.index.store_factory import open_store
 from ancre.models import COLLECTIONS
 from ancre.query.answer import Answer, AnswerService, AnswerStream
-from ancre.query.audit import AuditLog, load_or_create_key
+from ancre.query.audit import open_audit_log
 from ancre.query.judge import Judge
 from ancre.query.live_acl import LiveAclChecker, Unverified
 from ancre.query.llm import make_chat_client
@@ -187,9 +187,7 @@ def build_answer_service(
     audit = None
     a = settings.audit
     if a.enabled:
-        data_dir = Path(settings.data_dir)
-        key = load_or_create_key(Path(a.key_file or data_dir / "audit.key")) if a.pseudonymize else None
-        audit = AuditLog(Path(a.dir or data_dir / "audit"), a.retention_days, key)
+        audit = open_audit_log(a, Path(settings.data_dir))
     return AnswerService(retriever, store, directory, settings, chat, judge, audit, resolver=resolver)
 
 

@@ -12,6 +12,7 @@ from ancre.settings.query import (
     JudgeConfig,
     LlmConfig,
 )
+from ancre.settings.reports import ReportsConfig
 from ancre.settings.sections import (
     DEFAULT_IGNORE,
     ChunkingConfig,
@@ -44,6 +45,7 @@ __all__ = [
     "LogLevel",
     "LoggingConfig",
     "QueryConfig",
+    "ReportsConfig",
     "SourceSettings",
     "StoreConfig",
     "SyncConfig",

@@ -86,6 +86,10 @@ class AuditConfig(_Section):
     key_file: Path | None = None
     """Pseudonymisation key (created with 32 random bytes, mode 0600, when missing); default
     ``<data_dir>/audit.key``."""
+    chain_key_file: Path | None = None
+    """HMAC key of the audit's hash chain (created with 32 random bytes, mode 0600, when missing;
+    best kept outside the audit folder, e.g. a systemd credential); unset: the chain is plain
+    SHA-256 (:mod:`ancre.query.audit_chain`)."""
 
 
 __all__ = [

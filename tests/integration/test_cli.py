@@ -38,7 +38,7 @@ def test_sync_summary_and_second_pass_embeds_nothing(cfg: Path) -> None:
     reports = json.loads(res.output)
     assert {r["source"] for r in reports} == {"partage", "sharepoint-direction"}
     assert all(r["embedded_chunks"] == 0 and r["outcome"] == "ok" for r in reports)
-    assert sum(r["unchanged"] for r in reports) == 10
+    assert sum(r["unchanged"] for r in reports) == 12
 
 
 def test_search_json_trimmed_per_user(cfg: Path) -> None:
@@ -83,7 +83,7 @@ def test_status_json(cfg: Path) -> None:
     res = run("status", "--json", "--config", str(cfg))
     data = json.loads(res.output)
     counts = {(c["source"], c["status"]): c["n"] for c in data["counts"]}
-    assert counts == {("partage", "indexed"): 9, ("sharepoint-direction", "indexed"): 1}
+    assert counts == {("partage", "indexed"): 11, ("sharepoint-direction", "indexed"): 1}
     assert data["bm25_generation"] >= 1 and data["problems"] == []
 
 

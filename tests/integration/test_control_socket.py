@@ -146,6 +146,7 @@ def test_cli_and_query_core_through_the_socket_give_what_they_give_in_process(si
             assert core.principals("inconnu") == frozenset() and core.account("inconnu") is None
             assert core.account("alice") == "alice" and core.points()["documents"] > 0
         audited = _audit_lines(site.base)
+        exposure_there = json.loads(site.cli("report", "exposure", "--json").stdout)
         refused = site.cli("reindex", "--yes", check=False)
     finally:
         d.stop()
@@ -160,6 +161,11 @@ def test_cli_and_query_core_through_the_socket_give_what_they_give_in_process(si
         there = through_socket[cmd]
         assert (there.stdout, there.stderr) == (here.stdout, here.stderr), cmd
     assert "inconnu' is unknown to the directory" in through_socket[COMMANDS[4]].stderr
+    # the exposure report is computed by the owner of the index, the same as in-process
+    exposure_here = json.loads(site.cli("report", "exposure", "--json").stdout)
+    for rep in (exposure_here, exposure_there):
+        del rep["generated_at"], rep["seconds"]
+    assert exposure_there == exposure_here and exposure_here["chunks"] > 0
     assert "READABLE" in through_socket[COMMANDS[7]].stdout
 
     with QueryCore.open(load_settings(site.config)) as core:

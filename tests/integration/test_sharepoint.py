@@ -218,6 +218,28 @@ def test_organization_links_grant_internal_members_only_when_opted_in(env_factor
     assert "sites/Direction/Documents/lien-org.md" not in env.readable(GUEST)
 
 
+def test_the_exposure_report_names_an_organization_link(env_factory, ms: FakeMicrosoft) -> None:
+    """``ancre report exposure`` on a SharePoint source: a file shared by an organization-wide
+    link (granted under ``sharing_links = "organization"``) is broadly readable, and the report
+    names the link that opened it, as ``acl explain`` does, and what its text holds."""
+    from ancre.app.reports import exposure
+
+    docs = ms.drive("Direction")
+    f = ms.add_file(docs, "lien-org.md", b"# Note\n\nPartagee par lien. IBAN CH93 0076 2011 6238 5295 7.")
+    ms.add_link(docs, f, scope="organization")
+    env = env_factory(sharing_links="organization")
+    env.sync()
+    rep = exposure(env.rt)
+    exposed = {d.path: d for fo in rep.folders for d in fo.documents}
+    # the Direction site's own documents (its members only) are not broadly readable
+    assert not (DIRECTION & set(exposed)) and "Direction/Documents/lien-org.md" in exposed, set(exposed)
+    doc = exposed["Direction/Documents/lien-org.md"]
+    assert doc.reach.principal == "aad:everyone-internal" and doc.reach.readers and doc.reach.readers > 0
+    assert doc.reach.opened_by is not None and "sharing link" in doc.reach.opened_by
+    assert "organization" in doc.reach.opened_by
+    assert [(x.kind.value, x.count) for x in doc.findings] == [("iban", 1)]
+
+
 def test_folder_newly_shared_where_delta_returns_only_the_folder(env_factory, ms: FakeMicrosoft) -> None:
     docs = ms.drive("Direction")
     env = env_factory(sharing_delta=True)

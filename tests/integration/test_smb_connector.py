@@ -42,7 +42,7 @@ from support.smb_config import PASSWORD_ENV, write_smb_config
 
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"
 DENY_QUESTION = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"
-N_FILES = 9  # files of examples/axonix/share
+N_FILES = sum(1 for p in (CORPUS / "share").rglob("*") if p.is_file())  # files of examples/axonix/share (11)
 WAIT_S = 60.0  # upper bound of any wait for an asynchronous effect (not a speed assertion)
 
 

@@ -140,14 +140,14 @@ def test_daily_rotation_and_retention(tmp_path: Path) -> None:
     log.close()
     # opening each day's file purges the files more than 30 days older than that day: opening
     # 2026-01-15 removed 2025-12-06 and 2025-12-15, kept 2025-12-16 (exactly 30 days)
-    names = sorted(p.name for p in tmp_path.iterdir())
+    names = sorted(p.name for p in tmp_path.glob("audit-*.jsonl"))
     assert "audit-2026-01-15.jsonl" in names and "audit-2026-01-14.jsonl" in names
     assert "audit-2025-12-16.jsonl" in names  # exactly 30 days old: kept
     assert "audit-2025-12-15.jsonl" not in names  # 31 days old on the day of the last file: purged
     assert "audit-2025-12-06.jsonl" not in names
     removed = AuditLog(tmp_path, retention_days=30).purge_expired(T0 + timedelta(days=1))
     assert [p.name for p in removed] == ["audit-2025-12-16.jsonl"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit-2026-01-14.jsonl", "audit-2026-01-15.jsonl"]
+    assert sorted(p.name for p in tmp_path.glob("audit-*.jsonl")) == ["audit-2026-01-14.jsonl", "audit-2026-01-15.jsonl"]
 
 
 def test_zero_retention_keeps_everything(tmp_path: Path) -> None:
@@ -155,7 +155,7 @@ def test_zero_retention_keeps_everything(tmp_path: Path) -> None:
     log.append(_record(time=T0 - timedelta(days=4000)))
     log.append(_record())
     log.close()
-    assert log.purge_expired(T0) == [] and len(list(tmp_path.iterdir())) == 2
+    assert log.purge_expired(T0) == [] and len(list(tmp_path.glob("audit-*.jsonl"))) == 2
 
 
 def test_other_files_are_never_purged(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_current_time_is_used_when_none_given(tmp_path: Path) -> None:
     before = datetime.now(timezone.utc)
     log.append(_record(time=None))
     log.close()
-    (f,) = list(tmp_path.iterdir())
+    (f,) = list(tmp_path.glob("audit-*.jsonl"))
     (entry,) = _lines(f)
     when = datetime.fromisoformat(entry["time"])
     assert when.tzinfo is not None and when >= before.replace(microsecond=0) - timedelta(seconds=1)

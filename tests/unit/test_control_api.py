@@ -167,3 +167,26 @@ def test_a_client_that_never_sends_its_body_is_answered_408_on_the_socket() -> N
              "scheme": "http", "server": ("ancre", 80), "client": None, "root_path": ""}
     asyncio.run(asyncio.wait_for(app(scope, receive, send), 20))  # without the limit: waits for ever
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 408
+
+
+def test_the_exposure_report_is_for_admins() -> None:
+    asked: list[tuple[list[str] | None, bool]] = []
+    parts = ControlParts(
+        query=RecordingQuery(), index_status=lambda: {}, store_points=lambda: 0, explain=lambda p, u, s, private: [],
+        daemon=None, admin_group="ancre-test-no-such-group",
+        exposure=lambda sources, explain: asked.append((sources, explain)) or {"exposed": 0},
+    )
+    app = create_control_app(parts)
+
+    def client(peer: PeerCred) -> TestClient:
+        async def with_peer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            scope["state"] = {**scope.get("state", {}), "peer": peer}
+            await app(scope, receive, send)
+
+        return TestClient(with_peer)  # type: ignore[arg-type]
+
+    r = client(PeerCred(1, 0, 0)).post("/v1/report/exposure", json={"sources": ["partage"], "explain": False})
+    assert r.status_code == 200 and r.json() == {"exposed": 0} and asked == [(["partage"], False)]
+    if os.getuid() != NOBODY.pw_uid:
+        r = client(PeerCred(1, NOBODY.pw_uid, NOBODY.pw_gid)).post("/v1/report/exposure", json={})
+        assert r.status_code == 403 and asked == [(["partage"], False)]
