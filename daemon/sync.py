@@ -52,7 +52,7 @@ from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
-from ancre.index.store import PointWrite, Store
+from ancre.index.store import KeywordStore, Maintainable, PointWrite, Store
 from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, SourceItem
 
 log = logging.getLogger("ancre.sync")
@@ -826,8 +826,9 @@ class SyncEngine:
         (nothing published). Safe to call while another thread writes the store (reads are
         concurrent; the snapshot is as of the scroll). Raises ``OSError``/``StoreError``."""
         entries: list[Bm25Entry] = []
-        if self.settings.store.bm25 == "qdrant":  # BM25 lives in Qdrant: an empty snapshot
-            crash_point("bm25_publish")
+        store = self.store
+        if self.settings.store.bm25 == "qdrant" and isinstance(store, KeywordStore) and store.keywords_ready:
+            crash_point("bm25_publish")  # BM25 lives in the store: an empty snapshot
             return self.bm25.publish(Bm25Index.empty())
         for coll in COLLECTIONS:
             for p in self.store.scroll(coll):
@@ -838,6 +839,16 @@ class SyncEngine:
         index = Bm25Index.build(entries)
         crash_point("bm25_publish")
         return self.bm25.publish(index)
+
+    def maintain_index(self, should_stop: Callable[[], bool] | None = None, *, force: bool = False) -> list[object]:
+        """Build the store's indexes if it keeps them apart from its writes
+        (:class:`~ancre.index.store.Maintainable`: the embedded store's HNSW builds, in a separate
+        process, queries going on) and they need it (``force``: now); blocking. Returns one report
+        per build. Raises ``StoreError`` when a build fails (the live index is intact)."""
+        store = self.store
+        if not isinstance(store, Maintainable):
+            return []
+        return list(store.maintain(force=force, should_stop=should_stop))
 
     def purge_source(self, source_id: str) -> int:
         """Delete every indexed document of a source from the store and the state (``reindex``).

