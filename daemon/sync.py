@@ -709,6 +709,7 @@ class SyncEngine:
                         source=it.source, doc_id=it.doc_id, path=it.path, filename=it.filename,
                         location=locations[doc_id], chunk_index=c.chunk_index, text=c.text,
                         acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
+                        acl_grants=acl.grants_payload(),
                         content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
                         collection=p.collection, ocr=c.ocr,
                     ),
@@ -833,7 +834,9 @@ class SyncEngine:
         for coll in COLLECTIONS:
             for p in self.store.scroll(coll):
                 pl = p.payload
-                entries.append(Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny))
+                entries.append(
+                    Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny, pl.acl_grants)
+                )
                 if should_stop is not None and len(entries) % 1024 == 0 and should_stop():
                     return None
         index = Bm25Index.build(entries)

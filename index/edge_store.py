@@ -61,8 +61,8 @@ import numpy as np
 import qdrant_edge as qe
 
 from ancre.errors import EmbedderMismatchError, StoreError, StoreLockedError
-from ancre.index._filters import INTEGER_INDEXES, mismatch_message, to_stored
-from ancre.index._qdrant_base import QdrantBackend
+from ancre.index._filters import INTEGER_INDEXES, mismatch_message, readable_now, to_stored
+from ancre.index._qdrant_base import _MAX_OVERFETCH, QdrantBackend
 from ancre.index.edge_build import BuildReport, Journal, copy_tree, refresh_copy, run_child
 from ancre.index.keywords import KEYWORD_FIELD, chunk_terms, joined, query_terms
 from ancre.index.store import PAYLOAD_INDEXES
@@ -514,7 +514,9 @@ class EdgeStore(QdrantBackend):
     ) -> list[StoredPoint]:
         """Top-``limit`` points by BM25 over their index terms (the engine's text index: IDF and
         average length over the collection as it is now) under the rights filter, in one query,
-        best first, ``score`` > 0 set; only points sharing a term with ``question``. ``[]`` for
+        best first, ``score`` > 0 set; only points sharing a term with ``question``. A point whose
+        ACL has grants is kept only if they admit ``principals`` now (asking the engine again for
+        more when some were dropped, as :meth:`search`). ``[]`` for
         empty ``principals`` or a question of stop words. Raises :class:`StoreError` when the
         store keeps no keywords (``keywords=False``)."""
         self._check(collection)
@@ -524,13 +526,19 @@ class EdgeStore(QdrantBackend):
         terms = query_terms(question)
         if flt is None or limit <= 0 or not terms:
             return []
-        request = qe.QueryRequest(
-            limit=limit, query=qe.TextQuery(KEYWORD_FIELD, joined(terms)), filter=flt,
-            with_payload=True, with_vector=False,
-        )
-        with self._errors(f"keyword search {collection}"), self._use(collection) as shard:
-            hits = shard.query(request)
-        return [to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0]
+        asked = limit
+        while True:
+            request = qe.QueryRequest(
+                limit=asked, query=qe.TextQuery(KEYWORD_FIELD, joined(terms)), filter=flt,
+                with_payload=True, with_vector=False,
+            )
+            with self._errors(f"keyword search {collection}"), self._use(collection) as shard:
+                hits = shard.query(request)
+            points = [to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0]
+            kept = readable_now(points, principals)
+            if len(kept) >= limit or len(hits) < asked or asked >= limit * _MAX_OVERFETCH:
+                return kept[:limit]
+            asked = min(asked * 4, limit * _MAX_OVERFETCH)
 
     def keyword_term_counts(self, terms: Sequence[str], cap: int) -> tuple[int, dict[str, int]]:
         """``(points, {term: points holding it, at most cap + 1})`` over both collections,

@@ -120,7 +120,7 @@ def unchecked(payloads: Iterable[ChunkPayload], principals: frozenset[str]) -> d
     out: dict[str, RightsCheck] = {}
     for pl in payloads:
         if pl.doc_id not in out:
-            stored = Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny))
+            stored = pl.acl()
             out[pl.doc_id] = RightsCheck(
                 pl.doc_id, pl.source, pl.path, pl.filename, pl.collection, "off", stored.readable_by(principals)
             )
@@ -243,7 +243,7 @@ class LiveAclChecker:
         todo: dict[str, list[str]] = defaultdict(list)
         for pl in docs.values():
             key = (pl.source, pl.path)
-            hit = self._cached(pl, Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny)), now)
+            hit = self._cached(pl, pl.acl(), now)
             if hit is not None:
                 readings[key] = hit
             elif pl.path not in todo[pl.source]:
@@ -299,7 +299,7 @@ class LiveAclChecker:
         out: dict[str, RightsCheck] = {}
         for doc_id, pl in docs.items():
             key = (pl.source, pl.path)
-            stored = Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny))
+            stored = pl.acl()
 
             def decided(outcome: Outcome, readable: bool, reason: str | None = None, age: float = 0.0) -> RightsCheck:
                 return RightsCheck(
