@@ -29,8 +29,8 @@ asked by a random user with his rights filter, with a synthetic French question 
   p50/p95/p99 sequential, then the same queries from 2 threads (throughput too);
 - *recall@30* of the vector search against exact search (``exact=True``: a full scan of the
   filtered points) on the same queries and rights, both collections merged;
-- *maintenance*: 20,000 new chunks (``build_after_points``: searched exactly until built) and a
-  build started as the daemon does; meanwhile open-loop retrievals (one every 0.2 s, latency from
+- *maintenance*: new chunks until a collection has 20,000 not yet built (``build_after_points``:
+  searched exactly until then) and a build started as the daemon does; meanwhile open-loop retrievals (one every 0.2 s, latency from
   the scheduled time, so a stall counts) and a writer adding a document every 0.5 s (journaled,
   replayed at the swap): latency p50/p95/p99/max through the build and its swap;
 - *keyword freshness*: a one-file change synced by the real sync engine (``SyncEngine.sync_paths``:
@@ -413,8 +413,8 @@ def bench_one(n: int, quick: bool = False) -> dict:
         recall = _recall(store, Workload(items, w.vectors))
         t0 = time.perf_counter()
         delta = 0
-        while delta < DELTA:
-            pairs = c.batch(min(BATCH, DELTA - delta))
+        while not store.needs_build():  # until one collection has DELTA points searched exactly
+            pairs = c.batch(BATCH)
             _write(store, pairs)
             delta += len(pairs)
         delta_s = time.perf_counter() - t0
