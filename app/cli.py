@@ -106,8 +106,10 @@ def sync(
     force: Annotated[bool, typer.Option(help="Re-read every file's content hash.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the pass reports as JSON.")] = False,
 ) -> None:
-    """Run one full pass over every source (or one), then rebuild BM25 if anything changed.
-    The directory is checked first (bind, resolve a user): a broken one stops here (status 2)."""
+    """Run one full pass over every source (or one), then rebuild BM25 if anything changed, then
+    build the embedded store's vector index if enough points are not in it yet (in a separate
+    process). The directory is checked first (bind, resolve a user): a broken one stops here
+    (status 2)."""
     from ancre.app.check import check_directory, directory_configured
     from ancre.errors import DirectoryError
 
@@ -140,6 +142,10 @@ def sync(
 
                     rep = rt.engine.run_pass(conn, progress=on_item)
             reports.append(rep)
+        if rt.store_needs_build():
+            if not as_json:
+                err.print("building the vector index (a separate process; searches go on)…", highlight=False)
+            rt.engine.maintain_index()
     _finish_sync(reports, as_json)  # after the runtime is closed (exit 1 unless every pass was ok)
 
 

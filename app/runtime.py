@@ -27,7 +27,7 @@ from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
 from ancre.index.private import make_private
 from ancre.index.state import StateDB
-from ancre.index.store import Store
+from ancre.index.store import Maintainable, Store
 from ancre.index.store_factory import open_store
 from ancre.query.core import QueryCore, QueryParts
 
@@ -62,6 +62,12 @@ class Runtime:
         """The store, opened and checked against the embedder (raises ``EmbedderMismatchError``,
         ``StoreLockedError``)."""
         return open_store(self.settings.store, self.data_dir, self.embedder)
+
+    def store_needs_build(self) -> bool:
+        """Whether the store keeps indexes built apart from its writes and they need a build now
+        (:class:`~ancre.index.store.Maintainable`)."""
+        store = self.store
+        return isinstance(store, Maintainable) and store.needs_build()
 
     @cached_property
     def state(self) -> StateDB:

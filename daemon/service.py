@@ -13,7 +13,10 @@ audit purge; :mod:`ancre.app.daemon` builds them) and runs:
   security-change notification, the periodic ACL sweep) at once, while the worker may be
   embedding a long backlog (:meth:`SyncEngine.refresh_acls`: ACL payloads only, no embedding;
   the engine's ACL lock keeps the two consistent) — a revocation never waits behind content work;
-- **one BM25 thread** (:class:`~ancre.daemon.bm25_rebuild.Bm25Rebuilder`): a rebuild after any change, coalesced;
+- **one BM25 thread** (:class:`~ancre.daemon.bm25_rebuild.Bm25Rebuilder`): a rebuild after any change, coalesced
+  (an empty snapshot when BM25 lives in the store, ``[store] bm25 = "qdrant"``: every write is seen there at once);
+- **one index-build thread** (:class:`~ancre.daemon.maintenance.IndexMaintainer`): the store's HNSW
+  builds, in a separate process, whenever enough points are searched exactly — during long passes too;
 - **apscheduler jobs** (:mod:`ancre.daemon.schedule`) that only *request* work from the queue, so a job whose work overruns its
   interval is merged into the pending request (and apscheduler itself runs each job with
   ``coalesce=True, max_instances=1``): per source a full reconciliation (events get lost) and an
@@ -55,6 +58,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from ancre.config import Settings
 from ancre.connectors.base import ChangeEvent, Connector
 from ancre.daemon.bm25_rebuild import BM25_DIRTY_KEY, Bm25Rebuilder
+from ancre.daemon.maintenance import IndexMaintainer
 from ancre.daemon.lanes import RETRY_AFTER_S, Lanes
 from ancre.daemon.metrics import DaemonMetrics
 from ancre.daemon.notify import SdNotifier, watchdog_interval
@@ -124,6 +128,7 @@ class Daemon:
         self._scheduler: BackgroundScheduler | None = None
         self._threads: dict[str, threading.Thread] = {}
         self._bm25: Bm25Rebuilder | None = None
+        self._builder: IndexMaintainer | None = None
         self._term = False
         self._hup = False
 
@@ -158,6 +163,8 @@ class Daemon:
             self.metrics_port = self.metrics.serve(self.cfg.metrics_host, self.cfg.metrics_port)
         self._watchers = start_watchers(self.settings.sources, self._connectors, self._on_event, self.settings.ignore)
         self._bm25.start(rebuild_now=gen == 0)
+        self._builder = IndexMaintainer(p.engine, should_stop=self._stop.is_set)
+        self._builder.start()
         if self.cfg.initial_sync:
             for sid in self._connectors:
                 self.queue.request_full(sid, "startup")
@@ -195,6 +202,8 @@ class Daemon:
                 clean = not t.is_alive() and clean
         if self._bm25 is not None:
             clean = self._bm25.join(max(0.0, deadline - time.monotonic())) and clean
+        if self._builder is not None:
+            clean = self._builder.join(max(0.0, deadline - time.monotonic())) and clean
         self.metrics.close()
         keepalive = self._threads.get("keepalive")
         if keepalive is not None:
@@ -308,6 +317,8 @@ class Daemon:
 
     def _published(self, generation: int, seconds: float, first_event_times: list[float]) -> None:
         self.book.published(generation, seconds, first_event_times)
+        if self._builder is not None:
+            self._builder.poke()
         self._write_status()
 
     # ================================================================================ status
@@ -318,7 +329,8 @@ class Daemon:
         when none runs), ``bm25_generation``, ``passes`` by trigger,
         ``embedded_chunks_total``, per-source last pass/batch (``last``), last full pass
         (``last_full``), last ACL refresh (``last_acl``) and watch mode, document and chunk
-        counts, recent event-to-searchable ``delays_s``, the metrics port and control socket."""
+        counts, recent event-to-searchable ``delays_s``, the metrics port and control socket,
+        ``index_build`` (``running``, ``builds`` done, ``last_error``: the store's index builds)."""
         counts = self.book.doc_counts(self.parts.state) if self.state in ("running", "stopping", "stopped") else {}
         pending = self.queue.pending()
         bm25_idle = self._bm25.idle() if self._bm25 is not None else True
@@ -332,6 +344,11 @@ class Daemon:
             "idle": pending == 0 and bm25_idle,
             **snap,
             "bm25_dirty": bool(self._bm25 and self._bm25.dirty),
+            "index_build": {
+                "running": bool(self._builder and self._builder.building),
+                "builds": self._builder.builds if self._builder else 0,
+                "last_error": self._builder.last_error if self._builder else None,
+            },
             "metrics_port": self.metrics_port,
             "control_socket": self.control_socket,
             **counts,

@@ -7,8 +7,9 @@ the row becomes ``indexed`` only after the store confirmed. A pass interrupted a
 reconciled by the next one: pending rows are re-done (point ids are deterministic, so upserts are
 idempotent) or purged if their file vanished. Documents to embed are written in batches (up to
 32 documents / 128 chunks; a document with more chunks goes alone, embedded and upserted 128
-chunks at a time, so memory stays bounded whatever its size): every row of a batch is ``pending``
-before its first upsert. A document's points always have ``chunk_index`` below the
+chunks at a time, so memory stays bounded whatever its size), each batch embedded and written on
+a thread of its own while the next files are extracted (:class:`_CommitPipe`, one batch in
+flight): every row of a batch is ``pending`` before its first upsert. A document's points always have ``chunk_index`` below the
 chunk count of its state row (pending rows record the larger of the old and new counts).
 
 No poison pill: a document whose extraction times out or crashes, or whose indexing died half-way
@@ -56,7 +57,7 @@ from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnav
 from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
-from ancre.index.store import PointWrite, Store
+from ancre.index.store import KeywordStore, Maintainable, PointWrite, Store
 from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, SourceItem
 
 log = logging.getLogger("ancre.sync")
@@ -169,7 +170,12 @@ class SyncEngine:
         pool: ExtractionPool,
         *,
         acl_writer: AclWriter | None = None,
+        overlap: bool = True,
     ) -> None:
+        """``overlap``: embed and write each batch on a thread of its own while the next files
+        are extracted (:class:`_CommitPipe`); ``False``: one after the other (the benchmark's
+        baseline)."""
+        self.overlap = overlap
         self.settings = settings
         self.store = store
         self.embedder = embedder
@@ -432,39 +438,46 @@ class SyncEngine:
         max_bytes = self._max_bytes(connector.source_id)
         batch: list[_Planned] = []
         n_chunks = 0
-        for i, item in enumerate(items):
-            if should_stop is not None and should_stop():
-                self._commit(connector, batch, rep)
-                rep.outcome, rep.reason = "interrupted", "stop requested"
-                return False
-            if progress is not None:
-                progress(item.path, i, len(items))
-            prev = known.get(item.native_id)
-            try:
-                planned = self._plan_item(connector, item, prev, rep, force=force, max_bytes=max_bytes)
-            except SourceUnavailableError as e:
-                # the source went away mid-pass: keep what was done, purge nothing, retry later
-                self._commit(connector, batch, rep)
-                rep.outcome, rep.reason = "suspect", f"source unreachable during the pass: {e}"
-                return False
-            except (StoreError, EmbedderError, sqlite3.Error):
-                raise  # the index itself is in trouble: stop the pass (recorded as "error")
-            except Exception as e:  # this one item hit a bug: it fails, the pass goes on
-                log.exception("sync of %s failed", item.path)
-                self._record_failure(
-                    item, prev, connector.collection_for(item), None, rep,
-                    ExtractionError("error", f"{type(e).__name__}: {e}"[:300]), None,
-                )
-                continue
-            if planned is None:
-                continue
-            batch.append(planned)
-            n_chunks += len(planned.chunks)
-            if len(batch) >= _BATCH_DOCS or n_chunks >= _BATCH_CHUNKS:
-                self._commit(connector, batch, rep)
-                batch, n_chunks = [], 0
-        self._commit(connector, batch, rep)
-        return True
+        pipe = _CommitPipe(self, connector, rep)
+        try:
+            for i, item in enumerate(items):
+                if should_stop is not None and should_stop():
+                    pipe.submit(batch)
+                    pipe.wait()
+                    rep.outcome, rep.reason = "interrupted", "stop requested"
+                    return False
+                if progress is not None:
+                    progress(item.path, i, len(items))
+                prev = known.get(item.native_id)
+                try:
+                    planned = self._plan_item(connector, item, prev, rep, force=force, max_bytes=max_bytes)
+                except SourceUnavailableError as e:
+                    # the source went away mid-pass: keep what was done, purge nothing, retry later
+                    pipe.submit(batch)
+                    pipe.wait()
+                    rep.outcome, rep.reason = "suspect", f"source unreachable during the pass: {e}"
+                    return False
+                except (StoreError, EmbedderError, sqlite3.Error):
+                    raise  # the index itself is in trouble: stop the pass (recorded as "error")
+                except Exception as e:  # this one item hit a bug: it fails, the pass goes on
+                    log.exception("sync of %s failed", item.path)
+                    self._record_failure(
+                        item, prev, connector.collection_for(item), None, rep,
+                        ExtractionError("error", f"{type(e).__name__}: {e}"[:300]), None,
+                    )
+                    continue
+                if planned is None:
+                    continue
+                batch.append(planned)
+                n_chunks += len(planned.chunks)
+                if len(batch) >= _BATCH_DOCS or n_chunks >= _BATCH_CHUNKS:
+                    pipe.submit(batch)  # embedded and written while the next files are extracted
+                    batch, n_chunks = [], 0
+            pipe.submit(batch)
+            pipe.wait()
+            return True
+        finally:
+            pipe.wait(raise_error=False)
 
     def _plan_item(
         self,
@@ -847,8 +860,9 @@ class SyncEngine:
         (nothing published). Safe to call while another thread writes the store (reads are
         concurrent; the snapshot is as of the scroll). Raises ``OSError``/``StoreError``."""
         entries: list[Bm25Entry] = []
-        if self.settings.store.bm25 == "qdrant":  # BM25 lives in Qdrant: an empty snapshot
-            crash_point("bm25_publish")
+        store = self.store
+        if self.settings.store.bm25 == "qdrant" and isinstance(store, KeywordStore) and store.keywords_ready:
+            crash_point("bm25_publish")  # BM25 lives in the store: an empty snapshot
             return self.bm25.publish(Bm25Index.empty())
         for coll in COLLECTIONS:
             for p in self.store.scroll(coll):
@@ -862,6 +876,16 @@ class SyncEngine:
         crash_point("bm25_publish")
         return self.bm25.publish(index)
 
+    def maintain_index(self, should_stop: Callable[[], bool] | None = None, *, force: bool = False) -> list[object]:
+        """Build the store's indexes if it keeps them apart from its writes
+        (:class:`~ancre.index.store.Maintainable`: the embedded store's HNSW builds, in a separate
+        process, queries going on) and they need it (``force``: now); blocking. Returns one report
+        per build. Raises ``StoreError`` when a build fails (the live index is intact)."""
+        store = self.store
+        if not isinstance(store, Maintainable):
+            return []
+        return list(store.maintain(force=force, should_stop=should_stop))
+
     def purge_source(self, source_id: str) -> int:
         """Delete every indexed document of a source from the store and the state (``reindex``).
         Returns the number of documents removed."""
@@ -870,6 +894,59 @@ class SyncEngine:
             self.store.delete_doc(st.collection, st.doc_id)
         self.state.delete_source(source_id)
         return len(items)
+
+
+class _CommitPipe:
+    """Embeds and writes one batch (:meth:`SyncEngine._commit`) on a thread of its own while the
+    caller plans the next one (extraction in the worker process, chunking): the extraction of
+    the next files overlaps the embedding of the previous ones. At most one batch is in flight
+    (:meth:`submit` waits for the previous one), so memory stays that of two batches. The batch's
+    counts go to a report of its own, added to the pass's report when it is done; an error
+    (store or embedder down) is raised by the next :meth:`submit` or :meth:`wait`."""
+
+    def __init__(self, engine: SyncEngine, connector: Connector, rep: PassReport) -> None:
+        self._engine, self._connector, self._rep = engine, connector, rep
+        self._thread: threading.Thread | None = None
+        self._part: PassReport | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, batch: list[_Planned]) -> None:
+        """Wait for the batch in flight, then start embedding and writing ``batch`` (if any; in
+        the caller's thread when the engine does not overlap)."""
+        self.wait()
+        if not batch:
+            return
+        if not self._engine.overlap:
+            self._engine._commit(self._connector, batch, self._rep)
+            return
+        part = PassReport(source=self._rep.source, scope=self._rep.scope)
+
+        def run() -> None:
+            try:
+                self._engine._commit(self._connector, batch, part)
+            except BaseException as exc:  # re-raised in the caller's thread
+                self._error = exc
+
+        self._part = part
+        self._thread = threading.Thread(target=run, name="sync-commit", daemon=True)
+        self._thread.start()
+
+    def wait(self, *, raise_error: bool = True) -> None:
+        """Wait for the batch in flight and add its counts to the pass's report; raise its error."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._part is not None:
+            part, self._part = self._part, None
+            rep = self._rep
+            rep.new += part.new
+            rep.changed += part.changed
+            rep.embedded_chunks += part.embedded_chunks
+            rep.acl_unreadable += part.acl_unreadable
+            rep.problems.extend(part.problems)
+        if self._error is not None and raise_error:
+            error, self._error = self._error, None
+            raise error
 
 
 def clean_rel_path(path: str) -> str | None:

@@ -121,9 +121,11 @@ class QdrantBackend(ABC):
         """Set ``payload`` keys on the points matching ``flt``, durably."""
 
     @abstractmethod
-    def _nearest(self, collection: str, vector: list[float], flt: Any, limit: int) -> Sequence[Any]:
+    def _nearest(
+        self, collection: str, vector: list[float], flt: Any, limit: int, exact: bool = False
+    ) -> Sequence[Any]:
         """Top-``limit`` hits (``.id``, ``.payload``, ``.score``) by cosine similarity under
-        ``flt``, best first."""
+        ``flt``, best first; ``exact``: by a full scan, whatever indexes the engine has."""
 
     @abstractmethod
     def _read(self, collection: str, flt: Any, limit: int) -> Sequence[Any]:
@@ -190,10 +192,12 @@ class QdrantBackend(ABC):
     # ---------------------------------------------------------------- Store: reads
 
     def search(
-        self, collection: str, vector: np.ndarray, principals: frozenset[str], limit: int
+        self, collection: str, vector: np.ndarray, principals: frozenset[str], limit: int, *, exact: bool = False
     ) -> list[StoredPoint]:
         """Top-``limit`` by cosine similarity to ``vector`` ``(d,)`` under the rights filter,
-        best first, ``score`` in [-1, 1]. Empty ``principals`` → ``[]``."""
+        best first, ``score`` in [-1, 1]. Empty ``principals`` → ``[]``. ``exact``: by a full
+        scan of the filtered points (no graph, no quantization: the reference the fast path is
+        measured against)."""
         self._check(collection)
         flt = self._rights_filter(principals)
         if flt is None or limit <= 0:
@@ -202,7 +206,7 @@ class QdrantBackend(ABC):
         asked = limit
         while True:
             with self._errors(f"search {collection}"):
-                hits = self._nearest(collection, query, flt, asked)
+                hits = self._nearest(collection, query, flt, asked, exact)
             points = [to_stored(h.id, h.payload, float(h.score)) for h in hits]
             kept = readable_now(points, principals)
             if len(kept) >= limit or len(points) < asked or asked >= limit * _MAX_OVERFETCH:

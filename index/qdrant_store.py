@@ -24,7 +24,7 @@ from qdrant_client import models as qm
 from ancre.errors import EmbedderMismatchError, StoreError
 from ancre.index import sparse_bm25
 from ancre.index._filters import INTEGER_INDEXES, REINDEX_COMMAND, mismatch_message, readable_now, to_stored
-from ancre.index._qdrant_base import QdrantBackend
+from ancre.index._qdrant_base import _MAX_OVERFETCH, QdrantBackend
 from ancre.index.store import PAYLOAD_INDEXES
 from ancre.models import COLLECTIONS, ChunkPayload, StoredPoint
 
@@ -136,12 +136,18 @@ class QdrantStore(QdrantBackend):
 
     # ---------------------------------------------------------------- reads beyond Store
 
+    @property
+    def keywords_ready(self) -> bool:
+        """Whether the collections keep BM25 (``sparse_bm25``): every point then has its vector."""
+        return self.sparse_bm25
+
     def keyword_search(
         self, collection: str, question: str, principals: frozenset[str], limit: int
     ) -> list[StoredPoint]:
         """Top-``limit`` points by BM25 (sparse vector ``bm25``, IDF computed by Qdrant) under
         the rights filter, in one query, best first, ``score`` set; only points sharing a term
-        with ``question``. ``[]`` for empty ``principals``, a question of stop words, or a store
+        with ``question``; points whose grants refuse ``principals`` now are dropped and more are
+        asked for, as :meth:`search` does. ``[]`` for empty ``principals``, a question of stop words, or a store
         opened without ``sparse_bm25`` (raises :class:`StoreError` then)."""
         self._check(collection)
         if not self.sparse_bm25:
@@ -150,16 +156,21 @@ class QdrantStore(QdrantBackend):
         indices, values = sparse_bm25.query_vector(question)
         if flt is None or limit <= 0 or not indices:
             return []
-        with self._errors(f"keyword search {collection}"):
-            hits = self.client.query_points(
-                collection,
-                query=qm.SparseVector(indices=indices, values=values),
-                using=sparse_bm25.VECTOR_NAME,
-                query_filter=flt,
-                limit=limit,
-                with_payload=True,
-            ).points
-        return readable_now([to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0], principals)
+        asked = limit
+        while True:
+            with self._errors(f"keyword search {collection}"):
+                hits = self.client.query_points(
+                    collection,
+                    query=qm.SparseVector(indices=indices, values=values),
+                    using=sparse_bm25.VECTOR_NAME,
+                    query_filter=flt,
+                    limit=asked,
+                    with_payload=True,
+                ).points
+            kept = readable_now([to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0], principals)
+            if len(kept) >= limit or len(hits) < asked or asked >= limit * _MAX_OVERFETCH:
+                return kept[:limit]
+            asked = min(asked * 4, limit * _MAX_OVERFETCH)
 
     def keyword_term_counts(
         self, terms: Sequence[str], cap: int, principals: frozenset[str] | None = None
@@ -242,10 +253,11 @@ class QdrantStore(QdrantBackend):
         self.client.set_payload(collection, payload=payload, points=flt, wait=True)
 
     def _nearest(
-        self, collection: str, vector: list[float], flt: qm.Filter, limit: int
+        self, collection: str, vector: list[float], flt: qm.Filter, limit: int, exact: bool = False
     ) -> list[qm.ScoredPoint]:
         return self.client.query_points(
-            collection, query=vector, query_filter=flt, limit=limit, with_payload=True
+            collection, query=vector, query_filter=flt, limit=limit, with_payload=True,
+            search_params=qm.SearchParams(exact=True) if exact else None,
         ).points
 
     def _read(self, collection: str, flt: qm.Filter, limit: int) -> list[qm.Record]:

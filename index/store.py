@@ -10,9 +10,9 @@ mean *nothing*).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -99,4 +99,43 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Flush and release the store (and its lock)."""
+        ...
+
+
+@runtime_checkable
+class KeywordStore(Protocol):
+    """A store that keeps BM25 itself (``[store] bm25 = "qdrant"``): the edge store's text index,
+    a Qdrant server's sparse vectors. The rights filter is in the query, so its hits are a fresh
+    read of the store."""
+
+    @property
+    def keywords_ready(self) -> bool:
+        """Whether every point is searchable by keywords (else the BM25 snapshot answers)."""
+        ...
+
+    def keyword_search(
+        self, collection: str, question: str, principals: frozenset[str], limit: int
+    ) -> list[StoredPoint]:
+        """Top-``limit`` points by BM25 for ``question`` under the rights filter, best first,
+        ``score`` > 0. Empty ``principals`` → ``[]``."""
+        ...
+
+    def keyword_term_counts(
+        self, terms: Sequence[str], cap: int, principals: frozenset[str] | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """``(points, {term: points holding it, at most cap + 1})`` over both collections: all
+        points (``principals`` ``None``) or those ``principals`` may read (empty: nothing)."""
+        ...
+
+
+@runtime_checkable
+class Maintainable(Protocol):
+    """A store whose indexes are built apart from its writes (the edge store's HNSW builds)."""
+
+    def needs_build(self) -> bool:
+        """Whether :meth:`maintain` has work to do now."""
+        ...
+
+    def maintain(self, *, force: bool = False, should_stop: Callable[[], bool] | None = None) -> list[Any]:
+        """Build what needs building (blocking; reads and writes go on); one report per build."""
         ...

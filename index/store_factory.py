@@ -13,19 +13,23 @@ from ancre.index.store import Store
 def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
     """The store for ``cfg.kind``, not yet opened (call ``open(embedder_name, dim)``):
 
-    - ``edge``: :class:`~ancre.index.edge_store.EdgeStore` under ``data_dir/qdrant/``;
+    - ``edge``: :class:`~ancre.index.edge_store.EdgeStore` under ``data_dir/qdrant/``, with BM25
+      in its text index when ``cfg.bm25 = "qdrant"`` (the default) and index builds after
+      ``cfg.build_after_points`` unindexed points;
     - ``qdrant``: :class:`~ancre.index.qdrant_store.QdrantStore` on ``cfg.url`` with
       ``cfg.api_key`` and ``cfg.timeout_s`` (seconds);
     - ``local``: qdrant-client local mode under ``cfg.path`` (default ``data_dir/qdrant-local``).
 
-    With ``cfg.bm25 = "qdrant"`` the Qdrant backends also keep BM25 as sparse vectors
+    With ``cfg.bm25 = "qdrant"`` the server backends keep BM25 as sparse vectors
     (:mod:`ancre.index.sparse_bm25`). Raises :class:`ConfigError` when ``kind = "qdrant"`` has no
     ``url``.
     """
     if cfg.kind == "edge":
-        from ancre.index.edge_store import EdgeStore
+        from ancre.index.edge_store import EdgeStore, EdgeTuning
 
-        return EdgeStore(data_dir)
+        return EdgeStore(
+            data_dir, keywords=cfg.bm25 == "qdrant", tuning=EdgeTuning(build_after_points=cfg.build_after_points)
+        )
 
     from ancre.index.qdrant_store import QdrantStore
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ancre.settings import QueryConfig
 from ancre.index.bm25 import Bm25Hit, Bm25Manager
 from ancre.index.embedders import Embedder
-from ancre.index.store import Store
+from ancre.index.store import KeywordStore, Store
 from ancre.models import COLLECTIONS, SearchResult, StoredPoint
 from ancre.query.live_acl import LiveAclChecker, RightsCheck, Unverified, unchecked, unverified
 from ancre.query.relevance import RARE_FRACTION, RARE_MIN_DF
@@ -91,8 +91,10 @@ class Retriever:
         *,
         keyword_in_store: bool = False,
     ) -> None:
-        """``keyword_in_store``: the keyword side is the store's ``keyword_search`` (BM25 as Qdrant
-        sparse vectors, ``[store] bm25 = "qdrant"``) instead of the ``bm25`` snapshot."""
+        """``keyword_in_store``: the keyword side is the store's ``keyword_search`` (BM25 kept in
+        the engine, ``[store] bm25 = "qdrant"``: the embedded store's text index, a server's sparse
+        vectors) instead of the ``bm25`` snapshot — once the store says its keywords are ready
+        (:class:`~ancre.index.store.KeywordStore`); until then the snapshot answers."""
         self.store = store
         self.embedder = embedder
         self.bm25 = bm25
@@ -104,16 +106,24 @@ class Retriever:
     def term_stats(self, terms: Sequence[str], principals: frozenset[str]) -> tuple[int, dict[str, int]]:
         """Document frequencies of index ``terms`` over the chunks a user holding ``principals``
         may read: ``(chunks, {term: chunks containing it})`` from the BM25 snapshot under its
-        rights mask (:meth:`~ancre.index.bm25.Bm25Index.term_stats`), or, with BM25 in Qdrant,
+        rights mask (:meth:`~ancre.index.bm25.Bm25Index.term_stats`), or, with BM25 in the store,
         counted by the store under the rights filter up to just past the rarity limit (enough to
         tell rare from common). Used by the extractive gate (:mod:`ancre.query.relevance`): never
         over the whole index, so that whether a word is rare — which can turn an answer into a
         refusal — says nothing about documents the user may not read. An empty set: ``(0, 0…)``."""
-        if self.keyword_in_store:
+        store = self._keyword_store()
+        if store is not None:
             n = sum(self.store.count(c) for c in COLLECTIONS)
             cap = int(max(RARE_MIN_DF, RARE_FRACTION * n)) + 1
-            return self.store.keyword_term_counts(terms, cap, principals)  # type: ignore[attr-defined]
+            return store.keyword_term_counts(terms, cap, principals)
         return self.bm25.get().term_stats(terms, principals)
+
+    def _keyword_store(self) -> KeywordStore | None:
+        """The store, when it answers the keyword side now (see ``keyword_in_store``)."""
+        store = self.store
+        if self.keyword_in_store and isinstance(store, KeywordStore) and store.keywords_ready:
+            return store
+        return None
 
     def retrieve(
         self,
@@ -150,10 +160,11 @@ class Retriever:
 
         k = n if "bm25" in lists else 0
         fresh: dict[str, StoredPoint] = {}
-        if self.keyword_in_store:  # rights filter inside the query: the hits are a fresh read
+        kstore = self._keyword_store()
+        if kstore is not None:  # rights filter inside the query: the hits are a fresh read
             kw: list[StoredPoint] = []
             for coll in COLLECTIONS if k else ():
-                kw.extend(self.store.keyword_search(coll, question, principals, k))  # type: ignore[attr-defined]
+                kw.extend(kstore.keyword_search(coll, question, principals, k))
             kw.sort(key=lambda p: -(p.score or 0.0))
             bm25_hits = [Bm25Hit(p.id, p.payload.collection, p.score or 0.0) for p in kw[:k]]
             fresh = {p.id: p for p in kw[:k]}

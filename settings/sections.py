@@ -51,17 +51,27 @@ class StoreConfig(_Section):
     api_key: str | None = None
     path: Path | None = None
     timeout_s: float = Field(30.0, gt=0)
-    bm25: Literal["snapshot", "qdrant"] = "snapshot"
-    """Where the keyword side lives: ``snapshot`` (default: bm25s snapshot files under the data
-    dir, one machine) or ``qdrant`` (sparse vectors with IDF in the Qdrant collections, for APIs on
-    several machines; ``kind = "qdrant"`` or ``"local"`` only). README "Configuration"."""
+    bm25: Literal["snapshot", "qdrant"] = "qdrant"
+    """Where the keyword side lives: ``qdrant`` (BM25 kept in the Qdrant engine, updated with every
+    write: the embedded engine's BM25 text index for ``kind = "edge"``, the default there; sparse
+    vectors with IDF on a server) or ``snapshot`` (bm25s snapshot files under the data dir, rebuilt
+    from the store after each change; the default for ``kind = "qdrant"`` / ``"local"``, whose
+    collections were built without sparse vectors). README "Configuration"."""
+    build_after_points: int = Field(20_000, ge=1)
+    """``kind = "edge"``: points not yet in the store's HNSW index (searched exactly) that start an
+    index build in a separate process (README "Scale")."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bm25_default(cls, data: object) -> object:
+        if isinstance(data, dict) and "bm25" not in data and data.get("kind", "edge") != "edge":
+            return {**data, "bm25": "snapshot"}
+        return data
 
     @model_validator(mode="after")
     def _url_for_server(self) -> "StoreConfig":
         if self.kind == "qdrant" and not self.url:
             raise ValueError("store.url is required when store.kind = 'qdrant'")
-        if self.bm25 == "qdrant" and self.kind == "edge":
-            raise ValueError("store.bm25 = 'qdrant' needs store.kind = 'qdrant' (a Qdrant server)")
         return self
 
 

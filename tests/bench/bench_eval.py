@@ -31,7 +31,11 @@ def _keyword_costs(rt, questions) -> dict:
         t0 = time.perf_counter()
         rt.retriever.retrieve(q.text, principals, lists=("bm25",))
         times.append((time.perf_counter() - t0) * 1000)
-    if rt.settings.store.bm25 == "qdrant":
+    if rt.settings.store.kind == "edge" and rt.settings.store.bm25 == "qdrant":
+        root = rt.data_dir / "qdrant"
+        files = [p for p in root.rglob("*") if p.is_file() and "bm25_terms" in str(p)]
+        size = f"{sum(p.stat().st_blocks * 512 for p in files) / 2**10:.0f} KiB on disk (text index)"
+    elif rt.settings.store.bm25 == "qdrant":
         nnz = sum(
             len(sparse_bm25.document_vector(p.payload.filename, p.payload.text)[0])
             for c in COLLECTIONS for p in rt.store.scroll(c)
@@ -44,14 +48,15 @@ def _keyword_costs(rt, questions) -> dict:
 
 
 def run() -> list[dict]:
-    """Sync the corpus into a temporary folder and evaluate the three modes with the BM25
-    snapshot; then again with BM25 in Qdrant (qdrant-client local mode: brute force in Python,
-    so its times say nothing of a Qdrant server's)."""
+    """Sync the corpus into a temporary folder and evaluate the three modes with BM25 in the
+    embedded store's text index (the default); the keyword modes again with the BM25 snapshot,
+    and with BM25 in Qdrant (qdrant-client local mode: brute force in Python, so its times say
+    nothing of a Qdrant server's)."""
     from support.evaluation import evaluate, load_questions, synced_runtime
 
     questions = load_questions()
     rows = []
-    for keyword, modes in (("snapshot", ("vector", "bm25", "hybrid")), ("qdrant", ("bm25", "hybrid"))):
+    for keyword, modes in (("edge", ("vector", "bm25", "hybrid")), ("snapshot", ("bm25", "hybrid")), ("qdrant", ("bm25", "hybrid"))):
         with tempfile.TemporaryDirectory(prefix="ancre-eval-") as tmp:
             rt = synced_runtime(Path(tmp), keyword=keyword)
             try:
@@ -102,7 +107,7 @@ def render(rows: list[dict]) -> None:
 
 
 def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
-    h = next(r for r in rows if r["mode"] == "hybrid" and r["keyword"] == "snapshot")
+    h = next(r for r in rows if r["mode"] == "hybrid" and r["keyword"] == "edge")
     ok = h["recall_at_3"] >= 0.95 and h["false_refusals"] == 0 and h["false_answers"] == 0
     return [
         ("hybrid recall@3 / MRR / false refusals / false answers",

@@ -29,8 +29,10 @@ What is measured, per size ``N`` (each size in its own child process, so its pea
 - **During the HNSW build** of the sync-path store, ``optimize()`` runs in a thread while another
   thread sends the same retrievals at a fixed rate (open loop, one every ``DURING_INTERVAL_S``);
   a query's latency runs from its scheduled time to its answer, so time spent waiting for the
-  engine counts. qdrant-edge-py 0.9 holds the GIL for the whole of ``optimize()``: in one process
-  nothing else runs while it builds, and these latencies show it.
+  engine counts. ``EdgeStore.optimize()`` builds in a separate process on a copy of the shard
+  and swaps it in (qdrant-edge-py's own ``optimize()`` holds the GIL for the whole build, which
+  froze a process that ran it: 92 s at 100k); the scale bench (``bench_scale.py``) measures the
+  builds the store runs by itself.
 - **A query process**: a fresh child opens the finished store and BM25 index, replays the
   retrievals, then runs ``Retriever.retrieve`` with the real ``E5LocalEmbedder`` on real
   questions (e5 embedding p50/p95 apart, and the total); its RSS is what serving this index holds
@@ -571,7 +573,7 @@ def render(rows: list[dict]) -> None:
         f"rights filter + BM25 top {K} + rights re-read + RRF, no LLM; "
         f"{r0['retrieval_after']['queries']} queries (each as {USERS_PER_QUERY} random users). "
         f"During the build, latency counts from the scheduled send time (open loop): "
-        f"qdrant-edge-py holds the GIL during optimize(), so queries in the same process wait. "
+        f"the build runs in a separate process (EdgeStore.optimize), so queries go on. "
         f"cpu = CPU seconds of all threads; wall well above cpu = waiting (flush I/O, other load). "
         f"The bench process's RSS includes its synthetic corpus. "
         f"Machine: {os.cpu_count()} cores, shared; each size in its own process."

@@ -1,13 +1,14 @@
 """The one bench command: runs every ``bench_*.py`` module of this folder and prints its table,
 then a summary against the targets of issue 2.
 
-    .venv/bin/python tests/bench/run.py [--sizes 10000,100000] [--quick] [--only bm25,retrieval,...]
+    .venv/bin/python tests/bench/run.py [--sizes 10000,100000] [--quick] [--only bm25,retrieval,...] [--scale-1m]
 
 Each module exposes ``run(...) -> list[dict]`` and, optionally, ``render(rows)`` (its own rich
 table; without it the rows are printed as a generic table) and ``summary(rows) -> list[tuple[str,
 str, str]]`` (``(measure, value, target)`` lines for the final summary). ``run`` receives
-``sizes`` and ``quick`` when its signature has them. ``--quick`` runs small sizes (2 000 chunks
-unless ``--sizes`` is given) for a smoke check. A bench that fails is reported and the others
+``sizes``, ``quick`` and ``big`` when its signature has them. ``--quick`` runs small sizes (2 000
+chunks unless ``--sizes`` is given) for a smoke check; ``--scale-1m`` (``big``) adds the million-chunk
+column of the scale bench (it takes long: one build process per 250,000 chunks). A bench that fails is reported and the others
 still run; the exit code is then 1.
 
 Importing this file does nothing; benchmarks are commands, not tests (pytest collects nothing
@@ -27,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("bm25", "bm25_rights", "retrieval", "eval", "answer", "daemon", "extraction", "sharepoint")
+ORDER = ("bm25", "bm25_rights", "retrieval", "scale", "ingest", "eval", "answer", "daemon", "extraction", "sharepoint")
 """Known benches first, in this order; any other ``bench_*.py`` after them, by name."""
 QUICK_SIZES = (2_000,)
 DEFAULT_SIZES = (10_000, 100_000)
@@ -57,10 +58,12 @@ def load(name: str) -> ModuleType:
     return module
 
 
-def run_bench(module: ModuleType, sizes: tuple[int, ...] | None, quick: bool) -> list[dict]:
-    """Call ``module.run`` with the ``sizes`` / ``quick`` arguments its signature accepts."""
+def run_bench(module: ModuleType, sizes: tuple[int, ...] | None, quick: bool, big: bool = False) -> list[dict]:
+    """Call ``module.run`` with the ``sizes`` / ``quick`` / ``big`` arguments its signature accepts."""
     params = inspect.signature(module.run).parameters
     kwargs: dict[str, object] = {}
+    if big and "big" in params:
+        kwargs["big"] = True
     if "sizes" in params:
         if sizes is not None:
             kwargs["sizes"] = sizes
@@ -150,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", help="comma-separated chunk counts (default 10000,100000)")
     ap.add_argument("--quick", action="store_true", help=f"small smoke run (sizes {QUICK_SIZES})")
     ap.add_argument("--only", help=f"comma-separated benches among: {','.join(names)}")
+    ap.add_argument("--scale-1m", action="store_true", help="add the 1,000,000-chunk column of the scale bench")
     ap.add_argument(
         "--stateful", type=int, metavar="N",
         help="instead of the benches, run the hypothesis rights property with N examples (e.g. 10000)",
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         try:
             module = load(name)
-            rows = run_bench(module, sizes, args.quick)
+            rows = run_bench(module, sizes, args.quick, args.scale_1m)
             if hasattr(module, "render"):
                 module.render(rows)
             else:

@@ -1,9 +1,9 @@
 """Issue 12, rights-aware keyword candidates, end to end (folder source, e5-local, embedded store):
 60 technician notes that a commercial user may not read repeat a code; the one commercial note he
 may read mentions it once. BM25 must find *his* note (``found_by`` has ``bm25``) and rank it first,
-and he must never see a technician note — with the BM25 snapshot and its rights mask (default),
-and with BM25 kept in Qdrant as sparse vectors (``[store] bm25 = "qdrant"``, qdrant-client's
-local mode standing in for a server)."""
+and he must never see a technician note — with BM25 in the embedded store's text index (the
+default), with the BM25 snapshot and its rights mask (``[store] bm25 = "snapshot"``), and with
+BM25 kept in Qdrant as sparse vectors (qdrant-client's local mode standing in for a server)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ acl_manifest = "acl.json"
 
 
 STORES = {
-    "snapshot": 'kind = "edge"',  # the default: embedded store, BM25 snapshot with the rights mask
+    "edge": 'kind = "edge"',  # the default: embedded store, BM25 in its text index, rights in the query
+    "snapshot": 'kind = "edge"\nbm25 = "snapshot"',  # BM25 snapshot with the rights mask
     "qdrant": 'kind = "local"\nbm25 = "qdrant"',  # BM25 as sparse vectors, rights in the query
 }
 

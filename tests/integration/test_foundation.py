@@ -245,14 +245,20 @@ def test_membership_change_applies_at_next_search(fresh) -> None:
     assert "test-deny-explicite.docx" in {r.filename for r in _hits(rt, q, "chloe")}
 
 
-def test_unusable_bm25_snapshot_is_rebuilt_by_next_pass(fresh) -> None:
-    root, rt = fresh
-    _pass(rt)
-    gen = rt.bm25.current_generation()
-    meta = rt.bm25.index_dir / f"gen-{gen}" / "entries.json"
-    data = json.loads(meta.read_text(encoding="utf-8"))
-    data["tokenizer"] = "an-older-tokenizer"
-    meta.write_text(json.dumps(data), encoding="utf-8")
-    rep = _pass(rt)
-    assert rep.embedded_chunks == 0 and rep.bm25_generation == gen + 1
-    assert rt.bm25.get().search("WD-EXCL-042", 3)
+def test_unusable_bm25_snapshot_is_rebuilt_by_next_pass(tmp_path: Path) -> None:
+    root = copy_corpus(tmp_path / "c")
+    cfg = write_config(root)
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace('kind = "edge"', 'kind = "edge"\nbm25 = "snapshot"', 1), encoding="utf-8")
+    rt = Runtime(load_settings(cfg))
+    try:
+        _pass(rt)
+        gen = rt.bm25.current_generation()
+        meta = rt.bm25.index_dir / f"gen-{gen}" / "entries.json"
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        data["tokenizer"] = "an-older-tokenizer"
+        meta.write_text(json.dumps(data), encoding="utf-8")
+        rep = _pass(rt)
+        assert rep.embedded_chunks == 0 and rep.bm25_generation == gen + 1
+        assert rt.bm25.get().search("WD-EXCL-042", 3)
+    finally:
+        rt.close()

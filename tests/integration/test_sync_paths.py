@@ -51,7 +51,8 @@ def test_file_change_delete_and_rename(env) -> None:
     (root / "a.txt").write_text(f"premier fichier modifié {token(2)}", encoding="utf-8")
     rep = rt.engine.sync_paths(conn, ["a.txt", "a.txt", "nothing-here.txt"])
     assert rep.scope == "paths" and rep.changed == 1 and rep.embedded_chunks == 1
-    assert rt.bm25.get().search(token(2), 3), "BM25 rebuilt after the change"
+    everyone = frozenset({"sid:S-1-1-0"})
+    assert rt.store.keyword_search("documents", token(2), everyone, 3), "the keyword side sees the change"  # type: ignore[attr-defined]
     (root / "autres" / "o1.txt").rename(root / "autres" / "o1-renamed.txt")
     (root / "autres" / "o2.txt").unlink()
     rep = rt.engine.sync_paths(conn, ["autres/o1.txt", "autres/o1-renamed.txt", "autres/o2.txt"])

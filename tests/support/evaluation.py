@@ -170,16 +170,17 @@ def announced(q: Question, answer: object) -> bool:
     return first >= 0 and all(raw.find(f"[{o}]") < 0 or first < raw.find(f"[{o}]") for o in others)
 
 
-def synced_runtime(dest: Path, *, keyword: str = "snapshot") -> Runtime:
+def synced_runtime(dest: Path, *, keyword: str = "edge") -> Runtime:
     """The corpus copied under ``dest``, synced with e5-local; the caller closes it.
-    ``keyword = "snapshot"``: the embedded store and the BM25 snapshot (default configuration);
+    ``keyword = "edge"``: the embedded store with BM25 in its text index (default configuration);
+    ``"snapshot"``: the embedded store and the BM25 snapshot (``[store] bm25 = "snapshot"``);
     ``"qdrant"``: qdrant-client's local mode with BM25 as sparse vectors (``[store] bm25 =
     "qdrant"``, what runs here in place of a Qdrant server)."""
     root = copy_corpus(dest)
     config = write_config(root)
-    if keyword == "qdrant":
-        text = config.read_text(encoding="utf-8")
-        config.write_text(text.replace('kind = "edge"', 'kind = "local"\nbm25 = "qdrant"', 1), encoding="utf-8")
+    store = {"edge": 'kind = "edge"', "snapshot": 'kind = "edge"\nbm25 = "snapshot"', "qdrant": 'kind = "local"\nbm25 = "qdrant"'}
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('kind = "edge"', store[keyword], 1), encoding="utf-8")
     rt = Runtime(load_settings(config))
     for conn in rt.connectors():
         rep = rt.engine.run_pass(conn)

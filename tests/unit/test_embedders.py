@@ -142,6 +142,69 @@ def test_e5_nul_characters_do_not_cut_the_text(e5: E5LocalEmbedder) -> None:
     assert not np.allclose(with_nul, cut, atol=1e-3)
 
 
+def test_e5_question_does_not_wait_behind_passages(e5: E5LocalEmbedder) -> None:
+    """A question asked while a batch of long passages is being embedded is answered before that
+    batch is done (it runs alongside; it used to wait for the batch in progress)."""
+    import threading
+
+    long_text = " ".join([MAINTENANCE, SALARIES] * 6)  # several engine windows each
+    order: list[str] = []
+    started = threading.Event()
+
+    def passages() -> None:
+        started.set()
+        e5.embed_documents([long_text] * 8)
+        order.append("passages")
+
+    t = threading.Thread(target=passages)
+    t.start()
+    started.wait()
+    import time
+
+    time.sleep(0.2)  # the passage call is in the engine
+    q = e5.embed_query(QUESTION)
+    order.append("question")
+    t.join()
+    assert order == ["question", "passages"]
+    assert np.allclose(q, e5.embed_query(QUESTION), atol=1e-4)
+
+
+def test_e5_concurrent_questions_share_engine_calls(e5: E5LocalEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty questions asked at once are encoded in a few engine calls (the ones that waited go
+    together), each caller getting the vector of his own question."""
+    import threading
+
+    import ancre.index.e5_local as e5_local
+
+    questions = [f"{QUESTION} (variante {i})" for i in range(20)]
+    alone = {q: e5.embed_query(q) for q in questions}
+    model = e5_local._models["original"]
+    real = model.encode
+    calls: list[int] = []
+
+    def counted(texts, is_query=False):  # the real engine, calls counted
+        if is_query:
+            calls.append(len(texts))
+        return real(texts, is_query)
+
+    monkeypatch.setattr(model, "encode", counted)
+    got: dict[str, np.ndarray] = {}
+    barrier = threading.Barrier(len(questions))
+
+    def ask(q: str) -> None:
+        barrier.wait()
+        got[q] = e5.embed_query(q)
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(calls) == len(questions) and len(calls) < len(questions) // 2, calls
+    for q in questions:
+        assert np.allclose(got[q], alone[q], atol=1e-4)
+
+
 def test_factory_default_is_e5_local() -> None:
     emb = make_embedder(EmbedderConfig())
     assert isinstance(emb, E5LocalEmbedder)

@@ -21,7 +21,7 @@ from ancre.config import StoreConfig
 from ancre.errors import EmbedderMismatchError, StoreError, StoreLockedError
 from ancre.index.edge_store import EdgeStore
 from ancre.index.qdrant_store import QdrantStore
-from ancre.index.store import PointWrite, Store
+from ancre.index.store import KeywordStore, PointWrite, Store
 from ancre.index.store_factory import make_store
 from ancre.models import Acl, ChunkPayload, Grant, point_id
 
@@ -199,7 +199,7 @@ def test_empty_principal_set_never_queries_the_engine(populated: Store) -> None:
     """With the engine underneath broken, an empty P still answers ``[]`` (no call was made),
     while a non-empty P reaches the engine and fails as StoreError."""
     if isinstance(populated, EdgeStore):
-        populated._shards[DOCS].close()
+        populated._live[DOCS].shard.close()
     else:
         populated.client.close()
     empty: frozenset[str] = frozenset()
@@ -518,20 +518,26 @@ def test_edge_layout_and_meta(tmp_path: Path) -> None:
         EdgeStore(tmp_path).open(EMBEDDER, DIM)
 
 
-# ------------------------------------------------------------------------------ BM25 in Qdrant (issue 12)
+# ------------------------------------------------------------------------------ BM25 in the store
 
 
-@pytest.fixture
-def sparse(tmp_path: Path) -> Iterator[QdrantStore]:
-    """qdrant-client local mode with BM25 as sparse vectors (IDF modifier), as with
-    ``[store] kind = "qdrant"``, ``bm25 = "qdrant"``."""
-    s = QdrantStore.local(tmp_path / "sparse", sparse_bm25=True)
+@pytest.fixture(params=["edge", "local-sparse"])
+def sparse(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EdgeStore | QdrantStore]:
+    """A store keeping BM25 itself (``[store] bm25 = "qdrant"``): the embedded store's text
+    index (the default), or qdrant-client local mode with sparse vectors and the IDF modifier (as
+    a Qdrant server with ``kind = "qdrant"``)."""
+    s: EdgeStore | QdrantStore
+    if request.param == "edge":
+        s = EdgeStore(tmp_path / "edge")
+    else:
+        s = QdrantStore.local(tmp_path / "sparse", sparse_bm25=True)
     s.open(EMBEDDER, DIM)
+    assert isinstance(s, KeywordStore) and s.keywords_ready
     yield s
     s.close()
 
 
-def test_keyword_search_filters_rights_in_the_query(sparse: QdrantStore) -> None:
+def test_keyword_search_filters_rights_in_the_query(sparse: EdgeStore | QdrantStore) -> None:
     """60 notes G1 may read repeat a code; one note G2 may read says it once: G2's search finds
     his note, ranked first, and nothing else; deny wins; an empty principal set reads nothing."""
     notes = [_point(f"N{i}", 0, (G1,), text=f"Relais RX-7731 remplacé, RX-7731 conforme {i}.") for i in range(60)]
@@ -553,7 +559,7 @@ def test_keyword_search_filters_rights_in_the_query(sparse: QdrantStore) -> None
     assert sparse.keyword_term_counts(["serveur"], 100, frozenset()) == (0, {"serveur": 0})
 
 
-def test_keyword_search_idf_is_computed_by_qdrant(sparse: QdrantStore) -> None:
+def test_keyword_search_idf_is_computed_by_qdrant(sparse: EdgeStore | QdrantStore) -> None:
     """A term in every chunk weighs less than a term in one (IDF over the collection), and the
     IDF follows the collection as points come and go."""
     sparse.upsert(DOCS, [_point(f"D{i}", 0, (G1,), text=f"contrat maintenance {i}") for i in range(20)])
@@ -569,12 +575,41 @@ def test_keyword_search_idf_is_computed_by_qdrant(sparse: QdrantStore) -> None:
     assert n == 20 and df == {"contrat": 4, "opnsens": 0, "absent": 0}
 
 
-def test_keyword_search_follows_acl_changes_at_once(sparse: QdrantStore) -> None:
+def test_keyword_search_follows_acl_changes_at_once(sparse: EdgeStore | QdrantStore) -> None:
     sparse.upsert(DOCS, [_point("A", 0, (G1,), text="WD-EXCL-042 exclut le dossier")])
     assert _docs(sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G1}), 5)) == {"A"}
     sparse.set_acl(DOCS, "A", Acl(frozenset({G2})))
     assert sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G1}), 5) == []
     assert _docs(sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G2}), 5)) == {"A"}
+
+
+def test_keyword_search_finds_file_names_and_long_codes(sparse: EdgeStore | QdrantStore) -> None:
+    """The file name is searched with the text; a long code or file name is one term."""
+    sparse.upsert(DOCS, [_point("21_Contrat_Maintenance_Baumont_Industries", 0, (G1,), text="Annexe tarifaire.")])
+    sparse.upsert(DOCS, [_point("B", 0, (G1,), text="Chemin C:\\Axonix\\Agent\\Logs et code 4471-ZETA-PRIME-2026")])
+    got = sparse.keyword_search(DOCS, "21_Contrat_Maintenance_Baumont_Industries.docx", frozenset({G1}), 5)
+    assert got[0].payload.doc_id == "21_Contrat_Maintenance_Baumont_Industries"
+    assert _docs(sparse.keyword_search(DOCS, "4471-ZETA-PRIME-2026", frozenset({G1}), 5)) == {"B"}
+    assert _docs(sparse.keyword_search(DOCS, "c:\\axonix\\agent\\logs", frozenset({G1}), 5)) == {"B"}
+
+
+def test_keyword_search_evaluates_grants_exactly_and_fills_its_limit(sparse: EdgeStore | QdrantStore) -> None:
+    """The keyword side applies the exact grant check of every other read: an ordered walk's ACL
+    admits G1+BAD, not G2+BAD; points the prefilter admits but the grants refuse, scoring best,
+    do not starve the result; an expired grant admits nobody from that instant."""
+    sparse.upsert(DOCS, [_with_acl(_point("G", 0, (), text="WD-EXCL-042 exclusion"), ORDERED)])
+    assert _docs(sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G1, BAD}), 5)) == {"G"}
+    assert sparse.keyword_search(DOCS, "WD-EXCL-042", frozenset({G2, BAD}), 5) == []
+    refused = Acl.of([Grant(frozenset({G1}), frozenset({BAD})), Grant(frozenset({G2}))])
+    sparse.upsert(DOCS, [_with_acl(_point(f"N{i}", 0, (), text="RX-7731 RX-7731 RX-7731"), refused) for i in range(12)])
+    sparse.upsert(DOCS, [_point(f"F{i}", 0, (G1,), text=f"RX-7731 et bien d'autres mots encore {i}") for i in range(3)])
+    assert _docs(sparse.keyword_search(DOCS, "RX-7731", frozenset({G1, BAD}), 3)) == {"F0", "F1", "F2"}
+    expires = time.time() + 1.5
+    sparse.upsert(DOCS, [_with_acl(_point("L", 0, (), text="OPNsense"), Acl.of([Grant(frozenset({G2}), expires=expires)]))])
+    assert _docs(sparse.keyword_search(DOCS, "OPNsense", frozenset({G2}), 5)) == {"L"}
+    while time.time() < expires:
+        time.sleep(0.1)
+    assert sparse.keyword_search(DOCS, "OPNsense", frozenset({G2}), 5) == []
 
 
 def test_keyword_option_must_match_how_the_collections_were_built(tmp_path: Path) -> None:
@@ -585,11 +620,46 @@ def test_keyword_option_must_match_how_the_collections_were_built(tmp_path: Path
     plain.close()
     with pytest.raises(StoreError, match="reindex"):
         QdrantStore.local(tmp_path / "q", sparse_bm25=True).open(EMBEDDER, DIM)
+    edge = EdgeStore(tmp_path / "e", keywords=False)
+    edge.open(EMBEDDER, DIM)
+    with pytest.raises(StoreError, match="keeps no BM25"):
+        edge.keyword_search(DOCS, "x", frozenset({G1}), 5)
+    edge.close()
 
 
-def test_keyword_option_needs_a_qdrant_store() -> None:
-    from pydantic import ValidationError
-
-    with pytest.raises(ValidationError, match="store.bm25"):
-        StoreConfig(kind="edge", bm25="qdrant")
+def test_keyword_option_defaults_per_store_kind() -> None:
+    """BM25 lives in the embedded store by default; a server keeps the snapshot unless told (its
+    collections were made without sparse vectors)."""
+    assert StoreConfig().bm25 == "qdrant"
+    assert StoreConfig(kind="edge", bm25="snapshot").bm25 == "snapshot"
+    assert StoreConfig(kind="qdrant", url="http://127.0.0.1:6333").bm25 == "snapshot"
+    assert StoreConfig(kind="local").bm25 == "snapshot"
     assert StoreConfig(kind="qdrant", url="http://127.0.0.1:6333", bm25="qdrant").bm25 == "qdrant"
+    edge = make_store(StoreConfig(build_after_points=7), Path("/nonexistent"))
+    assert isinstance(edge, EdgeStore) and edge.keywords and edge.tuning.build_after_points == 7
+    assert not make_store(StoreConfig(bm25="snapshot"), Path("/nonexistent")).keywords  # type: ignore[attr-defined]
+
+
+def test_edge_keywords_are_filled_in_for_a_store_written_without_them(tmp_path: Path) -> None:
+    """A store written while keywords were off (or by an ancre without them) is not keyword-ready
+    when they are turned on — the snapshot answers meanwhile — until a build gave every point its
+    terms; then they are found, and so is every point written meanwhile."""
+    old = EdgeStore(tmp_path, keywords=False)
+    old.open(EMBEDDER, DIM)
+    old.upsert(DOCS, [_point(f"OLD{i}", 0, (G1,), text=f"rapport trimestriel OPNsense {i}") for i in range(5)])
+    old.close()
+    store = EdgeStore(tmp_path)
+    store.open(EMBEDDER, DIM)
+    try:
+        assert not store.keywords_ready and store.needs_build()
+        store.upsert(DOCS, [_point("NEW", 0, (G1,), text="OPNsense pare-feu")])
+        reports = store.maintain()
+        assert [r.collection for r in reports] == [DOCS]  # the empty collection needs no build
+        assert store.keywords_ready and not store.needs_build()
+        assert _docs(store.keyword_search(DOCS, "OPNsense", frozenset({G1}), 10)) == {f"OLD{i}" for i in range(5)} | {"NEW"}
+    finally:
+        store.close()
+    again = EdgeStore(tmp_path)
+    again.open(EMBEDDER, DIM)
+    assert again.keywords_ready
+    again.close()

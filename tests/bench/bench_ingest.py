@@ -1,0 +1,220 @@
+"""Ingestion benchmark of the embedded default (e5-local, embedded store): where a first sync of a
+2,000-file folder spends its time, and its chunks per second, one after the other (extraction,
+then embedding; passages 8 per engine call: the code before) against the pipeline (the next
+files extracted while a batch is embedded; 32 passages per call).
+
+Run: ``.venv/bin/python tests/bench/run.py --only ingest`` or
+``.venv/bin/python tests/bench/bench_ingest.py [--files 2000] [--quick]`` (a command, not a test).
+
+The corpus is made once per run in a temporary folder: French sentences of the bundled Axonix
+documents (``examples/axonix/share``) drawn at random into documents of 3–40 sentences under
+headings — 60 % ``.docx``, 30 % ``.md``, 10 % ``.txt`` — in folders of 100 files. Each variant is
+a fresh ``ancre sync`` of that folder in its own process (``Runtime`` → ``SyncEngine.run_pass``,
+the real extraction worker, chunker, e5-local and store), with the time each stage was busy
+measured around the extraction worker call, the embedder call and the store upsert (the rest:
+listing, hashing, chunking, state DB). Stages that overlap add up to more than the wall time.
+CPU: the sync process and its extraction worker (user + system seconds), over the wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SHARE = REPO / "examples" / "axonix" / "share"
+FILES = 2_000
+QUICK_FILES = 120
+VARIANTS = {"serial, 8 per call (before)": (False, 8), "pipelined, 32 per call": (True, 32)}
+
+
+def _sentences() -> list[str]:
+    import docx
+
+    texts = [p.read_text(encoding="utf-8") for p in SHARE.rglob("*.md")]
+    for p in SHARE.rglob("*.docx"):
+        d = docx.Document(str(p))
+        texts.append("\n".join(par.text for par in d.paragraphs))
+        for t in d.tables:
+            texts.extend(" ; ".join(c.text for c in row.cells) for row in t.rows)
+    out = []
+    for t in texts:
+        for s in re.split(r"(?<=[.!?:])\s+|\n+", t):
+            s = s.strip(" #*-|")
+            if len(s) >= 25:
+                out.append(s)
+    return sorted(set(out))
+
+
+def make_corpus(root: Path, n_files: int, seed: int = 17) -> dict:
+    """``n_files`` documents under ``root`` (see the module doc); returns counts by format."""
+    import docx
+
+    rng = np.random.default_rng(seed)
+    sentences = _sentences()
+    counts = {"docx": 0, "md": 0, "txt": 0}
+    for i in range(n_files):
+        folder = root / f"dossier-{i // 100:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        n = int(rng.integers(3, 41))
+        picked = [sentences[j] for j in rng.integers(len(sentences), size=n)]
+        sections = np.array_split(np.array(picked, dtype=object), max(1, n // 8))
+        kind = "docx" if rng.random() < 0.6 else "md" if rng.random() < 0.75 else "txt"
+        counts[kind] += 1
+        title = f"Document {i:04d} – {picked[0][:40]}"
+        if kind == "docx":
+            d = docx.Document()
+            d.add_heading(title, level=1)
+            for k, sec in enumerate(sections):
+                d.add_heading(f"Section {k + 1}", level=2)
+                d.add_paragraph(" ".join(sec))
+            d.save(str(folder / f"doc-{i:04d}.docx"))
+        else:
+            body = "\n\n".join(f"## Section {k + 1}\n\n" + " ".join(sec) for k, sec in enumerate(sections))
+            (folder / f"doc-{i:04d}.{kind}").write_text(f"# {title}\n\n{body}\n", encoding="utf-8")
+    return counts
+
+
+class _Busy:
+    """Seconds each stage was busy (thread-safe; stages may overlap)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def wrap(self, obj: object, method: str, stage: str) -> None:
+        real = getattr(obj, method)
+
+        def timed(*a: object, **k: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return real(*a, **k)
+            finally:
+                with self._lock:
+                    self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+
+        setattr(obj, method, timed)
+
+
+def _cpu_of(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def sync_one(corpus: Path, work: Path, overlap: bool, batch: int) -> dict:
+    """One fresh sync of ``corpus`` into ``work`` (this process), stages timed."""
+    from ancre.app.runtime import Runtime
+    from ancre.config import load_settings
+    from ancre.daemon.sync import SyncEngine
+
+    cfg = work / "ancre.toml"
+    cfg.write_text(
+        f'data_dir = "{work / "data"}"\n[embedder]\nkind = "e5-local"\nbatch_size = {batch}\n[store]\nkind = "edge"\n'
+        f'[directory]\nkind = "file"\npath = "{REPO / "examples" / "axonix" / "directory.json"}"\n'
+        f'[[sources]]\nid = "bench"\nroot = "{corpus}"\nprincipals = ["sid:S-1-1-0"]\n', encoding="utf-8",
+    )
+    with Runtime(load_settings(cfg)) as rt:
+        rt.embedder.embed_query("échauffement du modèle")  # model loaded outside the timing
+        engine: SyncEngine = rt.engine
+        engine.overlap = overlap
+        busy = _Busy()
+        busy.wrap(engine.pool, "extract", "extraction (worker)")
+        busy.wrap(rt.embedder, "embed_documents", "embedding (e5)")
+        busy.wrap(rt.store, "upsert", "store upserts")
+        conn = rt.connector(rt.settings.sources[0])
+        load0 = os.getloadavg()[0]
+        cpu0 = time.process_time()
+        t0 = time.perf_counter()
+        rep = engine.run_pass(conn, rebuild_bm25=False)
+        t1 = time.perf_counter()
+        worker_cpu = _cpu_of(engine.pool.worker_pid or 0)
+        cpu = time.process_time() - cpu0
+        t2 = time.perf_counter()
+        engine.rebuild_bm25()
+        bm25_s = time.perf_counter() - t2
+        wall = t1 - t0
+        stages = {k: round(v, 1) for k, v in busy.seconds.items()}
+        stages["BM25 (snapshot, after the pass)"] = round(bm25_s, 1)
+        return {
+            "overlap": overlap, "batch": batch, "files": rep.listed, "new": rep.new, "failed": rep.failed,
+            "chunks": rep.embedded_chunks, "wall_s": round(wall, 1), "chunks_per_s": round(rep.embedded_chunks / wall, 2),
+            "stages_s": stages, "cpu_s": round(cpu + worker_cpu, 1), "cores_busy": round((cpu + worker_cpu) / wall, 2),
+            "loadavg_1m": [round(load0, 1), round(os.getloadavg()[0], 1)],
+        }
+
+
+def run(quick: bool = False, files: int | None = None) -> list[dict]:
+    """Make the corpus, then one child process per variant; one row per variant."""
+    n = files or (QUICK_FILES if quick else FILES)
+    tmp = Path(tempfile.mkdtemp(prefix="ancre-bench-ingest-"))
+    try:
+        counts = make_corpus(tmp / "corpus", n)
+        rows = []
+        for name, (overlap, batch) in VARIANTS.items():
+            work = tmp / f"work-{len(rows)}"
+            work.mkdir()
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(tmp / "corpus"), str(work), str(int(overlap)), str(batch)]
+            env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")}
+            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
+            rows.append({"variant": name, "formats": counts, **json.loads(out.strip().splitlines()[-1])})
+            shutil.rmtree(work, ignore_errors=True)
+        return rows
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def render(rows: list[dict]) -> None:
+    """Print the variants side by side."""
+    from rich.console import Console
+    from rich.table import Table
+
+    stages = list(dict.fromkeys(k for r in rows for k in r["stages_s"]))
+    t = Table(title=f"Ingestion of the embedded default: first sync of {rows[0]['files']:,} files ({rows[0]['formats']})")
+    t.add_column("measure")
+    for r in rows:
+        t.add_column(r["variant"], justify="right")
+    t.add_row("chunks embedded", *(f"{r['chunks']:,}" for r in rows))
+    t.add_row("wall seconds of the pass", *(f"{r['wall_s']:.0f}" for r in rows))
+    t.add_row("chunks per second", *(f"{r['chunks_per_s']:.2f}" for r in rows))
+    for s in stages:
+        t.add_row(f"  busy: {s} (s, % of wall)", *(
+            f"{r['stages_s'].get(s, 0):.0f} ({100 * r['stages_s'].get(s, 0) / r['wall_s']:.0f} %)" for r in rows))
+    t.add_row("cores busy on average (sync + worker CPU / wall)", *(f"{r['cores_busy']:.2f}" for r in rows))
+    t.add_row("load average 1 min (start, end)", *(f"{r['loadavg_1m'][0]} → {r['loadavg_1m'][1]}" for r in rows))
+    Console(width=max(Console().width, 160)).print(t)
+
+
+def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """Chunks per second before and after."""
+    before, after = rows[0], rows[-1]
+    return [("ingestion chunks/s (before → after)", f"{before['chunks_per_s']:.2f} → {after['chunks_per_s']:.2f} "
+             f"(×{after['chunks_per_s'] / before['chunks_per_s']:.2f})", "×2")]
+
+
+def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--child":
+        print(json.dumps(sync_one(Path(argv[1]), Path(argv[2]), argv[3] == "1", int(argv[4]))))
+        return
+    files = int(argv[argv.index("--files") + 1]) if "--files" in argv else None
+    rows = run(quick="--quick" in argv, files=files)
+    render(rows)
+    for r in rows:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,347 @@
+"""Index builds of the embedded store (ancre.index.edge_build, EdgeStore.maintain): built in a
+real child process on a copy of the shard, swapped in while reads and writes go on, and never
+losing a write made before, during or after the build."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import qdrant_edge as qe
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ancre.index.edge_store as edge_store
+from ancre.errors import StoreError
+from ancre.index.edge_build import Journal, copy_tree, refresh_copy
+from ancre.index.edge_store import EdgeStore, EdgeTuning
+from ancre.index.store import PointWrite
+from ancre.models import COLLECTIONS, Acl, ChunkPayload, point_id
+
+DIM = 8
+EMBEDDER = "test-embedder:v1"
+DOCS, DOCUMENTATION = COLLECTIONS
+GROUPS = ("sid:S-1-5-21-1-1001", "sid:S-1-5-21-1-1002", "sid:S-1-5-21-1-1003")
+WORDS = ("contrat", "maintenance", "pare-feu", "OPNsense", "salaire", "WD-EXCL-042", "serveur", "Baumont")
+
+
+def _vec(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _points(doc: str, n: int, allow: tuple[str, ...], deny: tuple[str, ...] = (), salt: int = 0) -> list[PointWrite]:
+    out = []
+    for i in range(n):
+        seed = zlib.crc32(f"{doc}:{i}:{salt}".encode())
+        words = " ".join(WORDS[(seed >> k) % len(WORDS)] for k in range(0, 12, 3))
+        payload = ChunkPayload(
+            source="src", doc_id=doc, path=f"d/{doc}.docx", filename=f"{doc}.docx", location="",
+            chunk_index=i, text=f"{words} {salt}", acl_allow=allow, acl_deny=deny, content_hash=f"h{salt}",
+            indexed_at=1.0,
+        )
+        out.append(PointWrite(point_id(doc, i), _vec(seed), payload))
+    return out
+
+
+def _content(store: EdgeStore) -> dict[tuple[str, str], tuple]:
+    """Every point of both collections: ``(collection, id)`` → (payload fields, vector rounded)."""
+    out: dict[tuple[str, str], tuple] = {}
+    for coll in COLLECTIONS:
+        with store._use(coll) as shard:
+            offset = None
+            while True:
+                recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=256, with_payload=True, with_vector=True))
+                for r in recs:
+                    pl = r.payload or {}
+                    vec = r.vector[""] if isinstance(r.vector, dict) else r.vector
+                    out[(coll, str(r.id))] = (
+                        pl["doc_id"], pl["chunk_index"], pl["text"], tuple(pl["acl_allow"]), tuple(pl["acl_deny"]),
+                        pl.get("bm25_terms"), tuple(np.round(np.asarray(vec, dtype=np.float32), 4)),
+                    )
+                if offset is None:
+                    break
+    return out
+
+
+class Model:
+    """What the store must hold after a sequence of writes (the reference the swap is checked
+    against): ``(collection, id)`` → the payload fields and vector a fresh write gives."""
+
+    def __init__(self) -> None:
+        self.points: dict[tuple[str, str], PointWrite] = {}
+        self.colls: dict[tuple[str, str], str] = {}
+
+    def upsert(self, coll: str, pts: list[PointWrite]) -> None:
+        for p in pts:
+            self.points[(coll, p.id)] = p
+
+    def delete_doc(self, coll: str, doc: str, start: int) -> None:
+        for key in [k for k, p in self.points.items() if k[0] == coll and p.payload.doc_id == doc and p.payload.chunk_index >= start]:
+            del self.points[key]
+
+    def set_acl(self, coll: str, doc: str, acl: Acl) -> None:
+        from dataclasses import replace
+
+        for key, p in list(self.points.items()):
+            if key[0] == coll and p.payload.doc_id == doc:
+                pl = replace(p.payload, acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)))
+                self.points[key] = PointWrite(p.id, p.vector, pl)
+
+    def content(self) -> dict[tuple[str, str], tuple]:
+        from ancre.index.keywords import chunk_terms, joined
+
+        return {
+            key: (
+                p.payload.doc_id, p.payload.chunk_index, p.payload.text, p.payload.acl_allow, p.payload.acl_deny,
+                joined(chunk_terms(p.payload.filename, p.payload.text)), tuple(np.round(p.vector, 4)),
+            )
+            for key, p in self.points.items()
+        }
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[EdgeStore]:
+    s = EdgeStore(tmp_path / "data", tuning=EdgeTuning(build_after_points=60))
+    s.open(EMBEDDER, DIM)
+    yield s
+    s.close()
+
+
+# ------------------------------------------------------------------------------ journal and copy
+
+
+def test_journal_reads_back_entries_by_position(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j")
+    ops = [("upsert", i, np.arange(i, dtype=np.float32)) for i in range(7)]
+    for op in ops[:4]:
+        j.append(op)
+    assert len(j) == 4
+    got = list(j.read(0, 4))
+    assert [g[1] for g in got] == [0, 1, 2, 3] and np.array_equal(got[3][2], ops[3][2])
+    for op in ops[4:]:
+        j.append(op)
+    assert [g[1] for g in j.read(2, 5)] == [2, 3, 4]
+    assert [g[1] for g in j.read(5, len(j))] == [5, 6]
+    assert list(j.read(7, 7)) == []
+    j.close()
+    assert not (tmp_path / "j").exists()
+
+
+def test_refresh_copy_makes_an_exact_copy_of_what_changed_meanwhile(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "same").write_bytes(b"x" * 100)
+    (src / "grows").write_bytes(b"1")
+    (src / "gone").write_bytes(b"g")
+    manifest = copy_tree(src, dst)
+    (src / "grows").write_bytes(b"12345")
+    (src / "gone").unlink()
+    (src / "a" / "new").write_bytes(b"n")
+    copied = refresh_copy(src, dst, manifest)
+    assert copied == 6  # "grows" and "new", not the unchanged file
+    assert sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file()) == ["a/new", "a/same", "grows"]
+    assert (dst / "grows").read_bytes() == b"12345"
+
+
+# ------------------------------------------------------------------------------ build and swap
+
+
+def test_build_swaps_in_an_indexed_shard_that_answers_the_same(store: EdgeStore, tmp_path: Path) -> None:
+    for d in range(40):
+        store.upsert(DOCS if d % 4 else DOCUMENTATION, _points(f"D{d}", 5, (GROUPS[d % 3],), (GROUPS[2],) if d % 7 == 0 else ()))
+    principals = frozenset(GROUPS[:2])
+    q = _vec(99)
+    before = {c: [p.id for p in store.search(c, q, principals, 10, exact=True)] for c in COLLECTIONS}
+    def kw(c: str) -> set[tuple[str, float]]:  # every match (no tie at a cut-off), order aside
+        return {(p.id, round(p.score or 0, 4)) for p in store.keyword_search(c, "OPNsense pare-feu", principals, 1000)}
+
+    kw_before = {c: kw(c) for c in COLLECTIONS}
+    assert all(kw_before.values())
+    content = _content(store)
+    assert store.unindexed_points(DOCS) == 150 and store.needs_build()
+
+    reports = store.maintain()
+    assert [r.collection for r in reports] == [DOCS]  # documentation has 50 points (< 60): not yet
+    assert reports[0].child.indexed_vectors == 150 and reports[0].child.points == 150
+    assert store.unindexed_points(DOCS) == 0 and store.unindexed_points(DOCUMENTATION) == 50
+    root = tmp_path / "data" / "qdrant"
+    assert (root / "documents.current").read_text().strip() == "documents@1"
+    assert not (root / "documents").exists() and (root / "documentation").is_dir()
+    assert _content(store) == content
+    for c in COLLECTIONS:
+        assert [p.id for p in store.search(c, q, principals, 10)] == before[c]
+        assert kw(c) == kw_before[c]
+
+    store.close()
+    again = EdgeStore(tmp_path / "data")
+    again.open(EMBEDDER, DIM)
+    try:
+        assert _content(again) == content and again.unindexed_points(DOCS) == 0
+        assert sorted(p.name for p in root.iterdir()) == [
+            "LOCK", "ancre_meta.json", "documentation", "documents.current", "documents@1",
+        ]
+    finally:
+        again.close()
+
+
+def _op(store: EdgeStore, model: Model, op: tuple) -> None:
+    kind, coll, doc, a, b = op
+    if kind == "upsert":
+        pts = _points(doc, a, (GROUPS[b % 3],), salt=b)
+        store.upsert(coll, pts)
+        model.upsert(coll, pts)
+    elif kind == "delete":
+        store.delete_doc(coll, doc, a)
+        model.delete_doc(coll, doc, a)
+    else:
+        acl = Acl(frozenset({GROUPS[a % 3]}), frozenset({GROUPS[b % 3]}) if b % 2 else frozenset())
+        store.set_acl(coll, doc, acl)
+        model.set_acl(coll, doc, acl)
+
+
+_OPS = st.tuples(
+    st.sampled_from(["upsert", "upsert", "delete", "acl"]),
+    st.sampled_from(COLLECTIONS),
+    st.sampled_from([f"D{i}" for i in range(6)]),
+    st.integers(0, 4),
+    st.integers(0, 5),
+)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=st.lists(_OPS, min_size=1, max_size=12), copying=st.lists(_OPS, max_size=6),
+       building=st.lists(_OPS, max_size=12), after=st.lists(_OPS, max_size=6))
+def test_the_swap_never_loses_a_write(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+    before: list, copying: list, building: list, after: list,
+) -> None:
+    """Writes made before a build, while its copy is taken (they must be copied again or
+    journaled), while the child builds (journaled, replayed onto the built shard) and after the
+    swap all end up in the store exactly as a reference model of the same writes says."""
+    data = tmp_path_factory.mktemp("swap")
+    store = EdgeStore(data)
+    store.open(EMBEDDER, DIM)
+    model = Model()
+    real_copy, real_child = edge_store.copy_tree, edge_store.run_child
+
+    def copy_then_write(src: Path, dst: Path):  # writes land between the copy and its refresh
+        manifest = real_copy(src, dst)
+        for op in copying:
+            _op(store, model, op)
+        return manifest
+
+    def child_while_writing(path: Path, spec: dict, stop: Callable[[], bool] | None):
+        result = real_child(path, spec, stop)
+        for op in building:  # the child is done but not yet swapped in: journaled
+            _op(store, model, op)
+        return result
+
+    monkeypatch.setattr(edge_store, "copy_tree", copy_then_write)
+    monkeypatch.setattr(edge_store, "run_child", child_while_writing)
+    try:
+        for op in before:
+            _op(store, model, op)
+        store.upsert(DOCS, _points("BASE", 1, (GROUPS[0],)))
+        model.upsert(DOCS, _points("BASE", 1, (GROUPS[0],)))
+        store.maintain(force=True)
+        for op in after:
+            _op(store, model, op)
+        assert _content(store) == model.content()
+    finally:
+        monkeypatch.undo()
+        store.close()
+    again = EdgeStore(data)
+    again.open(EMBEDDER, DIM)
+    try:
+        assert _content(again) == model.content()
+    finally:
+        again.close()
+
+
+def test_reads_and_writes_go_on_during_a_build(store: EdgeStore) -> None:
+    """A writer and a reader thread keep going while the child builds and the shard is swapped:
+    no read fails, every write is there after the swap."""
+    model = Model()
+    for d in range(30):
+        pts = _points(f"D{d}", 4, (GROUPS[0],))
+        store.upsert(DOCS, pts)
+        model.upsert(DOCS, pts)
+    done = threading.Event()
+    errors: list[BaseException] = []
+    reads = [0]
+
+    def reader() -> None:
+        while not done.is_set():
+            try:
+                store.search(DOCS, _vec(reads[0]), frozenset({GROUPS[0]}), 5)
+                store.keyword_search(DOCS, "contrat", frozenset({GROUPS[0]}), 5)
+                reads[0] += 1
+            except BaseException as e:  # reported below
+                errors.append(e)
+                return
+
+    def writer() -> None:
+        k = 0
+        while not done.is_set():
+            pts = _points(f"W{k}", 2, (GROUPS[1],), salt=k)
+            store.upsert(DOCS, pts)
+            model.upsert(DOCS, pts)
+            if k % 3 == 0:
+                store.set_acl(DOCS, f"D{k % 30}", Acl(frozenset({GROUPS[2]})))
+                model.set_acl(DOCS, f"D{k % 30}", Acl(frozenset({GROUPS[2]})))
+            k += 1
+
+    threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    try:
+        reports = store.maintain(force=True)
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert reads[0] > 0 and reports and reports[0].replayed > 0
+    assert _content(store) == model.content()
+
+
+def test_a_stopped_build_leaves_the_live_shard_as_it_was(store: EdgeStore, tmp_path: Path) -> None:
+    store.upsert(DOCS, _points("A", 60, (GROUPS[0],)))
+    content = _content(store)
+    calls = [0]
+
+    def stop() -> bool:
+        calls[0] += 1
+        return calls[0] > 2  # once the child runs
+
+    with pytest.raises(StoreError, match="stopped"):
+        store.maintain(should_stop=stop)
+    root = tmp_path / "data" / "qdrant"
+    assert sorted(p.name for p in root.iterdir()) == ["LOCK", "ancre_meta.json", "documentation", "documents"]
+    assert _content(store) == content and store.unindexed_points(DOCS) == 60
+    store.upsert(DOCS, _points("B", 1, (GROUPS[0],)))  # still writable
+
+
+def test_open_removes_what_an_interrupted_build_left(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path)
+    store.open(EMBEDDER, DIM)
+    store.upsert(DOCS, _points("A", 3, (GROUPS[0],)))
+    store.close()
+    root = tmp_path / "qdrant"
+    (root / "documents@4").mkdir()  # a copy whose build died before the swap
+    (root / ".journal-documents@4").write_bytes(b"x")
+    store = EdgeStore(tmp_path)
+    store.open(EMBEDDER, DIM)
+    try:
+        assert not (root / "documents@4").exists() and not (root / ".journal-documents@4").exists()
+        assert store.count(DOCS) == 3
+    finally:
+        store.close()
+    (root / "documents.current").write_text("documents@9\n")  # names a shard that is not there
+    with pytest.raises(StoreError, match="names no shard"):
+        EdgeStore(tmp_path).open(EMBEDDER, DIM)
