@@ -27,7 +27,7 @@ from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.acl.share import explain_share
 from ancre.acl.token import DIRECTORY_RULES, TokenRules, well_known_name
 from ancre.errors import AclError, AncreError
-from ancre.models import EVERYONE, Acl
+from ancre.models import Acl
 
 SdGetter = Callable[[str], "SecurityDescriptor | None"]
 """``rel_path → SecurityDescriptor`` (``None`` if unreadable; may raise ``AclError``)."""
