@@ -48,7 +48,7 @@ Not modelled (each makes the engine stricter, never looser): CREATOR OWNER / CRE
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 

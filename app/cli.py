@@ -675,7 +675,7 @@ def _print_status(d: dict[str, Any]) -> None:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p["finished_at"] or p["started_at"]))
         console.print(f"last pass of {s}: {when} — {p['outcome'] or 'running/interrupted'}")
     for s, n in sorted(d["acl_unreadable"].items()):
-        console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable[/]", highlight=False)
+        console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable or undecidable[/]", highlight=False)
     for p in d["problems"]:
         console.print(f"  {p['problem']:8} {p['source']}:{p['path']}  [dim]{p['reason']}[/]", highlight=False)
 

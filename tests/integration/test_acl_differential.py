@@ -43,7 +43,6 @@ from ancre.acl.engine import (
     FILE_GENERIC_READ,
     FILE_READ_ATTRIBUTES,
     READ_ACCESS,
-    Ace,
     SecurityDescriptor,
     compile_read,
     explain_read,

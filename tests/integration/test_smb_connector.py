@@ -35,7 +35,7 @@ from ancre.connectors.smb import SmbConnector
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
 from ancre.errors import DirectoryError, SourceUnavailableError
-from ancre.models import COLLECTIONS, Acl, SourceItem
+from ancre.models import COLLECTIONS, SourceItem
 from support.corpus import CORPUS, USERS, readable_paths
 from support.samba import DNS_DOMAIN, SambaDC, samba_dc  # noqa: F401 - the session fixture
 from support.smb_config import PASSWORD_ENV, write_smb_config

@@ -7,6 +7,7 @@ member server."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -122,6 +123,31 @@ def test_a_deny_for_an_undecidable_sid_closes_the_document_with_its_reason(point
         conn.close()
     assert not ex.readable and any("NTLM Authentication" in n for n in ex.notes)
     assert "note: ALLOW" in ex.render() or "note: DENY" in ex.render()
+
+
+def test_ancre_status_lists_the_document_an_undecidable_deny_closes(points: Points, tmp_path: Path) -> None:
+    """The reason reaches the admin: ``ancre sync`` counts the document, ``ancre status`` (text and
+    ``--json``) lists it with the token SID that could not be decided."""
+    dc = points.dc
+    path = points.write("status-ntlm.txt", [(1, "S-1-5-64-10", READ, 0), (0, "S-1-1-0", READ, 0)])
+    os.environ[PASSWORD_ENV] = dc.admin_password
+    try:
+        cfg = write_smb_config(tmp_path, dc, extra=f'include = ["{path}"]\n')
+        cfg.write_text(cfg.read_text().replace(f'share = "{dc.share}"', f'share = "{SHARE}"'))
+        runner = CliRunner()
+        res = runner.invoke(app, ["sync", "--json", "--config", str(cfg)])
+        assert res.exit_code == 0, res.output
+        (rep,) = json.loads(res.stdout)
+        assert rep["new"] == 1 and rep["acl_unreadable"] == 1, rep
+        ((where, kind, reason),) = rep["problems"]
+        assert (where, kind) == (path, "acl_unreadable") and "NTLM Authentication (S-1-5-64-10)" in reason
+        data = json.loads(runner.invoke(app, ["status", "--json", "--config", str(cfg)]).stdout)
+        (problem,) = data["problems"]
+        assert problem["path"] == path and problem["reason"].startswith("undecidable token SID: DENY ACE 1 for NTLM")
+        text = " ".join(runner.invoke(app, ["status", "--config", str(cfg)]).output.split())
+        assert f"partage:{path}" in text and "undecidable token SID" in text, text
+    finally:
+        os.environ.pop(PASSWORD_ENV, None)
 
 
 def test_a_local_group_of_a_member_server_is_configured_and_its_deny_never_lost(points: Points) -> None:

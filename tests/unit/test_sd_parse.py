@@ -5,7 +5,6 @@ or holding an ACE the engine does not understand."""
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
