@@ -59,6 +59,8 @@ class Extract:
     score: float | None = None
     heading_path: tuple[str, ...] = ()
     """The headings above the chunk, outermost first (``heading_path[0]``: the document's title)."""
+    modified_at: float = 0.0
+    """The source file's modification time as indexed, epoch seconds (``0.0``: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,8 @@ def find_versions(extracts: Sequence[Extract], sources: Sequence[Source]) -> tup
     for s in sources:
         mine = [e for e in extracts if (e.collection, e.doc_id) == (s.collection, s.doc_id)]
         title = next((e.heading_path[0] for e in mine if e.heading_path), "")
-        docs.append(Versioned(s.filename, s.path, s.location, title, "\n".join(e.text for e in mine)))
+        modified = max((e.modified_at for e in mine), default=0.0)
+        docs.append(Versioned(s.filename, s.path, s.location, title, "\n".join(e.text for e in mine), modified))
     return version_groups(docs)
 
 
@@ -233,6 +236,7 @@ def build_context(
                     collection=pl.collection,
                     score=hit_scores.get((best.collection, pl.doc_id, pl.chunk_index)),
                     heading_path=tuple(pl.heading_path),
+                    modified_at=pl.modified_at,
                 )
             )
         first = new[0].payload

@@ -28,10 +28,13 @@ contrat Rochat ? », one with 24 months, the other with 36. An answer must never
 - a folder named like an archive (``ARCHIVES``, ``Archive``, ``old``, ``ancien``, ``obsolete``,
   ``historique``): not current;
 - a higher version or a later date in its file name;
-- the latest date its text mentions (« prend effet le 1er janvier 2026 » beats 2024).
+- the latest date its text mentions (« prend effet le 1er janvier 2026 » beats 2024);
+- the file's modification time, the weakest clue (a copy or a touched file moves it): only
+  between documents the clues above leave tied, when each has a known time and the latest is
+  more than :data:`MTIME_MARGIN` after the others.
 
 The document with the best score is the current one; on a tie none is named (the answer then says
-that it cannot tell). The file's modification time is not in the index, so it is not a clue.
+that it cannot tell).
 """
 
 from __future__ import annotations
@@ -39,12 +42,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 from ancre.index.tokenize import fold
 
 NEAR_IDENTICAL = 0.72
 """Word-trigram Jaccard similarity from which two documents' shown texts are versions."""
+
+MTIME_MARGIN = 86_400.0
+"""Seconds by which a file's modification time must follow the others' to count as a clue (one
+day: files copied or restored together differ by seconds)."""
 
 _SUFFIXES = (
     re.compile(r"[\s_.\-]*\(\d+\)$"),
@@ -78,6 +86,8 @@ class Versioned:
     location: str
     title: str
     text: str
+    modified_at: float = 0.0
+    """The file's modification time as indexed, epoch seconds (``0.0``: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +238,14 @@ def _rank(docs: Sequence[Versioned]) -> tuple[str | None, list[str], list[Versio
             score[name] += 1
             others = ", ".join(str(y) for n, y in sorted(known.items(), key=lambda kv: -kv[1]) if n != name)
             reasons.append(f"date la plus récente dans le texte : {top} ({name}), contre {others}")
+    top_score = max(score.values())
+    tied = [d for d in docs if score[d.filename] == top_score]
+    if len(tied) >= 2 and all(d.modified_at > 0 for d in tied):
+        latest = max(tied, key=lambda d: d.modified_at)
+        if all(latest.modified_at - d.modified_at > MTIME_MARGIN for d in tied if d is not latest):
+            score[latest.filename] += 0.5  # breaks the tie only: every other clue counts whole points
+            when = datetime.fromtimestamp(latest.modified_at, UTC).strftime("%d.%m.%Y")
+            reasons.append(f"modifié le plus récemment : {latest.filename} ({when})")
     ordered = sorted(docs, key=lambda d: -score[d.filename])
     if len(ordered) >= 2 and score[ordered[0].filename] > score[ordered[1].filename]:
         return ordered[0].filename, reasons, ordered
@@ -290,4 +308,4 @@ def version_note(group: VersionGroup, folder: Callable[[str], str] | None = None
     tail = "est une version antérieure" if len(older) == 1 else "sont des versions antérieures"
     return f"{count} versions du même document : {parts[0]} semble la version en vigueur{why} ; {', '.join(older)} {tail}."
 
-__all__ = ["NEAR_IDENTICAL", "VersionGroup", "Versioned", "name_key", "similarity", "title_key", "version_groups", "version_note"]
+__all__ = ["MTIME_MARGIN", "NEAR_IDENTICAL", "VersionGroup", "Versioned", "name_key", "similarity", "title_key", "version_groups", "version_note"]

@@ -183,3 +183,23 @@ def test_the_extractive_answer_puts_the_current_version_first_and_labels_the_oth
     assert text.index("vingt-quatre mois") < text.index("trente-six mois")  # current first
     assert text.index("**Version en vigueur (probable)**") < text.index(f"[{R}]")
     assert text.index("**Version antérieure (remplacée)**") < text.index(f"[{R24}]")
+
+
+def test_the_modification_time_breaks_a_tie_only() -> None:
+    text = "L'offre couvre la migration de quatorze machines virtuelles vers Azure pour le cabinet Sarrasin."
+    day = 86_400.0
+
+    def pair(new: float, old: float, old_path: str = "OFFRES/Copie de Offre_Sarrasin.docx") -> tuple:
+        return (Versioned("Offre_Sarrasin.docx", "OFFRES/Offre_Sarrasin.docx", "", "", text, new),
+                Versioned(old_path.rsplit("/", 1)[-1], old_path, "", "", text + " Brouillon.", old))
+
+    # nothing else tells them apart: the file modified a month later looks current, and says why
+    (g,) = version_groups(pair(1_767_225_600.0, 1_767_225_600.0 - 30 * day)[::-1])
+    assert g.current == "Offre_Sarrasin.docx" and g.documents[0] == "Offre_Sarrasin.docx"
+    assert g.reasons == ("modifié le plus récemment : Offre_Sarrasin.docx (01.01.2026)",)
+    # files copied together (seconds apart) or a time not known: no clue, no current version named
+    assert version_groups(pair(1_767_225_600.0, 1_767_225_590.0))[0].current is None
+    assert version_groups(pair(1_767_225_600.0, 0.0))[0].current is None
+    # the weakest clue: an archived file touched later is still the older version
+    (g,) = version_groups(pair(1_767_225_600.0 - 30 * day, 1_767_225_600.0, "ARCHIVES/Copie de Offre_Sarrasin.docx"))
+    assert g.current == "Offre_Sarrasin.docx" and not any("modifié" in r for r in g.reasons)
