@@ -471,7 +471,7 @@ def test_stream_gives_the_same_final_answer(corpus: Synced, srv: ScriptedServer,
     answer, start, outcome = audit_lines(tmp_path)
     assert [answer["kind"], start["kind"], outcome["kind"]] == ["answer", "start", "outcome"]
     assert start["id"] == outcome["id"] != answer["id"] and "ancree" not in start
-    one, two = questions(tmp_path)
+    _one, two = questions(tmp_path)
     check_audit(two, final, "alice", Q_BAUMONT)
 
 
