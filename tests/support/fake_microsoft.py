@@ -32,8 +32,10 @@ each shape below names its page; where a page states a rule the fake follows it
   ``{"error": {"code", "message", "innerError"}}``;
 - SharePoint REST (prefix ``<site server-relative URL>/_api``; a site may refuse it, 403, as a
   ``/contentstorage/`` site does): ``web``, ``web/roleassignments``,
-  ``web/lists(guid'…')/roleassignments`` (or ``lists/getbyid('…')``), ``$expand=Member,RoleDefinitionBindings``,
-  ``web/sitegroups/getbyid(n)/users``, ``contextinfo``; verbose (``{"d": {"results": …}}``) or
+  ``web/lists(guid'…')/roleassignments`` (or ``lists/getbyid('…')``), ``$expand=Member,RoleDefinitionBindings``
+  ("Set custom permissions on a list by using the REST interface"),
+  ``web/lists(guid'…')/items?$select=FileRef,HasUniqueRoleAssignments``
+  ("SecurableObject.HasUniqueRoleAssignments"), ``web/sitegroups/getbyid(n)/users``, ``contextinfo``; verbose (``{"d": {"results": …}}``) or
   ``nometadata`` (``{"value": …}``) JSON per the ``Accept`` header. Tokens obtained with a client
   secret are refused there (``401 Unsupported app only token.``), as SharePoint Online does.
 
@@ -1624,6 +1626,12 @@ class FakeMicrosoft:
         return _Answer(200, out)
 
     def _rest_assignments(self, site: FakeSite, assignments: list[tuple[str, list[str]]], expand: set[str]) -> list[dict[str, Any]]:
+        """``SP.RoleAssignment`` entries of a securable object's ``roleassignments`` ("Set custom
+        permissions on a list by using the REST interface", :data:`support.ms_docs.ROLE_ASSIGNMENTS`;
+        "SP.RoleAssignmentCollection object",
+        https://learn.microsoft.com/previous-versions/office/sharepoint-visio/jj247079(v=office.15)):
+        ``PrincipalId``, and with ``$expand=Member,RoleDefinitionBindings`` the member (``SP.Group``
+        or ``SP.User``) and its role definitions."""
         out = []
         for login, roles in assignments:
             if login.startswith("group:"):
@@ -1640,6 +1648,8 @@ class FakeMicrosoft:
 
     @staticmethod
     def _rest_group(g: SiteGroup) -> dict[str, Any]:
+        """An ``SP.Group`` (``PrincipalType`` 8, SharePoint group; same pages as
+        :meth:`_rest_assignments`)."""
         return {"__type": "SP.Group", "Id": g.id, "Title": g.title, "LoginName": g.title, "PrincipalType": 8,
                 "IsHiddenInUI": False, "OwnerTitle": "System Account", "Description": None}
 
@@ -1659,6 +1669,9 @@ class FakeMicrosoft:
 
     @staticmethod
     def _rest_role(name: str) -> dict[str, Any]:
+        """An ``SP.RoleDefinition`` with its ``BasePermissions`` (``Low``/``High`` words of
+        ``SPBasePermissions``: ``ViewListItems`` = 0x1) for one of SharePoint's default permission
+        levels (:data:`ROLE_DEFINITIONS`)."""
         rid, low, high = ROLE_DEFINITIONS[name]
         return {"__type": "SP.RoleDefinition", "Id": rid, "Name": name, "Hidden": name == "Limited Access",
                 "RoleTypeKind": 0, "Order": 0, "BasePermissions": {"Low": str(low), "High": str(high)}}
