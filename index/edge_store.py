@@ -76,6 +76,8 @@ _UPSERT_BATCH = 512
 _POINTER_SUFFIX = ".current"
 _BUILT = re.compile(r"^(?P<coll>[a-z]+)@(?P<gen>\d+)$")
 _JOURNAL_PREFIX = ".journal-"
+_PAYLOAD = qe.PayloadSelector.Exclude([KEYWORD_FIELD])
+"""What reads return: the payload without the index terms (no one reads them back)."""
 _CATCH_UP_LOCKED = 64
 """Journal entries left when the build's replay takes the write lock for the rest."""
 
@@ -530,7 +532,7 @@ class EdgeStore(QdrantBackend):
         while True:
             request = qe.QueryRequest(
                 limit=asked, query=qe.TextQuery(KEYWORD_FIELD, joined(terms)), filter=flt,
-                with_payload=True, with_vector=False,
+                with_payload=_PAYLOAD, with_vector=False,
             )
             with self._errors(f"keyword search {collection}"), self._use(collection) as shard:
                 hits = shard.query(request)
@@ -649,20 +651,20 @@ class EdgeStore(QdrantBackend):
         self, collection: str, vector: list[float], flt: qe.Filter, limit: int, exact: bool = False
     ) -> list[qe.ScoredPoint]:
         request = qe.QueryRequest(
-            limit=limit, query=qe.Query.Nearest(vector), filter=flt, with_payload=True, with_vector=False,
+            limit=limit, query=qe.Query.Nearest(vector), filter=flt, with_payload=_PAYLOAD, with_vector=False,
             params=qe.SearchParams(exact=True) if exact else self._search_params,
         )
         with self._use(collection) as shard:
             return shard.query(request)
 
     def _read(self, collection: str, flt: qe.Filter, limit: int) -> list[qe.Record]:
-        request = qe.ScrollRequest(limit=limit, filter=flt, with_payload=True, with_vector=False)
+        request = qe.ScrollRequest(limit=limit, filter=flt, with_payload=_PAYLOAD, with_vector=False)
         with self._use(collection) as shard:
             records, _ = shard.scroll(request)
         return records
 
     def _page(self, collection: str, offset: Any, batch: int) -> tuple[list[qe.Record], Any]:
-        request = qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=False)
+        request = qe.ScrollRequest(offset=offset, limit=batch, with_payload=_PAYLOAD, with_vector=False)
         with self._use(collection) as shard:
             return shard.scroll(request)
 

@@ -345,3 +345,51 @@ def test_open_removes_what_an_interrupted_build_left(tmp_path: Path) -> None:
     (root / "documents.current").write_text("documents@9\n")  # names a shard that is not there
     with pytest.raises(StoreError, match="names no shard"):
         EdgeStore(tmp_path).open(EMBEDDER, DIM)
+
+
+# ------------------------------------------------------------------------------ the daemon's lane
+
+
+def _wait(cond: Callable[[], bool], timeout: float = 300.0) -> bool:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def test_the_daemon_lane_keeps_the_store_indexed_after_each_change(store: EdgeStore) -> None:
+    """The index-build thread (what ``ancre daemon`` runs) leaves the store HNSW-indexed: it builds
+    at start when points wait, and again when poked after a change brings enough new points —
+    while searches keep answering (exact on the new points until then)."""
+    from types import SimpleNamespace
+
+    from ancre.daemon.maintenance import IndexMaintainer
+    from ancre.daemon.sync import SyncEngine
+
+    stop = threading.Event()
+    holder = SimpleNamespace(store=store)
+    engine = SimpleNamespace(maintain_index=SyncEngine.maintain_index.__get__(holder))
+    built: list[list[object]] = []
+    lane = IndexMaintainer(engine, should_stop=stop.is_set, on_built=built.append, check_every_s=3600)  # type: ignore[arg-type]
+    for d in range(14):
+        store.upsert(DOCS, _points(f"A{d}", 5, (GROUPS[0],)))
+    assert store.unindexed_points(DOCS) == 70
+    lane.start()
+    try:
+        assert _wait(lambda: store.unindexed_points(DOCS) == 0 and lane.builds == 1 and not lane.building)
+        assert [r.collection for r in built[0]] == [DOCS]  # type: ignore[attr-defined]
+        for d in range(13):  # a change: 65 new points, searched exactly until the next build
+            store.upsert(DOCS, _points(f"B{d}", 5, (GROUPS[1],)))
+        assert store.unindexed_points(DOCS) == 65
+        assert {p.payload.doc_id for p in store.search(DOCS, _vec(5), frozenset({GROUPS[1]}), 100)} == {f"B{d}" for d in range(13)}
+        lane.poke()
+        assert _wait(lambda: store.unindexed_points(DOCS) == 0 and lane.builds == 2 and not lane.building)
+        assert len({p.payload.doc_id for p in store.search(DOCS, _vec(5), frozenset({GROUPS[1]}), 100)}) == 13
+        assert lane.last_error is None
+    finally:
+        stop.set()
+        assert lane.join(60)
