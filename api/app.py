@@ -50,6 +50,7 @@ from ancre.api.query_route import query_router
 from ancre.api.questions import check_question, last_user_question
 from ancre.api.render import WARNING_UNGROUNDED, sources_block, verdict_headers, verdict_out
 from ancre.api.service import ApiContext, QueryService, Readiness, auth_dependencies
+from ancre.api.staff import StaffMessages
 from ancre.config import Settings
 
 
@@ -83,6 +84,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.metrics = ctx.metrics
+    app.state.staff = StaffMessages(settings.api.support_contact)  # French errors on the chat route
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes, timeout_s=settings.api.body_timeout_s)
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
     auth = auth_dependencies(ctx)

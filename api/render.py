@@ -48,13 +48,15 @@ def verdict_headers(answer: Answer) -> dict[str, str]:
     }
 
 
-def sources_block(answer: Answer) -> str:
+def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
     """What follows the answer's text on ``/v1``: a Markdown « Sources » list, one line per
     document (file name, then its folder as a code span / its URL as an autolink), and a warning
     line when the answer is not grounded, and one when documents were left out because their
-    rights could not be checked live. ``""`` for a refusal (no source, grounded) otherwise."""
+    rights could not be checked live. ``""`` for a refusal (no source, grounded) otherwise.
+    ``with_sources=False``: the warnings only (the sources go as native events,
+    :mod:`ancre.api.native_sources`)."""
     parts: list[str] = []
-    if answer.sources:
+    if answer.sources and with_sources:
         lines = [f"- {s.filename} — {format_location(s.location)}" if s.location else f"- {s.filename}"
                  for s in answer.sources]
         parts.append("**Sources :**\n" + "\n".join(lines))

@@ -73,6 +73,9 @@ ERROR_MODEL = "erreur_modele"
 """Audit ``error`` when the answering model failed (the error itself is raised to the caller)."""
 ERROR_INTERRUPTED = "interrompue"
 """Audit ``error`` when a streamed answer was abandoned by its consumer before the end."""
+CONTROL_UNKNOWN_USER = "utilisateur_inconnu"
+"""Control that fires when no principal provider knows the user (no principal: nothing is
+readable, the answer is the refusal): the user is told so, not that the documents are silent."""
 CONTROL_RIGHTS_UNVERIFIED = "droits_non_verifies"
 """Control that fires when documents were left out because their rights could not be checked
 live (their source unreachable): the answer rests on the others only. It does not change
@@ -82,12 +85,15 @@ live (their source unreachable): the answer rests on the others only. It does no
 @dataclass(frozen=True)
 class AnswerSource:
     """A document shown with the answer: file name, folder (UNC ``\\\\SRV\\Partage\\Dossier\\`` or
-    SharePoint URL), path relative to its source, document id."""
+    SharePoint URL), path relative to its source, document id, and ``passages``: the texts of
+    its extracts that were put before the model (or quoted), in reading order — what the
+    answer rests on (Open WebUI shows them in its source panel)."""
 
     filename: str
     location: str
     path: str
     doc_id: str
+    passages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,8 +160,9 @@ def _nfc(s: str) -> str:
     return unicodedata.normalize("NFC", s)
 
 
-def _as_source(s: Source) -> AnswerSource:
-    return AnswerSource(s.filename, s.location, s.path, s.doc_id)
+def _as_source(s: Source, context: Context) -> AnswerSource:
+    passages = tuple(e.text for e in context.extracts if (e.collection, e.doc_id) == (s.collection, s.doc_id))
+    return AnswerSource(s.filename, s.location, s.path, s.doc_id, passages)
 
 
 def shown_sources(verdict: Verdict, context: Context) -> tuple[AnswerSource, ...]:
@@ -164,7 +171,7 @@ def shown_sources(verdict: Verdict, context: Context) -> tuple[AnswerSource, ...
         return ()
     by_name = {_nfc(s.filename): s for s in context.sources}
     cited = [by_name[n] for n in verdict.cited if n in by_name]
-    return tuple(_as_source(s) for s in (cited or context.sources))
+    return tuple(_as_source(s, context) for s in (cited or context.sources))
 
 
 class AnswerService:
@@ -268,6 +275,8 @@ class AnswerService:
         left_out = unverified(prep.rights)
         if left_out:
             verdict = replace(verdict, controls=(*verdict.controls, CONTROL_RIGHTS_UNVERIFIED))
+        if not prep.principals:
+            verdict = replace(verdict, controls=(*verdict.controls, CONTROL_UNKNOWN_USER))
         reponse = enrich_citations(raw, prep.context.sources)  # after every check
         prep.timings["total"] = _ms(prep.started)
         self._record(prep, verdict)
@@ -381,6 +390,7 @@ class AnswerService:
 
 __all__ = [
     "CONTROL_RIGHTS_UNVERIFIED",
+    "CONTROL_UNKNOWN_USER",
     "ERROR_INTERRUPTED",
     "ERROR_MODEL",
     "Answer",

@@ -170,7 +170,14 @@ def test_openai_sdk_lists_the_model_and_answers_streaming_and_not(served: Served
     chunks = list(stream)
     pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert len(pieces) > 5  # really streamed, piece by piece
-    assert "".join(pieces) == text  # the streamed text equals the non-streamed one
+    # streamed: native sources (Open WebUI's `source` events), the citations numbered in their order
+    assert "".join(pieces) == CASE1.replace(f"[{BAUMONT}]", "[1]")
+    events = [c.model_extra["event"] for c in chunks if "event" in (c.model_extra or {})]
+    assert [e["type"] for e in events] == ["source"] and all(not c.choices for c in chunks if "event" in (c.model_extra or {}))
+    data = events[0]["data"]
+    assert "type" not in data and data["source"] == {"id": f"{CLIENTS_UNC}{BAUMONT}", "name": BAUMONT}
+    assert data["document"][0].startswith(f"Dossier : `{CLIENTS_UNC}`") and BAUMONT_FEE in "\n".join(data["document"])
+    assert data["metadata"] == [{"source": f"{CLIENTS_UNC}{BAUMONT}", "name": BAUMONT}] * len(data["document"])
     last = chunks[-1]
     assert last.choices[0].finish_reason == "stop" and last.model_extra["ancre"] == verdict
     assert all("ancre" not in (c.model_extra or {}) for c in chunks[:-1])
@@ -359,12 +366,20 @@ def test_a_user_who_may_not_read_gets_the_refusal_and_no_trace(served: Served, s
     asked = chats(srv, ANSWER_MODEL)
     assert len(asked) == 3 and not any("Rochat.docx" in user_part(q) or ROCHAT_FEE in user_part(q) for q in asked)
 
-    # an identity the directory does not know: the refusal, no model call, no source
+    # an identity the directory does not know: told so (not « not in the documents »), no model
+    # call, no source; /query keeps the refusal, with the control
     srv.clear()
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_ROCHAT), headers=who("mallory"), timeout=60)
-    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == REFUSAL
-    assert r.json()["ancre"] == {"ancree": True, "verification": "non_requise", "controles": ["aucun_extrait"],
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["message"]["content"] == (
+        "Votre compte « mallory@axonix.ch » n'est pas connu de l'annuaire de l'entreprise : ancre ne peut donc pas "
+        "vérifier vos droits d'accès et ne vous montre aucun document. Contactez votre service informatique : votre "
+        "adresse dans Open WebUI doit correspondre à votre compte de l'annuaire.")
+    assert r.json()["ancre"] == {"ancree": True, "verification": "non_requise",
+                                 "controles": ["aucun_extrait", "utilisateur_inconnu"],
                                  "sources": [], "extractive": False, "documents_ecartes": []}
+    r = httpx.post(f"{served.url}/query", json={"question": Q_ROCHAT}, headers=who("mallory"), timeout=60)
+    assert r.json()["reponse"] == REFUSAL and r.json()["controles"] == ["aucun_extrait", "utilisateur_inconnu"]
     assert srv.requests_to("/api/chat") == []
     _no_error(srv)
 
@@ -557,7 +572,9 @@ def test_before_the_first_sync_answers_503_not_a_confident_refusal(tmp_path: Pat
         assert r.status_code == 503 and r.json()["error"]["code"] == "index_not_ready", r.text
         assert "partage" in r.json()["error"]["message"]
         r = httpx.post(f"{server.url}/v1/chat/completions", headers=who("alice"), json=chat_body("Forfait Rochat ?"))
-        assert r.status_code == 503
+        assert r.status_code == 503 and r.json()["error"]["code"] == "index_not_ready"
+        assert r.json()["error"]["message"] == ("ancre démarre : l'indexation des documents n'est pas encore terminée. "
+                                                "Réessayez dans quelques minutes.")  # staff read it in Open WebUI
         h = httpx.get(f"{server.url}/health")
         assert h.status_code == 503 and h.json()["checks"]["index"]["status"] == "starting"
         assert not srv.requests_to("/api/chat")  # no model call, no audit line for a non-answer
