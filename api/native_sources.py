@@ -23,14 +23,15 @@ first appearance (a same file cited again, with or without extension or ``#N``, 
 number). At the end :meth:`InlineCitations.events` sends, in number order, the source each
 number names among the answer's sources (:attr:`Answer.sources`) — or, for a name that is no
 shown document (an invented citation, which also makes the answer not grounded), a source
-saying so; then the answer's other sources, unnumbered. A link ``[x](url)`` and code are left
-as they are.
+saying so; then the answer's other sources, unnumbered. The text of a link ``[x](url)`` and code
+are not numbered.
 
 **Escaping.** Open WebUI links *any* ``[2]``, ``[2, 3]`` or ``[2#x]`` of the text
 (open-webui#11592), e.g. a document's « art. 5 [2] » quoted by the model, to the n-th source — a
-wrong file. Each such group that is not one of ancre's numbers is written ``\\[2]``
-(CommonMark §2.4: it renders as ``[2]``), outside code spans and fenced code blocks, where a
-backslash would show.
+wrong file. Each such group that is not one of ancre's numbers is written ``[2\\]``,
+``[2\\#x\\]`` (CommonMark §2.4: it renders as written; not ``\\[2]``, which Open WebUI reads
+as the start of display math), outside code spans and fenced code blocks, where a backslash
+would show. The same holds for quoted document text (:mod:`ancre.query.markdown`).
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ one is passed on as text."""
 _FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _FENCE_START_RE = re.compile(r" {0,3}(`*|~*)")
 _OWUI_CITATION_RE = re.compile(r"\[\d+(?:#[^,\]\s]+)?(?:,\s*\d+(?:#[^,\]\s]+)?)*\]")
-"""What Open WebUI's ``citation`` extension links (its tokenizer's regex, one group)."""
+"""What Open WebUI's ``citation`` extension links (its tokenizer's regex, one bracket group)."""
 _SUFFIX_RE = re.compile(r"\s*#\s*\d+$")
 _STRIP = " \t*_`\"'«»[]"
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
 def citation_key(name: str) -> str:
@@ -213,11 +215,12 @@ class InlineCitations:
                 out.append(c)
                 i += 1
                 continue
-            if c == "\\":
+            if c == "\\":  # a backslash escape (CommonMark §2.4: before ASCII punctuation only)
                 if i + 1 == n and not final:
                     break
-                out.append(buf[i : i + 2])
-                i += 2
+                step = 2 if buf[i + 1 : i + 2] in _PUNCTUATION else 1
+                out.append(buf[i : i + step])
+                i += step
                 continue
             if c == "[":
                 close = self._group_end(buf, i)
@@ -229,17 +232,17 @@ class InlineCitations:
                     after = buf[close + 1 : close + 2]
                     if not after and not final:
                         break
-                    if after == "(":  # a Markdown link [text](url): kept whole
-                        out.append(buf[i : close + 1])
-                        i = close + 1
+                    linked = _OWUI_CITATION_RE.match(buf, i)
+                    if linked is not None:  # Open WebUI would link it to a source: [2\], [2\#x\]
+                        out.append(linked.group(0)[:-1].replace("#", "\\#") + "\\]")
+                        i = linked.end()
                         continue
-                    replaced = self._citation(buf[i : close + 1])
+                    replaced = None if after == "(" else self._citation(buf[i : close + 1])  # (: a link
                     if replaced is not None:
                         out.append(replaced)
                         i = close + 1
                         continue
-                linked = close >= 0 and _OWUI_CITATION_RE.fullmatch(buf, i, close + 1) is not None
-                out.append("\\[" if linked else "[")
+                out.append("[")
                 i += 1
                 continue
             out.append(c)
@@ -284,7 +287,7 @@ class InlineCitations:
             rest_text = rest_text[: c.start] + rest_text[c.end :]
         rest = [p.strip(_STRIP) for p in re.split(r"[,;]", rest_text)]
         rest = [p for p in rest if p]
-        tail = f" ({'; '.join(rest)})" if rest else ""
+        tail = f" ({escape_citation_digits('; '.join(rest))})" if rest else ""
         return "[" + ", ".join(str(k) for k in numbers) + "]" + tail
 
     # ------------------------------------------------------------------ the sources

@@ -82,11 +82,12 @@ def owui_links(text: str) -> list[int]:
     """The source numbers Open WebUI would link in ``text`` (see the module doc): its citation
     regex tried at each position of the inline text, after ``\\`` escapes, outside code."""
     ids: list[int] = []
-    i, fence, code = 0, False, 0
+    i, fence, code = 0, "", 0
     lines_start = True
     while i < len(text):
-        if lines_start and re.match(r" {0,3}```", text[i:]):
-            fence = not fence
+        marker = re.match(r" {0,3}(`{3,}|~{3,})", text[i:]) if lines_start else None
+        if marker and (not fence or marker.group(1)[0] == fence):  # a fenced code block opens / closes
+            fence = "" if fence else marker.group(1)[0]
         c = text[i]
         lines_start = c == "\n"
         if c == "\n":
@@ -185,7 +186,7 @@ def test_a_streamed_answer_sends_its_sources_as_open_webui_events_in_citation_or
     with client(svc) as c:
         text, events, last = streamed(post(c, Q_ROCHAT, stream=True))
     assert text == ("Le forfait est de CHF 3 840 HT [1] ; le budget, CHF 120 000 [2]. "
-                    "Selon l'art. 5 \\[2], voir aussi [1].")
+                    "Selon l'art. 5 [2\\], voir aussi [1].")
     assert owui_links(text) == [1, 2, 1]  # the model's own « [2] » links nothing
     assert "Sources" not in text and last["choices"][0]["finish_reason"] == "stop" and last["ancre"]["ancree"] is True
     assert [e["type"] for e in events] == ["source", "source"]
@@ -199,7 +200,7 @@ def test_a_streamed_answer_sends_its_sources_as_open_webui_events_in_citation_or
     sp_id = f"{SP}/Budget.xlsx"
     assert budget["source"] == {"id": sp_id, "name": "Budget.xlsx", "url": SP}
     assert budget["metadata"] == [{"source": sp_id, "name": "Budget.xlsx", "source_url": SP}]
-    assert budget["document"] == ["Budget 2026 : CHF 120 000 \\[2\\]"]  # the panel renders Markdown: no link either
+    assert budget["document"] == ["Budget 2026 : CHF 120 000 [2\\]"]  # the panel renders Markdown: no link either
     assert owui_links(budget["document"][0]) == []
     assert svc.asked == [Q_ROCHAT]
 
@@ -209,7 +210,7 @@ def test_non_streamed_and_markdown_answers_keep_the_sources_block() -> None:
     clients that show text only: ``[file name]`` citations and the « Sources » block."""
     block = (f"\n\n---\n**Sources :**\n- 03_Contrat_Rochat.docx — `{UNC}`\n"
              "- Budget.xlsx — <https://axonix.sharepoint.example/sites/Direction/Documents%20partages>")
-    expected = RAW.replace("art. 5 [2]", "art. 5 \\[2]") + block
+    expected = RAW.replace("art. 5 [2]", "art. 5 [2\\]") + block
     with client(Service(answer())) as c:
         assert post(c, Q_ROCHAT, stream=False).json()["choices"][0]["message"]["content"] == expected
     with client(Service(answer()), citations="markdown") as c:
@@ -270,6 +271,7 @@ def test_streamed_numbering_is_split_proof_and_links_only_ancre_numbers(tokens: 
     assert all(citation_key(a) != citation_key(b) for a, b in zip(numbering.names, numbering.names[1:]))
     assert escape_citation_digits(text).count("[") == text.count("[")  # escaping never adds or drops a bracket
     assert owui_links(escape_citation_digits(text)) == []
+    assert whole.count("\\[") == text.count("\\[")  # never Open WebUI's display-math delimiter
 
 
 # ----------------------------------------------------------------------------- 2. attachments
