@@ -10,10 +10,13 @@ false), puts the rendered template *before* the user's own text in the last user
 (``add_or_update_user_message(…, append=False)``: ``"<template>\\n<question>"``); with
 ``RAG_SYSTEM_CONTEXT=true`` it goes to the system message instead. Templates of earlier releases
 (still stored in an upgraded instance's config) also repeat the question as
-``<user_query>{{QUERY}}</user_query>`` after the context.
+``<user_query>{{QUERY}}</user_query>`` after the context. And when the model's native tools are
+on (its *Builtin Tools* capability), each user message with files starts with
+``<attached_files>\n<file type="file" id="…" name="…"/>…\n</attached_files>\n\n``
+(``open_webui.utils.middleware.add_file_context``), earlier turns included.
 
 :func:`user_turn` therefore takes as the question what follows the template's last
-``</context>`` (without a ``<user_query>`` block), never the attachment's text — which is
+``</context>`` (without a ``<user_query>`` or ``<attached_files>`` block), never the attachment's text — which is
 neither searched, nor given to the model, nor written to the audit log. It also counts the
 sources Open WebUI shows for that message: they come first in the message's ``sources``, so the
 citations ancre numbers start after them (:mod:`ancre.api.native_sources`). Images (``image_url``
@@ -35,6 +38,8 @@ _CONTEXT_CLOSE = "</context>"
 _SOURCE_ID_RE = re.compile(r"<source\b[^>]*?\bid=\"(\d{1,6})\"")
 _SOURCE_TAG_RE = re.compile(r"<source\b")
 _USER_QUERY_RE = re.compile(r"<user_query>(.*?)</user_query>", re.S)
+_ATTACHED_RE = re.compile(r"\A\s*<attached_files>\n(.*?)\n</attached_files>\s*", re.S)
+_FILE_TAG_RE = re.compile(r"<file\b")
 _ATTACHMENT_PARTS = frozenset({"image_url", "input_image", "file", "input_file", "input_audio"})
 """Content part types that carry an attachment rather than text (OpenAI chat schema)."""
 
@@ -86,19 +91,30 @@ def _source_count(template: str) -> int:
 
 
 def own_question(text: str) -> tuple[str, int]:
-    """``(question, sources)``: the user's own text in a message Open WebUI may have wrapped in
-    its RAG template, and how many sources the template carried (0: not wrapped, ``text`` as
-    is)."""
-    if not _is_template(text):
-        return text, 0
-    close = text.rfind(_CONTEXT_CLOSE)
-    sources = max(_source_count(text), 1)
-    after = text[close + len(_CONTEXT_CLOSE):]
-    queries = _USER_QUERY_RE.findall(after)
-    rest = _USER_QUERY_RE.sub("", after).strip()
-    if not rest and queries:
-        rest = queries[-1].strip()
-    return rest, sources
+    """``(question, attachments)``: the user's own text in a message Open WebUI may have wrapped
+    in its RAG template and prefixed with its ``<attached_files>`` block, and how many sources
+    or files these carried (0: neither, ``text`` as is)."""
+    sources = 0
+    if _is_template(text):
+        close = text.rfind(_CONTEXT_CLOSE)
+        sources = max(_source_count(text), 1)
+        after = text[close + len(_CONTEXT_CLOSE):]
+        queries = _USER_QUERY_RE.findall(after)
+        text = _USER_QUERY_RE.sub("", after)
+        if not text.strip() and queries:
+            text = queries[-1]
+    files = 0
+    attached = _ATTACHED_RE.match(text)
+    if attached is not None:
+        files = max(len(_FILE_TAG_RE.findall(attached.group(1))), 1)
+        text = text[attached.end():]
+    return (text.strip() if sources or files else text), max(sources, files)
+
+
+def user_text(message: ChatMessage) -> str:
+    """The user's own text of any ``user`` message of the conversation, without what Open WebUI
+    added (:func:`own_question`) — for earlier turns too, which keep their ``<attached_files>``."""
+    return own_question(_text(message))[0]
 
 
 def user_turn(messages: Sequence[ChatMessage], max_chars: int) -> UserTurn:
@@ -110,15 +126,15 @@ def user_turn(messages: Sequence[ChatMessage], max_chars: int) -> UserTurn:
         m = messages[i]
         if m.role != "user":
             continue
-        question, sources = own_question(_text(m))
-        system_sources = 0
+        text = _text(m)
+        question, attached = own_question(text)
+        sources = max(_source_count(text), 1) if _is_template(text) else 0
         for s in messages:
             if s.role in ("system", "developer") and _is_template(_text(s)):  # RAG_SYSTEM_CONTEXT=true
-                system_sources = max(system_sources, _source_count(_text(s)), 1)
-        shown = sources or system_sources
+                sources = max(sources, _source_count(_text(s)), 1)
         return UserTurn(check_question(question, max_chars, f"messages[{i}].content"),
-                        attachments=shown + _attached_parts(m), openwebui_sources=shown)
+                        attachments=max(attached, sources) + _attached_parts(m), openwebui_sources=sources)
     raise ApiError(422, "invalid_value", "messages: no user message (the question is the last user message)", param="messages")
 
 
-__all__ = ["UserTurn", "own_question", "user_turn"]
+__all__ = ["UserTurn", "own_question", "user_text", "user_turn"]

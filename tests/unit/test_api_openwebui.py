@@ -285,6 +285,14 @@ def test_open_webui_rag_template_is_recognised_and_set_aside() -> None:
     system = [ChatMessage(role="system", content=RAG_0124.removesuffix(Q_ROCHAT)), ChatMessage(role="user", content=Q_ROCHAT)]
     turn = user_turn(system, 4000)  # RAG_SYSTEM_CONTEXT=true: the template is the system message
     assert (turn.question, turn.attachments, turn.first_citation) == (Q_ROCHAT, 1, 2)
+    # the model's builtin tools on: each user message with files starts with <attached_files>
+    # (open_webui.utils.middleware.add_file_context), after the template's own copy of the context
+    files = ('<attached_files>\n<file type="file" id="f1" url="f1" content_type="text/plain" name="offre.txt"/>\n'
+             '<file type="file" id="f2" url="f2" name="b.pdf"/>\n</attached_files>\n\n')
+    assert own_question(files + Q_ROCHAT) == (Q_ROCHAT, 2)
+    assert own_question(RAG_0124.replace(f"\n{Q_ROCHAT}", f"\n{files}{Q_ROCHAT}")) == (Q_ROCHAT, 2)
+    turn = user_turn([ChatMessage(role="user", content=files + Q_ROCHAT)], 4000)
+    assert turn.attachments == 2 and turn.first_citation == 1  # no template: Open WebUI lists no source first
     image = ChatMessage.model_validate({"role": "user", "content": [
         {"type": "text", "text": Q_ROCHAT}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]})
     assert user_turn([image], 4000).attachments == 1 and user_turn([image], 4000).first_citation == 1
