@@ -5,12 +5,16 @@ A thin layer over the query core (:class:`~ancre.query.core.QueryCore`, or any
 (``/v1``), :mod:`ancre.api.query_route` (``/query``), :mod:`ancre.api.health` (``/health``,
 ``/metrics``), :mod:`ancre.api.service` (the service protocol, authentication dependencies),
 :mod:`ancre.api.errors`, :mod:`ancre.api.render` (answers written out),
-:mod:`ancre.api.middleware` (metrics, body limits).
+:mod:`ancre.api.middleware` (metrics, body limits); for Open WebUI :mod:`ancre.api.delivery`
+(what staff read), :mod:`ancre.api.native_sources` (its source events and ``[n]`` citations),
+:mod:`ancre.api.attachments` (its RAG template set aside), :mod:`ancre.api.staff` (French
+messages).
 
 ``GET /v1/models``, ``POST /v1/chat/completions``
     OpenAI-compatible routes for Open WebUI: see :mod:`ancre.api.chat` (the last user message
-    only, the answer always returned with its sources block, the verdict in headers and an
-    ``ancre`` object, Open WebUI's side requests answered without retrieval).
+    only, the answer always returned with its sources — native events when streamed, else a
+    Markdown block —, the verdict in headers and an ``ancre`` object, Open WebUI's side requests
+    answered without retrieval).
 ``POST /query`` ``{"question"}``
     200 ``{reponse, sources, ancree, controles, verification, extractive}`` when the answer is
     grounded (``ancree: true``, refusals included) or not established (``ancree: null``,
