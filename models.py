@@ -10,7 +10,10 @@ import unicodedata
 
 import hashlib
 import json
+import math
+import time
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NewType
@@ -35,33 +38,121 @@ def sid_principal(sid: str) -> Principal:
 
 
 @dataclass(frozen=True)
+class Grant:
+    """One way to be allowed to read: a user holding ``P`` is admitted iff ``P ∩ allow ≠ ∅`` and
+    ``P ∩ deny = ∅``, and only strictly before ``expires`` (seconds since the epoch; ``None``:
+    never expires). An ACL is the disjunction of its grants (:meth:`Acl.of`).
+
+    Where grants come from: an ordered DACL walk (MS-DTYP 2.5.3.2) gives one grant per run of
+    ALLOW ACEs, denied by the DENY ACEs placed before them; a SharePoint permission or sharing
+    link with an ``expirationDateTime`` gives a grant that stops admitting at that instant."""
+
+    allow: frozenset[str]
+    deny: frozenset[str] = frozenset()
+    expires: float | None = None
+
+    def admits(self, principals: frozenset[str], now: float) -> bool:
+        """Whether ``principals`` may read through this grant at ``now`` (epoch seconds). An empty
+        principal set is never admitted."""
+        if not principals or (self.expires is not None and now >= self.expires):
+            return False
+        return not self.allow.isdisjoint(principals) and self.deny.isdisjoint(principals)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form, ``{"allow": [...], "deny": [...], "expires": float | None}`` (sorted)."""
+        return {"allow": sorted(self.allow), "deny": sorted(self.deny), "expires": self.expires}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> "Grant":
+        """Inverse of :meth:`to_dict`. Raises ``KeyError``/``TypeError``/``ValueError`` on a
+        malformed mapping."""
+        expires = d.get("expires")
+        return cls(
+            frozenset(str(p) for p in d["allow"]),  # type: ignore[attr-defined]
+            frozenset(str(p) for p in d.get("deny") or ()),  # type: ignore[attr-defined]
+            None if expires is None else float(expires),  # type: ignore[arg-type]
+        )
+
+    def _key(self) -> tuple[tuple[str, ...], tuple[str, ...], float]:
+        return (tuple(sorted(self.allow)), tuple(sorted(self.deny)), math.inf if self.expires is None else self.expires)
+
+
+@dataclass(frozen=True)
 class Acl:
     """Who may *read* a document, already reduced to the read right.
 
-    Readable by a user iff ``allow ∩ P(user) ≠ ∅`` and ``deny ∩ P(user) = ∅``. An ACL that cannot
-    be read or parsed is :meth:`nobody` (``allow = ∅``) with a ``reason``: fail closed.
+    A plain ACL (``clauses == ()``) is one grant: readable by a user iff ``allow ∩ P(user) ≠ ∅``
+    and ``deny ∩ P(user) = ∅``. An ACL built by :meth:`of` from several grants, or from one that
+    expires, keeps them in ``clauses`` and is readable iff one of them admits the user *now*;
+    ``allow`` (the union of the grants' allows) and ``deny`` (the intersection of their denies)
+    are then only a necessary condition — the prefilter the store's engine and the BM25 mask
+    apply before the exact evaluation (docs/ARCHITECTURE.md "Data model and the rights filter").
+    An ACL that cannot be read or parsed is :meth:`nobody` (``allow = ∅``) with a ``reason``:
+    fail closed.
     """
 
     allow: frozenset[str] = frozenset()
     deny: frozenset[str] = frozenset()
     reason: str | None = None
     """Why the ACL is empty/closed (e.g. ``"acl_unreadable: truncated descriptor"``); ``None`` if read normally."""
+    clauses: tuple[Grant, ...] = ()
+    """The grants when ``allow``/``deny`` alone don't decide (see the class note); ``()`` for a
+    plain ACL. Build through :meth:`of`, which keeps them sorted and distinct."""
 
     @classmethod
     def nobody(cls, reason: str) -> "Acl":
         """The fail-closed ACL: readable by no principal at all."""
         return cls(frozenset(), frozenset(), reason)
 
-    def readable_by(self, principals: frozenset[str]) -> bool:
-        """Whether a user holding ``principals`` may read. An empty set never reads anything."""
+    @classmethod
+    def of(cls, grants: Iterable[Grant], reason: str | None = None) -> "Acl":
+        """The ACL readable iff one of ``grants`` admits the user. Grants with an empty allow set
+        are dropped, equal ones merged; no grant left gives an ACL readable by nobody (with
+        ``reason``); a single grant without expiry gives a plain ``Acl(allow, deny)``."""
+        distinct = {g._key(): g for g in grants if g.allow}
+        kept = tuple(distinct[k] for k in sorted(distinct))
+        if not kept:
+            return cls(frozenset(), frozenset(), reason)
+        if len(kept) == 1 and kept[0].expires is None:
+            return cls(kept[0].allow, kept[0].deny, reason)
+        allow = frozenset().union(*(g.allow for g in kept))
+        deny = frozenset.intersection(*(g.deny for g in kept))
+        return cls(allow, deny, reason, kept)
+
+    @property
+    def exact_prefilter(self) -> bool:
+        """Whether ``allow``/``deny`` alone decide (a plain ACL): no exact evaluation needed."""
+        return not self.clauses
+
+    def grants(self) -> tuple[Grant, ...]:
+        """The effective grants: ``clauses``, or the single ``Grant(allow, deny)`` of a plain ACL,
+        or ``()`` when nobody may read."""
+        if self.clauses:
+            return self.clauses
+        return (Grant(self.allow, self.deny),) if self.allow else ()
+
+    def readable_by(self, principals: frozenset[str], now: float | None = None) -> bool:
+        """Whether a user holding ``principals`` may read at ``now`` (epoch seconds, default the
+        current time). An empty set never reads anything."""
         if not principals:
             return False
-        return bool(self.allow & principals) and not (self.deny & principals)
+        if not self.clauses:
+            return not self.allow.isdisjoint(principals) and self.deny.isdisjoint(principals)
+        at = time.time() if now is None else now
+        return any(g.admits(principals, at) for g in self.clauses)
+
+    def grants_payload(self) -> tuple[dict[str, object], ...]:
+        """``clauses`` in the JSON form stored with every chunk (``acl_grants``); ``()`` for a plain ACL."""
+        return tuple(g.to_dict() for g in self.clauses)
 
     def digest(self) -> str:
-        """Stable hex SHA-256 of (allow, deny): equal digests ⇔ same rights. Used by the state DB
-        to detect ACL-only changes and by the audit log."""
-        blob = json.dumps([sorted(self.allow), sorted(self.deny)], separators=(",", ":"))
+        """Stable hex SHA-256 of (allow, deny[, clauses]): equal digests ⇔ same rights. Used by the
+        state DB to detect ACL-only changes and by the audit log. A plain ACL's digest is that of
+        ``[allow, deny]``, as it always was."""
+        parts: list[object] = [sorted(self.allow), sorted(self.deny)]
+        if self.clauses:
+            parts.append([g.to_dict() for g in self.clauses])
+        blob = json.dumps(parts, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -161,6 +252,36 @@ class ChunkPayload:
     heading_path: tuple[str, ...] = ()
     collection: str = "documents"
     ocr: bool = False
+    acl_grants: tuple[dict[str, object], ...] = ()
+    """The ACL's grants when ``acl_allow``/``acl_deny`` are only its prefilter
+    (:meth:`Acl.grants_payload`); ``()`` for a plain ACL."""
+
+    @classmethod
+    def acl_fields(cls, acl: Acl) -> dict[str, object]:
+        """The payload keys that carry ``acl`` (``acl_allow``, ``acl_deny``, ``acl_grants``), as
+        stored on every chunk of its document; for :meth:`~ancre.index.store.Store.set_acl`."""
+        return {
+            "acl_allow": sorted(acl.allow),
+            "acl_deny": sorted(acl.deny),
+            "acl_grants": list(acl.grants_payload()),
+        }
+
+    def acl(self) -> Acl:
+        """The document's ACL as stored on this chunk. A malformed ``acl_grants`` entry gives an
+        ACL readable by nobody (fail closed)."""
+        if not self.acl_grants:
+            return Acl(frozenset(self.acl_allow), frozenset(self.acl_deny))
+        try:
+            grants = [Grant.from_dict(g) for g in self.acl_grants]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return Acl.nobody("malformed acl_grants in the index")
+        return Acl.of(grants) if grants else Acl.nobody("malformed acl_grants in the index")
+
+    def readable_by(self, principals: frozenset[str], now: float | None = None) -> bool:
+        """Whether ``principals`` may read this chunk per its stored ACL, evaluated exactly at
+        ``now`` (default the current time): the check every read path applies on top of the
+        engine's prefilter."""
+        return self.acl().readable_by(principals, now)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready payload dict (tuples become lists)."""
@@ -179,6 +300,7 @@ class ChunkPayload:
             "heading_path": list(self.heading_path),
             "collection": self.collection,
             "ocr": self.ocr,
+            "acl_grants": list(self.acl_grants),
         }
 
     @classmethod
@@ -199,6 +321,7 @@ class ChunkPayload:
             heading_path=tuple(d.get("heading_path") or ()),  # type: ignore[arg-type]
             collection=str(d.get("collection", "documents")),
             ocr=bool(d.get("ocr", False)),
+            acl_grants=tuple(dict(g) for g in d.get("acl_grants") or ()),  # type: ignore[attr-defined]
         )
 
 

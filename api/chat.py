@@ -15,6 +15,13 @@
     ``ancre`` object on the last SSE chunk.
     A request carrying a non-empty ``api.task_header`` (Open WebUI's side requests) is answered
     at once without retrieval, model call or audit record (:mod:`ancre.api.tasks`).
+
+    A streamed answer is made in a worker thread and its status line waits for its first piece,
+    which comes only after the question's ``start`` audit record is written
+    (:mod:`ancre.query.audit`): when it can't be, the answer is HTTP 503 ``audit_unavailable`` and
+    no byte of it is sent. A client that disconnects (Open WebUI's Stop) stops the answer at once:
+    the model request is cancelled and the audit record written then
+    (:class:`~ancre.api.streaming.CancellableStream`).
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ from ancre.api.render import verdict_headers, verdict_out
 from ancre.api.schemas import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelList
 from ancre.api.service import ApiContext, AuthDependencies
 from ancre.api.staff import StaffMessages
+from ancre.api.streaming import CancellableStream
 from ancre.api.tasks import task_label, task_reply
-from ancre.query.answer import Answer
+from ancre.query.answer import Answer, AnswerStream
 
 log = logging.getLogger("ancre.api")
 
@@ -79,10 +87,11 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
         delivery = Delivery(turn, bool(body.stream) and cfg.citations == "native", identity.email, staff)
         if body.stream:
             gen = ctx.service.stream(turn.question, identity.user, asked_by=identity.header)
-            first = next(gen)  # retrieval and the first piece: errors still become proper statuses
-            return StreamingResponse(
-                _sse(first, gen, cid, created, cfg.model_id, ctx.metrics, delivery.writer(), staff),
-                media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            return CancellableStream(
+                _sse(gen, cid, created, cfg.model_id, ctx.metrics, delivery.writer(), staff),
+                media_type="text/event-stream",
+                cancel=gen.cancel if isinstance(gen, AnswerStream) else lambda: None,
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         answer = ctx.service.ask(turn.question, identity.user, asked_by=identity.header)
         ctx.metrics.answer("chat", answer)
@@ -136,12 +145,15 @@ def _event_chunk(cid: str, created: int, model: str, event: dict[str, Any]) -> b
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
-def _sse(first: str | Answer, rest: Iterator[str | Answer], cid: str, created: int, model: str,
-         metrics: ApiMetrics, writer: StreamWriter, staff: StaffMessages) -> Iterator[bytes]:
+def _sse(rest: Iterator[str | Answer], cid: str, created: int, model: str, metrics: ApiMetrics,
+         writer: StreamWriter, staff: StaffMessages) -> Iterator[bytes]:
     """The SSE body: a role chunk, the text as ``writer`` writes the raw pieces, then its end
     (footer), one chunk per Open WebUI ``source`` event, a last chunk with
-    ``finish_reason: "stop"`` and the ``ancre`` verdict, then ``data: [DONE]``. A failure after
-    the headers went out becomes an ``{"error": …}`` event (OpenAI's SDKs raise on it)."""
+    ``finish_reason: "stop"`` and the ``ancre`` verdict, then ``data: [DONE]``. Nothing is
+    yielded before the answer's first piece: a failure until then is raised (answered with its
+    status); a failure after the headers went out becomes an ``{"error": …}`` event (OpenAI's
+    SDKs raise on it)."""
+    first = next(rest)  # retrieval, the audit record and the first piece: errors still become statuses
     try:
         yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
         item: str | Answer = first

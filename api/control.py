@@ -11,8 +11,17 @@ passes; any other caller that can open the socket may only search, ask and expla
 login name. Every answer is still trimmed by the rights of the user asked about, and every
 ``ask`` is audited with the admin who asked (``asked_by``, ``unix:<login>``).
 
+Limits are those of the HTTP API (``[api]``): a body larger than ``api.max_body_bytes`` is 413,
+one not received within ``api.body_timeout_s`` 408, a question longer than
+``api.max_question_chars`` 422 (the same messages as HTTP), and request strings must be valid
+Unicode text (422: a JSON body with a lone surrogate is refused by its parsing); ``acl explain`` refuses a path outside the source, with a NUL or a lone
+surrogate with 422 and the message the CLI prints. A non-admin explaining as himself is answered
+only about files he may read: for every other path the answer is the same line
+(:data:`ancre.app.explain.NOT_SHOWN`), so it never tells whether a file he may not read exists.
+
 Endpoints (JSON; errors ``{"error": message, "type": AncreError subclass name}``: 403 not
-allowed, 404 unknown source, 409 busy, 503 directory/store/audit unavailable):
+allowed, 404 unknown source, 408/413/422 bad request, 409 busy, 503 directory/store/audit
+unavailable):
 
 ``GET /v1/status``            ``{"index": ancre status --json, "daemon": daemon status | null, "store_points": n}``
 ``POST /v1/search``           ``{question, user, limit}`` → the query core's search result
@@ -37,13 +46,19 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
+from ancre.acl.explain import PathOutsideSourceError
+from ancre.api.errors import ApiError, param_name
+from ancre.api.middleware import BodyLimitMiddleware
+from ancre.api.questions import check_question
 from ancre.daemon.service import Daemon
 from ancre import errors
 from ancre.errors import AncreError, ControlBusyError, ControlPermissionError
+from ancre.settings.api import ApiConfig
 
 log = logging.getLogger("ancre.control")
 
@@ -86,22 +101,25 @@ class ControlParts:
     """The typed services the control API serves, from the composition root.
 
     ``query``: the query core; ``index_status()``: the ``ancre status --json`` dict;
-    ``store_points()``: points in the store (0: never synced); ``explain(path, user, source)``:
-    the lines ``ancre acl explain`` prints (rich markup); ``daemon``: the running daemon
-    (``None``: no sync here); ``admin_group``: ``daemon.admin_group``."""
+    ``store_points()``: points in the store (0: never synced); ``explain(path, user, source,
+    private)``: the lines ``ancre acl explain`` prints (rich markup; ``private``: a non-admin
+    asking about himself, see the module doc); ``daemon``: the running daemon (``None``: no sync
+    here); ``admin_group``: ``daemon.admin_group``; ``limits``: the ``[api]`` section whose
+    limits apply here too."""
 
     query: ControlQuery
     index_status: Callable[[], dict[str, Any]]
     store_points: Callable[[], int]
-    explain: Callable[[str, str, str | None], list[str]]
+    explain: Callable[[str, str, str | None, bool], list[str]]
     daemon: Daemon | None
     admin_group: str
+    limits: ApiConfig = ApiConfig()
 
 
 class _Ask(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1)
-    user: str = Field(min_length=1)
+    user: str = Field(min_length=1, max_length=1024)
 
 
 class _Search(_Ask):
@@ -110,9 +128,13 @@ class _Search(_Ask):
 
 class _Explain(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(min_length=1)
-    user: str = Field(min_length=1)
-    source: str | None = None
+    path: Any = None
+    """A string, checked by :func:`ancre.app.explain.check_path` with the CLI's messages (not
+    by pydantic, which refuses any lone surrogate — the CLI sends a file name's undecodable bytes
+    as such)."""
+    user: str = Field(min_length=1, max_length=1024)
+    source: str | None = Field(None, max_length=1024)
+
 
 
 class _Sync(BaseModel):
@@ -162,7 +184,7 @@ def _admin(caller: Caller, what: str) -> None:
 
 
 _STATUS = {ControlPermissionError: 403, errors.ConfigError: 404, ControlBusyError: 409, errors.DirectoryError: 503,
-           errors.StoreError: 503, errors.AuditError: 503, errors.EmbedderError: 503}
+           errors.StoreError: 503, errors.AuditError: 503, errors.EmbedderError: 503, PathOutsideSourceError: 422}
 
 
 def _status_of(e: AncreError) -> int:
@@ -175,6 +197,20 @@ def _status_of(e: AncreError) -> int:
 def create_control_app(parts: ControlParts) -> FastAPI:
     """The control API over ``parts`` (see the module doc)."""
     app = FastAPI(title="ancre control", docs_url=None, redoc_url=None, openapi_url=None)
+    limits = parts.limits
+    app.add_middleware(BodyLimitMiddleware, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse({"error": e.message, "type": "ControlRequestError"}, status_code=e.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, e: RequestValidationError) -> JSONResponse:
+        first = (e.errors() or [{"loc": ("body",), "msg": "invalid request"}])[0]
+        msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        param = param_name(first.get("loc", ()))
+        message = msg if msg.startswith(f"{param}:") else f"{param}: {msg}"
+        return JSONResponse({"error": message, "type": "ControlRequestError"}, status_code=422)
 
     @app.exception_handler(AncreError)
     async def _ancre_error(request: Request, e: AncreError) -> JSONResponse:
@@ -189,16 +225,19 @@ def create_control_app(parts: ControlParts) -> FastAPI:
         d = parts.daemon
         return {"index": parts.index_status(), "daemon": d.status() if d else None, "store_points": parts.store_points()}
 
+    def question(text: str) -> str:
+        return check_question(text, limits.max_question_chars, "question")
+
     @app.post("/v1/search")
     def search(body: _Search, request: Request) -> Any:
         user = _as_user(who(request), body.user)
-        return to_jsonable_python(parts.query.search(body.question, user, limit=body.limit))
+        return to_jsonable_python(parts.query.search(question(body.question), user, limit=body.limit))
 
     @app.post("/v1/ask")
     def ask(body: _Ask, request: Request) -> Any:
         caller = who(request)
         user = _as_user(caller, body.user)
-        return to_jsonable_python(parts.query.ask(body.question, user, asked_by=f"unix:{caller.login}"))
+        return to_jsonable_python(parts.query.ask(question(body.question), user, asked_by=f"unix:{caller.login}"))
 
     @app.get("/v1/principals")
     def principals(user: str, request: Request) -> dict[str, Any]:
@@ -213,8 +252,11 @@ def create_control_app(parts: ControlParts) -> FastAPI:
 
     @app.post("/v1/acl/explain")
     def explain(body: _Explain, request: Request) -> dict[str, Any]:
-        user = _as_user(who(request), body.user)
-        return {"lines": parts.explain(body.path, user, body.source)}
+        caller = who(request)
+        user = _as_user(caller, body.user)
+        if not isinstance(body.path, str) or not body.path.strip() or len(body.path) > 32_768:
+            raise ApiError(422, "invalid_value", "path: a non-empty path of at most 32768 characters is required")
+        return {"lines": parts.explain(body.path, user, body.source, not caller.admin)}
 
     _sync_routes(app, parts, who)
     return app

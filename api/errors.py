@@ -21,7 +21,7 @@ from ancre.api.identity import AuthError
 from ancre.api.schemas import INVALID_TEXT, ErrorResponse
 from ancre.api.staff import STAFF_PATHS, StaffMessages
 from ancre.errors import AncreError, AuditError, DirectoryError, EmbedderError, StoreError
-from ancre.query.llm import LlmError
+from ancre.query.llm import LlmError, ModelCallAborted
 
 log = logging.getLogger("ancre.api")
 
@@ -152,7 +152,10 @@ def stream_error(cid: str, e: Exception, staff: StaffMessages | None = None) -> 
     """The ``{"error": …}`` event sent when a streamed answer fails after its headers went out
     (OpenAI's SDKs raise on it); ``cid``: the completion id, for the log; ``staff``: the French
     messages to send instead of the English ones (the chat route)."""
-    if isinstance(e, LlmError):
+    if isinstance(e, ModelCallAborted):  # the client left: nobody reads this event
+        log.info("stream %s: the client disconnected; the answer was stopped", cid)
+        code, message = "interrupted", "the answer was stopped"
+    elif isinstance(e, LlmError):
         log.warning("stream %s: the answering model failed: %s", cid, e)
         code, message = "model_unavailable", "the answering model failed"
     elif isinstance(e, AuditError):

@@ -238,13 +238,21 @@ def directory_user(email: str, cfg: ApiConfig) -> str:
     return email
 
 
-def check_user_jwt(token: str | None, secret: str, leeway_s: float) -> dict[str, Any]:
+DEFAULT_JWT_LIFETIME_S = 300.0
+"""Longest user JWT lifetime accepted by default: Open WebUI mints 5-minute tokens."""
+
+
+def check_user_jwt(
+    token: str | None, secret: str, leeway_s: float, max_lifetime_s: float = DEFAULT_JWT_LIFETIME_S
+) -> dict[str, Any]:
     """The verified claims of Open WebUI's user JWT ``token`` (see the module doc). PyJWT checks
     the HS256 signature with ``secret`` (only HS256: ``none``, RS256/ES256 and HS384/HS512
     tokens are refused, and so is a secret that is a PEM public key — no RS/HS confusion), that
     ``exp``, ``iat``, ``iss`` and ``email`` are present, ``exp`` not past and ``iat`` not
     future (``leeway_s`` seconds of clock skew either way, against the clock), ``iss`` =
-    :data:`JWT_ISSUER`. Raises :class:`AuthError`:
+    :data:`JWT_ISSUER`; then that the token lives no longer than ``max_lifetime_s`` seconds
+    (``exp - iat``, plus the leeway): a captured token minted with a 10-year ``exp`` is no
+    identity. Raises :class:`AuthError`:
     ``missing_user_jwt``, ``expired_user_jwt``, ``invalid_user_jwt`` (anything else, the
     reason in the message; never the token or the secret)."""
     if not token or not token.strip():
@@ -265,6 +273,13 @@ def check_user_jwt(token: str | None, secret: str, leeway_s: float) -> dict[str,
         raise AuthError("invalid_user_jwt", f"invalid user JWT: {type(e).__name__}") from None
     if not isinstance(claims.get("email"), str):
         raise AuthError("invalid_user_jwt", "invalid user JWT: the email claim must be a string")
+    try:
+        lifetime = float(claims["exp"]) - float(claims["iat"])
+    except (TypeError, ValueError):
+        raise AuthError("invalid_user_jwt", "invalid user JWT: exp and iat must be numbers") from None
+    if lifetime > max_lifetime_s + leeway_s:
+        raise AuthError("invalid_user_jwt", f"invalid user JWT: it lives {lifetime:.0f} s, longer than the "
+                                            f"{max_lifetime_s:g} s accepted (api.user_jwt_max_lifetime_s)")
     return claims
 
 
@@ -276,7 +291,8 @@ def _jwt_identity(headers: Mapping[str, str], cfg: ApiConfig, secret: str) -> Id
         raise AuthError("plain_identity_refused",
                         f"plain identity headers ({', '.join(plain)}) are refused: this server takes the "
                         f"user from the signed {cfg.user_jwt_header} header only")
-    claims = check_user_jwt(headers.get(cfg.user_jwt_header), secret, cfg.user_jwt_leeway_s)
+    claims = check_user_jwt(headers.get(cfg.user_jwt_header), secret, cfg.user_jwt_leeway_s,
+                            cfg.user_jwt_max_lifetime_s)
     # the same mapping as the e-mail header: stripped, NFC, bounded, no control character
     email = unicodedata.normalize("NFC", claims["email"].strip())
     if not email:

@@ -27,7 +27,9 @@ class QueryService(Protocol):
         ...
 
     def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
-        """:meth:`ask` streamed: raw text pieces, then the final :class:`Answer`."""
+        """:meth:`ask` streamed: raw text pieces, then the final :class:`Answer`. When it returns an
+        :class:`~ancre.query.answer.AnswerStream`, the chat endpoint cancels it as soon as its
+        client disconnects; any other iterator is closed then."""
         ...
 
     def points(self) -> Mapping[str, int]:

@@ -75,6 +75,7 @@ _SERVICE = {
                       "(le détail est dans le journal d'ancre).",
     "body_too_large": "Votre message est trop volumineux pour ancre. ancre ne lit pas les fichiers joints : "
                       "retirez-les et posez votre question seule.",
+    "interrupted": "La réponse a été interrompue.",
     "request_timeout": "Votre message n'est pas arrivé complet à ancre. Réessayez.",
     "model_not_found": "Ce modèle n'est pas servi par ancre. Choisissez le modèle « ancre » ou contactez {contact}.",
     "question_too_long": "Votre question est trop longue pour ancre. Raccourcissez-la (ancre ne lit pas les documents "

@@ -123,6 +123,8 @@ class ControlServer:
             self.app, log_config=None, lifespan="off", access_log=True, server_header=False,
             http=_protocol(self.limits.header_timeout_s), timeout_keep_alive=self.limits.keep_alive_s,
             timeout_graceful_shutdown=2,
+            # the HTTP API's connection limit (uvicorn answers 503 once len(connections) >= limit)
+            limit_concurrency=self.limits.max_connections + 1,
         )
         self._server, self._thread = serve_in_thread(
             config, sock, name="control", timeout=timeout, what=f"the control socket could not be served at {self.path}"
@@ -147,9 +149,10 @@ def control_parts(rt: Runtime, daemon: Daemon | None) -> ControlParts:
         query=rt.query_core,
         index_status=lambda: index_status(rt.state, rt.bm25.current_generation()),
         store_points=lambda: sum(rt.store.count(c) for c in COLLECTIONS),
-        explain=lambda path, user, source: explain_lines(rt, path, user, source),
+        explain=lambda path, user, source, private: explain_lines(rt, path, user, source, private=private),
         daemon=daemon,
         admin_group=rt.settings.daemon.admin_group,
+        limits=rt.settings.api,
     )
 
 

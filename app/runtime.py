@@ -21,6 +21,7 @@ from ancre.acl.providers import DirectoryProvider, PrincipalProvider, PrincipalR
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Closeable, Connector, SourceContext
 from ancre.connectors.registry import make_connector, principal_providers
+from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
@@ -66,6 +67,13 @@ class Runtime:
     def state(self) -> StateDB:
         """The sync state DB (``<data_dir>/state.sqlite3``)."""
         return StateDB(self.data_dir / "state.sqlite3")
+
+    @cached_property
+    def acl_writer(self) -> AclWriter:
+        """The process's one ACL writer, shared by the sync engine and the query core's live
+        rights check (:mod:`ancre.index.acl_writer`). Read-only with a Qdrant server until this
+        process builds a sync engine: a query process apart from the daemon never writes ACLs."""
+        return AclWriter(self.store, self.state, read_only=self.settings.store.kind != "edge")
 
     @cached_property
     def bm25(self) -> Bm25Manager:
@@ -133,7 +141,8 @@ class Runtime:
             limits=ExtractionLimits.from_config(ex),
         )
         self._pool = pool
-        return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool)
+        self.acl_writer.read_only = False  # this process syncs: it is the index's ACL writer
+        return SyncEngine(self.settings, self.store, self.embedder, self.state, self.bm25, pool, acl_writer=self.acl_writer)
 
     @cached_property
     def query_core(self) -> QueryCore:
@@ -143,7 +152,7 @@ class Runtime:
         parts = QueryParts(
             store=self.store, embedder=self.embedder, bm25=self.bm25, state=self.state, directory=self.directory,
             connector=lambda source_id: self.connector(self.settings.source(source_id)),
-            principals=self.principals,
+            principals=self.principals, acl_writer=self.acl_writer,
         )
         return QueryCore(self.settings, parts)
 

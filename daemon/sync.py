@@ -21,9 +21,12 @@ Three entry points: :meth:`SyncEngine.run_pass` (a full reconciliation),
 :meth:`SyncEngine.sync_paths` (only the paths an event named, for the daemon) and
 :meth:`SyncEngine.refresh_acls` (rights only, run by the daemon's rights thread *while* a pass
 embeds: a revocation never waits behind content work). Passes and path syncs are serialised; a
-refresh runs alongside them: every ACL written to the store (upserts included) is written under
-one short lock, and a document planned before the latest refresh started has its ACL re-read
-before it is written (``_acl_epoch``), so an ACL read before a revocation is never written after it. Test-only crash
+refresh runs alongside them. Every ACL written to the store (upserts included) goes through the
+process's one ACL writer (:class:`~ancre.index.acl_writer.AclWriter`, shared with the query core's
+live rights check): each reading takes a ticket before it is read at the source, writes happen
+under the writer's lock, and a document whose reading is older than the latest refresh of its
+source or than another recorded reading (the live check's) has its ACL re-read before it is
+written — so an ACL read before a revocation is never written after it. Test-only crash
 points (:mod:`ancre.daemon.faults`) mark the places a ``kill -9`` is simulated.
 """
 
@@ -50,6 +53,7 @@ from ancre.ingest.worker import ExtractionPool
 from ancre.daemon.faults import crash_point
 from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
+from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import PointWrite, Store
@@ -146,12 +150,14 @@ class _Planned:
     content_hash: str
     chunks: list[Chunk]
     epoch: int
-    """The source's ACL epoch when ``acl`` was read (see :meth:`SyncEngine.refresh_acls`)."""
+    """The ticket taken before ``acl`` was read (:meth:`AclWriter.ticket <ancre.index.acl_writer.AclWriter.ticket>`)."""
 
 
 class SyncEngine:
     """Runs passes. ``store`` must be opened with ``embedder``; ``bm25`` receives a new generation
-    after any pass that changed the index. Passes are serialised by an internal lock."""
+    after any pass that changed the index. Passes are serialised by an internal lock.
+    ``acl_writer``: the process's ACL writer, shared with the query core's live rights check
+    (default: one of its own over ``store`` and ``state``)."""
 
     def __init__(
         self,
@@ -161,6 +167,8 @@ class SyncEngine:
         state: StateDB,
         bm25: Bm25Manager,
         pool: ExtractionPool,
+        *,
+        acl_writer: AclWriter | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -169,13 +177,14 @@ class SyncEngine:
         self.bm25 = bm25
         self.pool = pool
         self._lock = threading.RLock()
-        self._acl_mu = threading.Lock()
-        """Held around every store write that sets ACLs (upserts, ``set_acl``) and epoch bumps."""
-        self._acl_epoch: dict[str, int] = {}
+        self.acl = acl_writer if acl_writer is not None else AclWriter(store, state)
+        """The ACL writer owning the order of every ACL written (see the module doc)."""
+        self._acl_mu = self.acl.lock
+        """Held around every store write that sets ACLs (upserts, ``set_acl``)."""
 
     def _epoch(self, source: str) -> int:
-        with self._acl_mu:
-            return self._acl_epoch.get(source, 0)
+        """A ticket for an ACL about to be read at ``source``."""
+        return self.acl.ticket()
 
     def _acl_only(
         self,
@@ -192,7 +201,7 @@ class SyncEngine:
         started since ``epoch``) written to the store when it changed (zero embeddings), its row
         updated with the ACL digest, the ACL problem if any, and ``row`` (new stat fields)."""
         with self._acl_mu:
-            acl = self._current_acl(connector, item, acl, epoch)
+            acl, epoch = self._current_acl(connector, item, acl, epoch)
             acl_hash = acl.digest()
             acl_issue = acl_problem(acl)
             changed = prev.acl_hash != acl_hash
@@ -205,14 +214,17 @@ class SyncEngine:
                 self.state.put(
                     _replace(prev, acl_hash=acl_hash, path=item.path, reason=acl_issue, updated_at=time.time(), **row)
                 )
+            self.acl.observe(item.source, item.doc_id, epoch)
         self._count_acl_problem(rep, item.path, acl_issue)
 
-    def _current_acl(self, connector: Connector, item: SourceItem, acl: Acl, epoch: int) -> Acl:
-        """``acl`` if no rights refresh of the source started since it was read at ``epoch``,
-        else the ACL re-read now. Called with ``_acl_mu`` held."""
-        if self._acl_epoch.get(item.source, 0) == epoch:
-            return acl
-        return connector.fetch_acl(item)
+    def _current_acl(self, connector: Connector, item: SourceItem, acl: Acl, epoch: int) -> tuple[Acl, int]:
+        """``(acl, epoch)`` if that reading (ticket ``epoch``) is still the newest
+        (:meth:`AclWriter.current <ancre.index.acl_writer.AclWriter.current>`), else the ACL
+        re-read now with its new ticket. Called with ``_acl_mu`` held."""
+        if self.acl.current(item.source, item.doc_id, epoch):
+            return acl, epoch
+        ticket = self.acl.ticket()
+        return connector.fetch_acl(item), ticket
 
     # ------------------------------------------------------------------------------------------
     def run_pass(
@@ -659,13 +671,14 @@ class SyncEngine:
         before a revocation."""
         out: list[_Planned] = []
         for p in batch:
-            acl = self._current_acl(connector, p.item, p.acl, p.epoch)
-            if acl is p.acl:
+            acl, ticket = self._current_acl(connector, p.item, p.acl, p.epoch)
+            if ticket == p.epoch:
                 out.append(p)
                 continue
-            fresh = _replace_planned(p, acl=acl, acl_hash=acl.digest(), epoch=self._acl_epoch.get(p.item.source, 0))
+            fresh = _replace_planned(p, acl=acl, acl_hash=acl.digest(), epoch=ticket)
             if fresh.acl_hash != p.acl_hash:
                 self.store.set_acl(p.collection, p.item.doc_id, acl)
+                self.acl.observe(p.item.source, p.item.doc_id, ticket)
             out.append(fresh)
         return out
 
@@ -685,6 +698,8 @@ class SyncEngine:
                 for p in self._refreshed(connector, [current[d] for d in dict.fromkeys(d for d, _ in part)]):
                     current[p.item.doc_id] = p
                 self._upsert_slice(part, vectors, current, locations, now)
+                for d in dict.fromkeys(d for d, _ in part):
+                    self.acl.observe(current[d].item.source, d, current[d].epoch)
         return [current[p.item.doc_id] for p in batch]
 
     def _upsert_slice(
@@ -709,6 +724,7 @@ class SyncEngine:
                         source=it.source, doc_id=it.doc_id, path=it.path, filename=it.filename,
                         location=locations[doc_id], chunk_index=c.chunk_index, text=c.text,
                         acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
+                        acl_grants=acl.grants_payload(),
                         content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
                         collection=p.collection, ocr=c.ocr,
                     ),
@@ -783,8 +799,7 @@ class SyncEngine:
         t0 = time.monotonic()
         source = connector.source_id
         rep = PassReport(source=source, scope="acl")
-        with self._acl_mu:
-            self._acl_epoch[source] = self._acl_epoch.get(source, 0) + 1
+        self.acl.begin_refresh(source)
         wanted = None if paths is None else [p for p in (clean_rel_path(x) for x in paths) if p is not None]
         rows = [
             st for st in self.state.items(source).values()
@@ -800,18 +815,24 @@ class SyncEngine:
                     rep.outcome, rep.reason = "interrupted", "stop requested"
                     break
                 item = SourceItem(st.source, st.native_id, st.path, st.size, st.mtime, st.etag)
+                ticket = self.acl.ticket()
                 acl = connector.fetch_acl(item)
                 acl_hash = acl.digest()
                 with self._acl_mu:
                     cur = self.state.get(st.source, st.native_id)
                     if cur is None or cur.status not in ("indexed", "pending"):
                         continue
+                    if not self.acl.current(cur.source, cur.doc_id, ticket):
+                        rep.unchanged += 1  # a newer reading (the live check's) was written meanwhile: it stands
+                        continue
                     if cur.status == "indexed" and cur.acl_hash == acl_hash:
+                        self.acl.observe(cur.source, cur.doc_id, ticket)
                         rep.unchanged += 1
                         continue
                     self.store.set_acl(cur.collection, cur.doc_id, acl)
                     if cur.status == "indexed":
                         self.state.set_acl_hash(cur.source, cur.doc_id, acl_hash, reason=acl_problem(acl))
+                    self.acl.observe(cur.source, cur.doc_id, ticket)
                     rep.acl_only += 1
         except SourceUnavailableError as e:
             rep.outcome, rep.reason = "suspect", f"source unreachable during the ACL refresh: {e}"
@@ -832,7 +853,9 @@ class SyncEngine:
         for coll in COLLECTIONS:
             for p in self.store.scroll(coll):
                 pl = p.payload
-                entries.append(Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny))
+                entries.append(
+                    Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny, pl.acl_grants)
+                )
                 if should_stop is not None and len(entries) % 1024 == 0 and should_stop():
                     return None
         index = Bm25Index.build(entries)

@@ -9,11 +9,14 @@ and conditions; the rule itself (docs/ARCHITECTURE.md "Data model and the rights
     must:     acl_allow MatchAny P
     must_not: acl_deny  MatchAny P
 
-and it is never built from an empty ``P``: callers return ``[]`` instead.
+and it is never built from an empty ``P``: callers return ``[]`` instead. It is exact for a plain
+ACL; for a point whose ACL has grants (``acl_grants``) it is a necessary condition, and
+:func:`readable_now` decides.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,6 +27,7 @@ from ancre.errors import StoreError
 from ancre.models import ChunkPayload, StoredPoint
 
 ALLOW_FIELD = "acl_allow"
+GRANTS_FIELD = "acl_grants"
 DENY_FIELD = "acl_deny"
 DOC_FIELD = "doc_id"
 CHUNK_FIELD = "chunk_index"
@@ -40,6 +44,17 @@ def rights_terms(principals: frozenset[str]) -> list[str] | None:
     if not principals:
         return None
     return sorted(principals)
+
+
+def readable_now(points: Iterable[StoredPoint], principals: frozenset[str]) -> list[StoredPoint]:
+    """``points`` (already through the engine's rights prefilter) that ``principals`` may read
+    per their stored ACL at this instant, in order: a plain ACL passes as the engine decided it;
+    an ACL with grants is evaluated exactly (:meth:`~ancre.models.ChunkPayload.readable_by`), so
+    an expired grant admits nobody from that moment. Empty ``principals`` → ``[]``."""
+    if not principals:
+        return []
+    now = time.time()
+    return [p for p in points if not p.payload.acl_grants or p.payload.readable_by(principals, now)]
 
 
 def valid_point_ids(ids: Iterable[str]) -> list[str]:

@@ -6,7 +6,11 @@ through two libraries whose classes differ but mean the same. The rules live her
 
 - the rights filter (docs/ARCHITECTURE.md "Data model and the rights filter"): ``must: acl_allow MatchAny P``, ``must_not: acl_deny
   MatchAny P``, never built from an empty ``P`` — every read method returns ``[]`` before
-  touching the engine (:func:`~ancre.index._filters.rights_terms`);
+  touching the engine (:func:`~ancre.index._filters.rights_terms`). For a point whose ACL has
+  grants (``acl_grants``: an ordered DACL compiled to several grants, an expiring link) that
+  filter is only the prefilter: every read method then evaluates the grants exactly, at the
+  current time, before returning the point (:func:`~ancre.index._filters.readable_now`), and a
+  search asks the engine again for more when that check dropped some;
 - id and vector checks before a write, the ``doc_id`` / ``chunk_index`` filters of deletes and
   ACL updates, result conversion to :class:`~ancre.models.StoredPoint`;
 - any library failure raised as :class:`~ancre.errors.StoreError` (:func:`engine_errors`).
@@ -32,12 +36,18 @@ from ancre.index._filters import (
     DENY_FIELD,
     DOC_FIELD,
     as_vector,
+    readable_now,
     rights_terms,
     to_stored,
     valid_point_ids,
 )
 from ancre.index.store import PointWrite
 from ancre.models import COLLECTIONS, Acl, ChunkPayload, StoredPoint
+
+
+_MAX_OVERFETCH = 64
+"""A search whose exact grant check dropped hits asks the engine again for up to this many times
+``limit`` hits before it settles for fewer."""
 
 
 @contextlib.contextmanager
@@ -170,10 +180,10 @@ class QdrantBackend(ABC):
             self._delete(collection, self._doc_filter(doc_id, from_chunk_index))
 
     def set_acl(self, collection: str, doc_id: str, acl: Acl) -> None:
-        """Overwrite ``acl_allow``/``acl_deny`` on every point of ``doc_id`` (by filter; vectors
-        and text untouched)."""
+        """Overwrite ``acl_allow``/``acl_deny``/``acl_grants`` on every point of ``doc_id`` (by
+        filter; vectors and text untouched)."""
         self._check(collection)
-        payload = {ALLOW_FIELD: sorted(acl.allow), DENY_FIELD: sorted(acl.deny)}
+        payload = ChunkPayload.acl_fields(acl)
         with self._errors(f"set ACL of {doc_id} in {collection}"):
             self._set_payload(collection, self._doc_filter(doc_id), payload)
 
@@ -189,9 +199,15 @@ class QdrantBackend(ABC):
         if flt is None or limit <= 0:
             return []
         query = as_vector(vector, self._dim)
-        with self._errors(f"search {collection}"):
-            hits = self._nearest(collection, query, flt, limit)
-        return [to_stored(h.id, h.payload, float(h.score)) for h in hits]
+        asked = limit
+        while True:
+            with self._errors(f"search {collection}"):
+                hits = self._nearest(collection, query, flt, asked)
+            points = [to_stored(h.id, h.payload, float(h.score)) for h in hits]
+            kept = readable_now(points, principals)
+            if len(kept) >= limit or len(points) < asked or asked >= limit * _MAX_OVERFETCH:
+                return kept[:limit]
+            asked = min(asked * 4, limit * _MAX_OVERFETCH)
 
     def retrieve(
         self, collection: str, ids: Sequence[str], principals: frozenset[str]
@@ -203,7 +219,7 @@ class QdrantBackend(ABC):
         flt = self._rights_filter(principals, self._has_id(wanted))
         if flt is None or not wanted:
             return []
-        return self._read_once(collection, flt, len(wanted))
+        return self._read_once(collection, flt, len(wanted), principals)
 
     def chunks_of(
         self, collection: str, doc_id: str, chunk_indexes: Sequence[int], principals: frozenset[str]
@@ -219,7 +235,7 @@ class QdrantBackend(ABC):
         )
         if flt is None or not wanted:
             return []
-        points = self._read_once(collection, flt, len(wanted))
+        points = self._read_once(collection, flt, len(wanted), principals)
         return sorted(points, key=lambda p: p.payload.chunk_index)
 
     def scroll(self, collection: str, batch: int = 1024) -> Iterator[StoredPoint]:
@@ -254,7 +270,9 @@ class QdrantBackend(ABC):
         if not self._dim:
             raise StoreError(f"store {self._where} is not open")
 
-    def _read_once(self, collection: str, flt: Any, limit: int) -> list[StoredPoint]:
+    def _read_once(
+        self, collection: str, flt: Any, limit: int, principals: frozenset[str]
+    ) -> list[StoredPoint]:
         with self._errors(f"read {collection}"):
             records = self._read(collection, flt, limit)
-        return [to_stored(r.id, r.payload, None) for r in records]
+        return readable_now([to_stored(r.id, r.payload, None) for r in records], principals)

@@ -22,7 +22,8 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ import numpy as np
 
 from ancre.errors import StoreError
 from ancre.index.tokenize import TOKENIZER_VERSION, tokenize
+from ancre.models import Acl, Grant
 
 log = logging.getLogger(__name__)
 # bm25s sets its own logger to DEBUG at import; keep its chatter out of our logs.
@@ -39,12 +41,35 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 K1 = 1.2
 B = 0.75
 METHOD = "lucene"
-FORMAT = 2
-"""2: ACL columns (issue 12); a format-1 snapshot is not loaded, the daemon rebuilds it."""
+FORMAT = 3
+"""3: each distinct ACL is ``[allow, deny, grants]``; a format-2 snapshot (``[allow, deny]``, no
+grants) still loads; older ones are not loaded and the daemon rebuilds them."""
+_LOADABLE_FORMATS = (2, 3)
 _META = "entries.json"
 _CURRENT = "CURRENT"
 _GEN = re.compile(r"^gen-(\d+)$")
 _TMP_PREFIX = ".tmp-gen-"
+
+
+_AclKey = tuple[tuple[str, ...], tuple[str, ...], str]
+"""A distinct ACL of a snapshot: sorted allow, sorted deny, canonical JSON of its grants (``""``:
+a plain ACL)."""
+
+
+def _acl_key(entry: Sequence[object]) -> _AclKey:
+    """A saved ``[allow, deny]`` (format 2) or ``[allow, deny, grants]`` entry as an ACL key."""
+    allow, deny = entry[0], entry[1]
+    grants = str(entry[2]) if len(entry) > 2 else ""
+    return (tuple(map(str, allow)), tuple(map(str, deny)), grants)  # type: ignore[call-overload]
+
+
+def _grants_acl(grants: str) -> Acl:
+    """The ACL of a snapshot's canonical grants JSON; readable by nobody if it can't be read."""
+    try:
+        parsed = [Grant.from_dict(g) for g in json.loads(grants)]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return Acl.nobody("malformed acl_grants in the BM25 snapshot")
+    return Acl.of(parsed)
 
 
 class Bm25IndexError(StoreError):
@@ -56,7 +81,8 @@ class Bm25IndexError(StoreError):
 class Bm25Entry:
     """One chunk to index: its Qdrant point id (UUID string), collection (``documents`` or
     ``documentation``), text, the document's file name (indexed too), and its ACL as read from the
-    store (``acl_allow`` / ``acl_deny`` principals; an empty allow set: readable by nobody)."""
+    store (``acl_allow`` / ``acl_deny`` principals; an empty allow set: readable by nobody; and
+    ``acl_grants``, the payload's grants when allow/deny are only the ACL's prefilter)."""
 
     point_id: str
     collection: str
@@ -64,6 +90,7 @@ class Bm25Entry:
     filename: str
     acl_allow: tuple[str, ...] = ()
     acl_deny: tuple[str, ...] = ()
+    acl_grants: tuple[Mapping[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,16 +115,18 @@ class Bm25Index:
         collections: list[str],
         vocab: dict[str, int],
         retriever: bm25s.BM25 | None,
-        acls: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
+        acls: list[_AclKey] | None = None,
         acl_ids: np.ndarray | None = None,
     ) -> None:
         """Internal: use :meth:`build`, :meth:`empty` or :meth:`load`. ``acls``: the distinct
-        ``(allow, deny)`` pairs; ``acl_ids``: ``(n,)`` int32, each chunk's pair number."""
+        ``(allow, deny, grants)`` triples (``grants``: canonical JSON of the payload's
+        ``acl_grants``, ``""`` for a plain ACL); ``acl_ids``: ``(n,)`` int32, each chunk's
+        triple number."""
         self._point_ids = point_ids
         self._collections = collections
         self._vocab = vocab
         self._retriever = retriever
-        self._acls = acls if acls is not None else [((), ())]
+        self._acls = acls if acls is not None else [((), (), "")]
         self._acl_ids = (
             np.asarray(acl_ids, dtype=np.int32)
             if acl_ids is not None
@@ -105,13 +134,18 @@ class Bm25Index:
         )
         allow_of: dict[str, list[int]] = {}
         deny_of: dict[str, list[int]] = {}
-        for n, (allow, deny) in enumerate(self._acls):
+        exact: list[tuple[int, Acl]] = []
+        for n, (allow, deny, grants) in enumerate(self._acls):
+            if grants:
+                exact.append((n, _grants_acl(grants)))
             for p in allow:
                 allow_of.setdefault(p, []).append(n)
             for p in deny:
                 deny_of.setdefault(p, []).append(n)
         self._allow_of = {p: np.asarray(v, dtype=np.int32) for p, v in allow_of.items()}
         self._deny_of = {p: np.asarray(v, dtype=np.int32) for p, v in deny_of.items()}
+        self._exact = exact
+        """ACL numbers whose grants decide beyond the allow/deny prefilter, with their ACL."""
 
     @classmethod
     def empty(cls) -> Bm25Index:
@@ -120,8 +154,9 @@ class Bm25Index:
 
     def readable_mask(self, principals: frozenset[str]) -> np.ndarray:
         """``(n,)`` bool: which chunks a user holding ``principals`` may read according to the
-        ACLs recorded in this snapshot (``allow ∩ P ≠ ∅`` and ``deny ∩ P = ∅``,
-        docs/ARCHITECTURE.md "Data model and the rights filter"). All ``False`` for an empty set. Cost: O(|P| + distinct ACLs + n)."""
+        ACLs recorded in this snapshot (``allow ∩ P ≠ ∅`` and ``deny ∩ P = ∅``, then, for an ACL with
+        grants, their exact evaluation at the current time; docs/ARCHITECTURE.md "Data model and
+        the rights filter"). All ``False`` for an empty set. Cost: O(|P| + distinct ACLs + n)."""
         acl_ok = np.zeros(len(self._acls), dtype=bool)
         if principals:
             for p in principals:
@@ -132,6 +167,10 @@ class Bm25Index:
                 hit = self._deny_of.get(p)
                 if hit is not None:
                     acl_ok[hit] = False
+            now = time.time()
+            for n, acl in self._exact:
+                if acl_ok[n]:
+                    acl_ok[n] = acl.readable_by(principals, now)
         return acl_ok[self._acl_ids]
 
     def term_stats(
@@ -167,17 +206,18 @@ class Bm25Index:
             raise ValueError("Bm25Index.build: duplicate point ids")
         vocab: dict[str, int] = {}
         corpus_ids: list[list[int]] = []
-        acl_numbers: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+        acl_numbers: dict[_AclKey, int] = {}
         acl_ids = np.empty(len(entries), dtype=np.int32)
         for i, e in enumerate(entries):
             tokens = tokenize(e.filename) + tokenize(e.text)
             for new in sorted(set(tokens).difference(vocab)):
                 vocab[new] = len(vocab)
             corpus_ids.append(list(map(vocab.__getitem__, tokens)))
-            acl = (tuple(sorted(set(e.acl_allow))), tuple(sorted(set(e.acl_deny))))
+            grants = json.dumps(list(e.acl_grants), sort_keys=True, separators=(",", ":")) if e.acl_grants else ""
+            acl = (tuple(sorted(set(e.acl_allow))), tuple(sorted(set(e.acl_deny))), grants)
             acl_ids[i] = acl_numbers.setdefault(acl, len(acl_numbers))
         collections = [e.collection for e in entries]
-        acls = list(acl_numbers) or [((), ())]
+        acls = list(acl_numbers) or [((), (), "")]
         if not vocab:  # no entries, or nothing but stop words: nothing can ever match
             return cls(point_ids, collections, {}, None, acls, acl_ids)
         retriever = bm25s.BM25(k1=K1, b=B, method=METHOD)
@@ -231,7 +271,7 @@ class Bm25Index:
             "has_scores": self._retriever is not None,
             "point_ids": self._point_ids,
             "collections": self._collections,
-            "acls": [[list(a), list(d)] for a, d in self._acls],
+            "acls": [[list(a), list(d), g] for a, d, g in self._acls],
             "acl_ids": self._acl_ids.tolist(),
         }
         (directory / _META).write_text(json.dumps(meta, separators=(",", ":")), encoding="utf-8")
@@ -243,14 +283,14 @@ class Bm25Index:
         directory = Path(directory)
         try:
             meta = json.loads((directory / _META).read_text(encoding="utf-8"))
-            if meta.get("format") != FORMAT or meta.get("tokenizer") != TOKENIZER_VERSION:
+            if meta.get("format") not in _LOADABLE_FORMATS or meta.get("tokenizer") != TOKENIZER_VERSION:
                 raise Bm25IndexError(
                     f"{directory}: built with format {meta.get('format')!r} / tokenizer "
                     f"{meta.get('tokenizer')!r}, expected {FORMAT} / {TOKENIZER_VERSION!r}"
                 )
             point_ids = [str(p) for p in meta["point_ids"]]
             collections = [str(c) for c in meta["collections"]]
-            acls = [(tuple(map(str, a)), tuple(map(str, d))) for a, d in meta["acls"]]
+            acls = [_acl_key(entry) for entry in meta["acls"]]
             acl_ids = np.asarray(meta["acl_ids"], dtype=np.int32)
             if (
                 len(point_ids) != len(collections)

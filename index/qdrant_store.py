@@ -23,7 +23,7 @@ from qdrant_client import models as qm
 
 from ancre.errors import EmbedderMismatchError, StoreError
 from ancre.index import sparse_bm25
-from ancre.index._filters import INTEGER_INDEXES, REINDEX_COMMAND, mismatch_message, to_stored
+from ancre.index._filters import INTEGER_INDEXES, REINDEX_COMMAND, mismatch_message, readable_now, to_stored
 from ancre.index._qdrant_base import QdrantBackend
 from ancre.index.store import PAYLOAD_INDEXES
 from ancre.models import COLLECTIONS, ChunkPayload, StoredPoint
@@ -159,13 +159,28 @@ class QdrantStore(QdrantBackend):
                 limit=limit,
                 with_payload=True,
             ).points
-        return [to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0]
+        return readable_now([to_stored(h.id, h.payload, float(h.score)) for h in hits if h.score > 0], principals)
 
-    def keyword_term_counts(self, terms: Sequence[str], cap: int) -> tuple[int, dict[str, int]]:
-        """``(points, {term: points holding it, counted up to cap + 1})`` over both collections,
-        unfiltered (the extractive gate's document frequencies, as the snapshot's
-        :meth:`~ancre.index.bm25.Bm25Index.term_stats`): one sparse query per term and collection."""
-        n = sum(self.count(c) for c in COLLECTIONS)
+    def keyword_term_counts(
+        self, terms: Sequence[str], cap: int, principals: frozenset[str] | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """``(points, {term: points holding it, counted up to cap + 1})`` over both collections —
+        all of them (``principals`` ``None``), or only those ``principals`` may read (the rights
+        filter's allow/deny prefilter: an ACL's time-limited grants are not evaluated for a count;
+        an empty set counts nothing) — the extractive gate's document frequencies, as the
+        snapshot's :meth:`~ancre.index.bm25.Bm25Index.term_stats`: one sparse query per term and
+        collection."""
+        flt = None if principals is None else self._rights_filter(principals)
+        if principals is not None and flt is None:
+            return 0, {t: 0 for t in terms}
+        if flt is None:
+            n = sum(self.count(c) for c in COLLECTIONS)
+        else:
+            n = 0
+            for coll in COLLECTIONS:
+                self._check(coll)
+                with self._errors(f"count {coll}"):
+                    n += int(self.client.count(coll, count_filter=flt, exact=True).count)
         out: dict[str, int] = {}
         for term in terms:
             q = qm.SparseVector(indices=[sparse_bm25.term_index(term)], values=[1.0])
@@ -174,7 +189,8 @@ class QdrantStore(QdrantBackend):
                 self._check(coll)
                 with self._errors(f"count term in {coll}"):
                     hits = self.client.query_points(
-                        coll, query=q, using=sparse_bm25.VECTOR_NAME, limit=cap + 1, with_payload=False
+                        coll, query=q, using=sparse_bm25.VECTOR_NAME, query_filter=flt, limit=cap + 1,
+                        with_payload=False,
                     ).points
                 found += sum(1 for h in hits if h.score > 0)
             out[term] = min(found, cap + 1)

@@ -2,8 +2,10 @@
 embedded default) and ``index/qdrant_store.py`` (qdrant-client: server, cluster or local mode).
 
 Rights filter, the same everywhere (docs/ARCHITECTURE.md "Data model and the rights filter"): ``must: acl_allow ∈ P(user)``,
-``must_not: acl_deny ∈ P(user)``. Every read method that takes ``principals`` returns ``[]`` when
-the set is empty — it never builds a filter from it (an empty MatchAny must mean *nothing*).
+``must_not: acl_deny ∈ P(user)``, then, for a point whose ACL has grants (``acl_grants``), the
+exact evaluation of those grants at the current time. Every read method that takes ``principals``
+returns ``[]`` when the set is empty — it never builds a filter from it (an empty MatchAny must
+mean *nothing*).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class Store(Protocol):
         ...
 
     def set_acl(self, collection: str, doc_id: str, acl: Acl) -> None:
-        """Overwrite ``acl_allow`` / ``acl_deny`` on every point of ``doc_id`` (no re-embedding)."""
+        """Overwrite ``acl_allow`` / ``acl_deny`` / ``acl_grants`` on every point of ``doc_id``
+        (no re-embedding)."""
         ...
 
     def search(

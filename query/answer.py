@@ -18,23 +18,36 @@
    question's terms);
 6. controls 2–4 and the judge on the **raw** answer (:func:`~ancre.query.grounding.ground`);
 7. only then the citations are enriched with their folders (:mod:`ancre.query.enrich`);
-8. one audit line (:mod:`ancre.query.audit`), refusals included. Its ``sources`` are the
-   documents of the context — every document whose extracts were put before the model, with the
-   ACL digest read with them — and its ``cited`` field those the answer cites; a question that
-   failed (model error, stream abandoned) is logged too, with its ``error``.
+8. links and images of the answer whose address is not in the extracts are made plain text
+   (:mod:`ancre.query.links`, control ``lien_neutralise``): what the user gets never makes his
+   browser fetch or open an address a document's injected instruction chose;
+9. the audit record (:mod:`ancre.query.audit`), refusals included, written before the answer is
+   returned (an ``answer`` record; a streamed one: a ``start`` record before the model is called
+   and an ``outcome`` record at the end). Its ``sources`` are the documents of the context —
+   every document whose extracts were put before the model, with the ACL digest read with them —
+   and its ``cited`` field those the answer cites; a question that failed (model error, stream
+   abandoned) is logged too, with its ``error``.
 
 Every question stands alone: there is no conversation history, so « Fais pareil pour l'étude
 Rochat » is answered from what *that* sentence retrieves, never from an earlier answer.
 
-**Streaming** (:meth:`AnswerService.stream`, for the API): the model's raw text is yielded piece
-by piece as it is generated, then one final :class:`Answer`. The checks need the whole answer, so
-they run after the last piece, and the enrichment after them, exactly as in :meth:`ask`: the
-pieces joined equal ``Answer.raw``, and ``Answer.reponse`` (the enriched text), the sources and
-the verdict arrive with the final :class:`Answer` — identical to what :meth:`ask` returns for the
-same model output. A streaming client therefore shows the raw text while it arrives and then
-sends the verdict and the sources with their folders in a final block (a last SSE event, or an
-appended « Sources » section); the enriched text itself is for non-streaming callers. Refusals and
-extractive answers are yielded as one piece.
+**Streaming** (:meth:`AnswerService.stream`, for the API): the model's text is yielded piece by
+piece as it is generated (held back only where a link could still be forming, see
+:class:`~ancre.query.links.LinkGuard`), then one final :class:`Answer`. Before the model is called
+the question's ``start`` audit record is written and fsync'd: if it can't be, the first ``next()``
+raises :class:`~ancre.errors.AuditError` and nothing of the answer exists. The checks need the
+whole answer, so they run after the last piece, and the enrichment after them, exactly as in
+:meth:`ask`: the pieces joined equal ``Answer.raw``, and ``Answer.reponse`` (the enriched text),
+the sources and the verdict arrive with the final :class:`Answer` — identical to what :meth:`ask`
+returns for the same model output. A streaming client therefore shows the raw text while it
+arrives and then sends the verdict and the sources with their folders in a final block (a last SSE
+event, or an appended « Sources » section); the enriched text itself is for non-streaming callers.
+Refusals and extractive answers are yielded as one piece.
+
+The stream (:class:`AnswerStream`) can be **cancelled from another thread** (the API does it when
+its client disconnects): the model request is stopped at once — its connection shut down, even
+while waiting for the first token (:class:`~ancre.query.llm.Abort`) — and the ``outcome`` record
+is written then, with ``error = "interrompue"`` and the generation time up to the cancel.
 """
 
 from __future__ import annotations
@@ -44,13 +57,14 @@ import time
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from types import TracebackType
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.config import Settings
 from ancre.index.store import Store
 from ancre.models import SearchResult
-from ancre.query.audit import AuditLog, AuditRecord
+from ancre.query.audit import AuditKind, AuditLog, AuditOutcome, AuditRecord, new_question_id
 from ancre.query.context import Context, Source, build_context
 from ancre.query.enrich import enrich_citations
 from ancre.query.grounding import (
@@ -62,8 +76,9 @@ from ancre.query.grounding import (
     no_context_verdict,
 )
 from ancre.query.judge import Judge
+from ancre.query.links import CONTROL_LINK_NEUTRALISED, LinkGuard, neutralise
 from ancre.query.live_acl import RightsCheck, Unverified, unverified
-from ancre.query.llm import ChatClient, ExtractiveAnswerer, LlmError
+from ancre.query.llm import Abort, ChatClient, ExtractiveAnswerer, LlmError, ModelCallAborted
 from ancre.query.prompt import REFUSAL, build_messages
 from ancre.query.retrieval import Retriever
 
@@ -101,7 +116,9 @@ class Answer:
     """The outcome of one question.
 
     ``reponse``: the text for the user, citations enriched with their folders; ``raw``: the
-    text as generated, which the controls and the judge checked. ``sources``: the documents the
+    text as generated — the controls and the judge checked it so — with the links and images
+    whose address is not in the extracts made plain text (:mod:`ancre.query.links`; ``neutralised``
+    lists those addresses). ``sources``: the documents the
     answer validly cites, in order of first citation — or, when it cites none and is not a
     refusal, every document of its context (what it was generated from); ``()`` for a refusal.
     ``ancree``: ``True`` grounded, ``False`` not grounded, ``None`` not established (no judge, or
@@ -125,6 +142,9 @@ class Answer:
     unverified: tuple[Unverified, ...] = ()
     """Documents left out because their rights could not be checked live (source unreachable),
     per source; non-empty exactly when ``droits_non_verifies`` is among the controls."""
+    neutralised: tuple[str, ...] = ()
+    """Addresses of the model's links and images shown as plain text; non-empty exactly when
+    ``lien_neutralise`` is among the controls."""
 
 
 def unverified_note(groups: tuple[Unverified, ...]) -> str:
@@ -150,6 +170,13 @@ class _Prepared:
     started: float
     rights: tuple[RightsCheck, ...] = ()
     asked_for: str | None = None
+    question_id: str = field(default_factory=new_question_id)
+
+
+def _extracts_text(context: Context) -> str:
+    """What the model was shown of the extracts — their text, file names and paths — where a
+    kept link's address must occur."""
+    return "\n".join(part for e in context.extracts for part in (e.filename, e.path, e.text))
 
 
 def _ms(since: float) -> float:
@@ -241,7 +268,9 @@ class AnswerService:
             asked_for,
         )
 
-    def _record(self, prep: _Prepared, verdict: Verdict, error: str | None = None) -> None:
+    def _record(self, prep: _Prepared, verdict: Verdict | None, error: str | None = None, *,
+                kind: AuditKind = AuditKind.ANSWER, neutralised: tuple[str, ...] = ()) -> None:
+        """Write the question's ``answer`` (or ``start``, ``verdict`` ``None``) record."""
         if self.audit is None:
             return
         self.audit.append(
@@ -256,33 +285,61 @@ class AnswerService:
                 error=error,
                 rights=prep.rights,
                 asked_for=prep.asked_for,
+                kind=kind,
+                id=prep.question_id,
+                neutralised=neutralised,
             )
         )
 
-    def _failed(self, prep: _Prepared, error: str) -> None:
-        """Audit a question whose answer never reached the user."""
-        prep.timings["total"] = _ms(prep.started)
-        self._record(prep, Verdict(None, (), verification="non_effectuee"), error)
+    def _record_outcome(self, prep: _Prepared, verdict: Verdict, error: str | None = None,
+                        neutralised: tuple[str, ...] = ()) -> None:
+        """Write the ``outcome`` record of a streamed question."""
+        if self.audit is None:
+            return
+        self.audit.append(
+            AuditOutcome(prep.question_id, prep.user, verdict, dict(prep.timings), error, prep.account, neutralised)
+        )
 
-    def _finish(self, prep: _Prepared, raw: str, extractive: bool) -> Answer:
-        """Steps 6–8 on the complete raw answer: controls and judge, then enrichment, then audit."""
+    def _failed(self, prep: _Prepared, error: str, *, streamed: bool = False, neutralised: tuple[str, ...] = ()) -> None:
+        """Audit a question whose answer never reached the user (or only in part)."""
+        prep.timings["total"] = _ms(prep.started)
+        verdict = Verdict(None, (), verification="non_effectuee")
+        if streamed:
+            self._record_outcome(prep, verdict, error, neutralised)
+        else:
+            self._record(prep, verdict, error, neutralised=neutralised)
+
+    def _verdict(self, prep: _Prepared, written: str, extractive: bool, neutralised: tuple[str, ...]) -> Verdict:
+        """Controls and judge on the model's text as ``written``, plus the controls of the links
+        neutralised and of the documents left out unchecked."""
         t = time.perf_counter()
         if prep.context.empty:
             verdict = no_context_verdict()
         else:
-            verdict = ground(prep.question, raw, prep.context, self.judge, extractive=extractive)
+            verdict = ground(prep.question, written, prep.context, self.judge, extractive=extractive)
         prep.timings["grounding"] = _ms(t)
-        left_out = unverified(prep.rights)
-        if left_out:
-            verdict = replace(verdict, controls=(*verdict.controls, CONTROL_RIGHTS_UNVERIFIED))
-        if not prep.principals:
-            verdict = replace(verdict, controls=(*verdict.controls, CONTROL_UNKNOWN_USER))
-        reponse = enrich_citations(raw, prep.context.sources)  # after every check
+        extra = ((CONTROL_LINK_NEUTRALISED,) if neutralised else ()) + (
+            (CONTROL_RIGHTS_UNVERIFIED,) if unverified(prep.rights) else ()) + (
+            (CONTROL_UNKNOWN_USER,) if not prep.principals else ())
+        return replace(verdict, controls=(*verdict.controls, *extra)) if extra else verdict
+
+    def _finish(self, prep: _Prepared, written: str, delivered: str, extractive: bool,
+                neutralised: tuple[str, ...] = (), verdict: Verdict | None = None, *, streamed: bool = False) -> Answer:
+        """Steps 6–9 on the complete answer — the model's text as ``written`` is checked,
+        ``delivered`` (links neutralised) is enriched and returned — then the audit record
+        (``outcome`` when ``streamed``, else ``answer``): it is written before the answer is
+        returned (raises :class:`~ancre.errors.AuditError`)."""
+        if verdict is None:
+            verdict = self._verdict(prep, written, extractive, neutralised)
+        reponse = enrich_citations(delivered, prep.context.sources)  # after every check
         prep.timings["total"] = _ms(prep.started)
-        self._record(prep, verdict)
+        if streamed:
+            self._record_outcome(prep, verdict, None, neutralised)
+        else:
+            self._record(prep, verdict, neutralised=neutralised)
         return Answer(
             reponse=reponse,
-            raw=raw,
+            raw=delivered,
             sources=shown_sources(verdict, prep.context),
             ancree=verdict.ancree,
             controles=verdict.controls,
@@ -291,8 +348,16 @@ class AnswerService:
             extractive=extractive,
             timings_ms=dict(prep.timings),
             unsourced=verdict.unsourced,
-            unverified=left_out,
+            unverified=unverified(prep.rights),
+            neutralised=neutralised,
         )
+
+    def _direct(self, prep: _Prepared, text: str, extractive: bool) -> Answer:
+        """A refusal or an extractive answer (no model), its links checked like a model's."""
+        if prep.context.empty:
+            return self._finish(prep, text, text, extractive)
+        safe = neutralise(text, _extracts_text(prep.context))
+        return self._finish(prep, text, safe.text, extractive, safe.addresses)
 
     def _without_model(self, prep: _Prepared) -> tuple[str, bool] | None:
         """The answer when no model is to be called: the control-1 refusal, or the extractive
@@ -301,7 +366,9 @@ class AnswerService:
             return REFUSAL, self.chat_client is None
         if self.chat_client is None:
             t = time.perf_counter()
-            text = self.extractive.answer(prep.context, prep.question, self.retriever.term_stats)
+            principals = prep.principals
+            # the user's own document frequencies: a refusal never hints at a word of a document he can't read
+            text = self.extractive.answer(prep.context, prep.question, lambda terms: self.retriever.term_stats(terms, principals))
             prep.timings["generation"] = _ms(t)
             return text, True
         return None
@@ -323,7 +390,7 @@ class AnswerService:
         prep = self._prepare(question, user, identity)
         direct = self._without_model(prep)
         if direct is not None:
-            return self._finish(prep, *direct)
+            return self._direct(prep, *direct)
         assert self.chat_client is not None
         t = time.perf_counter()
         try:
@@ -335,47 +402,74 @@ class AnswerService:
             self._failed(prep, ERROR_MODEL)
             raise
         prep.timings["generation"] = _ms(t)
-        return self._finish(prep, raw, False)
+        safe = neutralise(raw, _extracts_text(prep.context))
+        return self._finish(prep, raw, safe.text, False, safe.addresses)
 
-    def stream(self, question: str, user: str, *, identity: str | None = None) -> Iterator[str | Answer]:
-        """Like :meth:`ask`, streamed: the raw text in pieces (``str``) as the model writes it,
-        then the final :class:`Answer` (see the module doc for how the pieces and the enriched
-        text relate). Nothing runs before the first ``next()``. Raises as :meth:`ask`, possibly
-        after some pieces; a consumer that stops early (``close()``) leaves an audit line with
-        ``error = "interrompue"``.
+    def stream(self, question: str, user: str, *, identity: str | None = None) -> AnswerStream:
+        """Like :meth:`ask`, streamed: the text in pieces (``str``) as the model writes it, then
+        the final :class:`Answer` (see the module doc for how the pieces and the enriched text
+        relate). Nothing runs before the first ``next()``. Raises as :meth:`ask`, possibly after
+        some pieces — :class:`~ancre.errors.AuditError` always before the first one (the
+        ``start`` record is written before the model is called); a consumer that stops early
+        (``close()``, or :meth:`AnswerStream.cancel` from another thread) leaves an ``outcome``
+        record with ``error = "interrompue"``.
         """
+        abort = Abort()
+        return AnswerStream(self._stream(question, user, identity, abort), abort)
+
+    def _stream(self, question: str, user: str, identity: str | None, abort: Abort) -> Iterator[str | Answer]:
         prep = self._prepare(question, user, identity)
+        if abort.cancelled:  # the client left during retrieval: nothing was shown
+            self._failed(prep, ERROR_INTERRUPTED)
+            raise ModelCallAborted("the answer was abandoned before it started")
         direct = self._without_model(prep)
         if direct is not None:
-            text, extractive = direct
-            answer = self._finish(prep, text, extractive)
-            yield text
+            answer = self._direct(prep, *direct)
+            yield answer.raw
             yield answer
             return
         assert self.chat_client is not None
-        pieces: list[str] = []
+        # written and fsync'd before the model is called: no byte of the answer exists without it
+        self._record(prep, None, kind=AuditKind.START)
+        guard = LinkGuard(_extracts_text(prep.context))
         t = time.perf_counter()
         deltas = self.chat_client.stream(
             build_messages(question, prep.context), temperature=self.settings.llm.temperature
         )
         try:
-            for piece in deltas:
-                pieces.append(piece)
-                yield piece
+            while True:
+                with abort.bound():
+                    abort.check()
+                    try:
+                        piece = next(deltas)
+                    except StopIteration:
+                        break
+                safe = guard.feed(piece)
+                if safe:
+                    yield safe
+            tail = guard.flush()
+            if tail:
+                yield tail
         except LlmError:
             prep.timings["generation"] = _ms(t)
-            self._failed(prep, ERROR_MODEL)
+            self._failed(prep, ERROR_INTERRUPTED if abort.cancelled else ERROR_MODEL, streamed=True,
+                         neutralised=guard.addresses)
             raise
         except GeneratorExit:
             prep.timings["generation"] = _ms(t)
-            self._failed(prep, ERROR_INTERRUPTED)
+            self._failed(prep, ERROR_INTERRUPTED, streamed=True, neutralised=guard.addresses)
             raise
         finally:
             close = getattr(deltas, "close", None)
             if close is not None:
                 close()  # release the HTTP stream at once, also when abandoned
         prep.timings["generation"] = _ms(t)
-        yield self._finish(prep, "".join(pieces), False)
+        with abort.bound():  # the judge's call is stopped by a cancel too
+            verdict = self._verdict(prep, guard.source, False, guard.addresses)
+        if abort.cancelled:
+            self._failed(prep, ERROR_INTERRUPTED, streamed=True, neutralised=guard.addresses)
+            raise ModelCallAborted("the answer was abandoned during its verification")
+        yield self._finish(prep, guard.source, guard.text, False, guard.addresses, verdict, streamed=True)
 
     def close(self) -> None:
         """Release the model clients and the audit file (the store and directory are the
@@ -388,6 +482,46 @@ class AnswerService:
             self.audit.close()
 
 
+class AnswerStream(Iterator["str | Answer"]):
+    """What :meth:`AnswerService.stream` returns: the answer's text pieces, then its
+    :class:`Answer`. Iterate it (and :meth:`close` it) from one thread at a time; :meth:`cancel`
+    may be called from any thread, also while another one waits in ``next()``: the model call
+    stops at once and that ``next()`` raises :class:`~ancre.query.llm.ModelCallAborted` after the
+    ``outcome`` record (``interrompue``) was written. A context manager (closed on exit)."""
+
+    def __init__(self, pieces: Iterator[str | Answer], abort: Abort) -> None:
+        self._pieces = pieces
+        self._abort = abort
+
+    def __iter__(self) -> AnswerStream:
+        return self
+
+    def __next__(self) -> str | Answer:
+        return next(self._pieces)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._abort.cancelled
+
+    def cancel(self) -> None:
+        """Stop the answer (thread-safe, idempotent): see the class doc."""
+        self._abort.cancel()
+
+    def close(self) -> None:
+        """Stop consuming (an unfinished answer is audited ``interrompue``). Not while another
+        thread is in ``next()``: :meth:`cancel` that one."""
+        close = getattr(self._pieces, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> AnswerStream:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
 __all__ = [
     "CONTROL_RIGHTS_UNVERIFIED",
     "CONTROL_UNKNOWN_USER",
@@ -395,6 +529,7 @@ __all__ = [
     "ERROR_MODEL",
     "Answer",
     "AnswerService",
+    "AnswerStream",
     "AnswerSource",
     "shown_sources",
     "unverified_note",

@@ -1,17 +1,39 @@
 """The audit log (docs/ARCHITECTURE.md "Data flow of a question" step 10; Swiss nLPD: who asked what, and what was shown).
 
-One JSON line per question in a daily file ``audit-YYYY-MM-DD.jsonl`` (UTC date) under the log
-folder::
+JSON lines in a daily file ``audit-YYYY-MM-DD.jsonl`` (UTC date) under the log folder. Every
+line has a ``kind`` and an ``id`` (32 hex characters, one per question):
 
-    {"time": "2026-01-15T08:30:00.123+00:00", "user": "alice.martin@axonix.ch", "account": "alice",
-     "asked_for": null, "principals": "<sha256>",
+- ``"answer"`` — one record for a question answered at once (``ask``, ``/query``, a
+  non-streamed ``/v1`` answer, and a streamed refusal or extractive answer): who, the question,
+  the sources shown, the rights, the controls, the verdict and the timings. It is written (and
+  fsync'd) *before* the answer is returned: when it can't be written the answer is withheld.
+- ``"start"`` then ``"outcome"`` — a question whose answer is streamed as the model writes it.
+  The ``start`` record (who, the question, the sources put before the model, the rights, the
+  timings so far) is written and fsync'd *before the model is called*, hence before the first
+  byte of the answer leaves: when it can't be written no model is called and the answer is
+  withheld (HTTP 503 ``audit_unavailable``). The ``outcome`` record, with the **same id**, is
+  written when the answer ends — the controls, the verdict and the full timings — or when it
+  stops early, with its ``error`` (``erreur_modele``; ``interrompue`` when the client left: written
+  as soon as the disconnect is noticed, with the generation time up to then). A ``start`` without
+  an ``outcome`` is a question whose process died mid-answer.
+
+A line written by an older ancre has no ``kind`` and no ``id``: it is an ``answer``::
+
+    {"time": "2026-01-15T08:30:00.123+00:00", "kind": "answer", "id": "9f1c…",
+     "user": "alice.martin@axonix.ch", "account": "alice", "asked_for": null, "principals": "<sha256>",
      "question": "…", "sources": [{"filename", "doc_id", "location", "acl": "<Acl.digest()>",
      "rights": "live"}],
      "rights": [{"doc_id", "filename", "live": true, "outcome": "live", "readable": true,
                  "reason": null, "age_s": 0.0}],
-     "controls": ["citation_inventee"], "invented": ["22_….docx"], "ancree": false,
-     "verification": "non_requise", "timings_ms": {"retrieval": 812.4, "llm": 30211.0},
-     "error": null}
+     "controls": ["citation_inventee"], "invented": ["22_….docx"], "cited": [], "ancree": false,
+     "verification": "non_requise", "unsourced": [], "neutralised": [],
+     "timings_ms": {"retrieval": 812.4, "generation": 30211.0}, "error": null}
+
+A ``start`` has the fields of an ``answer`` up to ``rights`` plus ``timings_ms`` (the verdict
+fields are absent: there is none yet); an ``outcome`` has ``time``, ``kind``, ``id``, ``user``,
+``account`` and the fields from ``controls`` on. ``neutralised`` lists the addresses of links and
+images of the model's answer that were shown as plain text (control ``lien_neutralise``,
+:mod:`ancre.query.links`).
 
 ``asked_for`` is the user name asked about when someone else asked on their behalf (an admin
 through the control socket, ``user`` then ``unix:<login>``), else ``null``.
@@ -20,6 +42,8 @@ the model and those left out — with whether they were checked live at their so
 outcome (:data:`ancre.query.live_acl.Outcome`: ``live``, ``changed``, ``gone``, ``unreachable``,
 ``stored``, ``no_source``, ``off``); each source's ``rights`` repeats its outcome.
 
+- **One writer function**: every line, whatever its kind, is written by
+  :meth:`AuditLog.write_entry` (under the log's lock), so a wrapper sees every line in order.
 - **Append-only**: files are opened ``O_WRONLY | O_APPEND | O_CREAT`` and each record is one
   ``write`` (concurrent writers, even in other processes, never interleave within a line).
 - **Mode 0600**, enforced with ``fchmod`` whatever the umask; the folder is created 0700.
@@ -46,10 +70,13 @@ import os
 import re
 import secrets
 import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from ancre.errors import AuditError
 from ancre.query.context import Source
@@ -59,18 +86,35 @@ from ancre.query.live_acl import RightsCheck
 FILE_RE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})\.jsonl$")
 
 
+class AuditKind(StrEnum):
+    """The ``kind`` of an audit line (see the module doc)."""
+
+    ANSWER = "answer"
+    """A question and its outcome in one record, written before the answer is returned."""
+    START = "start"
+    """A streamed answer's first record, written before the model is called."""
+    OUTCOME = "outcome"
+    """A streamed answer's last record (same ``id`` as its ``start``)."""
+
+
+def new_question_id() -> str:
+    """A fresh question id: 32 lowercase hex characters (a random UUID4)."""
+    return uuid.uuid4().hex
+
+
 @dataclass(frozen=True)
 class AuditRecord:
-    """What is logged for one question. ``user``: the identity as given (raw e-mail header,
-    ``--as``); ``account``: the directory account it resolved to (``None``: unknown);
-    ``timings_ms``: step name → wall-clock milliseconds; ``time``: when the question was
-    answered (aware datetime; now, UTC, when ``None``)."""
+    """What is logged for one question (kind ``answer``, or ``start`` of a streamed answer).
+    ``user``: the identity as given (raw e-mail header, ``--as``); ``account``: the directory
+    account it resolved to (``None``: unknown); ``timings_ms``: step name → wall-clock
+    milliseconds; ``time``: when the record was made (aware datetime; now, UTC, when ``None``);
+    ``verdict``: ``None`` only for a ``start``."""
 
     user: str
     principals: frozenset[str]
     question: str
     sources: tuple[Source, ...]
-    verdict: Verdict
+    verdict: Verdict | None
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     time: datetime | None = None
     error: str | None = None
@@ -82,6 +126,29 @@ class AuditRecord:
     asked_for: str | None = None
     """The user name as asked about when someone else asked on their behalf (an admin through
     the control socket: ``user`` is then ``unix:<login>``); ``None`` when the asker is the user."""
+    kind: AuditKind = AuditKind.ANSWER
+    """``answer`` or ``start`` (an ``outcome`` is an :class:`AuditOutcome`)."""
+    id: str = field(default_factory=new_question_id)
+    """The question's id, shared by a ``start`` and its ``outcome``."""
+    neutralised: tuple[str, ...] = ()
+    """Addresses of links and images of the answer shown as plain text (``answer`` only)."""
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """The ``outcome`` record of a streamed answer: ``id`` and ``user`` / ``account`` of its
+    ``start``; ``verdict`` (``Verdict(None, verification="non_effectuee")`` when it stopped
+    early), ``error`` (``None``: the answer reached its end), ``timings_ms`` (every step, the
+    generation up to the end or the stop), ``neutralised`` (see :class:`AuditRecord`)."""
+
+    id: str
+    user: str
+    verdict: Verdict
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+    error: str | None = None
+    account: str | None = None
+    neutralised: tuple[str, ...] = ()
+    time: datetime | None = None
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -144,16 +211,22 @@ class AuditLog:
         """The daily file of ``day`` (UTC)."""
         return self.directory / f"audit-{day.isoformat()}.jsonl"
 
-    def line(self, record: AuditRecord) -> str:
-        """The JSON line (without newline) written for ``record``; always encodable as UTF-8 (text
-        that is not, such as a lone surrogate, is written as JSON ``\\u`` escapes)."""
+    def entry(self, record: AuditRecord | AuditOutcome) -> dict[str, Any]:
+        """The JSON object written for ``record`` (see the module doc for each kind's fields)."""
         when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
-        v = record.verdict
-        rights = {c.doc_id: c for c in record.rights}
-        entry = {
+        head: dict[str, Any] = {
             "time": when.isoformat(timespec="milliseconds"),
+            "kind": str(AuditKind.OUTCOME if isinstance(record, AuditOutcome) else record.kind),
+            "id": record.id,
             "user": self.pseudonym(record.user),
             "account": self.pseudonym(record.account) if record.account is not None else None,
+        }
+        if isinstance(record, AuditOutcome):
+            return {**head, **self._verdict_fields(record.verdict, record.neutralised),
+                    **self._tail(record.timings_ms, record.error)}
+        rights = {c.doc_id: c for c in record.rights}
+        entry: dict[str, Any] = {
+            **head,
             "asked_for": self.pseudonym(record.asked_for) if record.asked_for is not None else None,
             "principals": self.principals_hash(record.principals),
             "question": record.question,
@@ -171,21 +244,42 @@ class AuditLog:
                 }
                 for c in record.rights
             ],
+        }
+        if record.kind is AuditKind.START or record.verdict is None:
+            return {**entry, "timings_ms": self._tail(record.timings_ms, None)["timings_ms"]}
+        return {**entry, **self._verdict_fields(record.verdict, record.neutralised),
+                **self._tail(record.timings_ms, record.error)}
+
+    @staticmethod
+    def _verdict_fields(v: Verdict, neutralised: tuple[str, ...]) -> dict[str, Any]:
+        return {
             "controls": list(v.controls),
             "invented": list(v.invented),
             "cited": list(v.cited),
             "ancree": v.ancree,
             "verification": v.verification,
             "unsourced": list(v.unsourced),
-            "timings_ms": {k: round(float(ms), 1) for k, ms in record.timings_ms.items()},
-            "error": record.error,
+            "neutralised": list(neutralised),
         }
+
+    @staticmethod
+    def _tail(timings_ms: Mapping[str, float], error: str | None) -> dict[str, Any]:
+        return {"timings_ms": {k: round(float(ms), 1) for k, ms in timings_ms.items()}, "error": error}
+
+    @staticmethod
+    def dumps(entry: Mapping[str, Any]) -> str:
+        """``entry`` as one JSON line (without newline); always encodable as UTF-8 (text that is
+        not, such as a lone surrogate, is written as JSON ``\\u`` escapes)."""
         text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (e.g. in a model's output): escaped, still logged
             text = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
         return text
+
+    def line(self, record: AuditRecord | AuditOutcome) -> str:
+        """The JSON line (without newline) written for ``record``."""
+        return self.dumps(self.entry(record))
 
     def _open(self, day: date) -> int:
         if self._fd is not None and self._day == day:
@@ -198,16 +292,22 @@ class AuditLog:
         self._purge(datetime.combine(day, datetime.min.time(), timezone.utc))
         return fd
 
-    def append(self, record: AuditRecord) -> None:
-        """Write one record and fsync it. Raises :class:`~ancre.errors.AuditError` (naming the
-        folder and the OS error) on a write failure."""
+    def append(self, record: AuditRecord | AuditOutcome) -> None:
+        """Write one record (any kind) and fsync it. Raises :class:`~ancre.errors.AuditError`
+        (naming the folder and the OS error) on a write failure."""
         when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
         if record.time is None:
             record = replace(record, time=when)
-        data = (self.line(record) + "\n").encode("utf-8")
+        self.write_entry(self.entry(record), when)
+
+    def write_entry(self, entry: Mapping[str, Any], when: datetime) -> None:
+        """Append ``entry`` as one line to the daily file of ``when`` (UTC) and fsync it: the one
+        function through which every audit line is written. Raises
+        :class:`~ancre.errors.AuditError` on a write failure."""
+        data = (self.dumps(entry) + "\n").encode("utf-8")
         with self._lock:
             try:
-                fd = self._open(when.date())
+                fd = self._open(when.astimezone(timezone.utc).date())
                 view = memoryview(data)
                 while view:
                     written = os.write(fd, view)
@@ -247,4 +347,4 @@ class AuditLog:
             self._close()
 
 
-__all__ = ["AuditLog", "AuditRecord", "load_or_create_key"]
+__all__ = ["AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "load_or_create_key", "new_question_id"]

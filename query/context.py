@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ancre.index.store import Store
-from ancre.models import Acl, SearchResult, StoredPoint
+from ancre.models import SearchResult, StoredPoint
 from ancre.settings.query import ContextConfig
 
 
@@ -159,7 +159,7 @@ def build_context(
                 )
             )
         first = new[0].payload
-        acl = Acl(frozenset(first.acl_allow), frozenset(first.acl_deny))
+        acl = first.acl()
         sources.append(
             Source(
                 filename=first.filename,

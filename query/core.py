@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -43,6 +43,7 @@ from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.config import Settings, config_path, load_settings
 from ancre.connectors.base import Connector, SourceContext
 from ancre.connectors.registry import make_connector, principal_providers
+from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
@@ -51,7 +52,7 @@ from ancre.index.state import StateDB
 from ancre.index.store import Store
 from ancre.index.store_factory import open_store
 from ancre.models import COLLECTIONS
-from ancre.query.answer import Answer, AnswerService
+from ancre.query.answer import Answer, AnswerService, AnswerStream
 from ancre.query.audit import AuditLog, load_or_create_key
 from ancre.query.judge import Judge
 from ancre.query.live_acl import LiveAclChecker, Unverified
@@ -121,7 +122,8 @@ class QueryParts:
     question whose results need a live rights check; raises :class:`~ancre.errors.ConfigError`
     for an unknown id); ``principals``: P(user), the union of the principal providers (the
     directory's ``sid:``, and those the sources bring, e.g. Entra ``aad:``/``sp:``); ``None``:
-    the directory alone.
+    the directory alone. ``acl_writer``: the process's ACL writer, shared with its sync engine
+    (:mod:`ancre.index.acl_writer`); ``None``: the live check has one of its own.
     """
 
     store: Store
@@ -131,6 +133,7 @@ class QueryParts:
     directory: Directory
     connector: Callable[[str], Connector]
     principals: PrincipalResolver | None = None
+    acl_writer: AclWriter | None = None
 
     @property
     def resolver(self) -> PrincipalResolver:
@@ -166,7 +169,9 @@ class QueryParts:
             return make_connector(settings.source(source_id), ctx)
 
         resolver = PrincipalResolver([DirectoryProvider(directory), *principal_providers(settings.sources, ctx)])
-        return cls(store, embedder, Bm25Manager(data_dir / "bm25"), state, directory, connector, resolver)
+        # no sync engine here: with a Qdrant server the daemon elsewhere is the one ACL writer
+        writer = AclWriter(store, state, read_only=settings.store.kind != "edge")
+        return cls(store, embedder, Bm25Manager(data_dir / "bm25"), state, directory, connector, resolver, writer)
 
 
 def build_answer_service(
@@ -205,7 +210,7 @@ class QueryCore:
         self.live_acl: LiveAclChecker | None = None
         """The live rights check, ``None`` when ``query.live_acl = false`` (the index decides)."""
         if settings.query.live_acl:
-            self.live_acl = LiveAclChecker(parts.connector, parts.store, parts.state, settings.query)
+            self.live_acl = LiveAclChecker(parts.connector, parts.store, parts.state, settings.query, writer=parts.acl_writer)
         self.retriever = Retriever(
             parts.store, parts.embedder, parts.bm25, settings.query, self.live_acl,
             keyword_in_store=settings.store.bm25 == "qdrant",
@@ -320,9 +325,11 @@ class QueryCore:
         """
         return self.answers.ask(question, user, identity=asked_by)
 
-    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> AnswerStream:
         """:meth:`ask`, streamed: the model's raw text in pieces, then the final
-        :class:`~ancre.query.answer.Answer` (:meth:`ancre.query.answer.AnswerService.stream`).
+        :class:`~ancre.query.answer.Answer` (:meth:`ancre.query.answer.AnswerService.stream`:
+        its ``start`` audit record is written before the first piece; :meth:`AnswerStream.cancel
+        <ancre.query.answer.AnswerStream.cancel>` from another thread stops the model request).
         Raises as :meth:`ask`, possibly after some pieces."""
         return self.answers.stream(question, user, identity=asked_by)
 

@@ -16,8 +16,11 @@ re-read when it changed):
   (the sync may have written a newer one meanwhile): then the source is read again;
 - **a changed ACL updates the index at once**: the store payload of every chunk of the document
   (no re-embedding), then the state DB's ACL digest — the same two writes as a sync pass's
-  ACL-only update, in the same order, so later questions and the next pass agree — and the rights
-  are evaluated on the fresh ACL;
+  ACL-only update, through the same ACL writer (:class:`~ancre.index.acl_writer.AclWriter`: a
+  ticket is taken before each batch is read, and a reading older than one the sync engine's rights
+  lane recorded meanwhile, or than a refresh of its source, is not written: the newer one stands,
+  and this question is then decided on both, fail closed) — and the rights are evaluated on the
+  fresh ACL;
 - **a source that can't be reached** (or does not answer in time): with
   ``query.live_acl_on_unreachable = "deny"`` (default) the document is left out and the answer
   says so (:func:`unverified`); with ``"stored"`` the ACL in the index decides;
@@ -42,6 +45,7 @@ from ancre.acl.engine import acl_problem
 from ancre.settings import QueryConfig
 from ancre.connectors.base import Closeable, Connector
 from ancre.errors import AncreError, SourceUnavailableError
+from ancre.index.acl_writer import AclWrite, AclWriter
 from ancre.index.store import Store
 from ancre.models import Acl, ChunkPayload
 
@@ -120,7 +124,7 @@ def unchecked(payloads: Iterable[ChunkPayload], principals: frozenset[str]) -> d
     out: dict[str, RightsCheck] = {}
     for pl in payloads:
         if pl.doc_id not in out:
-            stored = Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny))
+            stored = pl.acl()
             out[pl.doc_id] = RightsCheck(
                 pl.doc_id, pl.source, pl.path, pl.filename, pl.collection, "off", stored.readable_by(principals)
             )
@@ -131,6 +135,7 @@ def unchecked(payloads: Iterable[ChunkPayload], principals: frozenset[str]) -> d
 class _Reading:
     acl: Acl | None  # None: the path no longer exists
     at: float  # clock() when read
+    ticket: int = 0  # AclWriter ticket taken before it was read
 
 
 def _slices(paths: list[str], n: int) -> list[list[str]]:
@@ -149,8 +154,9 @@ class LiveAclChecker:
     ``store`` receives changed ACLs (``set_acl``) and ``state`` their digests (``None``: no state
     DB, e.g. an API apart from the daemon); ``cfg`` gives ``live_acl_ttl_s``,
     ``live_acl_timeout_s``, ``live_acl_on_unreachable`` and ``live_acl_workers``; ``clock``:
-    monotonic seconds (tests move it). Thread-safe; :meth:`close` stops the pool and closes the
-    connectors it built.
+    monotonic seconds (tests move it); ``writer``: the process's ACL writer, shared with the sync
+    engine (default: one of its own over ``store`` and ``state``). Thread-safe; :meth:`close`
+    stops the pool and closes the connectors it built.
     """
 
     def __init__(
@@ -161,10 +167,12 @@ class LiveAclChecker:
         cfg: QueryConfig,
         *,
         clock: Callable[[], float] = time.monotonic,
+        writer: AclWriter | None = None,
     ) -> None:
         self._connector_for = connector_for
         self.store = store
         self.state = state
+        self.writer = writer if writer is not None else AclWriter(store, state)
         self.cfg = cfg
         self._clock = clock
         self._lock = threading.Lock()
@@ -211,21 +219,25 @@ class LiveAclChecker:
         with self._lock:
             self._cache.clear()
 
-    def _apply(self, pl: ChunkPayload, fresh: Acl) -> None:
-        """Write a changed ACL to the index: the store's payloads, then the state DB's digest
-        (the order of the sync engine's ACL-only update). A failure is logged: the fresh ACL
-        still decides this question and the next sync applies it."""
+    def _apply(self, pl: ChunkPayload, fresh: Acl, ticket: int) -> AclWrite:
+        """Write a changed ACL read at ``ticket`` to the index through the ACL writer: the
+        store's payloads, then the state DB's digest (the order of the sync engine's ACL-only
+        update). A failure is logged: the fresh ACL still decides this question and the next sync
+        applies it."""
         try:
-            self.store.set_acl(pl.collection, pl.doc_id, fresh)
-            if self.state is not None:
-                self.state.set_acl_hash(pl.source, pl.doc_id, fresh.digest(), reason=acl_problem(fresh))
+            done = self.writer.set_acl(pl.source, pl.collection, pl.doc_id, fresh, ticket, reason=acl_problem(fresh))
         except Exception as e:  # noqa: BLE001 - the decision does not depend on the write
             log.warning("live ACL check: %s changed but the index could not be updated: %s", pl.doc_id, e)
-            return
-        log.info(
-            "live ACL check: the ACL of %s changed at its source; index updated", pl.doc_id,
-            extra={"doc_id": pl.doc_id, "source": pl.source},
-        )
+            return AclWrite.READ_ONLY
+        if done is AclWrite.WRITTEN:
+            log.info(
+                "live ACL check: the ACL of %s changed at its source; index updated", pl.doc_id,
+                extra={"doc_id": pl.doc_id, "source": pl.source},
+            )
+        elif done is AclWrite.STALE:
+            log.info("live ACL check: a newer reading of the ACL of %s was recorded meanwhile; it stands", pl.doc_id,
+                     extra={"doc_id": pl.doc_id, "source": pl.source})
+        return done
 
     # ------------------------------------------------------------------ API
 
@@ -243,14 +255,14 @@ class LiveAclChecker:
         todo: dict[str, list[str]] = defaultdict(list)
         for pl in docs.values():
             key = (pl.source, pl.path)
-            hit = self._cached(pl, Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny)), now)
+            hit = self._cached(pl, pl.acl(), now)
             if hit is not None:
                 readings[key] = hit
             elif pl.path not in todo[pl.source]:
                 todo[pl.source].append(pl.path)
 
         failures: dict[tuple[str, str], tuple[Outcome, str]] = {}
-        futures: dict[Future[Mapping[str, Acl]], tuple[str, list[str]]] = {}
+        futures: dict[Future[Mapping[str, Acl]], tuple[str, list[str], int]] = {}
         for source, paths in todo.items():
             if not paths:
                 continue
@@ -261,18 +273,19 @@ class LiveAclChecker:
                     failures[(source, p)] = ("no_source", f"source {source!r}: {e}")
                 continue
             for batch in _slices(paths, self.cfg.live_acl_workers):
-                futures[self._pool.submit(conn.read_acls, batch)] = (source, batch)
+                ticket = self.writer.ticket()  # before the reading: orders its write-back
+                futures[self._pool.submit(conn.read_acls, batch)] = (source, batch, ticket)
         if futures:
             timeout = self.cfg.live_acl_timeout_s
             done, not_done = wait(futures, timeout=timeout)
             read_at = self._clock()
             for fut in not_done:
                 fut.cancel()
-                source, batch = futures[fut]
+                source, batch, _ticket = futures[fut]
                 for p in batch:
                     failures[(source, p)] = ("unreachable", f"source {source!r}: no answer within {timeout:g} s")
             for fut in done:
-                source, batch = futures[fut]
+                source, batch, ticket = futures[fut]
                 try:
                     got = fut.result()
                 except SourceUnavailableError as e:
@@ -282,7 +295,7 @@ class LiveAclChecker:
                     reason = f"source {source!r}: {type(e).__name__}: {e}"
                 else:
                     for p in batch:
-                        reading = _Reading(got.get(p), read_at)
+                        reading = _Reading(got.get(p), read_at, ticket)
                         readings[(source, p)] = reading
                         self._remember((source, p), reading)
                     with self._lock:
@@ -299,7 +312,7 @@ class LiveAclChecker:
         out: dict[str, RightsCheck] = {}
         for doc_id, pl in docs.items():
             key = (pl.source, pl.path)
-            stored = Acl(frozenset(pl.acl_allow), frozenset(pl.acl_deny))
+            stored = pl.acl()
 
             def decided(outcome: Outcome, readable: bool, reason: str | None = None, age: float = 0.0) -> RightsCheck:
                 return RightsCheck(
@@ -321,8 +334,10 @@ class LiveAclChecker:
                 continue
             fresh = reading.acl
             if fresh.digest() != stored.digest():
-                self._apply(pl, fresh)
-                out[doc_id] = decided("changed", fresh.readable_by(principals), fresh.reason, age)
+                readable = fresh.readable_by(principals)
+                if self._apply(pl, fresh, reading.ticket) is AclWrite.STALE:
+                    readable = readable and stored.readable_by(principals)  # fail closed on both readings
+                out[doc_id] = decided("changed", readable, fresh.reason, age)
             else:
                 out[doc_id] = decided("live", fresh.readable_by(principals), fresh.reason, age)
         return out

@@ -13,13 +13,25 @@
 
 Temperatures are clamped to [0, :data:`MAX_ANSWER_TEMPERATURE`] (0.3) by both clients. Every
 failure (connection, timeout, HTTP status ≥ 400, unreadable body) is raised as :class:`LlmError`.
+
+**Stopping a call from another thread** (:class:`Abort`): a thread that makes model calls for one
+answer binds that answer's :class:`Abort` around them (``with abort.bound(): …``). Every request
+made by the clients while it is bound goes over a connection of its own (never a pooled one) whose
+socket is registered with the abort; :meth:`Abort.cancel`, from any thread, shuts those sockets
+down (``shutdown(SHUT_RDWR)``): a thread blocked waiting for the model's headers or its next
+piece wakes up at once, the call raises :class:`ModelCallAborted`, and the server sees the
+connection close — Ollama and vLLM stop generating for a client that went away.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import socket
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,8 +55,87 @@ EXTRACTIVE_HEADER = (
 """First line of every extractive answer."""
 
 
+log = logging.getLogger("ancre.query.llm")
+
+
 class LlmError(AncreError):
     """A chat model call failed: server unreachable, timeout, HTTP error, unreadable answer."""
+
+
+class ModelCallAborted(LlmError):
+    """A model call stopped by :meth:`Abort.cancel` (its answer was abandoned)."""
+
+
+_bound = threading.local()
+
+
+class Abort:
+    """Stops the model calls of one answer from any thread (see the module doc).
+
+    ``cancel()`` is idempotent and thread-safe; ``cancelled`` tells whether it was called;
+    ``check()`` raises :class:`ModelCallAborted` once it was; ``bound()`` is the context manager
+    under which the calling thread's model requests are registered with this abort."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._sockets: list[socket.socket] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Stop every call made under this abort, now and later (their sockets shut down)."""
+        with self._lock:
+            self._cancelled = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            _shutdown(sock)
+
+    def check(self) -> None:
+        """Raises :class:`ModelCallAborted` when cancelled."""
+        if self._cancelled:
+            raise ModelCallAborted("the answer was abandoned: model call stopped")
+
+    def register(self, sock: socket.socket) -> None:
+        """Shut ``sock`` down when cancelled (at once if already cancelled)."""
+        with self._lock:
+            if not self._cancelled:
+                self._sockets.append(sock)
+                return
+        _shutdown(sock)
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` request extension: registers each new connection's socket."""
+        if event == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if isinstance(sock, socket.socket):
+                self.register(sock)
+
+    @contextmanager
+    def bound(self) -> Iterator["Abort"]:
+        """Bind this abort to the calling thread for the duration of the ``with`` block."""
+        previous = getattr(_bound, "abort", None)
+        _bound.abort = self
+        try:
+            yield self
+        finally:
+            _bound.abort = previous
+
+
+def current_abort() -> Abort | None:
+    """The :class:`Abort` bound to the calling thread, if any."""
+    return getattr(_bound, "abort", None)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError as e:  # already closed
+        log.debug("shutting down a model connection: %s", e)
 
 
 @dataclass(frozen=True)
@@ -135,13 +226,25 @@ class _HttpChat:
         self.url = url.rstrip("/")
         self.model = model
         self.timeout_s = timeout_s
-        self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), headers=headers or {}
+        timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
+        self._http = httpx.Client(timeout=timeout, headers=headers or {})
+        # calls under an Abort: a connection per call, so that its socket is known from the start
+        self._http_own = httpx.Client(
+            timeout=timeout, headers=headers or {}, limits=httpx.Limits(max_keepalive_connections=0)
         )
 
     def close(self) -> None:
         """Release the HTTP connections."""
         self._http.close()
+        self._http_own.close()
+
+    def _client(self) -> tuple[httpx.Client, dict[str, Any], Abort | None]:
+        """The client and request extensions for a call from this thread (see :class:`Abort`)."""
+        abort = current_abort()
+        if abort is None:
+            return self._http, {}, None
+        abort.check()
+        return self._http_own, {"trace": abort.trace}, abort
 
     # -- wire format (subclass) -------------------------------------------------------------
 
@@ -156,9 +259,9 @@ class _HttpChat:
         """The answer in a complete (non-streamed) JSON answer; raises :class:`LlmError`."""
         raise NotImplementedError
 
-    def _pieces(self, body: dict[str, Any]) -> Iterator[str]:
-        """Post the streaming ``body`` and yield the answer's text pieces (raises :class:`LlmError`
-        or one of :attr:`_stream_errors`)."""
+    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any]) -> Iterator[str]:
+        """Post the streaming ``body`` with ``client`` (request ``extensions`` ``ext``) and yield
+        the answer's text pieces (raises :class:`LlmError` or one of :attr:`_stream_errors`)."""
         raise NotImplementedError
 
     # -- calls --------------------------------------------------------------------------------
@@ -175,11 +278,16 @@ class _HttpChat:
     ) -> Iterator[str]:
         """See :meth:`ChatClient.stream`. Raises :class:`LlmError`, possibly after some pieces."""
         body = self._body(messages, temperature, True, None, think)
+        client, ext, abort = self._client()
         try:
-            yield from self._pieces(body)
+            yield from self._pieces(client, ext, body)
         except LlmError:
+            if abort is not None and abort.cancelled:
+                raise ModelCallAborted(f"{self.model} at {self.endpoint}: stopped, the answer was abandoned") from None
             raise
         except self._stream_errors as exc:
+            if abort is not None and abort.cancelled:
+                raise ModelCallAborted(f"{self.model} at {self.endpoint}: stopped, the answer was abandoned") from exc
             raise self._fail(exc) from exc
 
     def _error(self, what: str) -> LlmError:
@@ -197,13 +305,16 @@ class _HttpChat:
         return self._error(f"unreadable answer: {exc}")
 
     def _post(self, body: dict[str, Any]) -> Any:
+        client, ext, abort = self._client()
         try:
-            r = self._http.post(self.endpoint, json=body)
+            r = client.post(self.endpoint, json=body, extensions=ext)
             self._check_status(r)
             return r.json()
         except LlmError:
             raise
         except (httpx.HTTPError, ValueError) as exc:
+            if abort is not None and abort.cancelled:
+                raise ModelCallAborted(f"{self.model} at {self.endpoint}: stopped, the answer was abandoned") from exc
             raise self._fail(exc) from exc
 
 
@@ -253,9 +364,9 @@ class OllamaChat(_HttpChat):
         msg = body["message"]
         return ChatResult(str(msg.get("content") or ""), str(msg.get("thinking") or ""))
 
-    def _pieces(self, body: dict[str, Any]) -> Iterator[str]:
+    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any]) -> Iterator[str]:
         """Reads the NDJSON lines until ``"done": true``."""
-        with self._http.stream("POST", self.endpoint, json=body) as r:
+        with client.stream("POST", self.endpoint, json=body, extensions=ext) as r:
             self._check_status(r)
             for line in r.iter_lines():
                 if not line.strip():
@@ -325,9 +436,9 @@ class OpenAIChat(_HttpChat):
         thinking = msg.get("reasoning_content") or msg.get("reasoning") or ""
         return ChatResult(str(msg.get("content") or ""), str(thinking))
 
-    def _pieces(self, body: dict[str, Any]) -> Iterator[str]:
+    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any]) -> Iterator[str]:
         """Reads the server-sent events until ``[DONE]``."""
-        with connect_sse(self._http, "POST", self.endpoint, json=body) as source:
+        with connect_sse(client, "POST", self.endpoint, json=body, extensions=ext) as source:
             self._check_status(source.response)
             for event in source.iter_sse():
                 if event.data.strip() == "[DONE]":
@@ -456,6 +567,7 @@ class ExtractiveAnswerer:
 
 
 __all__ = [
+    "Abort",
     "DEFAULT_OLLAMA_MODEL",
     "DEFAULT_TEMPERATURE",
     "EXTRACTIVE_HEADER",
@@ -463,9 +575,11 @@ __all__ = [
     "ChatResult",
     "ExtractiveAnswerer",
     "LlmError",
+    "ModelCallAborted",
     "OllamaChat",
     "OpenAIChat",
     "chat_endpoint",
     "clamp_temperature",
+    "current_abort",
     "make_chat_client",
 ]

@@ -14,8 +14,8 @@ and asks (:class:`~ancre.query.llm.ExtractiveAnswerer`):
 2. **Content terms** — the question's other words as index terms
    (:func:`ancre.index.tokenize.tokenize`: folded, stop words dropped, French-stemmed; compounds
    such as ``est-ce`` through their parts only), minus question wording (:data:`FILLER_TERMS`:
-   « fais », « donne », « doit », « faut », « chaque »…). The BM25 snapshot's document
-   frequencies (:meth:`ancre.index.bm25.Bm25Index.term_stats`, over all its chunks) sort them:
+   « fais », « donne », « doit », « faut », « chaque »…). The document frequencies over the
+   chunks the user may read (:meth:`ancre.query.retrieval.Retriever.term_stats`) sort them:
    **rare** (in at least one and at most :data:`RARE_MIN_DF` chunks, or :data:`RARE_FRACTION` of
    them: ``consommation``, ``salle``, a client name typed in lower case), **common** (in more),
    **unknown** (in none: ``gagne``, ``ordinateurs`` — wording the documents put otherwise, which
@@ -31,15 +31,16 @@ answered; « Quelle est la durée du congé maternité ? » is not: nothing anch
 « congé maternité » is in no chunk). Without frequencies (no snapshot) every content term counts
 as common.
 
-The frequencies are those of the whole snapshot: a rare word found only in documents the user may
-not read can turn his answer into a refusal — never into an answer, nor into any of those
-documents' content.
+The frequencies are those of the chunks the user may read (the BM25 snapshot's rights mask, or
+the store's rights filter), never of the whole index: a word found only in documents he may not
+read is *unknown* to him, so neither a refusal nor an answer tells him that it exists anywhere.
 
 Calibrated on the retrieval evaluation (``examples/axonix/eval.json``, README "Retrieval
 evaluation"): « A combien est estimée la consommation Azure mensuelle de Sarrasin ? » is answered
-from the offer (it says « par mois »: « mensuelle » is common, not required); chloe's server-room
-code is refused (``code`` and ``salle``, rare, are not in the Baumont contract she may read); the
-Australia, Dupont and "Rochat for bruno" questions fail on a named term.
+from the offer (it says « par mois »: « mensuelle » is common, not required); for chloe, the
+server-room code's words (``code``, ``salle``) are in no chunk she may read — unknown to her, they
+require nothing, and she gets the Baumont contract's passages, as she would if that document did
+not exist; the Australia, Dupont and "Rochat for bruno" questions fail on a named term.
 """
 
 from __future__ import annotations

@@ -93,6 +93,8 @@ class ControlClient:
             return body
         cls = getattr(errors, str(body.get("type", "")), None) if isinstance(body, dict) else None
         message = body.get("error", r.reason_phrase) if isinstance(body, dict) else r.reason_phrase
+        if isinstance(message, dict):  # the body limits answer in the HTTP API's shape
+            message = message.get("message", r.reason_phrase)
         if not (isinstance(cls, type) and issubclass(cls, AncreError)):
             cls = ControlError
         raise cls(str(message))

@@ -101,17 +101,19 @@ class Retriever:
         """The live rights check (step 4); ``None``: the index's ACLs decide alone."""
         self.keyword_in_store = keyword_in_store
 
-    def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """Document frequencies of index ``terms`` over the whole keyword index:
-        ``(chunks, {term: chunks containing it})`` from the BM25 snapshot
-        (:meth:`~ancre.index.bm25.Bm25Index.term_stats`), or, with BM25 in Qdrant, counted by the
-        store up to just past the rarity limit (enough to tell rare from common). Used by the
-        extractive gate (:mod:`ancre.query.relevance`)."""
+    def term_stats(self, terms: Sequence[str], principals: frozenset[str]) -> tuple[int, dict[str, int]]:
+        """Document frequencies of index ``terms`` over the chunks a user holding ``principals``
+        may read: ``(chunks, {term: chunks containing it})`` from the BM25 snapshot under its
+        rights mask (:meth:`~ancre.index.bm25.Bm25Index.term_stats`), or, with BM25 in Qdrant,
+        counted by the store under the rights filter up to just past the rarity limit (enough to
+        tell rare from common). Used by the extractive gate (:mod:`ancre.query.relevance`): never
+        over the whole index, so that whether a word is rare — which can turn an answer into a
+        refusal — says nothing about documents the user may not read. An empty set: ``(0, 0…)``."""
         if self.keyword_in_store:
             n = sum(self.store.count(c) for c in COLLECTIONS)
             cap = int(max(RARE_MIN_DF, RARE_FRACTION * n)) + 1
-            return self.store.keyword_term_counts(terms, cap)  # type: ignore[attr-defined]
-        return self.bm25.get().term_stats(terms)
+            return self.store.keyword_term_counts(terms, cap, principals)  # type: ignore[attr-defined]
+        return self.bm25.get().term_stats(terms, principals)
 
     def retrieve(
         self,

@@ -80,6 +80,10 @@ class ApiConfig(BaseModel):
     """Open WebUI ``FORWARD_USER_INFO_HEADER_JWT``."""
     user_jwt_leeway_s: float = Field(30.0, ge=0, le=3600)
     """Clock skew allowed when checking the JWT's ``exp`` and ``iat`` (seconds)."""
+    user_jwt_max_lifetime_s: float = Field(300.0, gt=0, le=86_400)
+    """Longest lifetime (``exp - iat``, seconds) of a user JWT accepted; Open WebUI mints
+    5-minute tokens. A longer-lived one is refused (HTTP 401): a token taken from a log or a proxy
+    is good for minutes, not years."""
 
     task_header: str | None = Field("X-OpenWebUI-Task", pattern=_HEADER_NAME)
     """Header naming an Open WebUI side request (title, tags, follow-ups, queries, autocomplete…):

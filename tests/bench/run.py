@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("bm25", "bm25_rights", "retrieval", "eval", "daemon", "extraction", "sharepoint")
+ORDER = ("bm25", "bm25_rights", "retrieval", "eval", "answer", "daemon", "extraction", "sharepoint")
 """Known benches first, in this order; any other ``bench_*.py`` after them, by name."""
 QUICK_SIZES = (2_000,)
 DEFAULT_SIZES = (10_000, 100_000)

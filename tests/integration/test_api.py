@@ -100,8 +100,13 @@ class Served:
     def audit_dir(self) -> Path:
         return Path(self.settings.data_dir) / "audit"
 
+    def audit_lines(self) -> list[dict[str, Any]]:
+        return [json.loads(x) for f in sorted(self.audit_dir.glob("audit-*.jsonl")) for x in f.read_text("utf-8").splitlines()]
+
     def audit_count(self) -> int:
-        return sum(len(f.read_text("utf-8").splitlines()) for f in self.audit_dir.glob("audit-*.jsonl"))
+        """Questions audited: ``answer`` and ``start`` lines (a streamed answer's ``outcome``
+        shares its ``start``'s id)."""
+        return sum(1 for line in self.audit_lines() if line.get("kind") != "outcome")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ Per mode: **recall@3** (answerable questions whose expected document has a chunk
 3 results), **MRR** (mean of 1 / rank of the expected document's first chunk, 0 beyond 30), and
 the outcome of the extractive ``ask`` (no model): a **false refusal** is a refusal where a
 document was expected; a **false answer** is an answer where a refusal was expected, or one that
-cites none of the expected documents.
+cites none of the expected documents, or — for a question about rights (``forbid``) — one that
+shows a forbidden document or its fact (answered from other documents, or refused, it passes).
 """
 
 from __future__ import annotations
@@ -32,13 +33,16 @@ TARGETS = {"recall_at_3": 0.95, "false_answers": 0, "false_refusals": 0}
 
 @dataclass(frozen=True)
 class Question:
-    """One evaluation question: who asks, what, and the acceptable documents (``()``: refusal)."""
+    """One evaluation question: who asks, what, and the acceptable documents (``()``: refusal,
+    unless ``forbid`` names documents that must not show, nor ``forbid_fact``)."""
 
     id: int
     kind: str
     user: str
     text: str
     expect: tuple[str, ...]
+    forbid: tuple[str, ...] = ()
+    forbid_fact: str | None = None
 
 
 @dataclass
@@ -76,7 +80,8 @@ def load_questions(path: Path = EVAL_FILE) -> list[Question]:
     """The questions of ``eval.json``."""
     raw = json.loads(path.read_text(encoding="utf-8"))
     return [
-        Question(int(q["id"]), q["kind"], q["as"], q["q"], tuple(q.get("expect") or ()))
+        Question(int(q["id"]), q["kind"], q["as"], q["q"], tuple(q.get("expect") or ()),
+                 tuple(q.get("forbid") or ()), q.get("forbid_fact"))
         for q in raw
     ]
 
@@ -133,7 +138,11 @@ def evaluate(rt: Runtime, questions: list[Question], modes: tuple[str, ...] = tu
                     res.misses_at_3.append(q.id)
             answer = service.ask(q.text, q.user)
             refused = is_refusal(answer.raw)
-            if q.expect and refused:
+            if q.forbid:
+                shown = {s.filename for s in answer.sources} | {f for f in q.forbid if f in answer.raw}
+                if shown & set(q.forbid) or (q.forbid_fact and q.forbid_fact in answer.raw):
+                    res.false_answers.append(q.id)
+            elif q.expect and refused:
                 res.false_refusals.append(q.id)
             elif not q.expect and not refused:
                 res.false_answers.append(q.id)

@@ -159,6 +159,20 @@ def test_wrong_or_odd_claims_are_refused() -> None:
     assert code(mint(exp="tomorrow")) == "invalid_user_jwt"
 
 
+def test_a_long_lived_jwt_is_refused() -> None:
+    """A token minted with a 10-year ``exp`` (taken from a log, a proxy, a browser) was an identity
+    for 10 years; Open WebUI mints 5-minute ones: anything living longer is refused."""
+    now = int(time.time())
+    assert code(mint(iat=now, exp=now + 10 * 365 * 86400)) == "invalid_user_jwt"
+    assert code(mint(iat=now - 3000, exp=now + 600)) == "invalid_user_jwt"  # an hour's token, not expired yet
+    with pytest.raises(AuthError, match="api.user_jwt_max_lifetime_s"):
+        authenticate(headers(mint(exp=now + 3600)), cfg(), secrets())
+    ok = authenticate(headers(mint(iat=now, exp=now + 300)), cfg(), secrets())  # Open WebUI's own
+    assert ok.header == EMAIL
+    long_ok = authenticate(headers(mint(exp=now + 3600)), cfg(user_jwt_max_lifetime_s=3600), secrets())
+    assert long_ok.header == EMAIL
+
+
 def test_tampered_payload_is_refused() -> None:
     header, _, sig = mint().split(".")
     forged = f"{header}.{b64(claims(email='patrick.direction@axonix.ch'))}.{sig}"

@@ -16,6 +16,7 @@ import pytest
 from ancre.errors import AncreError
 from ancre.index.bm25 import Bm25Entry, Bm25Hit, Bm25Index, Bm25IndexError, Bm25Manager
 from ancre.index.tokenize import STOP_WORDS, fold, tokenize
+from ancre.models import Acl, Grant
 
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTATION = REPO / "examples" / "axonix" / "share" / "DOCUMENTATION"
@@ -287,6 +288,40 @@ def test_snapshot_without_acl_columns_is_not_loaded(tmp_path: Path) -> None:
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(Bm25IndexError, match="format"):
         Bm25Index.load(tmp_path / "snap")
+
+
+def test_mask_evaluates_grants_exactly_and_at_this_instant(tmp_path: Path) -> None:
+    """An ACL with grants (an ordered DACL walk, an expiring link): the mask applies the
+    allow/deny prefilter, then the grants, with the current time — also after save and load, and
+    from a format-2 snapshot (no grants column) as before."""
+    ordered = Acl.of([Grant(frozenset({COM})), Grant(frozenset({TECH}), frozenset({STAG}))])
+    expiring = Acl.of([Grant(frozenset({COM}), expires=time.time() + 1.0)])
+
+    def entry(pid: str, acl: Acl) -> Bm25Entry:
+        return Bm25Entry(
+            pid, "documents", "RX-7731 salle serveur", f"{pid}.md",
+            tuple(sorted(acl.allow)), tuple(sorted(acl.deny)), acl.grants_payload(),
+        )
+
+    idx = Bm25Index.build([entry("o0", ordered), entry("x0", expiring)])
+    idx.save(tmp_path / "snap")
+    for index in (idx, Bm25Index.load(tmp_path / "snap")):
+        assert {h.point_id for h in index.search("RX-7731", 10, frozenset({COM, STAG}))} == {"o0", "x0"}
+        assert {h.point_id for h in index.search("RX-7731", 10, frozenset({TECH, STAG}))} == set()
+        assert {h.point_id for h in index.search("RX-7731", 10, frozenset({TECH}))} == {"o0"}
+    time.sleep(1.1)
+    assert {h.point_id for h in idx.search("RX-7731", 10, frozenset({COM}))} == {"o0"}
+
+    plain = _narrow_index()
+    plain.save(tmp_path / "v2")
+    meta_path = tmp_path / "v2" / "entries.json"
+    meta = json.loads(meta_path.read_text())
+    meta["format"] = 2
+    meta["acls"] = [entry[:2] for entry in meta["acls"]]
+    meta_path.write_text(json.dumps(meta))
+    back = Bm25Index.load(tmp_path / "v2")
+    for p in (frozenset({COM}), frozenset({TECH, STAG})):
+        assert back.search("RX-7731", 30, p) == plain.search("RX-7731", 30, p)
 
 
 def test_term_stats_count_only_readable_chunks() -> None:

@@ -48,7 +48,7 @@ class RecordingQuery:
 def _client(peer: PeerCred | None, query: RecordingQuery) -> TestClient:
     parts = ControlParts(
         query=query, index_status=lambda: {"counts": []}, store_points=lambda: 0,
-        explain=lambda path, user, source: [f"user: {user}"], daemon=None, admin_group="ancre-test-no-such-group",
+        explain=lambda path, user, source, private: [f"user: {user}"], daemon=None, admin_group="ancre-test-no-such-group",
     )
     app = create_control_app(parts)
 
@@ -96,3 +96,74 @@ def test_without_peer_credentials_nothing_is_answered() -> None:
     r = _client(None, q).post("/v1/search", json={"question": "q", "user": "alice"})
     assert r.status_code == 403 and "Unix socket only" in r.json()["error"]
     assert q.calls == []
+
+
+# ----------------------------------------------------------------------------- the HTTP API's limits
+
+
+def _limited(query: RecordingQuery, **limits: Any) -> TestClient:
+    from ancre.settings.api import ApiConfig
+
+    parts = ControlParts(
+        query=query, index_status=lambda: {}, store_points=lambda: 0,
+        explain=lambda path, user, source, private: [], daemon=None, admin_group="ancre-test-no-such-group",
+        limits=ApiConfig(**limits),
+    )
+    app = create_control_app(parts)
+
+    async def with_peer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scope["state"] = {**scope.get("state", {}), "peer": PeerCred(1, 0, 0)}
+        await app(scope, receive, send)
+
+    return TestClient(with_peer)  # type: ignore[arg-type]
+
+
+def test_the_socket_has_the_http_limits_question_length_body_size_and_text() -> None:
+    """A 1 MB question through the socket stalled every question of the process: the socket
+    refuses what HTTP refuses, with the same messages, before anything is asked."""
+    q = RecordingQuery()
+    c = _limited(q, max_question_chars=4000, max_body_bytes=64 * 1024)
+    long = "mot " * 1001
+    for path in ("/v1/ask", "/v1/search"):
+        r = c.post(path, json={"question": long, "user": "alice"})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"] == (f"question: the question is {len(long.strip())} characters long; "
+                                     "the limit is 4000 (api.max_question_chars)")
+    r = c.post("/v1/ask", json={"question": "x" * (70 * 1024), "user": "alice"})
+    assert r.status_code == 413 and "api.max_body_bytes" in r.json()["error"]["message"]
+    r = c.post("/v1/ask", content=b'{"question": "forfait \\ud800 ?", "user": "alice"}',
+               headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"].startswith("question: "), r.text
+    r = c.post("/v1/ask", json={"question": "   ", "user": "alice"})
+    assert r.status_code == 422 and r.json()["error"] == "question: the question is empty"
+    assert q.calls == []
+    assert c.post("/v1/ask", json={"question": "forfait ?", "user": "alice"}).status_code == 200
+    assert q.calls == [("ask", "alice", "unix:root")]
+
+
+def test_a_client_that_never_sends_its_body_is_answered_408_on_the_socket() -> None:
+    import asyncio
+
+    from ancre.settings.api import ApiConfig
+
+    parts = ControlParts(
+        query=RecordingQuery(), index_status=lambda: {}, store_points=lambda: 0,
+        explain=lambda path, user, source, private: [], daemon=None, admin_group="x",
+        limits=ApiConfig(body_timeout_s=0.2),
+    )
+    app = create_control_app(parts)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(3600)  # the body never comes
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/ask", "raw_path": b"/v1/ask", "query_string": b"",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+             "state": {"peer": PeerCred(1, 0, 0)}, "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "scheme": "http", "server": ("ancre", 80), "client": None, "root_path": ""}
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 20))  # without the limit: waits for ever
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 408

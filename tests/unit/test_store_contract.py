@@ -7,9 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ from ancre.index.edge_store import EdgeStore
 from ancre.index.qdrant_store import QdrantStore
 from ancre.index.store import PointWrite, Store
 from ancre.index.store_factory import make_store
-from ancre.models import Acl, ChunkPayload, point_id
+from ancre.models import Acl, ChunkPayload, Grant, point_id
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
@@ -243,6 +245,69 @@ def test_chunks_of_sorted_and_filtered(store: Store) -> None:
     store.set_acl(DOCS, "X", Acl(frozenset({G1}), frozenset({BAD})))
     assert store.chunks_of(DOCS, "X", [0, 1], frozenset({G1, BAD})) == []
     assert len(store.chunks_of(DOCS, "X", [0, 1], frozenset({G1}))) == 2
+
+
+# ------------------------------------------------------------------------------ grants
+
+ORDERED = Acl.of([Grant(frozenset({G1})), Grant(frozenset({G2}), frozenset({BAD}))])
+"""An ordered walk's ACL: allow G1 first, then deny BAD, then allow G2. A member of G1 and BAD
+reads (G1's allow came before the deny); a member of G2 and BAD does not."""
+
+
+def _with_acl(point: PointWrite, acl: Acl) -> PointWrite:
+    fields = ChunkPayload.acl_fields(acl)
+    payload = replace(
+        point.payload,
+        acl_allow=tuple(fields["acl_allow"]),  # type: ignore[arg-type]
+        acl_deny=tuple(fields["acl_deny"]),  # type: ignore[arg-type]
+        acl_grants=tuple(fields["acl_grants"]),  # type: ignore[arg-type]
+    )
+    return replace(point, payload=payload)
+
+
+def test_every_read_evaluates_grants_exactly(store: Store) -> None:
+    store.upsert(DOCS, [_with_acl(_point("G", i, ()), ORDERED) for i in range(2)])
+    ids = [point_id("G", 0), point_id("G", 1)]
+    for user, readable in (({G1, BAD}, True), ({G2, BAD}, False), ({G2}, True), ({BAD}, False)):
+        p = frozenset(user)
+        assert ("G" in _docs(store.search(DOCS, _vec(1), p, 10))) is readable, user
+        assert (len(store.retrieve(DOCS, ids, p)) == 2) is readable, user
+        assert (len(store.chunks_of(DOCS, "G", [0, 1], p)) == 2) is readable, user
+        assert store.retrieve(DOCS, ids, p) == [] or readable
+
+
+def test_an_expired_grant_stops_admitting_at_that_instant(store: Store) -> None:
+    expires = time.time() + 1.5
+    store.upsert(DOCS, [_with_acl(_point("L", 0, ()), Acl.of([Grant(frozenset({G1}), expires=expires)]))])
+    user = frozenset({G1})
+    assert _docs(store.search(DOCS, _vec(1), user, 10)) == {"L"}
+    while time.time() < expires:
+        time.sleep(0.1)
+    assert store.search(DOCS, _vec(1), user, 10) == []
+    assert store.retrieve(DOCS, [point_id("L", 0)], user) == []
+    assert store.chunks_of(DOCS, "L", [0], user) == []
+
+
+def test_set_acl_writes_and_clears_grants(populated: Store) -> None:
+    populated.set_acl(DOCS, "B", ORDERED)
+    assert "B" in _docs(populated.search(DOCS, _vec(2), frozenset({G1, BAD}), 10))
+    assert "B" not in _docs(populated.search(DOCS, _vec(2), frozenset({G2, BAD}), 10))
+    populated.set_acl(DOCS, "B", Acl(frozenset({G2}), frozenset({BAD})))
+    (got,) = populated.retrieve(DOCS, [point_id("B", 0)], frozenset({G2}))
+    assert got.payload.acl_grants == ()
+    assert "B" not in _docs(populated.search(DOCS, _vec(2), frozenset({G1, BAD}), 10))
+
+
+def test_search_fills_its_limit_past_points_the_grants_refuse(store: Store) -> None:
+    """Points the prefilter admits but the grants refuse, nearest to the query, do not starve
+    the result: the search asks the engine for more until ``limit`` readable points are found."""
+    refused = Acl.of([Grant(frozenset({G1}), frozenset({BAD})), Grant(frozenset({G2}))])
+    assert refused.deny == frozenset()  # the prefilter admits {G1, BAD}: only the grants refuse
+    near = [_with_acl(_point(f"N{i}", 0, (), seed=1), refused) for i in range(12)]
+    far = [_point(f"F{i}", 0, (G1,), seed=100 + i) for i in range(3)]
+    store.upsert(DOCS, near + far)
+    hits = store.search(DOCS, _vec(1), frozenset({G1, BAD}), 3)
+    assert _docs(hits) == {"F0", "F1", "F2"}
 
 
 # ------------------------------------------------------------------------------ writes
@@ -480,6 +545,12 @@ def test_keyword_search_filters_rights_in_the_query(sparse: QdrantStore) -> None
     assert len(sparse.keyword_search(DOCS, "RX-7731", frozenset({G1}), 30)) == 30
     assert sparse.keyword_search(DOCS, "RX-7731", frozenset(), 30) == []
     assert sparse.keyword_search(DOCS, "le la les", frozenset({G1}), 30) == []
+    # the extractive gate's frequencies, counted over what each may read: the denied note's words
+    # are in no chunk of G2 with BAD, the notes' in none of G2's
+    assert sparse.keyword_term_counts(["serveur", "remplac"], 100, frozenset({G2, BAD})) == (1, {"serveur": 0, "remplac": 0})
+    assert sparse.keyword_term_counts(["serveur", "remplac"], 100, frozenset({G2})) == (2, {"serveur": 1, "remplac": 0})
+    assert sparse.keyword_term_counts(["serveur", "remplac"], 100, frozenset({G1})) == (60, {"serveur": 0, "remplac": 60})
+    assert sparse.keyword_term_counts(["serveur"], 100, frozenset()) == (0, {"serveur": 0})
 
 
 def test_keyword_search_idf_is_computed_by_qdrant(sparse: QdrantStore) -> None:
