@@ -255,6 +255,9 @@ class ChunkPayload:
     acl_grants: tuple[dict[str, object], ...] = ()
     """The ACL's grants when ``acl_allow``/``acl_deny`` are only its prefilter
     (:meth:`Acl.grants_payload`); ``()`` for a plain ACL."""
+    modified_at: float = 0.0
+    """The source file's modification time when its content was indexed (SMB LastWriteTime,
+    SharePoint lastModifiedDateTime, local mtime), epoch seconds; ``0.0``: unknown."""
 
     @classmethod
     def acl_fields(cls, acl: Acl) -> dict[str, object]:
@@ -301,6 +304,7 @@ class ChunkPayload:
             "collection": self.collection,
             "ocr": self.ocr,
             "acl_grants": list(self.acl_grants),
+            "modified_at": self.modified_at,
         }
 
     @classmethod
@@ -322,6 +326,7 @@ class ChunkPayload:
             collection=str(d.get("collection", "documents")),
             ocr=bool(d.get("ocr", False)),
             acl_grants=tuple(dict(g) for g in d.get("acl_grants") or ()),  # type: ignore[attr-defined]
+            modified_at=float(d.get("modified_at", 0.0)),  # type: ignore[arg-type]
         )
 
 

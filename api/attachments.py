@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ancre.api.errors import ApiError
-from ancre.api.questions import check_question
+from ancre.api.questions import check_question, earlier_user_questions
 from ancre.api.schemas import ChatMessage
 
 _CONTEXT_OPEN = "<context>"
@@ -50,11 +50,13 @@ class UserTurn:
     length; ``attachments``: how many sources or attached parts Open WebUI added (set aside,
     0 when none); ``openwebui_sources``: how many sources Open WebUI itself lists first for this
     message (its ``<source id>`` numbers), so that ancre's citations are numbered from
-    ``openwebui_sources + 1``."""
+    ``openwebui_sources + 1``; ``history``: the user's own text of the earlier ``user`` messages,
+    oldest first (the conversation a follow-up is resolved from, their attachments set aside too)."""
 
     question: str
     attachments: int = 0
     openwebui_sources: int = 0
+    history: tuple[str, ...] = ()
 
     @property
     def first_citation(self) -> int:
@@ -120,7 +122,8 @@ def user_text(message: ChatMessage) -> str:
 def user_turn(messages: Sequence[ChatMessage], max_chars: int) -> UserTurn:
     """The last ``user`` message's own question (see the module doc), checked like
     :func:`~ancre.api.questions.check_question` (empty, or over ``max_chars`` characters:
-    :class:`ApiError` 422 naming ``messages[i].content``), with the attachments set aside.
+    :class:`ApiError` 422 naming ``messages[i].content``), with the attachments set aside, and the
+    earlier user turns' own text as ``history``.
     Raises :class:`ApiError` 422 naming ``messages`` when there is no user message."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
@@ -132,8 +135,10 @@ def user_turn(messages: Sequence[ChatMessage], max_chars: int) -> UserTurn:
         for s in messages:
             if s.role in ("system", "developer") and _is_template(_text(s)):  # RAG_SYSTEM_CONTEXT=true
                 sources = max(sources, _source_count(_text(s)), 1)
+        history = tuple(h for h in (own_question(t)[0].strip() for t in earlier_user_questions(messages)) if h)
         return UserTurn(check_question(question, max_chars, f"messages[{i}].content"),
-                        attachments=max(attached, sources) + _attached_parts(m), openwebui_sources=sources)
+                        attachments=max(attached, sources) + _attached_parts(m), openwebui_sources=sources,
+                        history=history)
     raise ApiError(422, "invalid_value", "messages: no user message (the question is the last user message)", param="messages")
 
 

@@ -5,14 +5,15 @@
     models without a user (connection check), and the list discloses nothing else.
 ``POST /v1/chat/completions``
     OpenAI schema, non-streamed or ``stream: true`` (server-sent events ending with
-    ``data: [DONE]``). The question is the **last user message only**: earlier turns never widen
-    retrieval nor reach the model; what Open WebUI wraps around it (an attached file, knowledge)
-    is set aside (:mod:`ancre.api.attachments`). The text is the model's answer as written
-    (``Answer.raw``) with its sources — as Open WebUI ``source`` events with ``[n]`` citations
-    when streamed (``api.citations = "native"``), else as a Markdown block — and the notes staff
-    need (:mod:`ancre.api.delivery`). The verdict goes to the ``x-ancre-ancree`` /
-    ``x-ancre-verification`` headers and an ``ancre`` object in the body (non-streamed), or to an
-    ``ancre`` object on the last SSE chunk.
+    ``data: [DONE]``). The question is the **last user message**; the earlier *user* messages are
+    passed as the conversation a follow-up is resolved from (:mod:`ancre.query.conversation`),
+    earlier answers never: they neither widen retrieval nor reach the model. What Open WebUI wraps
+    around a message (an attached file, knowledge) is set aside (:mod:`ancre.api.attachments`).
+    The text is the model's answer as written (``Answer.raw``) with its sources — as Open WebUI
+    ``source`` events with ``[n]`` citations when streamed (``api.citations = "native"``), else as
+    a Markdown block — and the notes staff need (:mod:`ancre.api.delivery`). The verdict goes to
+    the ``x-ancre-ancree`` / ``x-ancre-verification`` headers and an ``ancre`` object in the body
+    (non-streamed), or to an ``ancre`` object on the last SSE chunk.
     A request carrying a non-empty ``api.task_header`` (Open WebUI's side requests) is answered
     at once without retrieval, model call or audit record (:mod:`ancre.api.tasks`).
 
@@ -83,17 +84,19 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
             log.info("Open WebUI side request %s answered without retrieval", label)
             return _task_response(task_reply(task, body.messages), body.stream, cid, created, cfg.model_id)
         turn = user_turn(body.messages, cfg.max_question_chars)
+        # user turns only: an earlier answer is no evidence
+        extra = {"history": list(turn.history)} if turn.history else {}
         ctx.require_ready()
         delivery = Delivery(turn, bool(body.stream) and cfg.citations == "native", identity.email, staff)
         if body.stream:
-            gen = ctx.service.stream(turn.question, identity.user, asked_by=identity.header)
+            gen = ctx.service.stream(turn.question, identity.user, asked_by=identity.header, **extra)
             return CancellableStream(
                 _sse(gen, cid, created, cfg.model_id, ctx.metrics, delivery.writer(), staff),
                 media_type="text/event-stream",
                 cancel=gen.cancel if isinstance(gen, AnswerStream) else lambda: None,
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        answer = ctx.service.ask(turn.question, identity.user, asked_by=identity.header)
+        answer = ctx.service.ask(turn.question, identity.user, asked_by=identity.header, **extra)
         ctx.metrics.answer("chat", answer)
         return JSONResponse(_completion(cid, created, cfg.model_id, answer, delivery.complete(answer)),
                             headers=verdict_headers(answer))

@@ -25,7 +25,7 @@ unavailable):
 
 ``GET /v1/status``            ``{"index": ancre status --json, "daemon": daemon status | null, "store_points": n}``
 ``POST /v1/search``           ``{question, user, limit}`` → the query core's search result
-``POST /v1/ask``              ``{question, user}`` → the query core's :class:`~ancre.query.answer.Answer`
+``POST /v1/ask``              ``{question, user, history?}`` → the query core's :class:`~ancre.query.answer.Answer`
 ``GET /v1/principals``        ``?user=`` → ``{"account": name | null, "principals": [...]}``
 ``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
 ``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [rich markup lines]}``
@@ -85,7 +85,7 @@ class ControlQuery(Protocol):
 
     def search(self, question: str, user: str, *, limit: int | None = None) -> Any: ...
 
-    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Any: ...
+    def ask(self, question: str, user: str, *, asked_by: str | None = None, history: Any = None) -> Any: ...
 
     def principals(self, user: str) -> frozenset[str]: ...
 
@@ -120,6 +120,11 @@ class _Ask(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1)
     user: str = Field(min_length=1, max_length=1024)
+
+
+class _AskInConversation(_Ask):
+    history: list[str] | None = None
+    """The earlier user questions of a conversation, oldest first."""
 
 
 class _Search(_Ask):
@@ -234,10 +239,11 @@ def create_control_app(parts: ControlParts) -> FastAPI:
         return to_jsonable_python(parts.query.search(question(body.question), user, limit=body.limit))
 
     @app.post("/v1/ask")
-    def ask(body: _Ask, request: Request) -> Any:
+    def ask(body: _AskInConversation, request: Request) -> Any:
         caller = who(request)
         user = _as_user(caller, body.user)
-        return to_jsonable_python(parts.query.ask(question(body.question), user, asked_by=f"unix:{caller.login}"))
+        extra = {"history": body.history} if body.history is not None else {}
+        return to_jsonable_python(parts.query.ask(question(body.question), user, asked_by=f"unix:{caller.login}", **extra))
 
     @app.get("/v1/principals")
     def principals(user: str, request: Request) -> dict[str, Any]:

@@ -42,4 +42,19 @@ def last_user_question(messages: Sequence[ChatMessage], max_chars: int) -> str:
     raise ApiError(422, "invalid_value", "messages: no user message (the question is the last user message)", param="messages")
 
 
-__all__ = ["check_question", "last_user_question"]
+def earlier_user_questions(messages: Sequence[ChatMessage]) -> list[str]:
+    """The text of every ``user`` message before the last one, oldest first (empty ones
+    skipped): the conversation a follow-up is resolved from. Assistant messages are never read —
+    an earlier answer is no evidence."""
+    last = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    out = []
+    for m in messages[:last]:
+        if m.role != "user":
+            continue
+        text = m.content if isinstance(m.content, str) else "\n".join(p.text for p in (m.content or []) if p.type == "text" and p.text)
+        if text and text.strip():
+            out.append(text.strip())
+    return out
+
+
+__all__ = ["check_question", "earlier_user_questions", "last_user_question"]

@@ -8,12 +8,44 @@ from typing import Any
 
 from ancre.query.answer import Answer, unverified_note
 from ancre.query.enrich import format_location
+from ancre.query.links import neutralise
+from ancre.query.versions import version_note
 
 WARNING_UNGROUNDED = (
     "⚠️ Attention : cette réponse n'a pas pu être rattachée aux documents disponibles "
     "(réponse non ancrée) ; vérifiez-la avant de vous en servir."
 )
 """Appended to a ``/v1`` answer whose verdict is ``ancree: false`` (the answer is still given)."""
+
+
+def facts_out(answer: Answer) -> list[dict[str, Any]]:
+    """``faits_non_sources``: ``[{texte, nature, phrase, documents}]``, the facts control 5 found
+    in no extract the answer cites (``documents``: the files the sentence cites; ``[]``: checked
+    against every extract shown)."""
+    return [{"texte": f.text, "nature": str(f.kind), "phrase": f.sentence, "documents": list(f.cited)} for f in answer.facts]
+
+
+def versions_out(answer: Answer) -> list[dict[str, Any]]:
+    """``versions``: ``[{documents, en_vigueur, raisons}]``, versions of one document among the
+    sources, the one that looks current first (``en_vigueur``: ``null`` when it can't be told)."""
+    return [{"documents": list(g.documents), "en_vigueur": g.current, "raisons": list(g.reasons)} for g in answer.versions]
+
+
+def resolved_question(answer: Answer) -> str | None:
+    """``question_traitee``: the standalone question answered for a follow-up, ``None`` when the
+    question was answered as asked."""
+    r = answer.resolution
+    return r.question if r is not None and r.rewritten else None
+
+
+def unsupported_note(answer: Answer) -> str:
+    """The part of the warning that names control 5's findings (``""`` when none)."""
+    if not answer.facts:
+        return ""
+    names = ", ".join(f"« {f.text} »" for f in answer.facts[:8])
+    more = f" (et {len(answer.facts) - 8} autres)" if len(answer.facts) > 8 else ""
+    # a fact is the model's text as written: an address in it is shown as text, like the answer's
+    return neutralise(f" Non retrouvé dans les extraits cités : {names}{more}.", "").text
 
 
 def sources_out(answer: Answer) -> list[dict[str, str]]:
@@ -29,7 +61,7 @@ def unchecked_out(answer: Answer) -> list[dict[str, Any]]:
 
 def verdict_out(answer: Answer) -> dict[str, Any]:
     """The ``ancre`` object: ``{ancree, verification, controles, sources, extractive,
-    documents_ecartes}``."""
+    documents_ecartes, faits_non_sources, versions, question_traitee}``."""
     return {
         "ancree": answer.ancree,
         "verification": answer.verification,
@@ -37,6 +69,9 @@ def verdict_out(answer: Answer) -> dict[str, Any]:
         "sources": sources_out(answer),
         "extractive": answer.extractive,
         "documents_ecartes": unchecked_out(answer),
+        "faits_non_sources": facts_out(answer),
+        "versions": versions_out(answer),
+        "question_traitee": resolved_question(answer),
     }
 
 
@@ -49,22 +84,32 @@ def verdict_headers(answer: Answer) -> dict[str, str]:
 
 
 def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
-    """What follows the answer's text on ``/v1``: a Markdown « Sources » list, one line per
-    document (file name, then its folder as a code span / its URL as an autolink), and a warning
-    line when the answer is not grounded, and one when documents were left out because their
-    rights could not be checked live. ``""`` for a refusal (no source, grounded) otherwise.
-    ``with_sources=False``: the warnings only (the sources go as native events,
-    :mod:`ancre.api.native_sources`)."""
+    """What follows the answer's text on ``/v1``: « Question traitée : … » for a resolved
+    follow-up, a Markdown « Sources » list, one line per document (file name, then its folder as a
+    code span / its URL as an autolink), a note on versions of one document among the sources
+    (which looks current and why) when the answer is not extractive (the extractive text has it),
+    a warning line when the answer is not grounded — naming the facts found in no cited extract —
+    and one when documents were left out because their rights could not be checked live. ``""``
+    for a refusal (no source, grounded) otherwise. ``with_sources=False``: all but the « Sources »
+    list (the sources go as native events, :mod:`ancre.api.native_sources`)."""
     parts: list[str] = []
+    shown = answer.resolution.shown() if answer.resolution is not None else ""
+    if shown:
+        parts.append(f"*{shown}*")
     if answer.sources and with_sources:
         lines = [f"- {s.filename} — {format_location(s.location)}" if s.location else f"- {s.filename}"
                  for s in answer.sources]
         parts.append("**Sources :**\n" + "\n".join(lines))
+    if answer.versions and not answer.extractive:
+        parts.extend(f"⚠️ {version_note(g, format_location)}" for g in answer.versions)
     if answer.ancree is False:
-        parts.append(WARNING_UNGROUNDED)
+        parts.append(WARNING_UNGROUNDED + unsupported_note(answer))
     if answer.unverified:
         parts.append(f"⚠️ {unverified_note(answer.unverified)}")
     return "\n\n---\n" + "\n\n".join(parts) if parts else ""
 
 
-__all__ = ["WARNING_UNGROUNDED", "sources_block", "sources_out", "unchecked_out", "verdict_headers", "verdict_out"]
+__all__ = [
+    "WARNING_UNGROUNDED", "facts_out", "resolved_question", "sources_block", "sources_out", "unchecked_out",
+    "unsupported_note", "verdict_headers", "verdict_out", "versions_out",
+]

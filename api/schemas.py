@@ -113,6 +113,23 @@ class Unchecked(BaseModel):
     )
 
 
+class FactOut(BaseModel):
+    """A fact of the answer found in no extract it cites (control 5)."""
+
+    texte: str = Field(description="The fact as written in the answer, e.g. 'CHF 3 000 HT'.")
+    nature: Literal["montant", "nombre", "duree", "date", "heure", "code", "nom"]
+    phrase: str = Field(description="The sentence that states it.")
+    documents: list[str] = Field(description="The files the sentence cites; [] when checked against every extract shown.")
+
+
+class VersionsOut(BaseModel):
+    """Documents among the sources that are versions of one another."""
+
+    documents: list[str] = Field(description="File names, the one that looks current first.")
+    en_vigueur: str | None = Field(description="The file that looks current; null when it can't be told.")
+    raisons: list[str]
+
+
 class Verdict(BaseModel):
     """The ``ancre`` object of a chat completion (and of the last streamed chunk)."""
 
@@ -122,6 +139,9 @@ class Verdict(BaseModel):
     sources: list[SourceOut]
     extractive: bool
     documents_ecartes: list[Unchecked] = []
+    faits_non_sources: list[FactOut] = []
+    versions: list[VersionsOut] = []
+    question_traitee: str | None = Field(None, description="The standalone question answered for a follow-up.")
 
 
 class AssistantMessage(BaseModel):
@@ -178,6 +198,8 @@ class QueryAnswer(BaseModel):
     verification: Literal["effectuee", "non_effectuee", "non_requise"]
     extractive: bool
     documents_ecartes: list[Unchecked] = []
+    versions: list[VersionsOut] = []
+    question_traitee: str | None = None
 
 
 class QueryBlocked(BaseModel):
@@ -190,7 +212,9 @@ class QueryBlocked(BaseModel):
     verification: Literal["effectuee", "non_effectuee", "non_requise"]
     citations_inventees: list[str]
     affirmations_non_sourcees: list[str]
+    faits_non_sources: list[FactOut] = []
     documents_ecartes: list[Unchecked] = []
+    versions: list[VersionsOut] = []
 
 
 class ErrorBody(BaseModel):
@@ -225,6 +249,7 @@ __all__ = [
     "ContentPart",
     "ErrorBody",
     "ErrorResponse",
+    "FactOut",
     "Health",
     "ModelCard",
     "ModelList",
@@ -233,5 +258,6 @@ __all__ = [
     "QueryRequest",
     "SourceOut",
     "Verdict",
+    "VersionsOut",
     "text_error",
 ]

@@ -4,7 +4,7 @@ and the authentication dependencies (:mod:`ancre.api.identity` does the checks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,12 +21,17 @@ from ancre.query.answer import Answer
 class QueryService(Protocol):
     """What the API needs from the query core (:class:`~ancre.query.core.QueryCore`)."""
 
-    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
-        """The grounded answer for ``user``; ``asked_by`` is audited as the identity received.
+    def ask(
+        self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
+    ) -> Answer:
+        """The grounded answer for ``user``; ``asked_by`` is audited as the identity received;
+        ``history``: the conversation's earlier user questions (a follow-up is resolved from them).
         Raises ``DirectoryError``, ``StoreError``, ``EmbedderError``, ``LlmError``, ``AuditError``."""
         ...
 
-    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+    def stream(
+        self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
+    ) -> Iterator[str | Answer]:
         """:meth:`ask` streamed: raw text pieces, then the final :class:`Answer`. When it returns an
         :class:`~ancre.query.answer.AnswerStream`, the chat endpoint cancels it as soon as its
         client disconnects; any other iterator is closed then."""

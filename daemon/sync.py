@@ -726,7 +726,7 @@ class SyncEngine:
                         acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
                         acl_grants=acl.grants_payload(),
                         content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
-                        collection=p.collection, ocr=c.ocr,
+                        collection=p.collection, ocr=c.ocr, modified_at=it.mtime,
                     ),
                 )
             )

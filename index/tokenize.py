@@ -28,7 +28,11 @@
    text (``sécurité``). So the one order is: fold (step 1), put back the accent of the suffixes
    Snowball reads (:data:`_REACCENT`: ``-ee`` → ``-ée``, ``-ere`` → ``-ère``, ``-ie`` → ``-ié``,
    ``-ite`` → ``-ité``, plural forms too), stem, fold the stem, and spell a final ``y`` as ``i``
-   (Snowball stems ``payé`` to ``pay`` but ``payée`` to ``pai``: both become ``pai``). As every
+   (Snowball stems ``payé`` to ``pay`` but ``payée`` to ``pai``: both become ``pai``). A plural
+   (a final ``s`` that Snowball's step 4 reads as one: not after ``a i o u s``) takes its
+   singular's stem when that one is shorter and a prefix of its own: Snowball removes a verb
+   ending the ``s`` hides (``forfait`` → ``forf`` but ``forfaits`` → ``forfait``; both become
+   ``forf``; on a 325 000-word French list this joins 324 singular/plural pairs and parts none). As every
    step works on the folded word, accented, unaccented and capitalised forms give the same term
    by construction; the property test ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word list (with
    elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
@@ -56,7 +60,7 @@ import Stemmer
 STEM: bool = True
 """Whether :func:`tokenize` applies the French Snowball stemmer (see the module docstring)."""
 
-TOKENIZER_VERSION = f"fr-2{'-stem' if STEM else ''}"
+TOKENIZER_VERSION = f"fr-3{'-stem' if STEM else ''}"
 """Recorded with each saved BM25 index: an index built by another tokenizer is not loaded."""
 
 _STOP_WORDS_RAW = """
@@ -125,8 +129,24 @@ _REACCENT = (
 
 
 def _stem(folded: str) -> str:
-    """Stem of one folded word: re-accent its suffix (:data:`_REACCENT`), Snowball, fold, final
-    ``y`` → ``i`` (module doc, step 6). A function of the folded word only."""
+    """Stem of one folded word: :func:`_snowball`, and a plural takes its singular's stem (module
+    doc, step 6). A function of the folded word only."""
+    stem = _snowball(folded)
+    if len(folded) > 3 and folded[-1] == "s" and folded[-2] not in _NOT_PLURAL_BEFORE_S:
+        singular = _snowball(folded[:-1])
+        if len(singular) < len(stem) and stem.startswith(singular):
+            return singular
+    return stem
+
+
+_NOT_PLURAL_BEFORE_S = frozenset("aious")
+"""Letters before a final ``s`` that Snowball's step 4 does not read as a plural mark (``cas``,
+``tapis``, ``dos``, ``refus``, ``stress``; its ``è`` never occurs in a folded word)."""
+
+
+def _snowball(folded: str) -> str:
+    """Re-accent the suffix of a folded word (:data:`_REACCENT`), French Snowball, fold, final
+    ``y`` → ``i``."""
     word = folded
     for plain, accented in _REACCENT:
         if word.endswith(plain) and len(word) >= len(plain) + 2:

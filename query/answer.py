@@ -28,8 +28,14 @@
    and its ``cited`` field those the answer cites; a question that failed (model error, stream
    abandoned) is logged too, with its ``error``.
 
-Every question stands alone: there is no conversation history, so « Fais pareil pour l'étude
-Rochat » is answered from what *that* sentence retrieves, never from an earlier answer.
+**Conversations.** A question that only makes sense with the conversation (« Fais pareil pour
+l'étude Rochat », « Et quelle est sa durée ? ») is first turned into a standalone question from the
+earlier *user questions* (``history``) only, by the condense prompt when a model is configured
+or by a deterministic rule (:mod:`ancre.query.conversation`); Open WebUI's « More Concise » /
+« Add Details » answer the previous question again with that instruction. The resolved question
+is what retrieval, the prompt and the controls use; :attr:`Answer.resolution` carries both forms
+(shown as « Question traitée : … ») and the audit records both. Earlier answers never reach the
+model nor the evidence.
 
 **Streaming** (:meth:`AnswerService.stream`, for the API): the model's text is yielded piece by
 piece as it is generated (held back only where a link could still be forming, see
@@ -55,7 +61,7 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 
@@ -65,8 +71,10 @@ from ancre.config import Settings
 from ancre.index.store import Store
 from ancre.models import SearchResult
 from ancre.query.audit import AuditKind, AuditLog, AuditOutcome, AuditRecord, new_question_id
-from ancre.query.context import Context, Source, build_context
-from ancre.query.enrich import enrich_citations
+from ancre.query.context import Context, Source, broad_topic, build_context
+from ancre.query.conversation import INSTRUCTION_TEXT, ConversationResolver, Instruction, Resolution
+from ancre.query.enrich import enrich_citations, format_location
+from ancre.query.facts import UnsupportedFact
 from ancre.query.grounding import (
     CONTROL_NO_CHUNK,
     CONTROL_REFUSAL,
@@ -81,6 +89,7 @@ from ancre.query.live_acl import RightsCheck, Unverified, unverified
 from ancre.query.llm import Abort, ChatClient, ExtractiveAnswerer, LlmError, ModelCallAborted
 from ancre.query.prompt import REFUSAL, build_messages
 from ancre.query.retrieval import Retriever
+from ancre.query.versions import VersionGroup
 
 log = logging.getLogger("ancre.query")
 
@@ -145,6 +154,13 @@ class Answer:
     neutralised: tuple[str, ...] = ()
     """Addresses of the model's links and images shown as plain text; non-empty exactly when
     ``lien_neutralise`` is among the controls."""
+    facts: tuple[UnsupportedFact, ...] = ()
+    """Facts of the answer found in no extract it cites (control 5, ``fait_non_source``)."""
+    resolution: Resolution | None = None
+    """The question as asked and the standalone question that was answered (a follow-up
+    resolved from the conversation); ``None`` when the caller gave no conversation."""
+    versions: tuple[VersionGroup, ...] = ()
+    """Versions of one document among the answer's sources, the one that looks current first."""
 
 
 def unverified_note(groups: tuple[Unverified, ...]) -> str:
@@ -170,7 +186,12 @@ class _Prepared:
     started: float
     rights: tuple[RightsCheck, ...] = ()
     asked_for: str | None = None
+    resolution: Resolution | None = None
     question_id: str = field(default_factory=new_question_id)
+
+    @property
+    def asked(self) -> str:
+        return self.resolution.asked if self.resolution is not None else self.question
 
 
 def _extracts_text(context: Context) -> str:
@@ -233,15 +254,25 @@ class AnswerService:
         self.judge = judge
         self.audit = audit
         self.extractive = ExtractiveAnswerer()
+        self.conversation = ConversationResolver(chat_client)
+        """Resolves follow-ups (the answering model's condense prompt, else the rule)."""
 
     # ------------------------------------------------------------------ steps
 
-    def _prepare(self, question: str, user: str, identity: str | None) -> _Prepared:
-        """Steps 1–4: account and principals, retrieval, context. ``identity``: what the audit
-        records as the user (default ``user``). Raises ``DirectoryError``, ``EmbedderError``,
-        ``StoreError``."""
+    def _prepare(
+        self, question: str, user: str, identity: str | None, history: Sequence[str] | None = None
+    ) -> _Prepared:
+        """Steps 1–4: the standalone question (with ``history``, the earlier user questions),
+        account and principals, retrieval, context. ``identity``: what the audit records as the
+        user (default ``user``). Raises ``DirectoryError``, ``EmbedderError``, ``StoreError``."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
+        resolution: Resolution | None = None
+        if history is not None:
+            t = time.perf_counter()
+            resolution = self.conversation.resolve(question, history)
+            question = resolution.question
+            timings["conversation"] = _ms(t)
         t = time.perf_counter()
         account = resolve_account(self.directory, user)
         # an account the directory does not know may still be known to another provider (Entra)
@@ -260,12 +291,13 @@ class AnswerService:
             timings["live_acl"] = retrieval.timings.live_acl_ms
         timings["retrieval"] = _ms(t)
         t = time.perf_counter()
-        context = build_context(results, self.store, principals, self.settings.context)
+        broad = broad_topic(question) is not None
+        context = build_context(results, self.store, principals, self.settings.context, broad=broad)
         timings["context"] = _ms(t)
         asked_for = user if identity is not None and identity != user else None
         return _Prepared(
             question, user if identity is None else identity, account, principals, context, timings, started, rights,
-            asked_for,
+            asked_for, resolution,
         )
 
     def _record(self, prep: _Prepared, verdict: Verdict | None, error: str | None = None, *,
@@ -278,7 +310,7 @@ class AnswerService:
                 user=prep.user,
                 account=prep.account,
                 principals=prep.principals,
-                question=prep.question,
+                question=prep.asked,
                 sources=prep.context.sources,
                 verdict=verdict,
                 timings_ms=dict(prep.timings),
@@ -288,6 +320,8 @@ class AnswerService:
                 kind=kind,
                 id=prep.question_id,
                 neutralised=neutralised,
+                resolution=prep.resolution,
+                versions=prep.context.versions,
             )
         )
 
@@ -337,10 +371,12 @@ class AnswerService:
             self._record_outcome(prep, verdict, None, neutralised)
         else:
             self._record(prep, verdict, neutralised=neutralised)
+        sources = shown_sources(verdict, prep.context)
+        shown = {s.filename for s in sources}
         return Answer(
             reponse=reponse,
             raw=delivered,
-            sources=shown_sources(verdict, prep.context),
+            sources=sources,
             ancree=verdict.ancree,
             controles=verdict.controls,
             invented=verdict.invented,
@@ -350,6 +386,9 @@ class AnswerService:
             unsourced=verdict.unsourced,
             unverified=unverified(prep.rights),
             neutralised=neutralised,
+            facts=verdict.facts,
+            resolution=prep.resolution,
+            versions=tuple(g for g in prep.context.versions if shown & set(g.documents)),
         )
 
     def _direct(self, prep: _Prepared, text: str, extractive: bool) -> Answer:
@@ -367,19 +406,32 @@ class AnswerService:
         if self.chat_client is None:
             t = time.perf_counter()
             principals = prep.principals
+            instruction = prep.resolution.instruction if prep.resolution is not None else None
             # the user's own document frequencies: a refusal never hints at a word of a document he can't read
-            text = self.extractive.answer(prep.context, prep.question, lambda terms: self.retriever.term_stats(terms, principals))
+            text = self.extractive.answer(
+                prep.context, prep.question, lambda terms: self.retriever.term_stats(terms, principals),
+                concise=instruction is Instruction.CONCISE, details=instruction is Instruction.DETAILS,
+                folder=format_location,
+            )
             prep.timings["generation"] = _ms(t)
             return text, True
         return None
 
+    @staticmethod
+    def _messages(prep: _Prepared) -> list:
+        instruction = prep.resolution.instruction if prep.resolution is not None else None
+        return build_messages(prep.question, prep.context, INSTRUCTION_TEXT[instruction] if instruction else None)
+
     # ------------------------------------------------------------------ API
 
-    def ask(self, question: str, user: str, *, identity: str | None = None) -> Answer:
+    def ask(
+        self, question: str, user: str, *, identity: str | None = None, history: Sequence[str] | None = None
+    ) -> Answer:
         """Answer ``question`` for ``user`` (sAMAccountName, UPN or ``DOMAIN\\user``, as the
         directory knows it). ``identity``: the caller's identity as received (the forwarded
         e-mail header), recorded in the audit log as ``user`` next to the resolved ``account``;
-        default ``user``.
+        default ``user``. ``history``: the earlier *user* questions of the conversation, oldest
+        first (``None``: no conversation; a follow-up is resolved from them, see the module doc).
 
         Raises :class:`~ancre.errors.DirectoryError` (the directory cannot be read: no answer),
         :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from retrieval,
@@ -387,16 +439,14 @@ class AnswerService:
         ``error = "erreur_modele"``), :class:`~ancre.errors.AuditError` when the audit line cannot be written (the answer is withheld).
         A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
         """
-        prep = self._prepare(question, user, identity)
+        prep = self._prepare(question, user, identity, history)
         direct = self._without_model(prep)
         if direct is not None:
             return self._direct(prep, *direct)
         assert self.chat_client is not None
         t = time.perf_counter()
         try:
-            raw = self.chat_client.chat(
-                build_messages(question, prep.context), temperature=self.settings.llm.temperature
-            ).content
+            raw = self.chat_client.chat(self._messages(prep), temperature=self.settings.llm.temperature).content
         except LlmError:
             prep.timings["generation"] = _ms(t)
             self._failed(prep, ERROR_MODEL)
@@ -405,7 +455,9 @@ class AnswerService:
         safe = neutralise(raw, _extracts_text(prep.context))
         return self._finish(prep, raw, safe.text, False, safe.addresses)
 
-    def stream(self, question: str, user: str, *, identity: str | None = None) -> AnswerStream:
+    def stream(
+        self, question: str, user: str, *, identity: str | None = None, history: Sequence[str] | None = None
+    ) -> AnswerStream:
         """Like :meth:`ask`, streamed: the text in pieces (``str``) as the model writes it, then
         the final :class:`Answer` (see the module doc for how the pieces and the enriched text
         relate). Nothing runs before the first ``next()``. Raises as :meth:`ask`, possibly after
@@ -415,10 +467,11 @@ class AnswerService:
         record with ``error = "interrompue"``.
         """
         abort = Abort()
-        return AnswerStream(self._stream(question, user, identity, abort), abort)
+        return AnswerStream(self._stream(question, user, identity, history, abort), abort)
 
-    def _stream(self, question: str, user: str, identity: str | None, abort: Abort) -> Iterator[str | Answer]:
-        prep = self._prepare(question, user, identity)
+    def _stream(self, question: str, user: str, identity: str | None, history: Sequence[str] | None,
+                abort: Abort) -> Iterator[str | Answer]:
+        prep = self._prepare(question, user, identity, history)
         if abort.cancelled:  # the client left during retrieval: nothing was shown
             self._failed(prep, ERROR_INTERRUPTED)
             raise ModelCallAborted("the answer was abandoned before it started")
@@ -433,9 +486,7 @@ class AnswerService:
         self._record(prep, None, kind=AuditKind.START)
         guard = LinkGuard(_extracts_text(prep.context))
         t = time.perf_counter()
-        deltas = self.chat_client.stream(
-            build_messages(question, prep.context), temperature=self.settings.llm.temperature
-        )
+        deltas = self.chat_client.stream(self._messages(prep), temperature=self.settings.llm.temperature)
         try:
             while True:
                 with abort.bound():

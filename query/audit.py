@@ -27,13 +27,26 @@ A line written by an older ancre has no ``kind`` and no ``id``: it is an ``answe
                  "reason": null, "age_s": 0.0}],
      "controls": ["citation_inventee"], "invented": ["22_….docx"], "cited": [], "ancree": false,
      "verification": "non_requise", "unsourced": [], "neutralised": [],
+     "unsupported_facts": [{"text": "CHF 3 000 HT", "kind": "montant", "sentence": "…",
+                            "cited": ["03_….docx"]}],
      "timings_ms": {"retrieval": 812.4, "generation": 30211.0}, "error": null}
 
-A ``start`` has the fields of an ``answer`` up to ``rights`` plus ``timings_ms`` (the verdict
+(with, after ``question``, ``"resolved_question": null, "resolution": null``, and after
+``rights``, ``"versions": [{"documents": ["03_….docx", "03_…_v2024.docx"], "current":
+"03_….docx", "reasons": ["…"], "related_by": "nom"}]``).
+
+A ``start`` has the fields of an ``answer`` up to ``versions`` plus ``timings_ms`` (the verdict
 fields are absent: there is none yet); an ``outcome`` has ``time``, ``kind``, ``id``, ``user``,
 ``account`` and the fields from ``controls`` on. ``neutralised`` lists the addresses of links and
 images of the model's answer that were shown as plain text (control ``lien_neutralise``,
 :mod:`ancre.query.links`).
+
+``question`` is the question as the user asked it; for a follow-up resolved from the conversation
+(docs/ARCHITECTURE.md "Data flow of a question" step 1), ``resolved_question`` is the standalone
+question that was answered and ``resolution`` how it was obtained (``regle``, ``modele``,
+``regeneration``, ``non_resolue``; with ``instruction`` for a regenerate variant), both ``null``
+for a question asked alone. ``unsupported_facts`` are control 5's findings; ``versions`` the
+documents of the context that are versions of one another and which looked current.
 
 ``asked_for`` is the user name asked about when someone else asked on their behalf (an admin
 through the control socket, ``user`` then ``unix:<login>``), else ``null``.
@@ -80,8 +93,10 @@ from typing import Any
 
 from ancre.errors import AuditError
 from ancre.query.context import Source
+from ancre.query.conversation import Resolution, ResolutionMethod
 from ancre.query.grounding import Verdict
 from ancre.query.live_acl import RightsCheck
+from ancre.query.versions import VersionGroup
 
 FILE_RE = re.compile(r"^audit-(\d{4}-\d{2}-\d{2})\.jsonl$")
 
@@ -132,6 +147,10 @@ class AuditRecord:
     """The question's id, shared by a ``start`` and its ``outcome``."""
     neutralised: tuple[str, ...] = ()
     """Addresses of links and images of the answer shown as plain text (``answer`` only)."""
+    resolution: Resolution | None = None
+    """How the answered question came from ``question`` (a follow-up of a conversation)."""
+    versions: tuple[VersionGroup, ...] = ()
+    """Versions of one document found in the context."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +168,17 @@ class AuditOutcome:
     account: str | None = None
     neutralised: tuple[str, ...] = ()
     time: datetime | None = None
+
+
+def _conversation(resolution: Resolution | None) -> dict[str, object]:
+    """The audit fields of a follow-up: the standalone question answered and how it was made."""
+    if resolution is None or resolution.method is ResolutionMethod.STANDALONE:
+        return {"resolved_question": None, "resolution": None}
+    return {
+        "resolved_question": resolution.question,
+        "resolution": {"method": str(resolution.method),
+                       "instruction": str(resolution.instruction) if resolution.instruction else None},
+    }
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -230,6 +260,7 @@ class AuditLog:
             "asked_for": self.pseudonym(record.asked_for) if record.asked_for is not None else None,
             "principals": self.principals_hash(record.principals),
             "question": record.question,
+            **_conversation(record.resolution),
             "sources": [
                 {
                     "filename": s.filename, "doc_id": s.doc_id, "location": s.location, "acl": s.acl_digest,
@@ -243,6 +274,10 @@ class AuditLog:
                     "readable": c.readable, "reason": c.reason, "age_s": c.age_s,
                 }
                 for c in record.rights
+            ],
+            "versions": [
+                {"documents": list(g.documents), "current": g.current, "reasons": list(g.reasons), "related_by": g.related_by}
+                for g in record.versions
             ],
         }
         if record.kind is AuditKind.START or record.verdict is None:
@@ -260,6 +295,9 @@ class AuditLog:
             "verification": v.verification,
             "unsourced": list(v.unsourced),
             "neutralised": list(neutralised),
+            "unsupported_facts": [
+                {"text": f.text, "kind": str(f.kind), "sentence": f.sentence, "cited": list(f.cited)} for f in v.facts
+            ],
         }
 
     @staticmethod

@@ -14,6 +14,16 @@
   scores by ~0.0003, so a 0.01 margin means "ahead by about a whole list": first in both lists
   while the runner-up is found by one only. Two documents each first in one list do not lead.
 
+**Broad questions** (:func:`broad_topic`: « Résume les contrats de maintenance des clients »,
+« Quels sont les forfaits de tous les contrats ? », « Compare … et … ») need every document, not
+one document and the edges of others: each document of the context then gets an equal share of
+``max_chunks`` (at least ``chunks_per_complement``), filled with its best hit and the chunks of
+its neighbourhood that state the most facts (amounts, dates, durations, names), in reading order.
+
+Documents of the context that are versions of one another (same name up to a version suffix, same
+title, near-identical text) are grouped in :attr:`Context.versions`, the one that looks current
+first (:mod:`ancre.query.versions`).
+
 Every chunk is read again through :meth:`Store.chunks_of` *with the rights filter* — the windows,
 and the hit itself: a document whose hit is no longer readable is skipped, and selection only ever
 chooses among chunks that read returned.
@@ -21,12 +31,15 @@ chooses among chunks that read returned.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ancre.index.store import Store
+from ancre.index.tokenize import fold, tokenize
 from ancre.models import SearchResult, StoredPoint
+from ancre.query.versions import VersionGroup, Versioned, version_groups
 from ancre.settings.query import ContextConfig
 
 
@@ -44,6 +57,10 @@ class Extract:
     path: str
     collection: str
     score: float | None = None
+    heading_path: tuple[str, ...] = ()
+    """The headings above the chunk, outermost first (``heading_path[0]``: the document's title)."""
+    modified_at: float = 0.0
+    """The source file's modification time as indexed, epoch seconds (``0.0``: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -64,16 +81,63 @@ class Source:
 class Context:
     """The extracts in prompt order (principal document first, chunks in reading order within a
     document) and the distinct documents they come from, in the same order. ``leading`` tells
-    whether the principal document clearly led (see the module doc)."""
+    whether the principal document clearly led (see the module doc); ``versions``: the groups of
+    its documents that are versions of one another (:func:`find_versions`)."""
 
     extracts: tuple[Extract, ...] = ()
     sources: tuple[Source, ...] = ()
     leading: bool = False
+    versions: tuple[VersionGroup, ...] = ()
 
     @property
     def empty(self) -> bool:
         """No extract at all: the query must be refused without calling a model (control 1)."""
         return not self.extracts
+
+
+_BROAD_VERB = re.compile(
+    r"(?<![^\W_])(?:r[ée]sum\w*|list\w*|r[ée]capitul\w*|synth[èe]s\w*|compar\w*|pass\w+\s+en\s+revue|"
+    r"tous|toutes|chacun|chacune|ensemble)(?![^\W_])",
+    re.IGNORECASE,
+)
+_PLURAL_HEAD = re.compile(
+    r"(?<![^\W_])(?:les|des|tous\s+les|toutes\s+les|ces|leurs|nos|vos)\s+(?:(?:deux|trois|quatre|\d+)\s+)?([^\W\d_]{3,}[sx])(?![^\W_])",
+    re.IGNORECASE,
+)
+
+
+def broad_topic(question: str) -> str | None:
+    """The index term of the plural noun a broad question is about (« Résume les contrats de
+    maintenance des clients » → ``"contrat"``), or ``None`` for a question about one thing. Broad:
+    a summarising or comparing verb (« résume », « liste », « compare », « tous »…) with a plural
+    noun after « les »/« des »/« tous les »…, or a question on « les … » of « tous les … »."""
+    if not _BROAD_VERB.search(question):
+        return None
+    for m in _PLURAL_HEAD.finditer(question):
+        terms = tokenize(m.group(1))
+        if terms:
+            return terms[0]
+    return None
+
+
+def _fact_weight(text: str) -> int:
+    """How many figures a chunk states (digits runs and number words), to prefer the informative
+    chunks of a document in a broad question's context."""
+    return len(re.findall(r"\d+(?:[ '’.,]\d+)*", text)) + len(re.findall(
+        r"(?<![^\W_])(?:deux|trois|quatre|cinq|six|sept|huit|neuf|dix|douze|quinze|vingt|trente|quarante|cinquante|soixante|cent)(?![^\W_])",
+        fold(text)))
+
+
+def find_versions(extracts: Sequence[Extract], sources: Sequence[Source]) -> tuple[VersionGroup, ...]:
+    """The version groups among ``sources``, read from their ``extracts``
+    (:func:`ancre.query.versions.version_groups`)."""
+    docs = []
+    for s in sources:
+        mine = [e for e in extracts if (e.collection, e.doc_id) == (s.collection, s.doc_id)]
+        title = next((e.heading_path[0] for e in mine if e.heading_path), "")
+        modified = max((e.modified_at for e in mine), default=0.0)
+        docs.append(Versioned(s.filename, s.path, s.location, title, "\n".join(e.text for e in mine), modified))
+    return version_groups(docs)
 
 
 def name_key(filename: str) -> str:
@@ -105,8 +169,11 @@ def build_context(
     store: Store,
     principals: frozenset[str],
     cfg: ContextConfig,
+    *,
+    broad: bool = False,
 ) -> Context:
     """Select the context for fused ``results`` (any order; ranked here by RRF score, best first).
+    ``broad``: every document gets an equal share (see the module doc, « Broad questions »).
 
     Reads chunk windows with ``store.chunks_of(..., principals)``: an empty principal set yields an
     empty context. Raises :class:`~ancre.errors.StoreError` from the store.
@@ -127,17 +194,29 @@ def build_context(
     kept_names: set[str] = set()
     kept_texts: set[str] = set()
     principal: SearchResult | None = None
+    distinct = len({name_key(d.filename) for d in docs})
+    share = max(cfg.chunks_per_complement, cfg.max_chunks // max(1, min(distinct, cfg.other_docs + 1)))
     for best in docs:
         if principal is not None and len(sources) > cfg.other_docs:
             break
         if name_key(best.filename) in kept_names:
             continue
         size = cfg.principal_max if principal is None else cfg.chunks_per_complement
-        wanted = range(max(0, best.chunk_index - size + 1), best.chunk_index + size)
+        if broad:
+            size = share
+        reach = size * 2 if broad else size
+        wanted = range(max(0, best.chunk_index - reach + 1), best.chunk_index + reach)
         points = store.chunks_of(best.collection, best.doc_id, list(wanted), principals)
-        window = [
-            p for p in _window(points, best.chunk_index, size) if p.payload.doc_id == best.doc_id
-        ]
+        if broad:
+            mine = [p for p in points if p.payload.doc_id == best.doc_id]
+            hit = [p for p in mine if p.payload.chunk_index == best.chunk_index]
+            rest = sorted((p for p in mine if p.payload.chunk_index != best.chunk_index),
+                          key=lambda p: (-_fact_weight(p.payload.text), abs(p.payload.chunk_index - best.chunk_index)))
+            window = sorted(hit + rest[: size - 1], key=lambda p: p.payload.chunk_index) if hit else []
+        else:
+            window = [
+                p for p in _window(points, best.chunk_index, size) if p.payload.doc_id == best.doc_id
+            ]
         new = [p for p in window if _text_key(p.payload.text) not in kept_texts]
         if not new:
             continue
@@ -156,6 +235,8 @@ def build_context(
                     path=pl.path,
                     collection=pl.collection,
                     score=hit_scores.get((best.collection, pl.doc_id, pl.chunk_index)),
+                    heading_path=tuple(pl.heading_path),
+                    modified_at=pl.modified_at,
                 )
             )
         first = new[0].payload
@@ -176,11 +257,11 @@ def build_context(
 
     rivals = [d.score for d in docs if name_key(d.filename) != name_key(principal.filename)]
     leading = not rivals or principal.score - max(rivals) >= cfg.threshold
-    if not leading and len(extracts) > cfg.max_chunks:
+    if not leading and len(extracts) > cfg.max_chunks and not broad:
         extracts = extracts[: cfg.max_chunks]
         shown = {(e.collection, e.doc_id) for e in extracts}
         sources = [s for s in sources if (s.collection, s.doc_id) in shown]
-    return Context(tuple(extracts), tuple(sources), leading)
+    return Context(tuple(extracts), tuple(sources), leading, find_versions(extracts, sources))
 
 
-__all__ = ["Context", "Extract", "Source", "build_context", "name_key"]
+__all__ = ["Context", "Extract", "Source", "broad_topic", "build_context", "find_versions", "name_key"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -311,27 +311,33 @@ class QueryCore:
         )
         return SearchResult(question, user, account, hits, res.unverified)
 
-    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
+    def ask(
+        self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
+    ) -> Answer:
         """The grounded answer to ``question`` from what ``user`` may read now (an
         :class:`~ancre.query.answer.Answer`: text with citations and their folders, sources,
         ``ancree`` verdict, controls; the standard refusal ``REFUSAL`` with no source when nothing
         readable answers it). Audited: one line naming ``asked_by`` (the identity as received —
         the forwarded e-mail, or the admin who asked on the user's behalf; default ``user``) and
-        the resolved account.
+        the resolved account. ``history``: the earlier user questions of a conversation, oldest
+        first — a follow-up (« Et quelle est sa durée ? ») is answered as the standalone question
+        they make it (:attr:`Answer.resolution <ancre.query.answer.Answer.resolution>`).
 
         Raises :class:`~ancre.errors.DirectoryError`, :class:`~ancre.errors.EmbedderError`,
         :class:`~ancre.errors.StoreError`, :class:`~ancre.query.llm.LlmError` (the answering model
         failed), :class:`~ancre.errors.AuditError` (the audit line can't be written: no answer).
         """
-        return self.answers.ask(question, user, identity=asked_by)
+        return self.answers.ask(question, user, identity=asked_by, history=history)
 
-    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> AnswerStream:
+    def stream(
+        self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
+    ) -> AnswerStream:
         """:meth:`ask`, streamed: the model's raw text in pieces, then the final
         :class:`~ancre.query.answer.Answer` (:meth:`ancre.query.answer.AnswerService.stream`:
         its ``start`` audit record is written before the first piece; :meth:`AnswerStream.cancel
         <ancre.query.answer.AnswerStream.cancel>` from another thread stops the model request).
         Raises as :meth:`ask`, possibly after some pieces."""
-        return self.answers.stream(question, user, identity=asked_by)
+        return self.answers.stream(question, user, identity=asked_by, history=history)
 
     # ------------------------------------------------------------------ health
 

@@ -1,4 +1,4 @@
-"""The hallucination controls (docs/ARCHITECTURE.md "Data flow of a question" steps 6–7): four deterministic controls, then
+"""The hallucination controls (docs/ARCHITECTURE.md "Data flow of a question" steps 6–7): five deterministic controls, then
 the optional judge, folded into one :class:`Verdict`.
 
 1. no chunk retrieved → the standard refusal, no model called (:data:`CONTROL_NO_CHUNK`);
@@ -9,9 +9,13 @@ the optional judge, folded into one :class:`Verdict`.
 3. every citation must name a shown source; a cited file that was not shown is invented
    (:data:`CONTROL_INVENTED`, see :mod:`ancre.query.citations`);
 4. an answer longer than 200 characters without any valid citation is not grounded
-   (:data:`CONTROL_UNCITED`).
+   (:data:`CONTROL_UNCITED`);
+5. every figure, amount, date, duration, code and proper or product name it states must occur,
+   normalised, in an extract it cites (:data:`CONTROL_FACT`, :mod:`ancre.query.facts`): « CHF
+   3 000 HT [03_Contrat_Maintenance_Etude_Rochat.docx] » for a contract that says CHF 3 840 HT is
+   not grounded, and the unsupported spans are listed in :attr:`Verdict.facts`.
 
-When 3 and 4 pass, the judge decides (:data:`CONTROL_JUDGE` when it finds unsupported
+When 3 to 5 pass, the judge decides (:data:`CONTROL_JUDGE` when it finds unsupported
 affirmations). ``ancree`` is ``True`` only when something positively established it: a refusal,
 verbatim extractive quotes, or the judge. A missing, failing or unreadable judge leaves it
 ``None`` with ``verification = "non_effectuee"``: never a silent "grounded".
@@ -26,6 +30,7 @@ from typing import Literal
 
 from ancre.query.citations import scan_citations
 from ancre.query.context import Context
+from ancre.query.facts import UnsupportedFact, unsupported_facts
 from ancre.query.judge import Judge
 from ancre.query.prompt import REFUSAL_MARKER
 
@@ -33,6 +38,7 @@ CONTROL_NO_CHUNK = "aucun_extrait"
 CONTROL_REFUSAL = "refus"
 CONTROL_INVENTED = "citation_inventee"
 CONTROL_UNCITED = "sans_citation"
+CONTROL_FACT = "fait_non_source"
 CONTROL_JUDGE = "juge"
 
 SHORT_ANSWER_CHARS = 200
@@ -47,11 +53,12 @@ class Verdict:
 
     ``ancree``: ``True`` grounded, ``False`` not grounded, ``None`` not established (judge absent
     or failed). ``controls``: the controls that fired, in order (``aucun_extrait``, ``refus``,
-    ``citation_inventee``, ``sans_citation``, ``juge``). ``invented``: invented citation names;
+    ``citation_inventee``, ``sans_citation``, ``fait_non_source``, ``juge``). ``invented``: invented citation names;
     ``cited``: file names of the shown sources validly cited; ``verification``: whether the judge
     ran (``effectuee``), should have but could not (``non_effectuee``), or was not needed
     (``non_requise``: refusal, failed deterministic control, extractive answer);
-    ``unsourced``: the affirmations the judge found unsupported.
+    ``unsourced``: the affirmations the judge found unsupported; ``facts``: the facts control 5
+    found in no extract the answer cites.
     """
 
     ancree: bool | None
@@ -60,6 +67,7 @@ class Verdict:
     cited: tuple[str, ...] = ()
     verification: Verification = "non_requise"
     unsourced: tuple[str, ...] = ()
+    facts: tuple[UnsupportedFact, ...] = ()
 
 
 def _normalized(text: str) -> str:
@@ -79,8 +87,9 @@ def no_context_verdict() -> Verdict:
     return Verdict(True, (CONTROL_NO_CHUNK,))
 
 
-def check_deterministic(answer: str, context: Context) -> Verdict:
-    """Controls 1–4 on the raw answer (before enrichment). When they all pass the verdict is
+def check_deterministic(answer: str, context: Context, question: str = "") -> Verdict:
+    """Controls 1–5 on the raw answer (before enrichment); ``question`` is what retrieval used
+    (control 5 lets a negative sentence repeat its names). When they all pass the verdict is
     ``ancree=None, verification="non_effectuee"``: a judge has yet to establish it."""
     if context.empty:
         return Verdict(is_refusal(answer), (CONTROL_NO_CHUNK,))
@@ -92,8 +101,11 @@ def check_deterministic(answer: str, context: Context) -> Verdict:
         fired.append(CONTROL_INVENTED)
     if len(_normalized(answer)) > SHORT_ANSWER_CHARS and not scan.valid:
         fired.append(CONTROL_UNCITED)
+    facts = unsupported_facts(answer, context, question, scan)
+    if facts:
+        fired.append(CONTROL_FACT)
     if fired:
-        return Verdict(False, tuple(fired), scan.invented, scan.cited)
+        return Verdict(False, tuple(fired), scan.invented, scan.cited, facts=facts)
     return Verdict(None, (), (), scan.cited, "non_effectuee")
 
 
@@ -105,7 +117,7 @@ def ground(
     *,
     extractive: bool = False,
 ) -> Verdict:
-    """The full verdict on ``answer``: controls 1–4, then ``judge`` when they pass.
+    """The full verdict on ``answer``: controls 1–5, then ``judge`` when they pass.
 
     ``extractive=True`` marks an :class:`~ancre.query.llm.ExtractiveAnswerer` answer: verbatim
     quotes of shown extracts, grounded by construction (``verification = "non_requise"``); its
@@ -115,7 +127,7 @@ def ground(
     if extractive and not context.empty and not is_refusal(answer):
         scan = scan_citations(answer, context.sources)
         return Verdict(True, (), (), scan.cited, "non_requise")
-    verdict = check_deterministic(answer, context)
+    verdict = check_deterministic(answer, context, question)
     if verdict.verification != "non_effectuee" or judge is None:
         return verdict
     result = judge.check(question, answer, context)
@@ -132,6 +144,7 @@ def ground(
 
 
 __all__ = [
+    "CONTROL_FACT",
     "CONTROL_INVENTED",
     "CONTROL_JUDGE",
     "CONTROL_NO_CHUNK",

@@ -30,19 +30,21 @@ import logging
 import math
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 from httpx_sse import SSEError, connect_sse
 
 from ancre.errors import AncreError, ConfigError
-from ancre.query.context import Context, Extract
+from ancre.index.tokenize import tokenize
+from ancre.query.context import Context, Extract, broad_topic
 from ancre.query.markdown import quote_extract
 from ancre.query.prompt import REFUSAL, ChatMessage
 from ancre.query.relevance import MIN_COVERAGE, TermStats, coverage, on_topic, question_terms
+from ancre.query.versions import VersionGroup, similarity, version_note
 from ancre.settings.query import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
 
 DEFAULT_OLLAMA_MODEL = "qwen2.5:14b"
@@ -532,7 +534,15 @@ class ExtractiveAnswerer:
         shown: dict[tuple[str, str], list[str]] = {}
         for e in context.extracts:
             shown.setdefault((e.collection, e.doc_id), [e.filename, e.path]).append(e.text)
-        topical = {key for key, texts in shown.items() if on_topic(terms, "\n".join(texts))}
+        head = broad_topic(question)
+        if head is not None and len(terms.distinctive) > 1:
+            # a broad question or a comparison names several subjects: each document holds its own
+            topical = {key for key, texts in shown.items()
+                       if any(on_topic(replace(terms, distinctive=(t,)), "\n".join(texts)) for t in terms.distinctive)}
+        else:
+            topical = {key for key, texts in shown.items() if on_topic(terms, "\n".join(texts))}
+        if head is not None:  # « résume les contrats … »: only documents that are such things
+            topical = {key for key in topical if head in set(tokenize("\n".join(shown[key])))}
         # an extract is read with its file name: "4. Conditions financières" of
         # 03_Contrat_Maintenance_Etude_Rochat.docx is about the Rochat maintenance contract even
         # though the chunk itself does not say so, and must outrank the title page
@@ -548,22 +558,101 @@ class ExtractiveAnswerer:
             return []
         if not terms.anchored and (terms.unknown or ranked[0][0] < MIN_COVERAGE):
             return []
-        return [e for cov, _, _, e in ranked if cov > 0 or not terms.content][: self.max_quotes] or [
-            ranked[0][3]
-        ]
+        chosen = [e for cov, _, _, e in ranked if cov > 0 or not terms.content] or [ranked[0][3]]
+        if head is not None:  # a broad question: the best extract of each document first
+            firsts: dict[tuple[str, str], Extract] = {}
+            for e in chosen:
+                firsts.setdefault((e.collection, e.doc_id), e)
+            chosen = list(firsts.values()) + [e for e in chosen if e not in firsts.values()]
+            return chosen[: max(self.max_quotes, min(len(firsts), MAX_BROAD_QUOTES))]
+        return chosen[: self.max_quotes]
 
     def answer(
-        self, context: Context, question: str | None = None, stats: TermStats | None = None
+        self,
+        context: Context,
+        question: str | None = None,
+        stats: TermStats | None = None,
+        *,
+        concise: bool = False,
+        details: bool = False,
+        folder: Callable[[str], str] | None = None,
     ) -> str:
-        """The extractive answer text (Markdown), or :data:`REFUSAL`."""
-        best = self.select(context, question, stats)
+        """The extractive answer text (Markdown), or :data:`REFUSAL`. ``concise`` / ``details``:
+        Open WebUI's regenerate variants (one short quote; up to :data:`MAX_BROAD_QUOTES` longer
+        ones). When the quotes come from documents that are versions of one another
+        (:attr:`Context.versions`), the matching passage of each version is quoted, the one that
+        looks current first, each labelled, under a note naming both files, their folders
+        (``folder`` formats a location) and why one looks current."""
+        quotes, chars = self.max_quotes, self.max_chars
+        if concise:
+            quotes, chars = 1, min(self.max_chars, 350)
+        elif details:
+            quotes, chars = MAX_BROAD_QUOTES, max(self.max_chars, 1200)
+        picker = ExtractiveAnswerer(quotes, chars)
+        best = picker.select(context, question, stats)
         if not best:
             return REFUSAL
+        best, groups = _with_versions(best, context)
         parts = [EXTRACTIVE_HEADER]
+        parts += [f"⚠️ {version_note(g, folder)}" for g in groups]
+        labels = _version_labels(groups)
         for e in best:
+            label = labels.get(e.filename)
+            lead = f"{label}\n\n" if label else ""
             # a blank line: the citation is its own paragraph, never a lazy line of the quote's last one
-            parts.append(f"{quote_extract(_shorten(e.text, self.max_chars))}\n\n[{e.filename}]")
+            parts.append(f"{lead}{quote_extract(_shorten(e.text, chars))}\n\n[{e.filename}]")
         return "\n\n".join(parts)
+
+
+MAX_BROAD_QUOTES = 5
+"""Quotes of an extractive answer to a broad question (one per document first) or to « Add Details »."""
+
+
+def _section(e: Extract) -> str:
+    return e.heading_path[-1] if e.heading_path else ""
+
+
+def _with_versions(best: list[Extract], context: Context) -> tuple[list[Extract], list[VersionGroup]]:
+    """``best`` with, for each quote from a versioned document, the matching passage of the
+    other versions (same section heading, else the most similar text), each group's quotes
+    ordered current first; and the groups concerned."""
+    groups = [g for g in context.versions if any(e.filename in g.documents for e in best)]
+    if not groups:
+        return best, []
+    out: list[Extract] = []
+    for e in best:
+        if e in out:
+            continue
+        group = next((g for g in groups if e.filename in g.documents), None)
+        if group is None:
+            out.append(e)
+            continue
+        family = [e]
+        for other in group.documents:
+            if other == e.filename:
+                continue
+            candidates = [x for x in context.extracts if x.filename == other]
+            if not candidates:
+                continue
+            same = [x for x in candidates if _section(x) and _section(x) == _section(e)]
+            match = same[0] if same else max(candidates, key=lambda x: similarity(x.text, e.text))
+            family.append(match)
+        family.sort(key=lambda x: group.documents.index(x.filename))
+        out.extend(x for x in family if x not in out)
+    return out, groups
+
+
+def _version_labels(groups: list[VersionGroup]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for g in groups:
+        for d in g.documents:
+            if g.current is None:
+                labels[d] = "**Version d'un même document (en vigueur : inconnue)** :"
+            elif d == g.current:
+                labels[d] = "**Version en vigueur (probable)** :"
+            else:
+                labels[d] = "**Version antérieure (remplacée)** :"
+    return labels
 
 
 __all__ = [
@@ -575,6 +664,7 @@ __all__ = [
     "ChatResult",
     "ExtractiveAnswerer",
     "LlmError",
+    "MAX_BROAD_QUOTES",
     "ModelCallAborted",
     "OllamaChat",
     "OpenAIChat",

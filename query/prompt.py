@@ -4,6 +4,11 @@ The model sees only the extracts, each document's block headed by its file name 
 the exact form it must cite — and is told to cite every fact with the full name (prefix
 included), to answer the part that the extracts cover and say what is missing, to go document by
 document on broad questions, and to answer exactly :data:`REFUSAL` when nothing is relevant.
+Every figure, date, code and name must be copied from the extract it cites (control 5 checks it,
+:mod:`ancre.query.facts`). When the extracts hold versions of one document
+(:attr:`~ancre.query.context.Context.versions`), the message says which looks current and why, and
+asks for the current version's value first and the other labelled as replaced, both cited. A
+regenerate variant adds its instruction (« plus concise », « plus de détails »).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ancre.query.context import Context, Extract
+from ancre.query.versions import VersionGroup
 
 REFUSAL = "Cette information ne figure pas dans les documents disponibles."
 """The one standard refusal (control 2 recognises it by :data:`REFUSAL_MARKER`)."""
@@ -34,7 +40,13 @@ n'est pas celui d'un autre client.
 4. Si les extraits ne répondent qu'en partie, réponds à cette partie en citant tes sources, puis \
 indique clairement ce qui ne figure pas dans les extraits.
 5. Pour une question large, traite les documents un par un, chacun avec sa citation.
-6. Si aucun extrait ne permet de répondre, réponds exactement, sans rien ajouter :
+6. Recopie chaque chiffre, montant, date, durée, code et nom tel qu'il figure dans l'extrait que tu \
+cites, dans la phrase même qui le cite. Ne calcule ni total, ni différence, ni montant annuel qui \
+ne figure pas dans les extraits.
+7. Si des extraits sont des versions d'un même document, dis-le quand elles diffèrent sur un point \
+de ta réponse : donne d'abord la valeur de la version en vigueur, puis celle de l'autre version en \
+précisant qu'elle est remplacée, chacune avec sa citation ; ne choisis jamais en silence.
+8. Si aucun extrait ne permet de répondre, réponds exactement, sans rien ajouter :
 {REFUSAL}
 """
 
@@ -64,15 +76,36 @@ def format_extracts(extracts: tuple[Extract, ...]) -> str:
     return "\n\n".join(blocks)
 
 
-def build_messages(question: str, context: Context) -> list[ChatMessage]:
+def versions_block(groups: tuple[VersionGroup, ...]) -> str:
+    """What the model is told of the versions in its extracts (``""`` when there are none)."""
+    lines = []
+    for g in groups:
+        names = ", ".join(f"[{d}]" for d in g.documents)
+        if g.current is None:
+            lines.append(f"- {names} sont des versions d'un même document ; rien n'indique laquelle est en vigueur : dis-le.")
+        else:
+            why = f" ({' ; '.join(g.reasons)})" if g.reasons else ""
+            older = ", ".join(f"[{d}]" for d in g.others)
+            lines.append(
+                f"- {names} sont des versions d'un même document : [{g.current}] semble la version en vigueur{why} ; "
+                f"{older} est une version antérieure."
+            )
+    return "Versions d'un même document parmi les extraits :\n" + "\n".join(lines) if lines else ""
+
+
+def build_messages(question: str, context: Context, instruction: str | None = None) -> list[ChatMessage]:
     """``[system, user]`` messages for ``question`` over ``context`` (which must not be empty:
-    an empty context is refused before any model call, control 1)."""
+    an empty context is refused before any model call, control 1). ``instruction``: what a
+    regenerate variant asks (« Réponds de façon plus concise … »), appended to the request."""
+    versions = versions_block(context.versions)
     user = (
         "Extraits des documents :\n\n"
         f"{format_extracts(context.extracts)}\n\n"
-        "---\n"
+        + (f"{versions}\n\n" if versions else "")
+        + "---\n"
         f"Question : {question.strip()}\n\n"
         "Réponds en citant chaque fait avec le nom complet du fichier entre crochets."
+        + (f"\n{instruction.strip()}" if instruction else "")
     )
     return [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", user)]
 
@@ -84,4 +117,5 @@ __all__ = [
     "ChatMessage",
     "build_messages",
     "format_extracts",
+    "versions_block",
 ]

@@ -72,7 +72,9 @@ _FILLERS_RAW = (
     # modal verbs, quantifiers and question wording: how a question is put, not what it is about
     "doit doivent devoir faut falloir peut peuvent pouvoir veut veulent vouloir "
     "chaque tout tous toute toutes plusieurs quelque quelques certain certains "
-    "utiliser correspond correspondre sert servir concerne concerner"
+    "utiliser correspond correspondre sert servir concerne concerner "
+    # comparing: « compare les deux contrats »
+    "compare comparer comparez comparaison deux"
 )
 FILLER_TERMS: frozenset[str] = frozenset(tokenize(_FILLERS_RAW))
 """Index terms of request phrasing that says nothing about the subject."""

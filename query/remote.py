@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -136,10 +136,15 @@ class RemoteQueryCore:
         data = self.client.post("/v1/search", {"question": question, "user": user, "limit": limit})
         return _SEARCH.validate_python(data)
 
-    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
+    def ask(
+        self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
+    ) -> Answer:
         """See :meth:`QueryCore.ask <ancre.query.core.QueryCore.ask>`; the audit line names this
         process's Unix user as the one who asked (``asked_by`` is decided by the owner)."""
-        return _ANSWER.validate_python(self.client.post("/v1/ask", {"question": question, "user": user}))
+        body: dict[str, object] = {"question": question, "user": user}
+        if history is not None:
+            body["history"] = list(history)
+        return _ANSWER.validate_python(self.client.post("/v1/ask", body))
 
     def principals(self, user: str) -> frozenset[str]:
         """See :meth:`QueryCore.principals <ancre.query.core.QueryCore.principals>`."""
@@ -150,10 +155,12 @@ class RemoteQueryCore:
         account = self.client.get("/v1/principals", user=user)["account"]
         return str(account) if account is not None else None
 
-    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+    def stream(
+        self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
+    ) -> Iterator[str | Answer]:
         """See :meth:`QueryCore.stream <ancre.query.core.QueryCore.stream>`: here the whole raw
         text in one piece, then the :class:`~ancre.query.answer.Answer`."""
-        answer = self.ask(question, user, asked_by=asked_by)
+        answer = self.ask(question, user, asked_by=asked_by, history=history)
         yield answer.raw
         yield answer
 

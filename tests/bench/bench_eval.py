@@ -57,7 +57,8 @@ def run() -> list[dict]:
             try:
                 costs = _keyword_costs(rt, questions)
                 for r in evaluate(rt, questions, modes):
-                    rows.append({"keyword": keyword if r.mode != "vector" else "–", **r.row(), **costs})
+                    rows.append({"keyword": keyword if r.mode != "vector" else "–", **r.row(), **costs,
+                                 "per_kind": [k.row() for k in r.per_kind.values()]})
             finally:
                 rt.close()
     return rows
@@ -66,6 +67,24 @@ def run() -> list[dict]:
 def render(rows: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    kinds = next((r["per_kind"] for r in rows if r["mode"] == "hybrid" and r["keyword"] == "snapshot"), [])
+    if kinds:
+        k = Table(title="hybrid, per kind of question (targets: 0 false answers, 0 false refusals, every conflict announced)")
+        for c in ("kind", "questions", "resolved-question accuracy", "recall@3", "false answers", "false refusals",
+                  "conflicts announced", "false conflicts",
+                  "ids (answers / refusals / misresolved / unannounced / false conflicts)"):
+            k.add_column(c, justify="right")
+        for r in kinds:
+            ids = r["ids"]
+            k.add_row(r["kind"], str(r["questions"]),
+                      "–" if r["resolved_accuracy"] is None else f"{r['resolved_accuracy']:.3f}",
+                      "–" if r["recall_at_3"] is None else f"{r['recall_at_3']:.3f}",
+                      str(r["false_answers"]), str(r["false_refusals"]), r["conflicts_announced"] or "–",
+                      str(r["false_conflicts"]),
+                      f"{ids['false_answers']} / {ids['false_refusals']} / {ids['misresolved']} / {ids['unannounced']}"
+                      f" / {ids['false_conflicts']}")
+        Console(width=max(Console().width, 180)).print(k)
 
     t = Table(title=f"retrieval evaluation ({rows[0]['questions']} questions, {rows[0]['answerable']} answerable)")
     for c in ("mode", "BM25 in", "recall@3", "MRR", "false refusals", "false answers",

@@ -38,7 +38,7 @@ from ancre.config import Settings, load_settings
 from ancre.app.runtime import Runtime
 from ancre.query import QueryCore
 from ancre.settings.query import AuditConfig, LlmConfig
-from ancre.query.prompt import REFUSAL
+from ancre.query.prompt import REFUSAL, SYSTEM_PROMPT
 
 KEY = "test-service-key-0123456789"
 SECRET = "test-signing-secret"
@@ -210,7 +210,9 @@ def test_query_200_when_grounded_and_422_when_not(served: Served, srv: ScriptedS
     r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"reponse", "sources", "ancree", "controles", "verification", "extractive", "documents_ecartes"}
+    assert set(body) == {"reponse", "sources", "ancree", "controles", "verification", "extractive", "documents_ecartes",
+                         "versions", "question_traitee"}
+    assert body["versions"] == [] and body["question_traitee"] is None  # one document, asked alone
     assert body["documents_ecartes"] == []  # every source document's rights were checked live
     assert body["ancree"] is True and body["controles"] == [] and body["verification"] == "effectuee"
     assert body["reponse"].count(f"[{BAUMONT} : `{CLIENTS_UNC}`]") == 2  # citations carry their folder
@@ -236,7 +238,10 @@ def test_query_200_when_grounded_and_422_when_not(served: Served, srv: ScriptedS
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_SAME_FOR_ROCHAT), headers=who("alice"), timeout=60)
     assert r.status_code == 200 and r.headers["x-ancre-ancree"] == "false"
     content = r.json()["choices"][0]["message"]["content"]
-    assert content.startswith(CASE2) and content.endswith(WARNING_UNGROUNDED)
+    # the warning names what control 5 found in no cited extract (here: no extract at all is cited)
+    assert content.startswith(CASE2)
+    assert content.endswith(f"{WARNING_UNGROUNDED} Non retrouvé dans les extraits cités : "
+                            "« Rochat », « 20 », « pfSense », « CHF 3 000 HT ».")
     _no_error(srv)
 
 
@@ -382,7 +387,8 @@ def test_a_user_who_may_not_read_gets_the_refusal_and_no_trace(served: Served, s
         "adresse dans Open WebUI doit correspondre à votre compte de l'annuaire.")
     assert r.json()["ancre"] == {"ancree": True, "verification": "non_requise",
                                  "controles": ["aucun_extrait", "utilisateur_inconnu"],
-                                 "sources": [], "extractive": False, "documents_ecartes": []}
+                                 "sources": [], "extractive": False, "documents_ecartes": [],
+                                 "faits_non_sources": [], "versions": [], "question_traitee": None}
     r = httpx.post(f"{served.url}/query", json={"question": Q_ROCHAT}, headers=who("mallory"), timeout=60)
     assert r.json()["reponse"] == REFUSAL and r.json()["controles"] == ["aucun_extrait", "utilisateur_inconnu"]
     assert srv.requests_to("/api/chat") == []
@@ -398,24 +404,32 @@ def test_fais_pareil_for_rochat_as_bruno(served: Served, srv: ScriptedServer) ->
     conversation = (Q_BAUMONT, CASE1, Q_SAME_FOR_ROCHAT)
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(*conversation), headers=who("bruno"), timeout=60)
     assert r.status_code == 200, r.text
-    (req,) = chats(srv, ANSWER_MODEL)
+    (req,) = [r for r in chats(srv, ANSWER_MODEL) if r.json["messages"][0]["content"] == SYSTEM_PROMPT]
     system, user = req.json["messages"]
     assert system["role"] == "system" and user["role"] == "user"
-    assert Q_SAME_FOR_ROCHAT in user["content"]
+    # the follow-up is resolved from the earlier *user* question (the condense prompt, else the rule)
+    assert "Question : Quelles sont les conditions du contrat de maintenance d'Axonix SA avec l'étude Rochat" in user["content"]
     assert Q_BAUMONT not in user["content"] and CASE1 not in user["content"]  # earlier turns never sent
     prompt = user_part(req)  # the question and the extracts
     assert "Rochat.docx" not in prompt and ROCHAT_FEE not in prompt and "DIRECTION" not in prompt
     content = r.json()["choices"][0]["message"]["content"]
-    assert content == REFUSAL and r.json()["ancre"]["sources"] == []
+    resolved = "Quelles sont les conditions du contrat de maintenance d'Axonix SA avec l'étude Rochat ?"
+    assert content == f"{REFUSAL}\n\n---\n*Question traitée : {resolved}*"  # the refusal says what it answered
+    assert r.json()["ancre"]["sources"] == [] and r.json()["ancre"]["question_traitee"] == resolved
     _no_trace(r, "Etude_Rochat", ROCHAT_FEE, BAUMONT_FEE)
 
-    # a model that does lend Baumont's figure to Rochat: the judge refuses it, /query blocks it
-    # and /v1 flags it — it is never presented as grounded
-    script(srv, f"Pour l'étude Rochat, le forfait mensuel s'élève à {BAUMONT_FEE} [{BAUMONT}].", NOT_GROUNDED)
+    # a model that does lend Baumont's figure to Rochat: control 5 finds « Rochat » in no cited
+    # extract (before the judge, which is not asked), /query blocks it and /v1 flags it, naming it
+    script(srv, f"Pour l'étude Rochat, le forfait mensuel s'élève à {BAUMONT_FEE} [{BAUMONT}].", GROUNDED)
+    srv.clear()
     r = httpx.post(f"{served.url}/query", json={"question": Q_SAME_FOR_ROCHAT}, headers=who("bruno"), timeout=60)
-    assert r.status_code == 422 and "reponse" not in r.json() and r.json()["controles"] == ["juge"]
+    assert r.status_code == 422 and "reponse" not in r.json() and r.json()["controles"] == ["fait_non_source"]
+    assert [(f["texte"], f["nature"], f["documents"]) for f in r.json()["faits_non_sources"]] == [("Rochat", "nom", [BAUMONT])]
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(*conversation), headers=who("bruno"), timeout=60)
-    assert r.headers["x-ancre-ancree"] == "false" and r.json()["choices"][0]["message"]["content"].endswith(WARNING_UNGROUNDED)
+    content = r.json()["choices"][0]["message"]["content"]
+    assert r.headers["x-ancre-ancree"] == "false" and r.json()["ancre"]["controles"] == ["fait_non_source"]
+    assert content.endswith(f"{WARNING_UNGROUNDED} Non retrouvé dans les extraits cités : « Rochat ».")
+    assert chats(srv, JUDGE_MODEL) == []  # control 5 decided, the judge was not asked
     _no_error(srv)
 
 

@@ -28,6 +28,7 @@ from ancre.models import Acl
 from ancre.query.answer import ERROR_INTERRUPTED, ERROR_MODEL, Answer, AnswerService
 from ancre.query.audit import AuditLog
 from ancre.query.grounding import (
+    CONTROL_FACT,
     CONTROL_INVENTED,
     CONTROL_JUDGE,
     CONTROL_NO_CHUNK,
@@ -261,8 +262,10 @@ def test_case2_same_for_rochat_invented_citation(corpus: Synced, srv: ScriptedSe
     first = svc.ask(Q_BAUMONT, "alice")
     ans = svc.ask(Q_SAME_FOR_ROCHAT, "alice")
     assert first.ancree is True
-    # control 3 fires (and control 4 too: over 200 characters, no valid citation left)
-    assert ans.ancree is False and ans.controles == (CONTROL_INVENTED, CONTROL_UNCITED)
+    # control 3 fires (and control 4 too: over 200 characters, no valid citation left); control 5
+    # too: a sentence citing only an invented file has no evidence, each of its facts is reported
+    assert ans.ancree is False and ans.controles == (CONTROL_INVENTED, CONTROL_UNCITED, CONTROL_FACT)
+    assert [f.text for f in ans.facts] == ["Rochat", "20", "pfSense", "CHF 3 000 HT"]
     assert ans.invented == (INVENTED,) and ans.verification == "non_requise"
     assert len(chats(srv, JUDGE_MODEL)) == 1  # the judge only saw the first answer
     # the invented citation is shown as written, never enriched with a folder
@@ -276,7 +279,8 @@ def test_case2_same_for_rochat_invented_citation(corpus: Synced, srv: ScriptedSe
     one, two = audit_lines(tmp_path)
     check_audit(one, first, "alice", Q_BAUMONT)
     check_audit(two, ans, "alice", Q_SAME_FOR_ROCHAT)
-    assert two["invented"] == [INVENTED] and two["controls"] == [CONTROL_INVENTED, CONTROL_UNCITED]
+    assert two["invented"] == [INVENTED] and two["controls"] == [CONTROL_INVENTED, CONTROL_UNCITED, CONTROL_FACT]
+    assert [f["text"] for f in two["unsupported_facts"]] == [f.text for f in ans.facts]
 
 
 def test_long_uncited_answer_is_control_4(corpus: Synced, srv: ScriptedServer, tmp_path: Path) -> None:

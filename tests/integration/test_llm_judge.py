@@ -11,7 +11,7 @@ from support.httpserver import DISCONNECT, Request, ScriptedServer, Stream, ndjs
 
 from ancre.query.context import Context, Extract, Source
 from ancre.query.enrich import enrich_citations
-from ancre.query.grounding import CONTROL_INVENTED, CONTROL_JUDGE, CONTROL_REFUSAL, ground
+from ancre.query.grounding import CONTROL_FACT, CONTROL_INVENTED, CONTROL_JUDGE, CONTROL_REFUSAL, ground
 from ancre.query.judge import Judge, parse_verdict
 from ancre.query.llm import ChatClient, LlmError, OllamaChat, OpenAIChat, make_chat_client
 from ancre.query.prompt import REFUSAL, ChatMessage, build_messages
@@ -345,7 +345,8 @@ def test_judge_is_not_called_when_a_deterministic_control_decides(srv: ScriptedS
     invented = ground("Fais pareil pour l'étude Rochat", CASE2, _ctx(), judge)
     refusal = ground("Capitale de l'Australie ?", REFUSAL, _ctx(), judge)
     judge.close()
-    assert invented.ancree is False and invented.controls == (CONTROL_INVENTED,)
+    # control 3, and control 5 on the sentences that cite only the invented file
+    assert invented.ancree is False and invented.controls == (CONTROL_INVENTED, CONTROL_FACT)
     assert invented.invented == ("22_Contrat_Maintenance_Étude_Rochat.docx",)
     assert refusal.ancree is True and refusal.controls == (CONTROL_REFUSAL,)
     assert srv.requests_to("/api/chat") == []

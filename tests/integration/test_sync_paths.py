@@ -3,6 +3,7 @@ embedded store, in process."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -103,3 +104,13 @@ def test_paths_outside_the_source_are_ignored(env) -> None:
     root, rt, conn = env
     rep = rt.engine.sync_paths(conn, ["../tree/a.txt", "", "/"])
     assert rep.listed == 0 and not rep.changed_index
+
+
+def test_payloads_carry_the_files_modification_time(env) -> None:
+    root, rt, conn = env
+    assert {p.payload.path: p.payload.modified_at for p in rt.store.scroll("documents")} == pytest.approx({
+        rel: (root / rel).stat().st_mtime for rel in _store_paths(rt)}, abs=1e-3)
+    (root / "a.txt").write_text(f"premier fichier modifié {token(3)}", encoding="utf-8")
+    os.utime(root / "a.txt", (1_767_225_600.0, 1_767_225_600.0))
+    rt.engine.sync_paths(conn, ["a.txt"])
+    assert {p.payload.modified_at for p in rt.store.scroll("documents") if p.payload.path == "a.txt"} == {1_767_225_600.0}

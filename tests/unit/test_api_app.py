@@ -46,6 +46,7 @@ class Service:
     def __init__(self, result: Answer | Exception, fail_after: Exception | None = None, directory_fails: bool = False) -> None:
         self.result, self.fail_after, self.directory_fails = result, fail_after, directory_fails
         self.asked: list[tuple[str, str]] = []
+        self.histories: list[object] = []
 
     def points(self) -> dict[str, int]:
         return {"documents": 3, "documentation": 3}
@@ -54,14 +55,16 @@ class Service:
         if self.directory_fails:
             raise DirectoryError("directory file /etc/secret/directory.json: cannot read")
 
-    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
+    def ask(self, question: str, user: str, *, asked_by: str | None = None, history: object = None) -> Answer:
         self.asked.append((question, user))
+        self.histories.append(history)
         if isinstance(self.result, Exception):
             raise self.result
         return self.result
 
-    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, asked_by: str | None = None, history: object = None) -> Iterator[str | Answer]:
         self.asked.append((question, user))
+        self.histories.append(history)
         if isinstance(self.result, Exception):
             raise self.result
         raw = self.result.raw
@@ -130,14 +133,16 @@ def test_stream_and_non_stream_give_the_same_text() -> None:
     assert whole.headers["x-ancre-ancree"] == "true" and svc.asked == [("q", "alice.martin@axonix.ch")] * 2
 
 
-def test_only_the_last_user_message_is_asked() -> None:
+def test_the_last_user_message_is_asked_with_the_earlier_user_questions_only() -> None:
     svc = Service(answer())
-    body = {"model": "ancre", "messages": [{"role": "user", "content": "Baumont ?"},
+    body = {"model": "ancre", "messages": [{"role": "system", "content": "Tu es utile."},
+                                           {"role": "user", "content": "Baumont ?"},
                                            {"role": "assistant", "content": "CHF 4 200 HT"},
                                            {"role": "user", "content": "Fais pareil pour Rochat"}]}
     with client(svc) as c:
         assert c.post("/v1/chat/completions", json=body, headers=H).status_code == 200
     assert svc.asked == [("Fais pareil pour Rochat", "alice.martin@axonix.ch")]
+    assert svc.histories == [["Baumont ?"]]  # the earlier answer's text is never passed on
 
 
 def test_query_verdicts() -> None:

@@ -10,6 +10,7 @@ from ancre.query.citations import looks_like_file, scan_citations
 from ancre.query.context import Context, Extract, Source
 from ancre.query.enrich import enrich_citations
 from ancre.query.grounding import (
+    CONTROL_FACT,
     CONTROL_INVENTED,
     CONTROL_NO_CHUNK,
     CONTROL_REFUSAL,
@@ -53,9 +54,25 @@ SOURCES = (
 )
 
 
+TEXTS = {
+    ROCHAT: (
+        "Le contrat de maintenance de l'étude Rochat couvre 20 postes Windows 11 Pro et un serveur Windows "
+        "Server 2025. Le pare-feu OPNsense est inclus. Le forfait mensuel s'élève à CHF 3 840 HT, facturé à "
+        "terme échu, payable à 30 jours."
+    ),
+    BAUMONT: "La vitesse est limitée à 30 km/h sur le site. Voir le menu Menu puis Sous-menu.",
+    "contrat_01.md": (
+        "Le contrat prend effet le 1er janvier 2026 pour une durée de vingt-quatre mois. Il est reconductible "
+        "tacitement par périodes de douze mois, sauf résiliation moyennant un préavis de trois mois."
+    ),
+}
+"""What the shown extracts say (control 5 reads the facts of the answers in them)."""
+
+
 def _context(sources: tuple[Source, ...] = SOURCES) -> Context:
     extracts = tuple(
-        Extract(s.filename, s.doc_id, 0, f"Texte de {s.filename}.", s.location, s.path, s.collection, 0.03)
+        Extract(s.filename, s.doc_id, 0, TEXTS.get(s.filename, f"Texte de {s.filename}."), s.location, s.path,
+                s.collection, 0.03)
         for s in sources
     )
     return Context(extracts, sources, True)
@@ -234,7 +251,8 @@ def test_short_partial_answer_with_the_marker_is_still_checked() -> None:
     answer = "Le forfait est de CHF 3 000 [22_X.docx]. La durée ne figure pas dans les documents disponibles."
     assert is_refusal(answer)  # by length and marker ...
     v = check_deterministic(answer, _context())  # ... but it cites, so it is an answer
-    assert v.controls == (CONTROL_INVENTED,) and v.ancree is False
+    assert v.controls == (CONTROL_INVENTED, CONTROL_FACT) and v.ancree is False
+    assert [f.text for f in v.facts] == ["CHF 3 000"]
     partial = f"Le forfait est de CHF 3 840 HT [{ROCHAT}]. La durée ne figure pas dans les documents disponibles."
     v = check_deterministic(partial, _context())
     assert v.controls == () and v.verification == "non_effectuee" and v.cited == (ROCHAT,)
@@ -250,7 +268,7 @@ def test_control3_invented_citation_fires() -> None:
 
 def test_control3_invented_next_to_a_valid_one_still_fires() -> None:
     v = check_deterministic(f"Forfait CHF 3 840 HT [{ROCHAT}] et CHF 3 000 [22_Autre.docx].", _context())
-    assert v.controls == (CONTROL_INVENTED,) and v.cited == (ROCHAT,) and v.ancree is False
+    assert v.controls == (CONTROL_INVENTED, CONTROL_FACT) and v.cited == (ROCHAT,) and v.ancree is False
 
 
 def test_control4_long_answer_without_citation() -> None:

@@ -3,6 +3,7 @@ the rights filter on every read, and the cap when no document clearly leads."""
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,3 +235,16 @@ def test_prompt_formats_blocks_headed_by_file_name(corpus: Corpus) -> None:
     assert system.role == "system" and "Cette information ne figure pas dans les documents disponibles." in system.content
     assert "[03_Contrat_Maintenance_Etude_Rochat.docx]" in system.content  # the citation example
     assert user.content.endswith("entre crochets.") and "Question : Forfait Rochat ?" in user.content
+
+
+def test_versions_read_the_indexed_modification_time(corpus: Corpus) -> None:
+    text = "L'offre couvre la migration de quatorze machines virtuelles vers Azure pour le cabinet Sarrasin."
+    for doc, filename, mtime, extra in (("A", "Offre_Sarrasin.docx", 1_767_225_600.0, ""),
+                                        ("B", "Copie de Offre_Sarrasin.docx", 1_764_633_600.0, " Brouillon.")):
+        pl = dataclasses.replace(_payload(doc, 0, filename, EVERYONE, text + extra), modified_at=mtime)
+        corpus.payloads[(doc, 0)] = pl
+        corpus.store.upsert("documents", [PointWrite(point_id(doc, 0), np.ones(DIM, dtype=np.float32) / 2, pl)])
+    ctx = build_context([corpus.hit("B", 0, LEAD), corpus.hit("A", 0, RUNNER)], corpus.store, ALICE, CFG)
+    assert {e.doc_id: e.modified_at for e in ctx.extracts} == {"A": 1_767_225_600.0, "B": 1_764_633_600.0}
+    (g,) = ctx.versions
+    assert g.current == "Offre_Sarrasin.docx" and g.reasons == ("modifié le plus récemment : Offre_Sarrasin.docx (01.01.2026)",)

@@ -54,6 +54,15 @@ LEMMAS: tuple[tuple[str, ...], ...] = (
     ("accès",),
     ("licence", "licences"),
     ("consommation", "consommations"),
+    # a plural whose singular Snowball reads as a verb form (« -ait », « -it », « -er »)
+    ("forfait", "forfaits"),
+    ("souhait", "souhaits"),
+    ("bienfait", "bienfaits"),
+    ("petit", "petits"),
+    ("déficit", "déficits"),
+    ("loisir", "loisirs"),
+    ("dossier", "dossiers"),
+    ("boucher", "bouchers"),
     # ligatures
     ("œuvre", "œuvres"),
     ("cœur", "cœurs"),
@@ -131,4 +140,4 @@ def test_different_words_stay_apart() -> None:
 
 
 def test_tokenizer_version_moved_so_old_snapshots_are_rebuilt() -> None:
-    assert TOKENIZER_VERSION.startswith("fr-2")
+    assert TOKENIZER_VERSION.startswith("fr-3")

@@ -1,0 +1,781 @@
+"""Control 5, the fact control (docs/ARCHITECTURE.md "Data flow of a question" step 6): every fact an
+answer states must be found, normalised, in an extract it cites. Deterministic, no model call.
+
+Controls 3 and 4 check that an answer *cites* shown documents; they pass « Forfait mensuel :
+CHF 3 000 HT [03_Contrat_Maintenance_Etude_Rochat.docx] » for a contract that says CHF 3 840 HT.
+This control reads the facts themselves. :func:`unsupported_facts` is a pure function of the answer
+text, the extracts shown and the question.
+
+**Which facts** (:class:`FactKind`), found in the raw answer (citations blanked out, Markdown
+markers ignored):
+
+- *amounts and numbers*: ``CHF 3 840 HT``, ``3'840.–``, ``3840``, ``99,5 %``, ``0.2``, counts
+  (``35 postes``) and numbers in words (``vingt-quatre``, ``trois``; « un »/« une » are articles
+  and never checked); a number written with a ``.``/``,`` before three digits is read both ways
+  (``3.840`` = 3.84 or 3840). Numbers that count the answer's own material (« les deux contrats »,
+  « 3 documents ») and list markers (``1.`` opening a line) are not facts of the documents;
+- *durations*: a number with a unit of time also matches the same length in another unit
+  (« 2 ans » = « vingt-quatre mois », « 4 h » = « 4 heures »);
+- *dates* in their French forms: ``1er janvier 2026``, ``01.01.2026``, ``1.1.2026``,
+  ``01/01/2026``, ``2026-01-01``, « le 1er janvier », « janvier 2026 » — compared as dates, so any
+  form matches any other; *times of day*: ``8h00``, ``8 h``, ``08:00``;
+- *codes and identifiers*: a compound with a digit or an inner capital (``S-012``,
+  ``4471-ZETA``, ``WD-EXCL-042``, ``qwen2.5:14b``, ``LABO-G9``, ``192.168.1.10``,
+  ``C:\\Axonix\\Agent``, a file name) — compared without case, accents or joiners
+  (``Wi-Fi`` = ``WiFi``);
+- *proper and product names*: a capitalised word that does not open a sentence, line, list item,
+  table cell or a clause after ``:`` (``Rochat``, ``Windows Server``, ``Switzerland North``), a
+  word with an inner capital (``OPNsense``, ``pfSense``, ``WireGuard``) or an acronym
+  (``PFPDT``); a capitalised word in an opening position only when the context or the question
+  writes it as a name (``Rochat`` opening « Rochat : … » is still checked). A name matches the
+  same word in the evidence, or the same French stem (:func:`ancre.index.tokenize.tokenize`), so
+  inflection never counts as a difference.
+
+**Where each fact must be found**: the answer is cut into paragraphs (blank lines) and sentences
+(a line, cut again after ``.``/``!``/``?`` followed by a capital). A sentence that cites documents
+(a citation at its end or opening the next sentence counts) must find its facts in the extracts of
+the documents it cites (with their file names, paths and folders); a sentence that cites nothing
+but sits in a paragraph that does, in all the extracts shown; a paragraph that cites nothing, in
+the documents cited anywhere in the answer (all extracts shown when the answer cites none). A
+sentence whose only citations are invented has no evidence: each of its facts is reported.
+
+**Stated as missing**: in a negative sentence (« ne … pas », « aucun », « ni », « sans »), facts
+that the question itself names are not claims (« Le contrat de Dupont Logistique SA ne figure pas
+dans les documents »); elsewhere the question is no evidence — « Pour l'étude Rochat, le forfait
+est de CHF 4 200 HT [21_Contrat_Maintenance_Baumont_Industries.docx] » is reported for « Rochat ».
+
+What the control cannot see: a fact that occurs in the cited extract but about another subject
+(« 3 mois » where the extract says « préavis de trois mois » and « 3 jours »); the judge is there
+for that. The table test ``tests/unit/test_facts.py`` holds the seed's invented-figure cases (every
+one caught) and faithful answers written from the Axonix documents (none flagged).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+
+from ancre.index.tokenize import STOP_WORDS, fold, tokenize
+from ancre.query.citations import CitationScan, scan_citations
+from ancre.query.context import Context, Extract
+
+
+class FactKind(StrEnum):
+    """What kind of fact a span is (the names appear in the API and the audit)."""
+
+    AMOUNT = "montant"
+    NUMBER = "nombre"
+    DURATION = "duree"
+    DATE = "date"
+    TIME = "heure"
+    CODE = "code"
+    NAME = "nom"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A fact found in a text: ``text`` as written, its ``kind``, its span (``start``/``end`` in
+    the NFC text) and its normalised ``keys`` (``n:3840``, ``d:2026-01-01``, ``c:wdexcl042``,
+    ``w:rochat``…): it is supported when one of them is among the evidence's keys (a name: when
+    every word of it is)."""
+
+    text: str
+    kind: FactKind
+    start: int
+    end: int
+    keys: tuple[frozenset[str], ...]
+    """One key set per word of a name (each must match); one set for any other fact."""
+    words: tuple[str, ...] = ()
+    """A name's words as written, one per key set (``()`` for other facts)."""
+
+
+@dataclass(frozen=True)
+class UnsupportedFact:
+    """A fact of the answer found in none of its evidence: ``text`` as written (``CHF 3 000 HT``,
+    ``pfSense``), its ``kind``, the ``sentence`` that states it, and the documents that sentence
+    was checked against (``cited``: the file names it cites; ``()`` when it was checked against the
+    extracts shown)."""
+
+    text: str
+    kind: FactKind
+    sentence: str
+    cited: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------- lexicon
+
+_MONTHS = {
+    "janvier": 1, "fevrier": 2, "mars": 3, "avril": 4, "mai": 5, "juin": 6, "juillet": 7,
+    "aout": 8, "septembre": 9, "octobre": 10, "novembre": 11, "decembre": 12,
+}  # fmt: skip
+_MONTH_RE = r"(?:janvier|f[ée]vrier|mars|avril|mai|juin|juillet|ao[ûu]t|septembre|octobre|novembre|d[ée]cembre)"
+
+_NUMBER_WORDS = {
+    "zero": 0, "un": 1, "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "six": 6, "sept": 7,
+    "huit": 8, "neuf": 9, "dix": 10, "onze": 11, "douze": 12, "treize": 13, "quatorze": 14,
+    "quinze": 15, "seize": 16, "vingt": 20, "vingts": 20, "trente": 30, "quarante": 40,
+    "cinquante": 50, "soixante": 60, "cent": 100, "cents": 100, "mille": 1000,
+    "million": 1_000_000, "millions": 1_000_000,
+}  # fmt: skip
+_NUMBER_WORD_RE = (
+    r"(?:z[ée]ro|une?|deux|trois|quatre|cinq|six|sept|huit|neuf|dix|onze|douze|treize|quatorze|"
+    r"quinze|seize|vingts?|trente|quarante|cinquante|soixante|cents?|mille|millions?)"
+)
+_WORDS_RUN = re.compile(
+    rf"(?<![^\W\d_]){_NUMBER_WORD_RE}(?:(?:-|\s+)(?:et(?:-|\s+)(?=(?:un|une|onze)(?![^\W\d_])))?{_NUMBER_WORD_RE})*(?![^\W\d_])",
+    re.IGNORECASE,
+)
+
+_UNITS = {
+    # unit word (folded) -> (dimension, factor to the base unit)
+    "an": ("m", 12), "ans": ("m", 12), "annee": ("m", 12), "annees": ("m", 12),
+    "mois": ("m", 1), "trimestre": ("m", 3), "trimestres": ("m", 3), "semestre": ("m", 6),
+    "semestres": ("m", 6), "semaine": ("d", 7), "semaines": ("d", 7), "jour": ("d", 1),
+    "jours": ("d", 1), "heure": ("s", 3600), "heures": ("s", 3600), "h": ("s", 3600),
+    "minute": ("s", 60), "minutes": ("s", 60), "min": ("s", 60), "seconde": ("s", 1),
+    "secondes": ("s", 1), "s": ("s", 1),
+}  # fmt: skip
+_META_NOUNS = frozenset(
+    fold(w)
+    for w in (
+        "document documents contrat contrats version versions extrait extraits fichier fichiers "
+        "source sources point points élément éléments passage passages partie parties cas option "
+        "options question questions réponse réponses citation citations offre offres client clients"
+    ).split()
+)
+"""Nouns a small count in an answer may refer to without being a fact of the documents (« les
+deux contrats », « 3 documents »)."""
+_META_MAX = 10
+
+_CURRENCY_BEFORE = re.compile(r"(?:CHF|Fr\.|SFr\.|EUR|USD|€|\$)\s*$")
+_CURRENCY_AFTER = re.compile(r"^\s*(?:CHF|francs?|EUR|euros?|€|USD|\$)(?![^\W\d_])", re.IGNORECASE)
+_TAX_AFTER = re.compile(r"^\s*(?:HT|TTC|hors\s+taxes?)(?![^\W\d_])", re.IGNORECASE)
+_PERCENT_AFTER = re.compile(r"^\s*(?:%|pour\s?cent)", re.IGNORECASE)
+_DASH_SUFFIX = re.compile(r"^[.,][-–—]")
+
+ACRONYMS_ALLOWED = frozenset({"chf", "eur", "usd", "ht", "tva", "nb", "ok", "ps"})
+"""Upper-case words that are units or abbreviations, not names of anything in the documents."""
+
+_STARTERS = frozenset(
+    fold(w)
+    for w in (
+        "voici voilà selon concernant également toutefois cependant ensuite enfin ainsi aussi attention "
+        "note remarque oui non aucun aucune chaque tous toutes tout plusieurs seul seule seuls d'après "
+        "quant en résumé synthèse comparaison total durée montant forfait prix"
+    ).split()
+)
+
+# ----------------------------------------------------------------------------- patterns
+
+_SPACE = "[ \u00a0\u202f]"
+_DATE_WORDS = re.compile(
+    rf"(?<![\d\w])(\d{{1,2}}|premier)(?:er|re|e)?{_SPACE}+({_MONTH_RE})(?:{_SPACE}+(\d{{4}}))?(?!\d)",
+    re.IGNORECASE,
+)
+_MONTH_YEAR = re.compile(rf"(?<![^\W\d_])({_MONTH_RE}){_SPACE}+(\d{{4}})(?!\d)", re.IGNORECASE)
+_DATE_NUM = re.compile(r"(?<![\w.,/-])(\d{1,2})([./])(\d{1,2})\2(\d{4}|\d{2})(?![\w.,/-]*\d)")
+_DATE_ISO = re.compile(r"(?<![\w.-])(\d{4})-(\d{2})-(\d{2})(?![\w-])")
+_TIME = re.compile(r"(?<![\w.,:])(\d{1,2})(?:\s?h\s?(\d{2})?|:(\d{2}))(?![^\W_]|:\d)")
+_COMPOUND = re.compile(r"[^\W_]+(?:(?:[-_./\\:@]{1,3})[^\W_]+)+|[^\W_]+")
+_NUMBER = re.compile(
+    rf"(?<![\w.,'’])(?:\d{{1,3}}(?:(?:{_SPACE}|['’])\d{{3}})+|\d+)(?:[.,]\d+)?(?![^\W_])"
+)
+_ORDINAL = re.compile(r"^(\d+)(?:er|re|e|ème|eme|nd|nde)$", re.IGNORECASE)
+_GLUED_UNIT = re.compile(r"^(\d+(?:[.,]\d+)?)(to|go|mo|ko|tb|gb|mb|km|m|cm|mm|kg|g|h|min|s|ms|j|%)$", re.IGNORECASE)
+_NAME_WORD = re.compile(r"[^\W\d_][^\W_]*")
+_LIST_MARKER = re.compile(r"^(\s*(?:[-*+•]|\d{1,3}[.)])\s+)")
+_NEGATION = re.compile(
+    r"(?<![^\W_])(?:pas|aucun|aucune|aucuns|aucunes|ni|jamais|sans|nullement|rien)(?![^\W_])"
+    r"|ne figure|n'appara[iî]t|ne mentionne|n'indique|ne pr[ée]cise",
+    re.IGNORECASE,
+)
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?…])[ \t]+(?=[\[«\"*_(]*[A-ZÀ-ÖØ-Þ0-9])")
+_OPENER_CHARS = set(":;(«\"“|—–-/*#>[•+")
+
+
+# ----------------------------------------------------------------------------- normalising
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+def _dec(text: str) -> Decimal | None:
+    try:
+        return Decimal(text).normalize()
+    except InvalidOperation:
+        return None
+
+
+def _key(value: Decimal | int | float) -> str:
+    d = Decimal(str(value)).normalize()
+    if d == d.to_integral_value():
+        d = d.quantize(Decimal(1))
+    return f"n:{d}"
+
+
+def number_values(written: str) -> frozenset[Decimal]:
+    """The values a written number may mean: ``"3 840"`` → {3840}; ``"3'840"`` → {3840};
+    ``"99,5"`` → {99.5}; ``"3.840"`` → {3.84, 3840} (a ``.``/``,`` before exactly three digits is
+    a decimal point or a thousands separator); ``"0.2"`` → {0.2}."""
+    s = re.sub(r"[ \u00a0\u202f'’]", "", written)
+    out: set[Decimal] = set()
+    m = re.fullmatch(r"(\d+)(?:([.,])(\d+))?", s)
+    if not m:
+        return frozenset()
+    whole, sep, frac = m.groups()
+    if sep is None:
+        v = _dec(whole)
+        return frozenset({v} if v is not None else ())
+    v = _dec(f"{whole}.{frac}")
+    if v is not None:
+        out.add(v)
+    if len(frac) == 3:
+        v = _dec(whole + frac)
+        if v is not None:
+            out.add(v)
+    return frozenset(out)
+
+
+def words_value(text: str) -> int | None:
+    """The value of French number words (``"vingt-quatre"`` → 24, ``"quatre-vingt-dix"`` → 90,
+    ``"trois cents"`` → 300, ``"deux mille"`` → 2000); ``None`` when ``text`` is not one."""
+    parts = [p for p in re.split(r"[-\s]+", fold(text)) if p and p != "et"]
+    if not parts or any(p not in _NUMBER_WORDS for p in parts):
+        return None
+    total, current = 0, 0
+    for p in parts:
+        v = _NUMBER_WORDS[p]
+        if v == 100:
+            current = (current or 1) * 100
+        elif v >= 1000:
+            total += (current or 1) * v
+            current = 0
+        elif v == 20 and current % 100 == 4:  # quatre-vingt(s)
+            current += 76
+        elif 10 <= v <= 19 and current % 100 in (60, 80):  # soixante-dix, quatre-vingt-onze
+            current += v
+        else:
+            current += v
+    return total + current
+
+
+def _duration_keys(values: Iterable[Decimal], unit: str) -> set[str]:
+    dim, factor = _UNITS[unit]
+    return {f"t:{dim}:{_key(v * factor)[2:]}" for v in values}
+
+
+def _unit_after(text: str, end: int) -> str | None:
+    m = re.match(r"[ \u00a0\u202f]*([^\W\d_]+)", text[end:])
+    if not m:
+        return None
+    w = fold(m.group(1))
+    return w if w in _UNITS else None
+
+
+def _noun_after(text: str, end: int) -> str | None:
+    m = re.match(r"[ \u00a0\u202f]*(?:[^\W\d_]+[ \u00a0\u202f]+)?([^\W\d_]+)", text[end:])
+    m1 = re.match(r"[ \u00a0\u202f]*([^\W\d_]+)", text[end:])
+    for cand in (m1, m):
+        if cand and fold(cand.group(1)) in _META_NOUNS:
+            return fold(cand.group(1))
+    return None
+
+
+def _compact(token: str) -> str:
+    return re.sub(r"[-_./\\:@]", "", fold(token))
+
+
+# ----------------------------------------------------------------------------- scanning
+
+
+@dataclass
+class _Scan:
+    """Facts of one text, and the character positions they took (each position belongs to one
+    fact at most: a date's digits are not numbers too)."""
+
+    text: str
+    facts: list[Fact]
+    taken: list[bool]
+
+    def free(self, start: int, end: int) -> bool:
+        return not any(self.taken[start:end])
+
+    def take(self, fact: Fact) -> None:
+        self.facts.append(fact)
+        for i in range(fact.start, fact.end):
+            self.taken[i] = True
+
+
+def _date_facts(scan: _Scan) -> None:
+    t = scan.text
+    for m in _DATE_WORDS.finditer(t):
+        if not scan.free(m.start(), m.end()):
+            continue
+        day = 1 if m.group(1).lower() == "premier" else int(m.group(1))
+        month = _MONTHS[fold(m.group(2))]
+        if not 1 <= day <= 31:
+            continue
+        keys = {f"dd:{month:02d}-{day:02d}"} if m.group(3) is None else {f"d:{m.group(3)}-{month:02d}-{day:02d}"}
+        scan.take(Fact(m.group(0), FactKind.DATE, m.start(), m.end(), (frozenset(keys),)))
+    for m in _MONTH_YEAR.finditer(t):
+        if scan.free(m.start(), m.end()):
+            month = _MONTHS[fold(m.group(1))]
+            scan.take(Fact(m.group(0), FactKind.DATE, m.start(), m.end(), (frozenset({f"dm:{m.group(2)}-{month:02d}"}),)))
+    for m in _DATE_NUM.finditer(t):
+        day, month, year = int(m.group(1)), int(m.group(3)), m.group(4)
+        if not (1 <= day <= 31 and 1 <= month <= 12) or not scan.free(m.start(), m.end()):
+            continue
+        if len(year) == 2:
+            year = f"20{year}"
+        scan.take(Fact(m.group(0), FactKind.DATE, m.start(), m.end(), (frozenset({f"d:{year}-{month:02d}-{day:02d}"}),)))
+    for m in _DATE_ISO.finditer(t):
+        year, month, day = m.group(1), int(m.group(2)), int(m.group(3))
+        if 1 <= month <= 12 and 1 <= day <= 31 and scan.free(m.start(), m.end()):
+            scan.take(Fact(m.group(0), FactKind.DATE, m.start(), m.end(), (frozenset({f"d:{year}-{month:02d}-{day:02d}"}),)))
+
+
+def _time_facts(scan: _Scan) -> None:
+    for m in _TIME.finditer(scan.text):
+        hour = int(m.group(1))
+        minute = int(m.group(2) or m.group(3) or 0)
+        if hour > 24 or minute > 59 or not scan.free(m.start(), m.end()):
+            continue
+        if m.group(3) is None and m.group(2) is None and not re.search(r"h\s*$", m.group(0)):
+            continue
+        keys = {f"h:{hour:02d}:{minute:02d}", f"t:s:{hour * 3600 + minute * 60}"}  # « 4 h » is a time or 4 hours
+        scan.take(Fact(m.group(0), FactKind.TIME, m.start(), m.end(), (frozenset(keys),)))
+
+
+def _is_code(token: str) -> bool:
+    if _ORDINAL.match(token) or _GLUED_UNIT.match(token):
+        return False
+    if re.fullmatch(r"\d+(?:[.,]\d+)?", token):
+        return False
+    joined = re.search(r"[-_./\\:@]", token) is not None
+    has_digit = any(c.isdigit() for c in token)
+    has_alpha = any(c.isalpha() for c in token)
+    inner_upper = any(c.isupper() for c in token[1:]) and any(c.islower() for c in token)
+    if joined:
+        if has_digit:
+            return True
+        # a code of capitals (WD-EXCL, SRV-FICHIERS) or a mixed-case compound; not « pare-feu »
+        parts = [p for p in re.split(r"[-_./\\:@]+", token) if p]
+        return any(len(p) > 1 and p.isupper() for p in parts) or inner_upper or "\\" in token or ":" in token
+    return has_digit and has_alpha
+
+
+def _code_facts(scan: _Scan) -> None:
+    for m in _COMPOUND.finditer(scan.text):
+        token = m.group(0).rstrip(".:-/")
+        end = m.start() + len(token)
+        if not token or not scan.free(m.start(), end) or not _is_code(token):
+            continue
+        # a Windows path: keep the drive letter's colon and backslashes (C:\Axonix\Agent)
+        scan.take(Fact(token, FactKind.CODE, m.start(), end, (frozenset({f"c:{_compact(token)}"}),)))
+
+
+def _number_facts(scan: _Scan, *, answer: bool) -> None:
+    t = scan.text
+    for m in _NUMBER.finditer(t):
+        start, end = m.start(), m.end()
+        if not scan.free(start, end):
+            continue
+        values = number_values(m.group(0))
+        if not values:
+            continue
+        if answer and _noun_after(t, end) is not None and all(v <= _META_MAX for v in values):
+            continue
+        keys = {_key(v) for v in values}
+        kind = FactKind.NUMBER
+        d_start, d_end = start, end
+        before = _CURRENCY_BEFORE.search(t[:start])
+        if before:
+            kind, d_start = FactKind.AMOUNT, before.start()
+        after = _DASH_SUFFIX.match(t[end:])
+        if after:
+            d_end = end + after.end()
+        cur = _CURRENCY_AFTER.match(t[d_end:])
+        if cur:
+            kind, d_end = FactKind.AMOUNT, d_end + cur.end()
+        tax = _TAX_AFTER.match(t[d_end:])
+        if tax and kind is FactKind.AMOUNT:
+            d_end += tax.end()
+        pct = _PERCENT_AFTER.match(t[d_end:])
+        if pct:
+            d_end += pct.end()
+        unit = _unit_after(t, end)
+        if unit is not None and kind is not FactKind.AMOUNT:
+            keys = _duration_keys(values, unit)  # a length of time, in any unit; not the bare number
+            kind = FactKind.DURATION
+            d_end = end + re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
+        scan.take(Fact(t[d_start:d_end].strip(), kind, d_start, d_end, (frozenset(keys),)))
+
+
+def _word_number_facts(scan: _Scan, *, answer: bool) -> None:
+    t = scan.text
+    for m in _WORDS_RUN.finditer(t):
+        value = words_value(m.group(0))
+        if value is None or not scan.free(m.start(), m.end()):
+            continue
+        if answer and (fold(m.group(0)) in ("un", "une") or (value <= _META_MAX and _noun_after(t, m.end()))):
+            continue
+        if answer and fold(m.group(0)) in ("cent",) and re.search(r"pour\s*$", t[: m.start()], re.IGNORECASE):
+            continue
+        keys = {_key(value)}
+        unit = _unit_after(t, m.end())
+        kind, end = FactKind.NUMBER, m.end()
+        if unit is not None:
+            keys = _duration_keys([Decimal(value)], unit)
+            kind = FactKind.DURATION
+            end += re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
+        scan.take(Fact(t[m.start() : end], kind, m.start(), end, (frozenset(keys),)))
+
+
+def _opens(text: str, start: int) -> bool:
+    """Whether the word at ``start`` opens a sentence, a line, a list item, a table cell or a
+    clause after a colon (its capital says nothing). An elided article (« l'Étude ») does not."""
+    i = start - 1
+    while i >= 0 and text[i] in " \t*_`":
+        i -= 1
+    if i < 0 or text[i] == "\n":
+        return True
+    ch = text[i]
+    if ch in "'’":
+        return False
+    return ch in ".!?…" or ch in _OPENER_CHARS
+
+
+def known_names(texts: Iterable[str]) -> frozenset[str]:
+    """Folded words that ``texts`` write as names: capitalised where a capital says something
+    (not opening a sentence or line), with an inner capital, or in capitals."""
+    out: set[str] = set()
+    for text in texts:
+        text = _nfc(text)
+        for m in _NAME_WORD.finditer(text):
+            w = m.group(0)
+            if not w[0].isupper() and not any(c.isupper() for c in w[1:]):
+                continue
+            if any(c.isupper() for c in w[1:]) or not _opens(text, m.start()):
+                out.add(fold(w))
+    return frozenset(out - STOP_WORDS)
+
+
+def _name_facts(scan: _Scan, names: frozenset[str]) -> None:
+    t = scan.text
+    run: list[re.Match[str]] = []
+
+    def flush() -> None:
+        if run:
+            start, end = run[0].start(), run[-1].end()
+            keys = tuple(_name_keys(w.group(0)) for w in run)
+            scan.take(Fact(t[start:end], FactKind.NAME, start, end, keys, tuple(w.group(0) for w in run)))
+            run.clear()
+
+    last_end = -1
+    for m in _NAME_WORD.finditer(t):
+        w = m.group(0)
+        if not scan.free(m.start(), m.end()):
+            flush()
+            continue
+        folded = fold(w)
+        inner = any(c.isupper() for c in w[1:])
+        is_name = False
+        if w[0].isupper() or inner:
+            if folded in STOP_WORDS or folded in ACRONYMS_ALLOWED:
+                is_name = False
+            elif inner or (len(w) > 1 and w.isupper()):
+                is_name = True
+            elif not _opens(t, m.start()):
+                is_name = True
+            else:
+                is_name = folded in names and folded not in _STARTERS
+        if is_name:
+            gap = t[last_end : m.start()] if run else ""
+            if run and not re.fullmatch(r"[ \u00a0]", gap):
+                flush()
+            run.append(m)
+            last_end = m.end()
+        else:
+            flush()
+    flush()
+
+
+def _name_keys(word: str) -> frozenset[str]:
+    keys = {f"w:{fold(word)}"}
+    keys |= {f"s:{s}" for s in tokenize(word)}
+    return frozenset(keys)
+
+
+def scan_facts(text: str, names: frozenset[str] = frozenset(), *, answer: bool = True) -> list[Fact]:
+    """The facts of ``text`` (NFC), in text order: dates, times, codes, numbers (digits, then
+    words), then names. ``names``: folded words known to be names (see :func:`known_names`), so a
+    capitalised one is checked even in an opening position. ``answer=False`` reads evidence:
+    small counts and articles (« un », « une ») count as numbers too."""
+    text = _nfc(text)
+    scan = _Scan(text, [], [False] * len(text))
+    for line in re.finditer(r"^.*$", text, re.MULTILINE):  # a numbered list's markers are no facts
+        lm = _LIST_MARKER.match(line.group(0))
+        if lm:
+            for i in range(line.start(), line.start() + lm.end()):
+                scan.taken[i] = True
+    _date_facts(scan)
+    _time_facts(scan)
+    _code_facts(scan)
+    _number_facts(scan, answer=answer)
+    _word_number_facts(scan, answer=answer)
+    _name_facts(scan, names)
+    return sorted(scan.facts, key=lambda f: f.start)
+
+
+# ----------------------------------------------------------------------------- evidence
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The normalised keys of some extracts' text (and their documents' names and folders)."""
+
+    keys: frozenset[str]
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> Evidence:
+        keys: set[str] = set()
+        for text in texts:
+            text = _nfc(text)
+            for f in scan_facts(text, answer=False):
+                for ks in f.keys:
+                    keys |= ks
+                if f.kind is FactKind.DATE:
+                    keys |= _date_parts(ks for ks in f.keys)
+                if f.kind is FactKind.DURATION:
+                    keys |= _duration_numbers(f.text)
+                if f.kind is FactKind.CODE:
+                    keys |= _code_parts(f.text)
+            for m in _COMPOUND.finditer(text):
+                keys.add(f"c:{_compact(m.group(0))}")
+                for part in re.split(r"[-_./\\:@]+", m.group(0)):
+                    if part:
+                        keys.add(f"w:{fold(part)}")
+                        keys.add(f"c:{fold(part)}")
+            for m in _NUMBER.finditer(text):
+                keys |= {_key(v) for v in number_values(m.group(0))}
+                for group in re.split(r"[ \u00a0\u202f'’]", m.group(0)):
+                    keys |= {_key(v) for v in number_values(group)}
+            keys |= {f"w:{fold(m.group(0))}" for m in _NAME_WORD.finditer(text)}
+            keys |= {f"s:{s}" for s in tokenize(text)}
+            keys |= _table_durations(text)
+        return cls(frozenset(keys))
+
+    def supports(self, fact: Fact) -> bool:
+        """Whether ``fact`` is found here (a name: each of its words)."""
+        return all(bool(ks & self.keys) for ks in fact.keys)
+
+
+def _table_durations(text: str) -> set[str]:
+    """Duration keys of table cells whose column header is a unit of time (« Lot | Jours |
+    Montant » then « Audit | 6 | CHF 9 600 HT »: 6 days)."""
+    out: set[str] = set()
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if " | " not in line:
+            header = None
+            continue
+        cells = [c.strip() for c in line.split(" | ")]
+        if header is None:
+            header = cells
+            continue
+        for h, cell in zip(header, cells):
+            words = re.findall(r"[^\W\d_]+", fold(h))
+            unit = next((w for w in reversed(words) if w in _UNITS), None)
+            if unit is None:
+                continue
+            for m in _NUMBER.finditer(cell):
+                out |= _duration_keys(number_values(m.group(0)), unit)
+    return out
+
+
+def _duration_numbers(written: str) -> set[str]:
+    """The bare number of a duration read in evidence (« trente-six mois » → ``n:36``)."""
+    out: set[str] = set()
+    for m in _NUMBER.finditer(written):
+        out |= {_key(v) for v in number_values(m.group(0))}
+    for m in _WORDS_RUN.finditer(written):
+        v = words_value(m.group(0))
+        if v is not None:
+            out.add(_key(v))
+    return out
+
+
+def _date_parts(key_sets: Iterable[frozenset[str]]) -> set[str]:
+    out: set[str] = set()
+    for ks in key_sets:
+        for k in ks:
+            if k.startswith("d:"):
+                year, month, day = k[2:].split("-")
+                out |= {f"dm:{year}-{month}", f"dd:{month}-{day}", _key(int(year)), _key(int(day))}
+            elif k.startswith("dm:"):
+                out.add(_key(int(k[3:7])))
+            elif k.startswith("dd:"):
+                out.add(_key(int(k[6:8])))
+    return out
+
+
+def _code_parts(token: str) -> set[str]:
+    return {f"c:{_compact(p)}" for p in re.split(r"[-_./\\:@]+", token) if p}
+
+
+# ----------------------------------------------------------------------------- the control
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    start: int
+    end: int
+    paragraph: int
+
+
+def _sentences(text: str) -> list[_Sentence]:
+    out: list[_Sentence] = []
+    paragraph = 0
+    pos = 0
+    for block in re.split(r"(\n[ \t]*\n)", text):
+        if re.fullmatch(r"\n[ \t]*\n", block):
+            paragraph += 1
+            pos += len(block)
+            continue
+        offset = pos
+        for line in re.finditer(r"[^\n]+", block):
+            s = offset + line.start()
+            cuts = [m.start() for m in _SENTENCE_SPLIT.finditer(line.group(0))]
+            bounds = [0, *cuts, len(line.group(0))]
+            for a, b in zip(bounds, bounds[1:]):
+                if line.group(0)[a:b].strip():
+                    out.append(_Sentence(s + a, s + b, paragraph))
+        pos += len(block)
+    return out
+
+
+def _negative(sentence: str) -> bool:
+    return _NEGATION.search(sentence) is not None
+
+
+def _doc_texts(extracts: Sequence[Extract], filename: str) -> list[str]:
+    key = _nfc(filename).casefold()
+    texts = [e.text for e in extracts if _nfc(e.filename).casefold() == key]
+    for e in extracts:
+        if _nfc(e.filename).casefold() == key:
+            texts += [e.filename, e.path, e.location]
+            break
+    return texts
+
+
+def unsupported_facts(
+    answer: str,
+    context: Context,
+    question: str = "",
+    scan: CitationScan | None = None,
+) -> tuple[UnsupportedFact, ...]:
+    """Control 5 on a raw answer (see the module doc): the facts of ``answer`` found in none of
+    the extracts of ``context`` they must be found in, in text order, each text once. ``question``:
+    what was asked (the resolved question), whose names a negative sentence may repeat. ``scan``:
+    the answer's citations when already scanned (:func:`~ancre.query.citations.scan_citations`).
+    ``()`` for an empty context (control 1 decides) or an answer without facts. Pure; never
+    raises."""
+    if context.empty or not answer.strip():
+        return ()
+    scan = scan if scan is not None else scan_citations(answer, context.sources)
+    text = scan.text
+    masked = list(text)
+    for c in scan.citations:  # the citations themselves are no facts; their brackets neither
+        lo = c.start - 1 if c.start > 0 and text[c.start - 1] == "[" else c.start
+        hi = c.end + 1 if c.end < len(text) and text[c.end] == "]" else c.end
+        for i in range(lo, hi):
+            if masked[i] != "\n":
+                masked[i] = " "
+    body = "".join(masked)
+
+    all_texts = [e.text for e in context.extracts] + [s.filename for s in context.sources]
+    names = known_names([*(e.text for e in context.extracts), question])
+    sentences = _sentences(body)
+    cites: list[list[str | None]] = [[] for _ in sentences]
+    for c in scan.citations:
+        idx = next((i for i, s in enumerate(sentences) if s.start <= c.start < s.end), None)
+        if idx is None:
+            idx = max((i for i, s in enumerate(sentences) if s.start <= c.start), default=None)
+        if idx is None:
+            continue
+        cites[idx].append(c.filename)
+        before = body[sentences[idx].start : c.start]
+        if idx > 0 and not before.strip(" \t*_([") and sentences[idx - 1].paragraph == sentences[idx].paragraph:
+            cites[idx - 1].append(c.filename)  # « … HT. [x.docx] Il est … »: the citation closes the previous one
+    cited_anywhere = list(dict.fromkeys(c.filename for c in scan.citations if c.filename))
+    cited_paragraphs = {sentences[i].paragraph for i, cs in enumerate(cites) if cs}
+    question_facts = Evidence.of([question]) if question else Evidence(frozenset())
+
+    cache: dict[tuple[str, ...], Evidence] = {}
+
+    def evidence(files: tuple[str, ...] | None) -> Evidence:
+        k = files if files is not None else ("\x00all",)
+        if k not in cache:
+            if files is None:
+                cache[k] = Evidence.of(all_texts)
+            else:
+                cache[k] = Evidence.of([t for f in files for t in _doc_texts(context.extracts, f)])
+        return cache[k]
+
+    found: list[UnsupportedFact] = []
+    seen: set[str] = set()
+    for i, sent in enumerate(sentences):
+        sentence_text = body[sent.start : sent.end]
+        facts = scan_facts(sentence_text, names)
+        if not facts:
+            continue
+        valid = tuple(dict.fromkeys(f for f in cites[i] if f))
+        if cites[i]:
+            files: tuple[str, ...] | None = valid  # () when only invented citations: no evidence
+        elif sent.paragraph in cited_paragraphs:
+            files = None
+        elif cited_anywhere:
+            files = tuple(cited_anywhere)
+        else:
+            files = None
+        ev = evidence(files)
+        negative = _negative(sentence_text)
+        for f in facts:
+            if ev.supports(f):
+                continue
+            if negative and question_facts.supports(f):
+                continue
+            label = " ".join(f.text.split())
+            if f.kind is FactKind.NAME and f.words:
+                missing = [i for i, ks in enumerate(f.keys) if not ks & ev.keys]
+                runs: list[list[int]] = []
+                for i in missing:
+                    if runs and runs[-1][-1] == i - 1:
+                        runs[-1].append(i)
+                    else:
+                        runs.append([i])
+                label = " … ".join(" ".join(f.words[i] for i in r) for r in runs)
+            if label.casefold() in seen:
+                continue
+            seen.add(label.casefold())
+            found.append(UnsupportedFact(label, f.kind, " ".join(text[sent.start : sent.end].split()), files or ()))
+    return tuple(found)
+
+
+__all__ = [
+    "ACRONYMS_ALLOWED",
+    "Evidence",
+    "Fact",
+    "FactKind",
+    "UnsupportedFact",
+    "known_names",
+    "number_values",
+    "scan_facts",
+    "unsupported_facts",
+    "words_value",
+]
