@@ -30,9 +30,12 @@ Users are then added (what Admin Panel → Users → Add User calls) and ask in 
 answer's native source chips (``source`` events), the inline ``[n]``, the source panel with the
 passages and the UNC folder, the same after a reload and in the chat's stored messages; an
 attachment; an account unknown to the directory; then, ancre restarted with a model (a scripted
-Ollama on 127.0.0.1 answering as the model and the judge), citations numbered in chip order,
-« [2] » in the text that links nothing, a three-turn conversation, Stop, Regenerate. Every step is
-checked against ancre's audit log. Screenshots go to the folder the test prints.
+Ollama on 127.0.0.1 answering as the model, the judge and the condense prompt), citations
+numbered in chip order, « [2] » in the text that links nothing, a three-turn conversation whose
+follow-ups are resolved from the earlier user turns, Stop (the model's stream cut and the
+``interrompue`` outcome written at once), Regenerate → « Try Again » and « More Concise ». Every
+step is checked against ancre's audit log (a streamed answer's ``start`` and ``outcome`` lines
+read as one question). Screenshots go to the folder the test prints.
 
 Skips only when not root or when PyPI cannot be reached to install Open WebUI the first time.
 """
@@ -63,6 +66,7 @@ from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL
 
 from ancre.api.staff import ATTACHMENTS_NOTE, EXTRACTIVE_REFUSAL_NOTE
 from ancre.api.tasks import short_title
+from ancre.query.conversation import CONDENSE_PROMPT, INSTRUCTION_TEXT, Instruction
 from ancre.query.prompt import REFUSAL
 
 pytestmark = pytest.mark.slow
@@ -74,8 +78,12 @@ Q_ROCHAT = "Quel est le forfait mensuel du contrat de maintenance de l'étude Ro
 Q_BAUMONT = "Quel est le forfait mensuel du contrat de maintenance de Baumont Industries ?"
 Q_SLOW = "Décris lentement le contrat de maintenance de Baumont Industries"
 Q_SLOW_2 = "Décris lentement les conditions du contrat de maintenance de Baumont Industries"
-SLOW = (Q_SLOW, Q_SLOW_2)
-"""Answered slowly by the scripted model (40 sentences, 0.3 s a piece): the ones Stop is clicked on."""
+"""The two answered slowly by the scripted model (40 sentences, 0.3 s a piece): the ones Stop is clicked on."""
+Q_ROCHAT_DURATION = "Quelle est la durée du contrat de maintenance de l'étude Rochat ?"
+CONDENSED = {"Et pour l'étude Rochat ?": Q_ROCHAT, "Quelle est la durée de ce contrat ?": Q_ROCHAT_DURATION,
+             "Et quelle est sa durée ?": Q_ROCHAT_DURATION}
+"""What the scripted model answers to ancre's condense prompt for the follow-ups asked here (the
+last question made standalone from the earlier ones, naming nothing they did not)."""
 ROCHAT, ROCHAT_2024 = "03_Contrat_Maintenance_Etude_Rochat.docx", "03_Contrat_Maintenance_Etude_Rochat_v2024.docx"
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
 DIRECTION_UNC, CLIENTS_UNC = "\\\\SRV-FICHIERS\\Partage\\DIRECTION\\", "\\\\SRV-FICHIERS\\Partage\\CLIENTS\\"
@@ -122,20 +130,34 @@ def _extract_names(prompt: str) -> list[str]:
     return re.findall(r"^\[([^\]\n]+)\]$", prompt, re.M)
 
 
+SLOW_TEXT = " ".join(f"Point {i} du contrat." for i in range(40)) + f" [{BAUMONT}]"
+"""The slow answer, sent 7 characters at a time, one piece every 0.3 s."""
+STREAMED: dict[str, int] = {}
+"""Question → how many pieces of its answer the scripted model has sent so far."""
+
+
 def _model(req: Request) -> Any:
     """Answers as the answering model (and the judge) would from what ancre shows it: it cites
     only documents of its prompt, the second Rochat copy first (so that numbering follows the
     citations, not the context), quotes « art. 4 [2] », writes slowly when asked « lentement »,
-    and answers a duration only for the contract the question names."""
+    answers a duration only for the contract the question names, keeps to the essential when
+    told to be concise, and makes the follow-ups of :data:`CONDENSED` standalone when ancre's
+    condense prompt asks (any other question it copies, as that prompt says for one that is)."""
     body = req.json
     if body["model"] == JUDGE_MODEL:
         return 200, {"model": JUDGE_MODEL, "message": {"role": "assistant", "content": GROUNDED}, "done": True}
     prompt = body["messages"][-1]["content"]
+    if body["messages"][0]["content"] == CONDENSE_PROMPT:
+        last = prompt.rsplit("Dernière question : ", 1)[-1].split("\n", 1)[0].strip()
+        return 200, {"model": ANSWER_MODEL, "done": True,
+                     "message": {"role": "assistant", "content": CONDENSED.get(last, last)}}
     question = prompt.rsplit("Question : ", 1)[-1].split("\n", 1)[0]
     shown = _extract_names(prompt)
     delay = 0.0
-    if "lentement" in question and BAUMONT in shown:
-        text, delay = " ".join(f"Point {i} du contrat." for i in range(40)) + f" [{BAUMONT}]", 0.3
+    if INSTRUCTION_TEXT[Instruction.CONCISE] in prompt and "Baumont" in question and BAUMONT in shown:
+        text = f"{BAUMONT_FEE} par mois [{BAUMONT}]."
+    elif "lentement" in question and BAUMONT in shown:
+        text, delay = SLOW_TEXT, 0.3
     elif "durée" in question.lower():  # a bare « sa durée » names no contract: an honest model refuses
         text = (f"Le contrat prend effet le 1er janvier 2026 pour une durée de vingt-quatre mois [{ROCHAT}]."
                 if "Rochat" in question and ROCHAT in shown else REFUSAL)
@@ -154,6 +176,7 @@ def _model(req: Request) -> Any:
     def frames() -> Iterator[dict[str, Any]]:
         for i in range(0, len(text), 7):
             time.sleep(delay)
+            STREAMED[question] = i // 7 + 1
             yield {"model": ANSWER_MODEL, "message": {"role": "assistant", "content": text[i : i + 7]}, "done": False}
         yield {"model": ANSWER_MODEL, "message": {"role": "assistant", "content": ""}, "done": True}
 
@@ -183,9 +206,26 @@ class Stack:
     def data(self) -> Path:
         return self.config.parent / "ancre-data"
 
-    def audit(self) -> list[dict[str, Any]]:
+    def audit_lines(self) -> list[dict[str, Any]]:
+        """Every line of ancre's audit log, in order."""
         return [json.loads(line) for f in sorted((self.data / "audit").glob("audit-*.jsonl"))
                 for line in f.read_text("utf-8").splitlines() if line.strip()]
+
+    def audit(self) -> list[dict[str, Any]]:
+        """One record per question, in the order asked (README "Configuration", the audit log):
+        an ``answer`` line as it is; a streamed answer's ``start`` line with its ``outcome`` (same
+        ``id``) laid over it — ``time`` is then the outcome's, ``started`` the start's — and
+        ``done`` false until that outcome is written."""
+        questions: dict[str, dict[str, Any]] = {}
+        for line in self.audit_lines():
+            if line["kind"] == "outcome":
+                question = questions[line["id"]]  # an outcome never comes without its start
+                assert question["kind"] == "start" and not question["done"], (question, line)
+                question.update({k: v for k, v in line.items() if k != "kind"}, done=True)
+            else:
+                assert line["kind"] in ("answer", "start") and line["id"] not in questions, line
+                questions[line["id"]] = {**line, "started": line["time"], "done": line["kind"] == "answer"}
+        return list(questions.values())
 
     def audit_text(self) -> str:
         return "".join(f.read_text("utf-8") for f in sorted((self.data / "audit").glob("audit-*.jsonl")))
@@ -346,13 +386,12 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 def _records(stack: Stack, before: int, wait_for: int = 1, timeout: float = 30,
              question: str | None = None) -> list[dict[str, Any]]:
-    """The audit records written since ``before`` (waiting for at least ``wait_for``): those of
-    ``question``, or of every question but the slow ones Stop was clicked on (whose record, until
-    the model is cancelled on Stop, comes late)."""
+    """The questions audited since the ``before``-th (:meth:`Stack.audit`), once their record is
+    complete, waiting for at least ``wait_for``; only those of ``question`` if given."""
     deadline = time.monotonic() + timeout
     while True:
         records = [r for r in stack.audit()[before:]
-                   if (r["question"] == question if question is not None else r["question"] not in SLOW)]
+                   if r["done"] and (question is None or r["question"] == question)]
         if len(records) >= wait_for or time.monotonic() > deadline:
             return records
         time.sleep(0.3)
@@ -458,7 +497,7 @@ def _check_chips(stack: Stack, user: str, res: dict[str, Any], names: list[str],
     assert all("type" not in s for s in answer["sources"])
     assert answer["sources"][0]["source"]["id"] == f"{folder}{names[0]}"
     record = stack.audit()[-1]
-    assert record["user"] == USERS[user][1] and record["question"] == question["content"].strip()
+    assert record["done"] and record["user"] == USERS[user][1] and record["question"] == question["content"].strip()
     assert set(names) <= {s["filename"] for s in record["sources"]} and record["cited"] == names
     assert record["error"] is None
 
@@ -551,7 +590,9 @@ def test_written_answer_numbers_citations_in_chip_order(stack: Stack) -> None:
 
 
 def test_a_three_turn_conversation(stack: Stack) -> None:
-    """Three turns in one chat: three answers, each with its chips, three audit records in order."""
+    """Three turns in one chat, the second and third follow-ups: each answered from the question
+    made standalone out of the earlier *user* turns Open WebUI sends (« Question traitée »), with
+    its chips; three audit records in order, each with the question as typed and as answered."""
     stack.serve(with_model=True)
     before = len(stack.audit())
     first = stack.browse("alice", action="ask", name="turn-1", question=Q_BAUMONT)
@@ -560,20 +601,29 @@ def test_a_three_turn_conversation(stack: Stack) -> None:
     third = stack.browse("alice", action="ask", name="turn-3", chat_id=chat_id, question="Quelle est la durée de ce contrat ?")
     stack.chats["alice-3"] = chat_id
     assert first["answer"]["inline"] == [BAUMONT] and BAUMONT_FEE in first["answer"]["text"]
+    assert "Question traitée" not in first["answer"]["text"]
     assert ROCHAT in second["answer"]["inline"] and ROCHAT_FEE in second["answer"]["text"], second["answer"]
+    assert BAUMONT not in second["answer"]["inline"] and BAUMONT_FEE not in second["answer"]["text"]
+    assert f"Question traitée : {Q_ROCHAT}" in second["answer"]["text"]
+    for seen in (third["answer"], third["reloaded"]):
+        assert "vingt-quatre mois" in seen["text"] and seen["inline"] == [ROCHAT], seen
+        assert f"Question traitée : {Q_ROCHAT_DURATION}" in seen["text"]
     messages = stack.chat("alice", chat_id)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"] * 3
     assert [s["source"]["name"] for s in messages[1]["sources"]] == [BAUMONT]
+    assert [s["source"]["name"] for s in messages[5]["sources"]] == [ROCHAT]
     records = _records(stack, before, 3)
     assert [r["user"] for r in records] == [USERS["alice"][1]] * 3
-    assert records[0]["question"] == messages[0]["content"].strip() and records[0]["cited"] == [BAUMONT]
-    assert ROCHAT in records[1]["cited"]
-    assert third["reloaded"]["text"]  # answered (how well is the next test's)
+    assert [r["question"] for r in records] == [m["content"].strip() for m in messages[::2]]
+    assert [r["resolved_question"] for r in records] == [None, Q_ROCHAT, Q_ROCHAT_DURATION]
+    by_model = {"method": "modele", "instruction": None}  # the condense prompt, answered by the model
+    assert [r["resolution"] for r in records] == [None, by_model, by_model]
+    assert records[0]["cited"] == [BAUMONT] and ROCHAT in records[1]["cited"] and records[2]["cited"] == [ROCHAT]
+    assert all(r["error"] is None for r in records)
 
 
-@pytest.mark.xfail(strict=False, reason="needs the conversation branch (issue 24): « Quelle est la durée de ce "
-                                        "contrat ? » resolved against the previous turn")
 def test_a_follow_up_is_understood(stack: Stack) -> None:
+    """« Et quelle est sa durée ? » in the chat of the previous test: Rochat's, not Baumont's."""
     stack.serve(with_model=True)
     chat_id = stack.chats.get("alice-3")
     if chat_id is None:
@@ -581,8 +631,9 @@ def test_a_follow_up_is_understood(stack: Stack) -> None:
     before = len(stack.audit())
     res = stack.browse("alice", action="ask", name="follow-up", chat_id=chat_id, question="Et quelle est sa durée ?")
     assert "vingt-quatre mois" in res["answer"]["text"] and res["answer"]["inline"] == [ROCHAT], res["answer"]
+    assert "trente-six mois" not in res["answer"]["text"]
     (record,) = _records(stack, before)
-    assert record["cited"] == [ROCHAT]
+    assert record["cited"] == [ROCHAT] and record["resolved_question"] == Q_ROCHAT_DURATION
 
 
 def test_stop_ends_the_answer_in_open_webui(stack: Stack) -> None:
@@ -594,17 +645,27 @@ def test_stop_ends_the_answer_in_open_webui(stack: Stack) -> None:
     assert text.startswith("Point 0 du contrat.") and "Point 39" not in text, text
 
 
-@pytest.mark.xfail(strict=False, reason="needs the answer-path branch (issue 23): a client disconnect cancels "
-                                        "the model and writes the audit record at once")
 def test_stop_writes_the_audit_record_at_once(stack: Stack) -> None:
+    """Stop in Open WebUI closes its connection to ancre: the model request is cancelled (no
+    more of the answer is asked of it) and the question's outcome, ``interrompue``, is written
+    within seconds, not when the model would have finished (40 pieces × 0.3 s)."""
     stack.serve(with_model=True)
     before = len(stack.audit())
+    asked_before = len(stack.ollama.requests_to("/api/chat"))
     res = stack.browse("alice", action="ask", name="stop-audit", question=Q_SLOW_2, stop_after_chars=60)
     records = _records(stack, before, 1, question=Q_SLOW_2)
-    assert records and records[0]["error"] == "interrompue", records
-    assert records[0]["user"] == USERS["alice"][1]
+    assert records and records[0]["error"] == "interrompue", stack.audit()[before:]
+    assert records[0]["user"] == USERS["alice"][1] and records[0]["verification"] == "non_effectuee"
     written = datetime.fromisoformat(records[0]["time"]).timestamp()
-    assert written - res["stopped_at"] < 5  # at once, not when the model would have finished (~35 s)
+    assert written - res["stopped_at"] < 5, (written, res["stopped_at"])  # at once, not ~35 s later
+    assert records[0]["timings_ms"]["generation"] < 20_000
+    # the model's stream was closed: it sends no more pieces (it would for ~30 s more otherwise)
+    sent = STREAMED[Q_SLOW_2]
+    time.sleep(3)
+    assert STREAMED[Q_SLOW_2] <= sent + 1 and sent < len(SLOW_TEXT) / 7 / 2, (sent, STREAMED[Q_SLOW_2])
+    # and no judge call for an interrupted answer: the answering model was the last one asked
+    asked = [r.json["model"] for r in stack.ollama.requests_to("/api/chat")[asked_before:]]
+    assert asked == [ANSWER_MODEL], asked
 
 
 def test_regenerate_try_again_asks_again(stack: Stack) -> None:
@@ -613,14 +674,23 @@ def test_regenerate_try_again_asks_again(stack: Stack) -> None:
     before = len(stack.audit())
     again = stack.browse("alice", action="ask", name="regenerate-1", chat_id=first["chat_id"], regenerate="Try Again")
     assert again["answer"]["inline"] == [BAUMONT] and BAUMONT_FEE in again["answer"]["text"]
+    assert "Question traitée" not in again["answer"]["text"]  # the question itself, asked again
     (record,) = _records(stack, before)
     assert record["question"] == stack.chat("alice", first["chat_id"])["messages"][0]["content"].strip()
+    assert record["resolved_question"] is None
 
 
-@pytest.mark.xfail(strict=False, reason="needs the conversation branch (issue 24): « More Concise » is an "
-                                        "instruction on the previous answer, not a question")
 def test_regenerate_more_concise_is_an_instruction(stack: Stack) -> None:
+    """« More Concise » (Open WebUI sends its label as a new user turn): the previous question is
+    answered again from the documents, the model told to be concise; the audit says so."""
     stack.serve(with_model=True)
     first = stack.browse("alice", action="ask", name="concise-0", question=Q_BAUMONT)
+    before = len(stack.audit())
     res = stack.browse("alice", action="ask", name="concise-1", chat_id=first["chat_id"], regenerate="More Concise")
-    assert not res["answer"]["text"].startswith(REFUSAL) and BAUMONT_FEE in res["answer"]["text"], res["answer"]
+    text = res["answer"]["text"]
+    assert not text.startswith(REFUSAL) and f"{BAUMONT_FEE} par mois" in text, res["answer"]
+    assert res["answer"]["inline"] == [BAUMONT] and "(réponse plus concise)" in text
+    (record,) = _records(stack, before)
+    assert record["user"] == USERS["alice"][1] and record["resolved_question"] == Q_BAUMONT
+    assert record["resolution"] == {"method": "regeneration", "instruction": "plus_concis"}
+    assert record["cited"] == [BAUMONT]

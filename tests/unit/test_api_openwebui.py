@@ -131,15 +131,20 @@ class Service:
     def __init__(self, result: Answer | Exception, pieces: int = 5) -> None:
         self.result, self.pieces = result, pieces
         self.asked: list[str] = []
+        self.histories: list[list[str] | None] = []
 
-    def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
+    def ask(self, question: str, user: str, *, asked_by: str | None = None,
+            history: list[str] | None = None) -> Answer:
         self.asked.append(question)
+        self.histories.append(history)
         if isinstance(self.result, Exception):
             raise self.result
         return self.result
 
-    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
+    def stream(self, question: str, user: str, *, asked_by: str | None = None,
+               history: list[str] | None = None) -> Iterator[str | Answer]:
         self.asked.append(question)
+        self.histories.append(history)
         if isinstance(self.result, Exception):
             raise self.result
         raw, n = self.result.raw, self.pieces
@@ -312,6 +317,29 @@ def test_an_attachment_is_not_read_not_asked_and_numbering_follows_its_chip() ->
     assert owui_links(text) == [2, 3, 2] and len(events) == 2
     assert whole.startswith(f"{ATTACHMENTS_NOTE}\n\nLe forfait est de CHF 3 840 HT [03_Contrat_Rochat.docx]")
     assert ATTACHMENTS_NOTE.count(".") == 1 and ATTACHMENTS_NOTE.endswith(".")  # one sentence
+
+
+def test_earlier_turns_reach_the_conversation_without_their_attachments() -> None:
+    """A follow-up is resolved from the earlier user turns (issue 24): what Open WebUI put
+    around them — the ``<attached_files>`` block it keeps on every turn with files (native tools),
+    a RAG template — is set aside there too, and earlier answers are never passed on."""
+    attached = ('<attached_files>\n<file type="file" id="f1" name="offre-concurrent.txt"/>\n</attached_files>\n\n'
+                "Quel est le forfait mensuel du contrat de maintenance de Baumont Industries ?")
+    messages = [{"role": "user", "content": attached},
+                {"role": "assistant", "content": "CHF 4 200 HT [1]"},
+                {"role": "user", "content": RAG_0124.replace(Q_ROCHAT, "Et pour Rochat ?")},
+                {"role": "assistant", "content": "CHF 3 840 HT [2]"},
+                {"role": "user", "content": RAG_0124}]
+    svc = Service(answer())
+    with client(svc) as c:
+        for stream in (True, False):
+            post(c, None, stream=stream, messages=messages)
+    assert svc.asked == [Q_ROCHAT, Q_ROCHAT]
+    assert svc.histories == [["Quel est le forfait mensuel du contrat de maintenance de Baumont Industries ?",
+                              "Et pour Rochat ?"]] * 2
+    with client(svc) as c:  # a question asked alone: no conversation at all
+        post(c, RAG_0124, stream=True)
+    assert svc.histories[-1] is None
 
 
 def test_a_pasted_document_over_the_limit_is_a_french_message() -> None:
