@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 from support.corpus import CORPUS, copy_corpus, write_config
 from support.httpserver import Request, ScriptedServer
 from support.providers import DownProvider, OddProvider
-from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL, NOT_GROUNDED, chats, script, user_part
+from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL, chats, script, user_part
 
 from ancre.acl.directory import FileDirectory
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
