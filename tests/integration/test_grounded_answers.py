@@ -313,11 +313,12 @@ def test_no_chunk_refuses_without_calling_the_model(corpus: Synced, srv: Scripte
     else:
         *pieces, ans = list(svc.stream(Q_BAUMONT, "AXONIX\\mallory"))
         assert pieces == [REFUSAL]
-    assert ans.reponse == REFUSAL and ans.controles == (CONTROL_NO_CHUNK,) and ans.sources == ()
+    # mallory is unknown to the directory: no chunk, and said so (the API tells him, not « not in the documents »)
+    assert ans.reponse == REFUSAL and ans.controles == (CONTROL_NO_CHUNK, "utilisateur_inconnu") and ans.sources == ()
     assert srv.requests_to("/api/chat") == []
     line = only_audit(tmp_path)
     check_audit(line, ans, "AXONIX\\mallory", Q_BAUMONT)
-    assert line["sources"] == [] and line["controls"] == [CONTROL_NO_CHUNK]
+    assert line["sources"] == [] and line["controls"] == [CONTROL_NO_CHUNK, "utilisateur_inconnu"]
 
 
 def test_directory_failure_fails_closed(corpus: Synced, srv: ScriptedServer, tmp_path: Path) -> None:
