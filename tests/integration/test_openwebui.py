@@ -148,7 +148,8 @@ def _model(req: Request) -> Any:
         return 200, {"model": JUDGE_MODEL, "message": {"role": "assistant", "content": GROUNDED}, "done": True}
     prompt = body["messages"][-1]["content"]
     if body["messages"][0]["content"] == CONDENSE_PROMPT:
-        last = prompt.rsplit("Dernière question : ", 1)[-1].split("\n", 1)[0].strip()
+        # Open WebUI's chat input types a typographic apostrophe (« l’étude »)
+        last = prompt.rsplit("Dernière question : ", 1)[-1].split("\n", 1)[0].strip().replace("’", "'")
         return 200, {"model": ANSWER_MODEL, "done": True,
                      "message": {"role": "assistant", "content": CONDENSED.get(last, last)}}
     question = prompt.rsplit("Question : ", 1)[-1].split("\n", 1)[0]
@@ -434,7 +435,7 @@ def test_each_user_gets_their_own_answer_through_open_webui(stack: Stack, stream
     alice = _ask(stack, "alice", stream)
     if stream:
         alice, events = _streamed_text(alice)
-        assert "[1]" in alice and ROCHAT not in alice and "Sources :" not in alice, alice
+        assert "[1]" in alice and f"[{ROCHAT}]" not in alice and "Sources :" not in alice, alice  # numbered
         assert [e["data"]["source"]["name"] for e in events] == [ROCHAT, ROCHAT_2024]
         assert events[0]["data"]["source"]["id"] == f"{DIRECTION_UNC}{ROCHAT}"
     else:
