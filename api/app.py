@@ -5,12 +5,16 @@ A thin layer over the query core (:class:`~ancre.query.core.QueryCore`, or any
 (``/v1``), :mod:`ancre.api.query_route` (``/query``), :mod:`ancre.api.health` (``/health``,
 ``/metrics``), :mod:`ancre.api.service` (the service protocol, authentication dependencies),
 :mod:`ancre.api.errors`, :mod:`ancre.api.render` (answers written out),
-:mod:`ancre.api.middleware` (metrics, body limits).
+:mod:`ancre.api.middleware` (metrics, body limits); for Open WebUI :mod:`ancre.api.delivery`
+(what staff read), :mod:`ancre.api.native_sources` (its source events and ``[n]`` citations),
+:mod:`ancre.api.attachments` (its RAG template set aside), :mod:`ancre.api.staff` (French
+messages).
 
 ``GET /v1/models``, ``POST /v1/chat/completions``
     OpenAI-compatible routes for Open WebUI: see :mod:`ancre.api.chat` (the last user message
-    only, the answer always returned with its sources block, the verdict in headers and an
-    ``ancre`` object, Open WebUI's side requests answered without retrieval).
+    only, the answer always returned with its sources — native events when streamed, else a
+    Markdown block —, the verdict in headers and an ``ancre`` object, Open WebUI's side requests
+    answered without retrieval).
 ``POST /query`` ``{"question"}``
     200 ``{reponse, sources, ancree, controles, verification, extractive}`` when the answer is
     grounded (``ancree: true``, refusals included) or not established (``ancree: null``,
@@ -50,6 +54,7 @@ from ancre.api.query_route import query_router
 from ancre.api.questions import check_question, last_user_question
 from ancre.api.render import WARNING_UNGROUNDED, sources_block, verdict_headers, verdict_out
 from ancre.api.service import ApiContext, QueryService, Readiness, auth_dependencies
+from ancre.api.staff import StaffMessages
 from ancre.config import Settings
 
 
@@ -83,6 +88,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.metrics = ctx.metrics
+    app.state.staff = StaffMessages(settings.api.support_contact)  # French errors on the chat route
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes, timeout_s=settings.api.body_timeout_s)
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
     auth = auth_dependencies(ctx)

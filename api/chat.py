@@ -7,10 +7,13 @@
     OpenAI schema, non-streamed or ``stream: true`` (server-sent events ending with
     ``data: [DONE]``). The question is the **last user message**; the earlier *user* messages are
     passed as the conversation a follow-up is resolved from (:mod:`ancre.query.conversation`),
-    earlier answers never: they neither widen retrieval nor reach the model. The text is the model's answer as written (``Answer.raw``)
-    followed by the sources block (:func:`~ancre.api.render.sources_block`) — the same in both
-    modes. The verdict goes to the ``x-ancre-ancree`` / ``x-ancre-verification`` headers and an
-    ``ancre`` object in the body (non-streamed), or to an ``ancre`` object on the last SSE chunk.
+    earlier answers never: they neither widen retrieval nor reach the model. What Open WebUI wraps
+    around a message (an attached file, knowledge) is set aside (:mod:`ancre.api.attachments`).
+    The text is the model's answer as written (``Answer.raw``) with its sources — as Open WebUI
+    ``source`` events with ``[n]`` citations when streamed (``api.citations = "native"``), else as
+    a Markdown block — and the notes staff need (:mod:`ancre.api.delivery`). The verdict goes to
+    the ``x-ancre-ancree`` / ``x-ancre-verification`` headers and an ``ancre`` object in the body
+    (non-streamed), or to an ``ancre`` object on the last SSE chunk.
     A request carrying a non-empty ``api.task_header`` (Open WebUI's side requests) is answered
     at once without retrieval, model call or audit record (:mod:`ancre.api.tasks`).
 
@@ -34,13 +37,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from ancre.api.attachments import user_turn
+from ancre.api.delivery import Delivery, StreamWriter
 from ancre.api.errors import ERROR_RESPONSES, ApiError, stream_error
 from ancre.api.identity import Identity
 from ancre.api.middleware import ApiMetrics
-from ancre.api.questions import earlier_user_questions, last_user_question
-from ancre.api.render import sources_block, verdict_headers, verdict_out
+from ancre.api.render import verdict_headers, verdict_out
 from ancre.api.schemas import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelList
 from ancre.api.service import ApiContext, AuthDependencies
+from ancre.api.staff import StaffMessages
 from ancre.api.streaming import CancellableStream
 from ancre.api.tasks import task_label, task_reply
 from ancre.query.answer import Answer, AnswerStream
@@ -55,6 +60,7 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
     """``/v1/models`` and ``/v1/chat/completions`` over ``ctx``."""
     router = APIRouter()
     cfg = ctx.settings.api
+    staff = StaffMessages(cfg.support_contact)
 
     @router.get("/v1/models", response_model=ModelList, responses={401: ERROR_RESPONSES[401]},
                 dependencies=[Depends(auth.require_key)])
@@ -77,29 +83,32 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
             ctx.metrics.tasks.labels(label).inc()
             log.info("Open WebUI side request %s answered without retrieval", label)
             return _task_response(task_reply(task, body.messages), body.stream, cid, created, cfg.model_id)
-        question = last_user_question(body.messages, cfg.max_question_chars)
-        history = earlier_user_questions(body.messages)  # user turns only: an earlier answer is no evidence
-        extra = {"history": history} if history else {}
+        turn = user_turn(body.messages, cfg.max_question_chars)
+        # user turns only: an earlier answer is no evidence
+        extra = {"history": list(turn.history)} if turn.history else {}
         ctx.require_ready()
+        delivery = Delivery(turn, bool(body.stream) and cfg.citations == "native", identity.email, staff)
         if body.stream:
-            gen = ctx.service.stream(question, identity.user, asked_by=identity.header, **extra)
+            gen = ctx.service.stream(turn.question, identity.user, asked_by=identity.header, **extra)
             return CancellableStream(
-                _sse(gen, cid, created, cfg.model_id, ctx.metrics), media_type="text/event-stream",
+                _sse(gen, cid, created, cfg.model_id, ctx.metrics, delivery.writer(), staff),
+                media_type="text/event-stream",
                 cancel=gen.cancel if isinstance(gen, AnswerStream) else lambda: None,
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        answer = ctx.service.ask(question, identity.user, asked_by=identity.header, **extra)
+        answer = ctx.service.ask(turn.question, identity.user, asked_by=identity.header, **extra)
         ctx.metrics.answer("chat", answer)
-        return JSONResponse(_completion(cid, created, cfg.model_id, answer), headers=verdict_headers(answer))
+        return JSONResponse(_completion(cid, created, cfg.model_id, answer, delivery.complete(answer)),
+                            headers=verdict_headers(answer))
 
     return router
 
 
-def _completion(cid: str, created: int, model: str, answer: Answer) -> dict[str, Any]:
-    """A non-streamed chat completion carrying ``answer`` and its ``ancre`` verdict."""
+def _completion(cid: str, created: int, model: str, answer: Answer, text: str) -> dict[str, Any]:
+    """A non-streamed chat completion carrying ``text`` (``answer`` written out) and the ``ancre`` verdict."""
     return {
         "id": cid, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.raw + sources_block(answer)},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                      "finish_reason": "stop", "logprobs": None}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         "ancre": verdict_out(answer),
@@ -132,8 +141,17 @@ def _task_response(text: str, stream: bool, cid: str, created: int, model: str) 
     })
 
 
-def _sse(rest: Iterator[str | Answer], cid: str, created: int, model: str, metrics: ApiMetrics) -> Iterator[bytes]:
-    """The SSE body: a role chunk, the raw pieces, the sources block, a last chunk with
+def _event_chunk(cid: str, created: int, model: str, event: dict[str, Any]) -> bytes:
+    """A chunk carrying an Open WebUI ``event`` and no choice (as a usage chunk has none)."""
+    obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
+           "event": event}
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+
+
+def _sse(rest: Iterator[str | Answer], cid: str, created: int, model: str, metrics: ApiMetrics,
+         writer: StreamWriter, staff: StaffMessages) -> Iterator[bytes]:
+    """The SSE body: a role chunk, the text as ``writer`` writes the raw pieces, then its end
+    (footer), one chunk per Open WebUI ``source`` event, a last chunk with
     ``finish_reason: "stop"`` and the ``ancre`` verdict, then ``data: [DONE]``. Nothing is
     yielded before the answer's first piece: a failure until then is raised (answered with its
     status); a failure after the headers went out becomes an ``{"error": …}`` event (OpenAI's
@@ -145,19 +163,25 @@ def _sse(rest: Iterator[str | Answer], cid: str, created: int, model: str, metri
         while True:
             if isinstance(item, Answer):
                 metrics.answer("chat", item)
-                block = sources_block(item)
-                if block:
-                    yield _chunk(cid, created, model, {"content": block})
+                text, events = writer.end(item)
+                if text:
+                    yield _chunk(cid, created, model, {"content": text})
+                for event in events:
+                    yield _event_chunk(cid, created, model, event)
                 yield _chunk(cid, created, model, {}, "stop", {"ancre": verdict_out(item)})
                 break
-            if item:
-                yield _chunk(cid, created, model, {"content": item})
+            text = writer.text(item) if item else ""
+            if text:
+                yield _chunk(cid, created, model, {"content": text})
             try:
                 item = next(rest)
             except StopIteration:
+                tail = writer.abandon()
+                if tail:
+                    yield _chunk(cid, created, model, {"content": tail})
                 break
     except Exception as e:  # noqa: BLE001 - the status line is gone: report in the stream
-        yield f"data: {json.dumps(stream_error(cid, e))}\n\n".encode()
+        yield f"data: {json.dumps(stream_error(cid, e, staff), ensure_ascii=False)}\n\n".encode()
     finally:
         close = getattr(rest, "close", None)
         if close is not None:

@@ -2,7 +2,9 @@
 (README "API"): :class:`ApiError` raised by the routes, and the exception handlers that map
 every other failure to a status — 401 identity, 422 bad body (the message names the field), 503
 directory / audit log / index unavailable (fail closed), 502 answering model, a bland 500 for
-anything else (logged server-side). No message carries a stack trace or document text."""
+anything else (logged server-side). No message carries a stack trace or document text. On the
+chat route staff reach through Open WebUI (``/v1/chat/completions``) the ``message`` is the French
+one of :mod:`ancre.api.staff` for the same ``code`` (the English detail goes to the log)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ancre.api.identity import AuthError
 from ancre.api.schemas import INVALID_TEXT, ErrorResponse
+from ancre.api.staff import STAFF_PATHS, StaffMessages
 from ancre.errors import AncreError, AuditError, DirectoryError, EmbedderError, StoreError
 from ancre.query.llm import LlmError, ModelCallAborted
 
@@ -32,11 +35,28 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 class ApiError(AncreError):
-    """An error answered as ``status`` with OpenAI's error shape."""
+    """An error answered as ``status`` with OpenAI's error shape. ``staff``: the French message
+    staff read instead of ``message`` on the chat route, when the one for ``code``
+    (:class:`~ancre.api.staff.StaffMessages`) is not precise enough."""
 
-    def __init__(self, status: int, code: str, message: str, *, param: str | None = None, type: str = "invalid_request_error") -> None:
+    def __init__(self, status: int, code: str, message: str, *, param: str | None = None, type: str = "invalid_request_error",
+                 staff: str | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.param, self.type = status, code, message, param, type
+        self.staff = staff
+
+
+def staff_message(scope_or_request: Any, code: str | None, message: str, french: str | None = None) -> str:
+    """``message``, or on a route staff read through Open WebUI (:data:`~ancre.api.staff.STAFF_PATHS`)
+    ``french`` or else the French message for ``code`` (:class:`~ancre.api.staff.StaffMessages`,
+    kept on ``app.state.staff`` by :func:`~ancre.api.app.create_app`). ``scope_or_request``: a
+    Starlette request or an ASGI scope."""
+    scope = scope_or_request.scope if isinstance(scope_or_request, Request) else scope_or_request
+    app = scope.get("app")
+    staff = getattr(getattr(app, "state", None), "staff", None)
+    if not isinstance(staff, StaffMessages) or scope.get("path") not in STAFF_PATHS:
+        return message
+    return french or staff.error(code)
 
 
 def error_body(message: str, type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
@@ -63,12 +83,13 @@ def param_name(loc: Sequence[Any]) -> str:
 
 
 async def _api_error(request: Request, e: ApiError) -> JSONResponse:
-    return error_response(e.status, e.message, e.type, e.code, e.param)
+    return error_response(e.status, staff_message(request, e.code, e.message, e.staff), e.type, e.code, e.param)
 
 
 async def _auth_error(request: Request, e: AuthError) -> JSONResponse:
-    log.info("refused %s %s: %s", request.method, request.url.path, e.code)
-    return error_response(401, str(e), "invalid_request_error", e.code, headers={"WWW-Authenticate": "Bearer"})
+    log.info("refused %s %s: %s (%s)", request.method, request.url.path, e.code, e)
+    return error_response(401, staff_message(request, e.code, str(e)), "invalid_request_error", e.code,
+                          headers={"WWW-Authenticate": "Bearer"})
 
 
 async def _validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
@@ -76,10 +97,14 @@ async def _validation_error(request: Request, e: RequestValidationError) -> JSON
     first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
     if first.get("type") == INVALID_TEXT:  # the message already names the field
         param = str(first.get("ctx", {}).get("param", "body"))
-        return error_response(422, str(first.get("msg")), "invalid_request_error", "invalid_value", param)
+        return error_response(422, staff_message(request, "invalid_value", str(first.get("msg"))), "invalid_request_error",
+                              "invalid_value", param)
     param = "body" if first.get("type") == "json_invalid" else param_name(first.get("loc", ()))
     more = f" (and {len(errs) - 1} more error(s))" if len(errs) > 1 else ""
-    return error_response(422, f"{param}: {first.get('msg', 'invalid value')}{more}", "invalid_request_error",
+    message = f"{param}: {first.get('msg', 'invalid value')}{more}"
+    if staff_message(request, "invalid_value", message) != message:
+        log.info("refused %s %s: %s", request.method, request.url.path, message)
+    return error_response(422, staff_message(request, "invalid_value", message), "invalid_request_error",
                           "invalid_value", param)
 
 
@@ -87,8 +112,8 @@ async def _http_error(request: Request, e: StarletteHTTPException) -> JSONRespon
     if e.status_code == 400 and e.detail == _FASTAPI_BODY_ERROR:
         # FastAPI's answer to a body json.loads() cannot decode (not UTF-8, nested too deep):
         # a bad body, 422 like every other one (README, OpenAPI)
-        return error_response(422, "body: the request body is not JSON in UTF-8 (RFC 8259)", "invalid_request_error",
-                              "invalid_value", "body")
+        return error_response(422, staff_message(request, "invalid_value", "body: the request body is not JSON in UTF-8 (RFC 8259)"),
+                              "invalid_request_error", "invalid_value", "body")
     code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
     return error_response(e.status_code, str(e.detail), "invalid_request_error", code, headers=getattr(e, "headers", None))
 
@@ -96,13 +121,14 @@ async def _http_error(request: Request, e: StarletteHTTPException) -> JSONRespon
 def _unavailable(status: int, code: str, message: str) -> Callable[[Request, Exception], Any]:
     async def handler(request: Request, e: Exception) -> JSONResponse:
         log.warning("%s %s: %s: %s", request.method, request.url.path, code, e)
-        return error_response(status, message, "server_error", code)
+        return error_response(status, staff_message(request, code, message), "server_error", code)
     return handler
 
 
 async def _internal_error(request: Request, e: Exception) -> JSONResponse:
     log.error("%s %s: internal error", request.method, request.url.path, exc_info=e)
-    return error_response(500, "internal error (see the server log)", "server_error", "internal_error")
+    return error_response(500, staff_message(request, "internal_error", "internal error (see the server log)"),
+                          "server_error", "internal_error")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -122,20 +148,24 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _internal_error)
 
 
-def stream_error(cid: str, e: Exception) -> dict[str, Any]:
+def stream_error(cid: str, e: Exception, staff: StaffMessages | None = None) -> dict[str, Any]:
     """The ``{"error": …}`` event sent when a streamed answer fails after its headers went out
-    (OpenAI's SDKs raise on it); ``cid``: the completion id, for the log."""
+    (OpenAI's SDKs raise on it); ``cid``: the completion id, for the log; ``staff``: the French
+    messages to send instead of the English ones (the chat route)."""
     if isinstance(e, ModelCallAborted):  # the client left: nobody reads this event
         log.info("stream %s: the client disconnected; the answer was stopped", cid)
-        return error_body("the answer was stopped", "server_error", "interrupted")
-    if isinstance(e, LlmError):
+        code, message = "interrupted", "the answer was stopped"
+    elif isinstance(e, LlmError):
         log.warning("stream %s: the answering model failed: %s", cid, e)
-        return error_body("the answering model failed", "server_error", "model_unavailable")
-    if isinstance(e, AuditError):
+        code, message = "model_unavailable", "the answering model failed"
+    elif isinstance(e, AuditError):
         log.warning("stream %s: audit log unavailable: %s", cid, e)
-        return error_body("the audit log cannot be written: the answer is withheld", "server_error", "audit_unavailable")
-    log.error("stream %s: internal error", cid, exc_info=e)
-    return error_body("internal error (see the server log)", "server_error", "internal_error")
+        code, message = "audit_unavailable", "the audit log cannot be written: the answer is withheld"
+    else:
+        log.error("stream %s: internal error", cid, exc_info=e)
+        code, message = "internal_error", "internal error (see the server log)"
+    return error_body(staff.error(code) if staff is not None else message, "server_error", code)
 
 
-__all__ = ["ERROR_RESPONSES", "ApiError", "error_body", "error_response", "install_error_handlers", "param_name", "stream_error"]
+__all__ = ["ERROR_RESPONSES", "ApiError", "error_body", "error_response", "install_error_handlers", "param_name",
+           "staff_message", "stream_error"]

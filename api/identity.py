@@ -125,6 +125,29 @@ class Secrets:
         return cls(key, secret or None, jwt_secret.strip() if jwt_secret else None)
 
 
+def secret_fingerprint(secret: str) -> str:
+    """The first 8 hex digits of the SHA-256 of ``secret`` (UTF-8): what
+    ``printf %s "$SECRET" | sha256sum | cut -c1-8`` prints, to compare two hosts' secrets
+    without showing them."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()[:8]
+
+
+def identity_mode(cfg: ApiConfig, secrets: Secrets, *, fingerprint: bool = False) -> str:
+    """One line saying how the API takes the user: from Open WebUI's signed JWT (where its secret
+    comes from, its length in bytes and, with ``fingerprint``, :func:`secret_fingerprint`), or
+    from the plain e-mail header (with or without the identity signature)."""
+    if secrets.user_jwt_secret is not None:
+        where = f"${cfg.user_jwt_secret_env}" if cfg.user_jwt_secret_env else "api.user_jwt_secret"
+        fp = f", sha256 {secret_fingerprint(secrets.user_jwt_secret)}" if fingerprint else ""
+        return (f"user JWT secret from {where}: {len(secrets.user_jwt_secret.encode())} bytes{fp}; the user is read "
+                f"from Open WebUI's signed {cfg.user_jwt_header} only")
+    if secrets.signing_secret is not None:
+        return (f"no user JWT secret; the user is read from {cfg.user_email_header}, signed with "
+                f"{cfg.signature_header}")
+    return (f"no user JWT secret (api.user_jwt_secret_env not set): the user is read from the plain "
+            f"{cfg.user_email_header} header, so whoever holds the service key can name any user")
+
+
 def _header_text(value: str) -> str:
     """A header value as text: ASGI servers decode header bytes as Latin-1; UTF-8 senders are
     re-decoded. Raises :class:`AuthError` on bytes that are not UTF-8."""
@@ -325,5 +348,7 @@ __all__ = [
     "check_signature",
     "check_user_jwt",
     "directory_user",
+    "identity_mode",
+    "secret_fingerprint",
     "signature",
 ]

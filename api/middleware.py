@@ -10,7 +10,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ancre.api.errors import error_response
+from ancre.api.errors import error_response, staff_message
 from ancre.query.answer import Answer
 
 log = logging.getLogger("ancre.api")
@@ -73,11 +73,10 @@ class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:
         self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
 
-    def _too_large(self) -> ASGIApp:
-        return error_response(
-            413, f"request body larger than {self.max_bytes} bytes (api.max_body_bytes)", "invalid_request_error",
-            "request_too_large",
-        )
+    def _too_large(self, scope: Scope) -> ASGIApp:
+        message = f"request body larger than {self.max_bytes} bytes (api.max_body_bytes)"
+        return error_response(413, staff_message(scope, "body_too_large", message), "invalid_request_error",
+                              "request_too_large")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,7 +90,7 @@ class BodyLimitMiddleware:
                 await error_response(400, "invalid Content-Length", "invalid_request_error", "bad_request")(scope, receive, send)
                 return
             if n > self.max_bytes:
-                await self._too_large()(scope, receive, send)
+                await self._too_large(scope)(scope, receive, send)
                 return
         body = await self._read_body(scope, receive, send)
         if body is None:
@@ -117,8 +116,9 @@ class BodyLimitMiddleware:
             except asyncio.TimeoutError:
                 log.info("%s %s: request body not received within %g s (api.body_timeout_s): 408",
                          scope.get("method"), scope.get("path"), self.timeout_s)
+                message = f"request body not received within {self.timeout_s:g} s (api.body_timeout_s)"
                 await error_response(
-                    408, f"request body not received within {self.timeout_s:g} s (api.body_timeout_s)",
+                    408, staff_message(scope, "request_timeout", message),
                     "invalid_request_error", "request_timeout", headers={"Connection": "close"},
                 )(scope, receive, send)
                 return None
@@ -126,7 +126,7 @@ class BodyLimitMiddleware:
                 return None
             body += message.get("body", b"")
             if len(body) > self.max_bytes:
-                await self._too_large()(scope, receive, send)
+                await self._too_large(scope)(scope, receive, send)
                 return None
             if not message.get("more_body", False):
                 return body

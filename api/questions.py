@@ -13,12 +13,15 @@ def check_question(text: str, max_chars: int, param: str) -> str:
     ``max_chars`` characters."""
     text = text.strip()
     if not text:
-        raise ApiError(422, "invalid_value", f"{param}: the question is empty", param=param)
+        raise ApiError(422, "invalid_value", f"{param}: the question is empty", param=param,
+                       staff="Votre message ne contient pas de question : écrivez votre question.")
     if len(text) > max_chars:
         raise ApiError(
             422, "question_too_long",
             f"{param}: the question is {len(text)} characters long; the limit is {max_chars} (api.max_question_chars)",
             param=param,
+            staff=f"Votre question fait {len(text)} caractères ; ancre en accepte au plus {max_chars}. Raccourcissez-la "
+                  "(ancre ne lit pas les documents collés ou joints : posez seulement votre question).",
         )
     return text
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ancre.query.answer import Answer, unverified_note
 from ancre.query.enrich import format_location
+from ancre.query.links import neutralise
 from ancre.query.versions import version_note
 
 WARNING_UNGROUNDED = (
@@ -43,7 +44,8 @@ def unsupported_note(answer: Answer) -> str:
         return ""
     names = ", ".join(f"« {f.text} »" for f in answer.facts[:8])
     more = f" (et {len(answer.facts) - 8} autres)" if len(answer.facts) > 8 else ""
-    return f" Non retrouvé dans les extraits cités : {names}{more}."
+    # a fact is the model's text as written: an address in it is shown as text, like the answer's
+    return neutralise(f" Non retrouvé dans les extraits cités : {names}{more}.", "").text
 
 
 def sources_out(answer: Answer) -> list[dict[str, str]]:
@@ -81,19 +83,20 @@ def verdict_headers(answer: Answer) -> dict[str, str]:
     }
 
 
-def sources_block(answer: Answer) -> str:
+def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
     """What follows the answer's text on ``/v1``: « Question traitée : … » for a resolved
     follow-up, a Markdown « Sources » list, one line per document (file name, then its folder as a
     code span / its URL as an autolink), a note on versions of one document among the sources
     (which looks current and why) when the answer is not extractive (the extractive text has it),
     a warning line when the answer is not grounded — naming the facts found in no cited extract —
     and one when documents were left out because their rights could not be checked live. ``""``
-    for a refusal (no source, grounded) otherwise."""
+    for a refusal (no source, grounded) otherwise. ``with_sources=False``: all but the « Sources »
+    list (the sources go as native events, :mod:`ancre.api.native_sources`)."""
     parts: list[str] = []
     shown = answer.resolution.shown() if answer.resolution is not None else ""
     if shown:
         parts.append(f"*{shown}*")
-    if answer.sources:
+    if answer.sources and with_sources:
         lines = [f"- {s.filename} — {format_location(s.location)}" if s.location else f"- {s.filename}"
                  for s in answer.sources]
         parts.append("**Sources :**\n" + "\n".join(lines))

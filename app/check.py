@@ -165,6 +165,26 @@ def check_store(rt: Runtime) -> CheckResult:
         return CheckResult("store", False, f"{cfg.kind}: {e}", "check [store] (url, api_key) and data_dir")
 
 
+def check_api(settings: Settings) -> CheckResult:
+    """The API's secrets as ``ancre api`` / ``ancre serve`` will read them: the service key (its
+    variable and length) and how users are identified — with a user JWT secret, its variable,
+    its length in bytes and a SHA-256 fingerprint to compare with Open WebUI's
+    ``FORWARD_USER_INFO_HEADER_JWT_SECRET`` (:func:`~ancre.api.identity.identity_mode`). No
+    service key configured at all is reported, not failed (the API is not used). Never raises."""
+    from ancre.api.identity import Secrets, identity_mode
+
+    cfg = settings.api
+    if cfg.api_key is None and not cfg.api_key_env:
+        return CheckResult("api", True, "no service key configured (api.api_key_env): `ancre api` and `ancre serve` will not start")
+    try:
+        secrets = Secrets.from_config(cfg)
+    except ConfigError as e:
+        return CheckResult("api", False, str(e), "set the variable in the service's environment (/etc/ancre/ancre.env) or fix [api]")
+    where = f"${cfg.api_key_env}" if cfg.api_key_env else "api.api_key"
+    return CheckResult("api", True, f"service key from {where} ({len(secrets.api_key)} characters); "
+                                    f"{identity_mode(cfg, secrets, fingerprint=True)}")
+
+
 def _ping(client: object) -> str:
     from ancre.query.llm import ChatClient
     from ancre.query.prompt import ChatMessage
@@ -210,7 +230,8 @@ def check_models(rt: Runtime) -> list[CheckResult]:
 
 
 def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Every check, in order: directory, each source, embedder, store, answering model, judge.
+    """Every check, in order: the API's secrets, directory, each source, embedder, store,
+    answering model, judge.
     ``on_result`` is called as each result is known (for printing as they come)."""
     results: list[CheckResult] = []
 
@@ -219,6 +240,7 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
         if on_result is not None:
             on_result(r)
 
+    add(check_api(rt.settings))
     add(check_directory(rt, user))
     if not rt.settings.sources:
         add(CheckResult("sources", False, "no source configured", "add a [[sources]] section"))
@@ -235,4 +257,4 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
     return results
 
 
-__all__ = ["CheckResult", "check_directory", "check_embedder", "check_models", "check_source", "check_store", "directory_configured", "run_checks"]
+__all__ = ["CheckResult", "check_api", "check_directory", "check_embedder", "check_models", "check_source", "check_store", "directory_configured", "run_checks"]

@@ -30,6 +30,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ancre.api.identity import Secrets, identity_mode
 from ancre.settings.api import ApiConfig
 from ancre.config import Settings
 
@@ -211,6 +212,7 @@ def _listen(app: FastAPI, settings: Settings, host: str | None, port: int | None
     server = ApiServer(app, host or settings.api.host, settings.api.port if port is None else port, settings.api).start()
     log.info("API listening on %s/v1 (model %s)", server.url, settings.api.model_id,
              extra={"host": server.host, "port": server.port})
+    log.info("API identity: %s", identity_mode(settings.api, Secrets.from_config(settings.api)))
     return server
 
 

@@ -97,6 +97,9 @@ ERROR_MODEL = "erreur_modele"
 """Audit ``error`` when the answering model failed (the error itself is raised to the caller)."""
 ERROR_INTERRUPTED = "interrompue"
 """Audit ``error`` when a streamed answer was abandoned by its consumer before the end."""
+CONTROL_UNKNOWN_USER = "utilisateur_inconnu"
+"""Control that fires when no principal provider knows the user (no principal: nothing is
+readable, the answer is the refusal): the user is told so, not that the documents are silent."""
 CONTROL_RIGHTS_UNVERIFIED = "droits_non_verifies"
 """Control that fires when documents were left out because their rights could not be checked
 live (their source unreachable): the answer rests on the others only. It does not change
@@ -106,12 +109,15 @@ live (their source unreachable): the answer rests on the others only. It does no
 @dataclass(frozen=True)
 class AnswerSource:
     """A document shown with the answer: file name, folder (UNC ``\\\\SRV\\Partage\\Dossier\\`` or
-    SharePoint URL), path relative to its source, document id."""
+    SharePoint URL), path relative to its source, document id, and ``passages``: the texts of
+    its extracts that were put before the model (or quoted), in reading order — what the
+    answer rests on (Open WebUI shows them in its source panel)."""
 
     filename: str
     location: str
     path: str
     doc_id: str
+    passages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -202,8 +208,9 @@ def _nfc(s: str) -> str:
     return unicodedata.normalize("NFC", s)
 
 
-def _as_source(s: Source) -> AnswerSource:
-    return AnswerSource(s.filename, s.location, s.path, s.doc_id)
+def _as_source(s: Source, context: Context) -> AnswerSource:
+    passages = tuple(e.text for e in context.extracts if (e.collection, e.doc_id) == (s.collection, s.doc_id))
+    return AnswerSource(s.filename, s.location, s.path, s.doc_id, passages)
 
 
 def shown_sources(verdict: Verdict, context: Context) -> tuple[AnswerSource, ...]:
@@ -212,7 +219,7 @@ def shown_sources(verdict: Verdict, context: Context) -> tuple[AnswerSource, ...
         return ()
     by_name = {_nfc(s.filename): s for s in context.sources}
     cited = [by_name[n] for n in verdict.cited if n in by_name]
-    return tuple(_as_source(s) for s in (cited or context.sources))
+    return tuple(_as_source(s, context) for s in (cited or context.sources))
 
 
 class AnswerService:
@@ -346,7 +353,8 @@ class AnswerService:
             verdict = ground(prep.question, written, prep.context, self.judge, extractive=extractive)
         prep.timings["grounding"] = _ms(t)
         extra = ((CONTROL_LINK_NEUTRALISED,) if neutralised else ()) + (
-            (CONTROL_RIGHTS_UNVERIFIED,) if unverified(prep.rights) else ())
+            (CONTROL_RIGHTS_UNVERIFIED,) if unverified(prep.rights) else ()) + (
+            (CONTROL_UNKNOWN_USER,) if not prep.principals else ())
         return replace(verdict, controls=(*verdict.controls, *extra)) if extra else verdict
 
     def _finish(self, prep: _Prepared, written: str, delivered: str, extractive: bool,
@@ -461,9 +469,8 @@ class AnswerService:
         abort = Abort()
         return AnswerStream(self._stream(question, user, identity, history, abort), abort)
 
-    def _stream(
-        self, question: str, user: str, identity: str | None, history: Sequence[str] | None, abort: Abort
-    ) -> Iterator[str | Answer]:
+    def _stream(self, question: str, user: str, identity: str | None, history: Sequence[str] | None,
+                abort: Abort) -> Iterator[str | Answer]:
         prep = self._prepare(question, user, identity, history)
         if abort.cancelled:  # the client left during retrieval: nothing was shown
             self._failed(prep, ERROR_INTERRUPTED)
@@ -568,6 +575,7 @@ class AnswerStream(Iterator["str | Answer"]):
 
 __all__ = [
     "CONTROL_RIGHTS_UNVERIFIED",
+    "CONTROL_UNKNOWN_USER",
     "ERROR_INTERRUPTED",
     "ERROR_MODEL",
     "Answer",

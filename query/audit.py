@@ -25,14 +25,15 @@ A line written by an older ancre has no ``kind`` and no ``id``: it is an ``answe
      "rights": "live"}],
      "rights": [{"doc_id", "filename", "live": true, "outcome": "live", "readable": true,
                  "reason": null, "age_s": 0.0}],
-     "resolved_question": null, "resolution": null,
-     "versions": [{"documents": ["03_….docx", "03_…_v2024.docx"], "current": "03_….docx",
-                   "reasons": ["…"], "related_by": "nom"}],
      "controls": ["citation_inventee"], "invented": ["22_….docx"], "cited": [], "ancree": false,
      "verification": "non_requise", "unsourced": [], "neutralised": [],
      "unsupported_facts": [{"text": "CHF 3 000 HT", "kind": "montant", "sentence": "…",
                             "cited": ["03_….docx"]}],
      "timings_ms": {"retrieval": 812.4, "generation": 30211.0}, "error": null}
+
+(with, after ``question``, ``"resolved_question": null, "resolution": null``, and after
+``rights``, ``"versions": [{"documents": ["03_….docx", "03_…_v2024.docx"], "current":
+"03_….docx", "reasons": ["…"], "related_by": "nom"}]``).
 
 A ``start`` has the fields of an ``answer`` up to ``versions`` plus ``timings_ms`` (the verdict
 fields are absent: there is none yet); an ``outcome`` has ``time``, ``kind``, ``id``, ``user``,
@@ -290,6 +291,7 @@ class AuditLog:
             "asked_for": self.pseudonym(record.asked_for) if record.asked_for is not None else None,
             "principals": self.principals_hash(record.principals),
             "question": record.question,
+            **_conversation(record.resolution),
             "sources": [
                 {
                     "filename": s.filename, "doc_id": s.doc_id, "location": s.location, "acl": s.acl_digest,
@@ -304,7 +306,6 @@ class AuditLog:
                 }
                 for c in record.rights
             ],
-            **_conversation(record.resolution),
             "versions": [
                 {"documents": list(g.documents), "current": g.current, "reasons": list(g.reasons), "related_by": g.related_by}
                 for g in record.versions

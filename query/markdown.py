@@ -1,4 +1,4 @@
-"""Document text quoted in Markdown answers, so that it renders as the document reads.
+r"""Document text quoted in Markdown answers, so that it renders as the document reads.
 
 Answers are Markdown (Open WebUI renders them with ``marked``, GitHub-flavoured). A quoted extract
 is document text, not Markdown: « 4. Conditions financières » must not become a numbered list,
@@ -6,6 +6,12 @@ is document text, not Markdown: « 4. Conditions financières » must not become
 ``<b>`` must not become HTML. So each text line is escaped (CommonMark §2.4: any ASCII
 punctuation may be backslash-escaped; only the characters that could start a construct are), and
 each line is its own paragraph inside the block quote.
+
+Brackets: a link, an image, a footnote or a reference needs an unescaped ``]``, so ``]`` is
+escaped and ``[`` is not — Open WebUI (0.12) reads ``\[ … \]`` as display math (``[Menu]``
+written ``\[Menu\]`` vanishes from the page), and links any ``[2]`` or ``[2#x]`` to its 2nd
+source (open-webui#11592): ``[2\]`` and ``[2\#x\]`` (``#`` escaped too, its ``#…`` part
+would swallow the backslash) render as written and link nothing.
 
 Table rows — extraction writes each row as its non-empty cells joined by ``" | "``
 (:mod:`ancre.ingest.extract`) — become a GFM table: consecutive rows form one table whose first
@@ -20,7 +26,7 @@ CELL_SEPARATOR = " | "
 """How extraction joins the cells of a table row."""
 
 _BACKSLASH_RE = re.compile(r"\\(?=[!-/:-@\[-`{-~]|$)")
-_INLINE_RE = re.compile(r"[`*\[\]<>~$]")
+_INLINE_RE = re.compile(r"[`*\]<>~$#]")
 _ENTITY_RE = re.compile(r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{1,31};)")
 _UNDERSCORE_RE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _ORDERED_RE = re.compile(r"^(\d{1,9})([.)])(?=[ \t]|$)")
@@ -29,7 +35,7 @@ _BLOCK_START_RE = re.compile(r"^([#>+=|-])")
 
 def escape_inline(text: str) -> str:
     """``text`` with the characters that could open an inline construct backslash-escaped:
-    backticks and ``* [ ] < > ~ $``, an ``&`` that would start an entity, a ``_`` that is not inside a word
+    backticks and ``* ] < > ~ $ #``, an ``&`` that would start an entity, a ``_`` that is not inside a word
     (intraword ``_`` never makes emphasis: ``03_Contrat_Rochat`` stays as is), and a ``\\`` only
     where it would escape or break a line (before ASCII punctuation or at the end): a Windows
     path ``C:\\Axonix\\Agent`` stays as written."""

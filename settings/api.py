@@ -91,6 +91,17 @@ class ApiConfig(BaseModel):
     value is not empty is answered in the format Open WebUI parses, without retrieval, model call
     or audit record (see README.md); ``None`` (``task_header = ""``): every request is a question."""
 
+    citations: Literal["native", "markdown"] = "native"
+    """How a ``/v1`` answer gives its sources. ``native``: a streamed answer sends each source as
+    Open WebUI's ``source`` event (its chips and side panel: the file, its folder, the passages)
+    and its citations as ``[n]`` in the same order; a non-streamed answer, which has no event
+    channel, gets the Markdown « Sources » block. ``markdown``: always the Markdown block after
+    the text and the citations as ``[file name]`` (clients that show text only)."""
+    support_contact: str = Field("votre service informatique", min_length=1, max_length=200)
+    """Whom a staff user is told to contact when his account is unknown to the directory or the
+    service fails: a French noun phrase read after « Contactez … » (``"le service informatique
+    (support@axonix.ch)"``)."""
+
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     """Largest accepted request body in bytes (HTTP 413 beyond). Open WebUI sends the whole
     conversation, so leave room for long chats."""

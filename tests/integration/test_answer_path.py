@@ -254,13 +254,14 @@ def test_exfiltrating_images_and_links_reach_the_client_as_plain_text(world: Wor
             if not line.startswith("data: {"):
                 continue
             event = json.loads(line[6:])
-            piece = event["choices"][0]["delta"].get("content") or ""
+            piece = (event["choices"] or [{}])[0].get("delta", {}).get("content") or ""  # source events: no choice
             streamed += piece
             seen.extend(addresses(streamed))  # what the client renders at each step
             if "ancre" in event:
                 assert CONTROL_LINK_NEUTRALISED in event["ancre"]["controles"]
     assert not any("attacker" in a for a in seen), seen
-    assert streamed.startswith(ANSWER) and text.startswith(ANSWER)  # the answer itself, as written
+    # the answer itself, as written (streamed: its citation numbered as Open WebUI's source chip, README "Open WebUI")
+    assert streamed.startswith(ANSWER.replace(f"[{BAUMONT}]", "[1]")) and text.startswith(ANSWER)
 
     lines = world.audit()[before:]
     answer = next(x for x in lines if x["kind"] == "answer")

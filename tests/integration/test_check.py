@@ -58,7 +58,7 @@ def test_check_passes_with_every_part_reached(root: Path, ollama: ScriptedServer
     res = run("check", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     got = lines(res.output)
-    assert set(got) == {"config", "directory", "source", "embedder", "store", "llm", "judge"}, res.output
+    assert set(got) == {"config", "api", "directory", "source", "embedder", "store", "llm", "judge"}, res.output
     assert all(ln.startswith("ok") for ln in got.values()) and "all checks passed" in res.output
     assert sum(ln.startswith("ok   source") for ln in res.output.splitlines()) == 2
     assert "384 dimensions" in got["embedder"] and "alice resolves to" in got["directory"]
@@ -100,6 +100,37 @@ def test_check_fails_with_the_part_and_the_fix(root: Path, ollama: ScriptedServe
         assert "not valid JSON" in failed[0]
     if case == "unknown-user":
         assert "'mallory' is unknown" in failed[0]
+
+
+API = '[api]\napi_key_env = "T_ANCRE_KEY"\n'
+
+
+def test_check_states_the_api_secrets_and_the_jwt_secret_length(root: Path) -> None:
+    """A wrong JWT secret is otherwise invisible until users fail: `ancre check` says whether one
+    is configured, where from, its length, and a fingerprint the admin compares with Open WebUI's
+    (``printf %s "$SECRET" | sha256sum | cut -c1-8``, run here by the shell itself)."""
+    import subprocess
+
+    secret = "9f" * 32  # what `openssl rand -hex 32` prints: 64 characters
+    jwt = API + 'user_jwt_secret_env = "T_OWUI_JWT"\n'
+    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))],
+                        env={"T_ANCRE_KEY": "k" * 26, "T_OWUI_JWT": secret}, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    fingerprint = subprocess.run(["sh", "-c", 'printf %s "$S" | sha256sum | cut -c1-8'], env={"S": secret},
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    assert lines(res.output)["api"] == (
+        f"ok   api              service key from $T_ANCRE_KEY (26 characters); user JWT secret from $T_OWUI_JWT: "
+        f"64 bytes, sha256 {fingerprint}; the user is read from Open WebUI's signed X-OpenWebUI-User-Jwt only")
+
+    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))], env={"T_ANCRE_KEY": "k" * 26})
+    assert res.exit_code == 1 and lines(res.output)["api"].startswith("FAIL api") and "T_OWUI_JWT" in res.output
+    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))],
+                        env={"T_ANCRE_KEY": "k" * 26, "T_OWUI_JWT": "short"})
+    assert res.exit_code == 1 and "at least 32 bytes" in lines(res.output)["api"]
+    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=API))], env={"T_ANCRE_KEY": "k" * 26})
+    assert res.exit_code == 0 and "no user JWT secret (api.user_jwt_secret_env not set)" in lines(res.output)["api"]
+    res = run("check", "--config", str(write_config(root)))
+    assert "no service key configured" in lines(res.output)["api"]
 
 
 def test_sync_checks_the_directory_first(root: Path) -> None:

@@ -236,6 +236,9 @@ def test_case1_baumont_grounded(corpus: Synced, srv: ScriptedServer, tmp_path: P
     assert system["role"] == "system" and REFUSAL in system["content"]
     assert f"[{BAUMONT}]\n" in user["content"] and Q_BAUMONT in user["content"]
     assert "35 postes" in user["content"] and "CHF 4 200 HT" in user["content"]
+    # the source carries the passages the answer rests on: its extracts, as the model read them
+    assert src.passages and "CHF 4 200 HT" in "\n".join(src.passages)
+    assert all(p.strip() in user["content"] for p in src.passages)
     (judged,) = chats(srv, JUDGE_MODEL)
     assert judged.json["format"] == "json" and judged.json["think"] is False
     assert judged.json["options"]["temperature"] == 0 and judged.json["keep_alive"] == "2h"
@@ -310,11 +313,12 @@ def test_no_chunk_refuses_without_calling_the_model(corpus: Synced, srv: Scripte
     else:
         *pieces, ans = list(svc.stream(Q_BAUMONT, "AXONIX\\mallory"))
         assert pieces == [REFUSAL]
-    assert ans.reponse == REFUSAL and ans.controles == (CONTROL_NO_CHUNK,) and ans.sources == ()
+    # mallory is unknown to the directory: no chunk, and said so (the API tells him, not « not in the documents »)
+    assert ans.reponse == REFUSAL and ans.controles == (CONTROL_NO_CHUNK, "utilisateur_inconnu") and ans.sources == ()
     assert srv.requests_to("/api/chat") == []
     line = only_audit(tmp_path)
     check_audit(line, ans, "AXONIX\\mallory", Q_BAUMONT)
-    assert line["sources"] == [] and line["controls"] == [CONTROL_NO_CHUNK]
+    assert line["sources"] == [] and line["controls"] == [CONTROL_NO_CHUNK, "utilisateur_inconnu"]
 
 
 def test_directory_failure_fails_closed(corpus: Synced, srv: ScriptedServer, tmp_path: Path) -> None:
@@ -638,7 +642,7 @@ def test_unknown_identity_is_logged_for_the_admin(caplog: pytest.LogCaptureFixtu
 
     from ancre.acl.directory import FileDirectory
     from ancre.config import Settings
-    from ancre.query.answer import AnswerService
+    from ancre.query.answer import CONTROL_UNKNOWN_USER, AnswerService
     from support.corpus import CORPUS
 
     class _NoRetrieval:
@@ -649,4 +653,5 @@ def test_unknown_identity_is_logged_for_the_admin(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.WARNING, logger="ancre.query"):
         ans = svc.ask("Forfait de l'étude Rochat ?", "mallory@evil.example")
     assert ans.sources == () and "ne figure pas" in ans.reponse
+    assert ans.controles == ("aucun_extrait", CONTROL_UNKNOWN_USER)  # the API tells him (tests/unit/test_api_openwebui.py)
     assert "mallory@evil.example" in caplog.text and "unknown to the directory" in caplog.text

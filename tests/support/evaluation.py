@@ -55,8 +55,6 @@ class Question:
     user: str
     text: str
     expect: tuple[str, ...]
-    forbid: tuple[str, ...] = ()
-    forbid_fact: str | None = None
     turns: tuple[str, ...] = ()
     """The earlier user questions of the conversation (``()``: asked alone)."""
     resolved: tuple[str, ...] = ()
@@ -67,6 +65,8 @@ class Question:
     """Every expected document must be reached (a broad question or a comparison)."""
     current: str | None = None
     """For a version conflict: the version in force, which the answer must name and quote first."""
+    forbid: tuple[str, ...] = ()
+    forbid_fact: str | None = None
 
 
 @dataclass
@@ -141,7 +141,7 @@ def load_questions(path: Path = EVAL_FILE) -> list[Question]:
             int(q["id"]), q["kind"], q["as"], q["q"], tuple(q.get("expect") or ()),
             tuple(q.get("forbid") or ()), q.get("forbid_fact"), tuple(q.get("turns") or ()),
             tuple(q.get("resolved") or ()), tuple(q.get("resolved_absent") or ()), bool(q.get("expect_all")),
-            q.get("current"),
+            q.get("current"), forbid=tuple(q.get("forbid") or ()), forbid_fact=q.get("forbid_fact"),
         )
         for q in raw
     ]
@@ -244,10 +244,9 @@ def evaluate(rt: Runtime, questions: list[Question], modes: tuple[str, ...] = tu
             answer = service.ask(q.text, q.user, history=history)
             refused = is_refusal(answer.raw)
             cited = {s.filename for s in answer.sources}
-            wrong: tuple[list[int], ...]
             if q.forbid:
                 shown = cited | {f for f in q.forbid if f in answer.raw}
-                forbidden = shown & set(q.forbid) or (q.forbid_fact and q.forbid_fact in answer.raw)
+                forbidden = bool(shown & set(q.forbid)) or bool(q.forbid_fact and q.forbid_fact in answer.raw)
                 wrong = (res.false_answers, kind.false_answers) if forbidden else ()
             elif q.expect and refused:
                 wrong = res.false_refusals, kind.false_refusals

@@ -6,7 +6,7 @@ the parent), keyed by the pinned requirements, and is reused by later runs (a ``
 marker is written only after a whole install; an interrupted one is started again). torch is
 installed first, pinned: Open WebUI pulls it through sentence-transformers, and pip would
 otherwise pick a multi-GB CUDA build (this machine's pip finds a CPU build on local disk).
-Playwright (its Python driver only: the browser is Debian's Chromium) drives the screenshots
+Playwright (its Python driver only: the browser is Debian's Chromium) drives Open WebUI's screens
 (:mod:`support.owui_browser`).
 """
 
@@ -29,7 +29,9 @@ from typing import Any
 import httpx
 
 OPENWEBUI = "open-webui>=0.12.0,<0.13"
-"""The versions whose forwarded JWT, task header and model access the test relies on."""
+"""The versions whose forwarded JWT, task header, source events and model access the test relies
+on; the screens the test drives are 0.12.4's (what this range installed; the string is also the
+cache key of the environment, so changing it reinstalls)."""
 REQUIREMENTS = ("torch==2.13.0", OPENWEBUI, "playwright>=1.50,<2")
 """Installed in this order (torch first: see the module doc)."""
 CHROMIUM = Path("/usr/bin/chromium")
@@ -82,10 +84,11 @@ def ensure_installed(log: Callable[[str], None]) -> Path:
         return venv
 
 
-def offline_env(data_dir: Path, port: int, ancre_url: str, api_key: str, jwt_secret: str) -> dict[str, str]:
+def offline_env(data_dir: Path, port: int, jwt_secret: str) -> dict[str, str]:
     """Open WebUI's environment: offline (nothing downloaded: no embedding, reranking or speech
-    model, no update check, no telemetry, no Ollama), one OpenAI connection to ancre whose
-    custom header carries the task name, the user forwarded as a signed JWT."""
+    model, no update check, no telemetry, no Ollama), and README.md "Open WebUI" step 1 — the
+    user forwarded as a JWT signed with ``jwt_secret``. No connection: the admin adds ancre's in
+    the screens (step 2), next to the default OpenAI one he then removes."""
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     return {
         **keep,
@@ -101,10 +104,7 @@ def offline_env(data_dir: Path, port: int, ancre_url: str, api_key: str, jwt_sec
         "RAG_RERANKING_MODEL_AUTO_UPDATE": "false",
         "WHISPER_MODEL_AUTO_UPDATE": "false",
         "ENABLE_OLLAMA_API": "false",
-        "ENABLE_OPENAI_API": "true",
-        "OPENAI_API_BASE_URLS": f"{ancre_url}/v1",
-        "OPENAI_API_KEYS": api_key,
-        "OPENAI_API_CONFIGS": json.dumps({"0": {"enable": True, "headers": {"X-OpenWebUI-Task": "{{TASK}}"}}}),
+        # README step 1
         "ENABLE_FORWARD_USER_INFO_HEADERS": "true",
         "FORWARD_USER_INFO_HEADER_JWT_SECRET": jwt_secret,
         "ENABLE_SIGNUP": "true",
@@ -172,11 +172,10 @@ def start(venv: Path, env: Mapping[str, str], workdir: Path, port: int, timeout:
         time.sleep(0.5)
 
 
-def browse(venv: Path, url: str, token: str, chat_id: str, png: Path, text: str) -> dict[str, Any]:
-    """Open the chat ``chat_id`` as the user of ``token`` in headless Chromium and wait for its
-    answer to show ``text``; the screenshot goes to ``png``; returns what the rendered answer
-    holds (see :mod:`support.owui_browser`)."""
-    r = subprocess.run([str(venv / "bin" / "python"), str(BROWSER_SCRIPT), url, token, chat_id, str(png), text],
-                       capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, f"browser failed:\n{r.stderr[-3000:]}"
+def browser(venv: Path, spec: dict[str, Any], timeout: float = 420) -> dict[str, Any]:
+    """Run one action of :mod:`support.owui_browser` (Open WebUI's screens in headless Chromium)
+    with ``spec``; returns its result. Raises ``AssertionError`` with the script's error output."""
+    r = subprocess.run([str(venv / "bin" / "python"), str(BROWSER_SCRIPT), json.dumps(spec)],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"browser {spec.get('action')} failed:\n{r.stderr[-4000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

@@ -43,7 +43,7 @@ class _Service:
 
     def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Answer:
         self.asked.append(question)
-        return Answer(REFUSAL, REFUSAL, (), True, ("refus",), (), "non_requise", True)
+        return Answer(REFUSAL, REFUSAL, (), True, ("refus",), (), "non_requise", False)
 
     def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Iterator[str | Answer]:
         yield REFUSAL

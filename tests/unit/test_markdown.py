@@ -4,6 +4,8 @@ own rendering in Chromium)."""
 
 from __future__ import annotations
 
+import re
+
 from markdown_it import MarkdownIt
 
 from ancre.query.context import Context, Extract, Source
@@ -80,3 +82,20 @@ def test_extractive_answer_renders_and_stays_grounded() -> None:
     assert f"<p>[{ROCHAT}]</p>" in out  # the citation is its own paragraph, after the quote
     v = ground("?", answer, ctx, extractive=True)
     assert v.ancree is True and v.cited == (ROCHAT,)
+
+
+# Open WebUI 0.12.4's citation tokenizer (frontend bundle): what it links to a source
+OWUI_CITATION = re.compile(r"\[(?:\d+(?:#[^,\]\s]+)?(?:,\s*\d+(?:#[^,\]\s]+)?)*)\]")
+
+
+def test_brackets_stay_text_and_link_no_source_in_open_webui() -> None:
+    """« [Menu] », « art. 5 [2] », « [3#x] » in a document: shown as written, never a link, never
+    ``\\[`` (Open WebUI's display-math delimiter: the text vanished), never a group Open WebUI
+    links to a source (checked in Chromium by tests/integration/test_openwebui.py)."""
+    for text in ("[Menu] > [Sous-menu]", "art. 5 [2] et [1, 3]", "réf. [3#x] et [[9]]", "[lien](http://x.example)",
+                 "[^1] note", "C# et #42"):
+        md = quote_extract(text)
+        assert "\\[" not in md.replace("\\\\", ""), md
+        assert not OWUI_CITATION.search(md), md
+        out = html(md)
+        assert "<a " not in out and f"<p>{text.replace('>', '&gt;')}</p>" in out, (text, out)
