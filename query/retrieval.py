@@ -63,6 +63,13 @@ class Retrieval:
         return unverified(self.rights)
 
 
+def _best_first(p: StoredPoint) -> tuple[float, str, int]:
+    """Sort key of a candidate list: best score first; equal scores (a copy of a document in
+    another source scores exactly as the original) by document id, then chunk index, so that the
+    order — and which copy the context keeps — never depends on the engine's internal order."""
+    return -(p.score or 0.0), p.payload.doc_id, p.payload.chunk_index
+
+
 def rrf(lists: dict[str, Sequence[str]], k: int = 60) -> dict[str, tuple[float, dict[str, int]]]:
     """Reciprocal Rank Fusion of ranked id lists: ``{id: (Σ 1/(k + rank), {list: rank})}``,
     ranks 1-based. Source: Cormack et al., "Reciprocal Rank Fusion outperforms Condorcet and
@@ -152,7 +159,7 @@ class Retriever:
         vec_hits: list[StoredPoint] = []
         for coll in COLLECTIONS if qvec is not None else ():
             vec_hits.extend(self.store.search(coll, qvec, principals, n))
-        vec_hits.sort(key=lambda p: -(p.score or 0.0))
+        vec_hits.sort(key=_best_first)
         vec_hits = vec_hits[:n]
         for p in vec_hits:
             by_id[p.id] = p
@@ -165,7 +172,7 @@ class Retriever:
             kw: list[StoredPoint] = []
             for coll in COLLECTIONS if k else ():
                 kw.extend(kstore.keyword_search(coll, question, principals, k))
-            kw.sort(key=lambda p: -(p.score or 0.0))
+            kw.sort(key=_best_first)
             bm25_hits = [Bm25Hit(p.id, p.payload.collection, p.score or 0.0) for p in kw[:k]]
             fresh = {p.id: p for p in kw[:k]}
             t3 = time.perf_counter()

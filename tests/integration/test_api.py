@@ -428,7 +428,8 @@ def test_fais_pareil_for_rochat_as_bruno(served: Served, srv: ScriptedServer) ->
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(*conversation), headers=who("bruno"), timeout=60)
     content = r.json()["choices"][0]["message"]["content"]
     assert r.headers["x-ancre-ancree"] == "false" and r.json()["ancre"]["controles"] == ["fait_non_source"]
-    assert content.endswith(f"{WARNING_UNGROUNDED} Non retrouvé dans les extraits cités : « Rochat ».")
+    # « Rochat » is named; Baumont's figure too when the extract that states it is not among bruno's
+    assert f"{WARNING_UNGROUNDED} Non retrouvé dans les extraits cités : « Rochat »" in content
     assert chats(srv, JUDGE_MODEL) == []  # control 5 decided, the judge was not asked
     _no_error(srv)
 

@@ -24,7 +24,7 @@ from ancre.config import Settings, load_settings
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
 from ancre.errors import DirectoryError
-from ancre.models import Acl
+from ancre.models import COLLECTIONS, Acl
 from ancre.query.answer import ERROR_INTERRUPTED, ERROR_MODEL, Answer, AnswerService
 from ancre.query.audit import AuditLog
 from ancre.query.grounding import (
@@ -249,7 +249,8 @@ def test_case1_baumont_grounded(corpus: Synced, srv: ScriptedServer, tmp_path: P
     # the ACL digest logged is the one of the rights stored with the document
     stored = {
         p.payload.doc_id: Acl(frozenset(p.payload.acl_allow), frozenset(p.payload.acl_deny)).digest()
-        for p in corpus.rt.store.scroll("documents")
+        for coll in COLLECTIONS
+        for p in corpus.rt.store.scroll(coll)
     }
     assert all(s["acl"] == stored[s["doc_id"]] for s in line["sources"])
     assert not srv.errors
@@ -553,7 +554,6 @@ def test_extractive_gate_counts_words_only_in_what_the_user_may_read(corpus: Syn
     from support.corpus import readable_paths
 
     from ancre.index.bm25 import Bm25Entry, Bm25Index
-    from ancre.models import COLLECTIONS
     from ancre.query.context import build_context
     from ancre.query.llm import ExtractiveAnswerer
 
