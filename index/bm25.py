@@ -177,8 +177,8 @@ class Bm25Index:
         self, terms: Sequence[str], principals: frozenset[str] | None = None
     ) -> tuple[int, dict[str, int]]:
         """Document frequencies: ``(chunks, {term: chunks containing it})`` over the whole
-        snapshot (``principals`` ``None``, what the extractive gate uses), or over the chunks
-        ``principals`` may read per the snapshot. ``terms`` are index terms
+        snapshot (``principals`` ``None``), or over the chunks ``principals`` may read per the
+        snapshot (what the extractive gate uses). ``terms`` are index terms
         (:func:`~ancre.index.tokenize.tokenize` output); unknown ones count 0."""
         mask = None if principals is None else self.readable_mask(principals)
         n = len(self) if mask is None else int(mask.sum())

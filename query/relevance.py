@@ -14,7 +14,7 @@ and asks (:class:`~ancre.query.llm.ExtractiveAnswerer`):
 2. **Content terms** — the question's other words as index terms
    (:func:`ancre.index.tokenize.tokenize`: folded, stop words dropped, French-stemmed; compounds
    such as ``est-ce`` through their parts only), minus question wording (:data:`FILLER_TERMS`:
-   « fais », « donne », « doit », « faut », « chaque »…). The document frequencies over the
+   « fais », « donne », « doit », « faut », « chaque », the « an » of « par an », the pronoun « soi »…). The document frequencies over the
    chunks the user may read (:meth:`ancre.query.retrieval.Retriever.term_stats`) sort them:
    **rare** (in at least one and at most :data:`RARE_MIN_DF` chunks, or :data:`RARE_FRACTION` of
    them: ``consommation``, ``salle``, a client name typed in lower case), **common** (in more),
@@ -24,23 +24,33 @@ and asks (:class:`~ancre.query.llm.ExtractiveAnswerer`):
 A document is *on topic* when its shown text, file name or path holds every named term and the
 rare terms weighing at least :data:`MIN_RARE_COVERAGE` of their IDF. Common words never make it
 refuse. The question is answered from the on-topic extracts, ranked by IDF-weighted coverage of
-the known (rare and common) content terms, then by RRF score, when it is *anchored* — it has a
-named or a rare term — or, failing that, when all its words are known to the index and the best
-extract covers at least :data:`MIN_COVERAGE` of them (« Quelle est la durée du contrat ? » is
-answered; « Quelle est la durée du congé maternité ? » is not: nothing anchors it and
-« congé maternité » is in no chunk). Without frequencies (no snapshot) every content term counts
-as common.
+the known (rare and common) content terms, then by RRF score, when it is *anchored*, or, failing
+that, when all its words are known to the user's chunks and the best extract covers at least
+:data:`MIN_COVERAGE` of them. It is anchored by a named term, or by its rare terms when they carry
+at least :data:`MIN_RARE_SHARE` of the IDF of its rare and unknown terms together, an unknown term
+weighing what BM25 gives a term in no chunk (``df = 0``, the most a term can weigh). A user who
+reads few chunks finds ordinary words rare (for a trainee reading 199 chunks, « durée » is in one
+of them), so a single rare term must not anchor a question whose other words the user's documents
+never hold: « Quelle est la durée du congé maternité ? » (``dur`` rare; ``cong``, ``matern``
+unknown: a share of 0.29) is refused rather than answered with a contract's « Durée », and so is
+« quel est le code d'accès de la salle serveur » for a user who reads no such room (``acce`` rare;
+``cod``, ``sall`` unknown: 0.27); « Combien gagne un technicien par an ? » (``technicien`` rare,
+``gagn`` unknown: 0.45) is answered from the salary grid. Common terms weigh on neither side (their
+counts are capped by the store's counting, and common words never make it refuse). Without
+frequencies (no snapshot) every content term counts as common.
 
 The frequencies are those of the chunks the user may read (the BM25 snapshot's rights mask, or
 the store's rights filter), never of the whole index: a word found only in documents he may not
-read is *unknown* to him, so neither a refusal nor an answer tells him that it exists anywhere.
+read is *unknown* to him, so neither a refusal nor an answer tells him that it exists anywhere;
+every threshold above is a function of his counts alone.
 
 Calibrated on the retrieval evaluation (``examples/axonix/eval.json``, README "Retrieval
 evaluation"): « A combien est estimée la consommation Azure mensuelle de Sarrasin ? » is answered
 from the offer (it says « par mois »: « mensuelle » is common, not required); for chloe, the
 server-room code's words (``code``, ``salle``) are in no chunk she may read — unknown to her, they
-require nothing, and she gets the Baumont contract's passages, as she would if that document did
-not exist; the Australia, Dupont and "Rochat for bruno" questions fail on a named term.
+require nothing in a question that names Baumont Industries, and she gets the Baumont contract's
+passages, as she would if that document did not exist; the Australia, Dupont and "Rochat for
+bruno" questions fail on a named term.
 """
 
 from __future__ import annotations
@@ -60,6 +70,9 @@ MIN_RARE_COVERAGE = 0.5
 """IDF share of the question's rare terms that an on-topic document must hold."""
 MIN_COVERAGE = 0.5
 """IDF share of the content terms the best extract must hold when nothing anchors the question."""
+MIN_RARE_SHARE = 1 / 3
+"""IDF share of the question's rare and unknown terms that its rare terms must carry to anchor it
+(an unknown term weighing the IDF of ``df = 0``)."""
 
 TermStats = Callable[[Sequence[str]], tuple[int, Mapping[str, int]]]
 """``stats(index_terms) -> (chunks, {term: chunks containing it})``, e.g.
@@ -74,7 +87,9 @@ _FILLERS_RAW = (
     "chaque tout tous toute toutes plusieurs quelque quelques certain certains "
     "utiliser correspond correspondre sert servir concerne concerner "
     # comparing: « compare les deux contrats »
-    "compare comparer comparez comparaison deux"
+    "compare comparer comparez comparaison deux "
+    # the period of a rate (« par an »: documents write « annuel ») and a pronoun (« chez soi »)
+    "an ans soi"
 )
 FILLER_TERMS: frozenset[str] = frozenset(tokenize(_FILLERS_RAW))
 """Index terms of request phrasing that says nothing about the subject."""
@@ -93,13 +108,15 @@ class QuestionTerms:
     """What the gate looks for. ``distinctive``: folded named terms (words, codes, phrases) that
     must appear in an on-topic document; ``content``: the other index terms; ``rare`` /
     ``unknown``: those of them in few / no chunks of the snapshot; ``idf``: the IDF of each known
-    content term (BM25 ``ln(1 + (N - df + 0.5) / (df + 0.5))``; 1.0 each without frequencies)."""
+    content term (BM25 ``ln(1 + (N - df + 0.5) / (df + 0.5))``; 1.0 each without frequencies);
+    ``unknown_idf``: that of a term in no chunk (``df = 0``; 0.0 without frequencies)."""
 
     distinctive: tuple[str, ...]
     content: frozenset[str]
     rare: frozenset[str] = frozenset()
     unknown: frozenset[str] = frozenset()
     idf: Mapping[str, float] = field(default_factory=dict)
+    unknown_idf: float = 0.0
 
     @property
     def empty(self) -> bool:
@@ -107,9 +124,18 @@ class QuestionTerms:
         return not self.distinctive and not self.content
 
     @property
+    def rare_share(self) -> float:
+        """IDF share (0–1) of the rare terms among the rare and unknown terms, an unknown term
+        weighing :attr:`unknown_idf`; 0.0 without rare terms."""
+        rare = self.weight(self.rare)
+        total = rare + self.unknown_idf * len(self.unknown)
+        return rare / total if total > 0 else 0.0
+
+    @property
     def anchored(self) -> bool:
-        """Whether a named or a rare term says what the question is about."""
-        return bool(self.distinctive or self.rare)
+        """Whether a named term, or rare terms carrying at least :data:`MIN_RARE_SHARE` of the
+        IDF of the rare and unknown terms, say what the question is about (see the module doc)."""
+        return bool(self.distinctive) or (bool(self.rare) and self.rare_share >= MIN_RARE_SHARE)
 
     def weight(self, terms: frozenset[str] | set[str]) -> float:
         """Sum of the IDF of ``terms`` (unknown terms weigh 0)."""
@@ -160,10 +186,13 @@ def question_terms(question: str, stats: TermStats | None = None) -> QuestionTer
     limit = max(RARE_MIN_DF, RARE_FRACTION * n)
     rare = frozenset(t for t in content if 1 <= df.get(t, 0) <= limit)
     unknown = frozenset(t for t in content if df.get(t, 0) <= 0)
-    idf = {
-        t: math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in content if t not in unknown
-    }
-    return QuestionTerms(tuple(distinctive), content, rare, unknown, idf)
+    idf = {t: _idf(n, df[t]) for t in content if t not in unknown}
+    return QuestionTerms(tuple(distinctive), content, rare, unknown, idf, _idf(n, 0))
+
+
+def _idf(n: int, df: int) -> float:
+    """BM25's IDF of a term in ``df`` of ``n`` chunks."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def mentions(folded_text: str, term: str) -> bool:
@@ -198,6 +227,7 @@ __all__ = [
     "FILLER_TERMS",
     "MIN_COVERAGE",
     "MIN_RARE_COVERAGE",
+    "MIN_RARE_SHARE",
     "RARE_FRACTION",
     "RARE_MIN_DF",
     "QuestionTerms",

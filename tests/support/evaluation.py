@@ -139,7 +139,7 @@ def load_questions(path: Path = EVAL_FILE) -> list[Question]:
     return [
         Question(
             int(q["id"]), q["kind"], q["as"], q["q"], tuple(q.get("expect") or ()),
-            tuple(q.get("forbid") or ()), q.get("forbid_fact"), tuple(q.get("turns") or ()),
+            tuple(q.get("turns") or ()),
             tuple(q.get("resolved") or ()), tuple(q.get("resolved_absent") or ()), bool(q.get("expect_all")),
             q.get("current"), forbid=tuple(q.get("forbid") or ()), forbid_fact=q.get("forbid_fact"),
         )

@@ -1,8 +1,11 @@
 """Issue 12: the extractive gate. Named terms and rare terms (by the snapshot's document
 frequencies) decide whether a document is on topic; common words never make it refuse; a
-question nothing anchors is refused when its words are unknown to the index."""
+question nothing anchors is refused when its words are unknown to the index; rare terms anchor it
+only when they weigh enough against its unknown ones, by the asking user's counts alone."""
 
 from __future__ import annotations
+
+import pytest
 
 from ancre.index.bm25 import Bm25Entry, Bm25Index
 from ancre.query.context import Context, Extract
@@ -73,3 +76,73 @@ def test_unanchored_question_with_unknown_words_is_refused() -> None:
     stats = _snapshot().term_stats
     assert ExtractiveAnswerer().answer(ctx, "Quelle est la durée du congé maternité ?", stats) == REFUSAL
     assert ExtractiveAnswerer().answer(ctx, "Quel est le forfait mensuel ?", stats) != REFUSAL
+
+
+def _stats(n: int, df: dict[str, int]):
+    """A user's document frequencies: ``n`` readable chunks, ``df`` the counts given (0 elsewhere)."""
+    return lambda terms: (n, {t: df.get(t, 0) for t in terms})
+
+
+# (who, question, readable chunks, their counts, anchored): the eval's per-user counts, measured
+ANCHOR_CASES = [
+    # one rare term, the rest unknown to a user who reads little: not anchored
+    ("chloe", "Quelle est la durée du congé maternité ?", 199, {"dur": 1}, False),
+    ("david", "quel est le code d'acces de la salle serveur", 196, {"acce": 2, "serveur": 33}, False),
+    ("david, store counts capped", "quel est le code d'acces de la salle serveur", 196, {"acce": 2, "serveur": 4}, False),
+    ("a user reading 20 000 chunks", "Quelle est la durée du congé maternité ?", 20_000, {"dur": 1}, False),
+    # the rare terms weigh enough against the unknown ones: anchored
+    ("emma", "Combien gagne un technicien par an ?", 192, {"technicien": 1}, True),
+    ("chloe", "Peut-on travailler depuis chez soi avec son ordinateur personnel ?", 199, {"depuis": 1, "personnel": 2}, True),
+    ("bruno", "À quelle fréquence teste-t-on la restauration des sauvegardes ?", 200,
+     {"test": 2, "restaur": 1, "sauvegard": 3}, True),
+    ("david", "duree du planning de bascule et retour arriere", 196,
+     {"planning": 1, "bascul": 2, "retour": 2, "arrier": 1}, True),
+    ("emma", "Quel est le salaire annuel brut d'un ingénieur système ?", 192,
+     {"salair": 1, "annuel": 1, "brut": 2, "ingenieur": 1, "system": 3}, True),
+    # a named term anchors whatever the counts
+    ("chloe", "Quel est le code d'accès de la salle serveur de Baumont Industries ?", 199, {"acce": 3, "serveur": 4}, True),
+    # nothing rare: not anchored (answered only when every word is known)
+    ("alice", "Quelle est la durée du congé maternité ?", 228, {"dur": 4}, False),
+]
+
+
+@pytest.mark.parametrize(("who", "question", "n", "df", "anchored"), ANCHOR_CASES)
+def test_one_rare_term_does_not_anchor_a_question_of_unknown_words(
+    who: str, question: str, n: int, df: dict[str, int], anchored: bool
+) -> None:
+    terms = question_terms(question, _stats(n, df))
+    assert terms.anchored is anchored, (who, question, sorted(terms.rare), sorted(terms.unknown), terms.rare_share)
+
+
+DUREE = ("5. Durée\nLe contrat prend effet le 1er mars 2025 pour une durée de trente-six mois. "
+         "Il est reconductible tacitement par périodes de douze mois.")
+GRID = "Grille salariale 2026\nFonction | Salaire annuel brut\nTechnicien | CHF 78 000\nIngénieur système | CHF 104 000"
+LEAVE = "Congé maternité : seize semaines à plein salaire, dès la naissance."
+STAG, RH = "S-1-5-21-1-1-1-1101", "S-1-5-21-1-1-1-1102"
+
+
+def _company(*extra: Bm25Entry) -> Bm25Index:
+    """A contract and 198 policy chunks everybody reads; the salary grid and ``extra`` for RH only."""
+    both = (STAG, RH)
+    entries = [Bm25Entry("d", "documents", DUREE, "21_Contrat_Maintenance_Baumont_Industries.docx", both)]
+    entries += [Bm25Entry(f"p{i}", "documentation", f"{FILLER} Règle {i}.", "Politique.pdf", both) for i in range(198)]
+    entries += [Bm25Entry("g", "documents", GRID, "Grille_Salariale_2026.docx", (RH,)), *extra]
+    return Bm25Index.build(entries)
+
+
+def test_a_trainee_gets_no_contract_duration_for_a_leave_question() -> None:
+    """For a user reading 199 chunks « durée » is rare (in one): it does not anchor « la durée du
+    congé maternité », whose other words are in nothing he reads — refused, not the contract's
+    « Durée »; and documents he can't read change nothing, whatever they hold."""
+    ctx = _context(("21_Contrat_Maintenance_Baumont_Industries.docx", DUREE))
+    q = "Quelle est la durée du congé maternité ?"
+    for idx in (_company(), _company(Bm25Entry("l", "documents", LEAVE, "Conges.docx", (RH,)))):
+        stats = lambda terms, idx=idx: idx.term_stats(terms, frozenset({STAG}))  # noqa: E731
+        assert stats(["dur", "cong"]) == (199, {"dur": 1, "cong": 0})
+        assert ExtractiveAnswerer().answer(ctx, q, stats) == REFUSAL
+    hr = _company(Bm25Entry("l", "documents", LEAVE, "Conges.docx", (RH,)))
+    answer = ExtractiveAnswerer().answer(_context(("Conges.docx", LEAVE)), q, lambda t: hr.term_stats(t, frozenset({RH})))
+    assert "seize semaines" in answer
+    grid = _context(("Grille_Salariale_2026.docx", GRID))
+    answer = ExtractiveAnswerer().answer(grid, "Combien gagne un technicien par an ?", lambda t: hr.term_stats(t, frozenset({RH})))
+    assert "CHF 78 000" in answer
