@@ -49,6 +49,18 @@ def fresh(tmp_path: Path):
     rt.close()
 
 
+@pytest.fixture()
+def fresh_snapshot(tmp_path: Path):
+    """:func:`fresh` with the keyword side in a BM25 snapshot (``[store] bm25 = "snapshot"``)."""
+    root = copy_corpus(tmp_path / "c")
+    config = write_config(root)
+    config.write_text(config.read_text(encoding="utf-8").replace('kind = "edge"', 'kind = "edge"\nbm25 = "snapshot"', 1),
+                      encoding="utf-8")
+    rt = Runtime(load_settings(config))
+    yield root, rt
+    rt.close()
+
+
 def _hits(rt: Runtime, question: str, user: str, limit: int = 50) -> list:
     return list(rt.retriever.retrieve(question, rt.directory.principals(user), limit=limit).results)
 
@@ -214,10 +226,10 @@ def test_mass_deletion_guard(fresh) -> None:
     assert "test-deny-explicite.docx" not in {r.filename for r in _hits(rt, "code d'accès salle serveur", "bruno")}
 
 
-def test_bm25_snapshot_hit_rechecked_on_fresh_read(fresh) -> None:
+def test_bm25_snapshot_hit_rechecked_on_fresh_read(fresh_snapshot) -> None:
     """An ACL-only revocation written to the store but *before* the BM25 rebuild: a hit that only
     the stale BM25 snapshot still returns is dropped for the revoked user."""
-    root, rt = fresh
+    root, rt = fresh_snapshot
     _pass(rt)
     q = "WD-EXCL-042"
     res = rt.retriever.retrieve(q, rt.directory.principals("bruno"), limit=5)

@@ -251,9 +251,11 @@ def folder_truth(root: Path, ignore: tuple[str, ...]) -> dict[str, str]:
 
 def index_truth(config: Path) -> tuple[dict[str, str], dict[str, int], int, list[Any]]:
     """Open the (stopped) daemon's index in-process: ``({path: content_hash} from the store's
-    points, {path: number of points}, number of chunks in the current BM25 index, state rows)``."""
+    points, {path: number of points}, number of chunks the keyword side answers for — the store's text index when it is ready, else
+    the current BM25 snapshot —, state rows)``."""
     from ancre.config import load_settings
     from ancre.app.runtime import Runtime
+    from ancre.index.store import KeywordStore
     from ancre.models import COLLECTIONS
 
     settings = load_settings(config)
@@ -264,6 +266,11 @@ def index_truth(config: Path) -> tuple[dict[str, str], dict[str, int], int, list
             for p in rt.store.scroll(coll):
                 hashes[p.payload.path] = p.payload.content_hash
                 counts[p.payload.path] = counts.get(p.payload.path, 0) + 1
-        bm25_len = len(rt.bm25.get())
+        store = rt.store
+        if isinstance(store, KeywordStore) and store.keywords_ready:
+            # BM25 in the store's own text index: every point it holds is searchable by keywords
+            bm25_len = sum(counts.values())
+        else:
+            bm25_len = len(rt.bm25.get())
         rows = rt.state.all_items()
     return hashes, counts, bm25_len, rows
