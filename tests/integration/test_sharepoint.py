@@ -232,8 +232,8 @@ def test_the_exposure_report_names_an_organization_link(env_factory, ms: FakeMic
     rep = exposure(env.rt)
     exposed = {d.path: d for fo in rep.folders for d in fo.documents}
     # the Direction site's own documents (its members only) are not broadly readable
-    assert not (DIRECTION & set(exposed)) and "Direction/Documents/lien-org.md" in exposed, set(exposed)
-    doc = exposed["Direction/Documents/lien-org.md"]
+    assert not (DIRECTION & set(exposed)) and "sites/Direction/Documents/lien-org.md" in exposed, set(exposed)
+    doc = exposed["sites/Direction/Documents/lien-org.md"]
     assert doc.reach.principal == "aad:everyone-internal" and doc.reach.readers and doc.reach.readers > 0
     assert doc.reach.opened_by is not None and "sharing link" in doc.reach.opened_by
     assert "organization" in doc.reach.opened_by
