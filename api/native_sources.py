@@ -42,7 +42,7 @@ from typing import Any
 
 from ancre.query.answer import Answer, AnswerSource
 from ancre.query.citations import DOC_EXTENSIONS, scan_citations
-from ancre.query.markdown import escape_line, is_table_row, table
+from ancre.query.markdown import escape_line, extract_blocks
 
 MAX_GROUP_CHARS = 400
 """Longest bracketed text held back to decide whether it is a citation (characters); a longer
@@ -72,20 +72,7 @@ def passage_markdown(text: str) -> str:
     """An extract as Markdown for Open WebUI's side panel (which renders Markdown): each line an
     escaped paragraph (« 4. Conditions » stays text, ``[2]`` is no link), table rows a table
     (:mod:`ancre.query.markdown`)."""
-    blocks: list[str] = []
-    rows: list[str] = []
-    for raw in text.splitlines():
-        if is_table_row(raw):
-            rows.append(raw)
-            continue
-        if rows:
-            blocks.append(table(rows))
-            rows = []
-        if raw.strip():
-            blocks.append(escape_line(raw))
-    if rows:
-        blocks.append(table(rows))
-    return "\n\n".join(blocks)
+    return "\n\n".join(extract_blocks(text))
 
 
 def _is_url(location: str) -> bool:

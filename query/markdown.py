@@ -69,9 +69,9 @@ def table(rows: list[str]) -> str:
     return "\n".join(lines)
 
 
-def quote_extract(text: str) -> str:
-    """``text`` (an extract) as a Markdown block quote: each line a paragraph of escaped text,
-    runs of table rows a GFM table, blocks separated by an empty quoted line."""
+def extract_blocks(text: str) -> list[str]:
+    """``text`` (an extract) as Markdown blocks: each non-empty line an escaped paragraph
+    (:func:`escape_line`), each run of table rows one GFM table (:func:`table`)."""
     blocks: list[str] = []
     rows: list[str] = []
     for raw in text.splitlines():
@@ -85,7 +85,15 @@ def quote_extract(text: str) -> str:
             blocks.append(escape_line(raw))
     if rows:
         blocks.append(table(rows))
+    return blocks
+
+
+def quote_extract(text: str) -> str:
+    """``text`` (an extract) as a Markdown block quote: its :func:`extract_blocks`, separated by
+    an empty quoted line."""
+    blocks = extract_blocks(text)
     return "\n>\n".join("\n".join(f"> {line}" for line in block.splitlines()) for block in blocks)
 
 
-__all__ = ["CELL_SEPARATOR", "escape_inline", "escape_line", "is_table_row", "quote_extract", "table"]
+__all__ = [
+    "CELL_SEPARATOR", "escape_inline", "extract_blocks", "escape_line", "is_table_row", "quote_extract", "table"]
