@@ -21,8 +21,10 @@ to check that nothing unsafe is left.
 
 **Streaming** (:class:`LinkGuard`): the answer arrives in pieces and each piece is sent on at
 once, so text that could still become part of a construct is held back until it can't: the
-last, unfinished word; the word holding a backtick until its code span closes (a code span
-closed later splits the text before it, which can make an address of it); from a ``[`` (or
+last, unfinished word; the word holding a backtick until its code span closes on the same line
+(a code span closed later splits the text before it, which can make an address of it), or to the
+end of its block when it runs over several lines (a line inside it, such as ``</div>``, may start
+a block that leaves the rest live); from a ``[`` (or
 ``![``) until its ``]`` is followed by something that
 makes it plain text (a citation ``[03_Contrat.docx]`` followed by a space or a full stop); from a
 ``[`` whose ``]`` is followed by ``(``, ``[`` or ``:``, a ``<``, or a bracket with anything but
@@ -212,9 +214,11 @@ class LinkGuard:
             if c == "`":  # a code span: until its closing run (which can split the text before it)
                 run = len(src[i:]) - len(src[i:].lstrip("`"))
                 close = re.compile(rf"(?<!`)`{{{run}}}(?!`)").search(src, i + run)
-                if close is not None and close.end() < len(src):
-                    i = close.end()
+                if close is not None and close.end() < len(src) and "\n" not in src[i : close.start()]:
+                    i = close.end()  # a code span on one line: its text is literal
                     continue
+                # a code span over several lines may not be one (a line of it can start a block
+                # — ``</div>`` ends the paragraph — and leave its text live): held to its block's end
                 held = self._after_block(i)
                 if held is None:
                     return self._word_start(i)

