@@ -8,7 +8,9 @@ gets SIGKILL; when a worker dies (signal, ``os._exit``, ``MemoryError``) the fil
 ``crashed``. Either way the next call starts a fresh worker, so one bad file never stops a sync.
 
 The worker ignores SIGINT (a Ctrl-C in a terminal is the parent's business) and exits by itself
-when the parent goes away (end of file on its pipe).
+when the parent goes away (end of file on its pipe). A fresh worker says it is ready once its
+target is imported; the per-file clock starts only then, so a slow start (a loaded machine, heavy
+imports) is never charged to a file.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ DEFAULT_TARGET = "ancre.ingest.extract:extract_bytes"
 """The function the worker runs, as ``"module:function"``."""
 
 _CTX = multiprocessing.get_context("spawn")
+
+STARTUP_TIMEOUT_S = 120.0
+"""Seconds a fresh worker may take to start and import its target before it counts as crashed
+(not charged to any file's ``timeout_s``)."""
 
 _ask_for_time: Callable[[float], None] | None = None  # set in a worker process only
 
@@ -64,6 +70,7 @@ def _worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731
     func = _resolve(target)
+    conn.send(("ready",))
     extra: dict[str, object] = {k: v for k, v in (("options", options), ("limits", limits)) if v is not None}
     while True:
         try:
@@ -94,7 +101,8 @@ def _worker_main(
 class ExtractionPool:
     """One extraction worker process, reused from file to file, killed on a per-file time limit.
 
-    ``timeout_s`` (seconds, > 0) bounds each :meth:`extract` call, transfer included.
+    ``timeout_s`` (seconds, > 0) bounds each :meth:`extract` call, transfer included, from the
+    moment the worker is ready (a fresh worker's start-up is bounded by :data:`STARTUP_TIMEOUT_S`).
     ``target`` is the ``"module:function"`` run in the worker, with the signature of
     :func:`ancre.ingest.extract.extract_bytes`; tests pass a hanging or crashing one (the
     module must be importable in the worker: ``spawn`` gives it the parent's ``sys.path``).
@@ -142,7 +150,7 @@ class ExtractionPool:
         ``empty``, ``encrypted``, ``corrupt``), ``"timeout"`` (detail ``"after {t} s"``) when the
         worker did not answer within ``timeout_s`` (plus the extra time it asked for, at most
         ``max_extra_s``) and was killed, ``"crashed"`` when the worker
-        died or failed unexpectedly. Raises ``RuntimeError`` after :meth:`close`.
+        died or failed unexpectedly or did not start within :data:`STARTUP_TIMEOUT_S`. Raises ``RuntimeError`` after :meth:`close`.
         """
         with self._lock:
             if self._closed:
@@ -222,6 +230,14 @@ class ExtractionPool:
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
+        try:
+            started = parent.poll(STARTUP_TIMEOUT_S)
+            hello = parent.recv() if started else None
+        except (EOFError, OSError):
+            raise ExtractionError("crashed", self._reap("no start")) from None
+        if hello != ("ready",):
+            self._kill()
+            raise ExtractionError("crashed", f"worker did not start within {STARTUP_TIMEOUT_S:g} s")
         return parent
 
     def _reap(self, what: str) -> str:

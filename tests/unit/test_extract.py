@@ -277,6 +277,13 @@ def test_pool_timeout_kills_and_recovers() -> None:
         assert pool.worker_pid not in (None, pid)
 
 
+def test_pool_start_up_is_not_charged_to_the_file() -> None:
+    """A worker whose start takes 2 s (slow import) still extracts its first file within a 1 s
+    per-file limit: the clock starts when the worker is ready."""
+    with ExtractionPool(timeout_s=1, target="support.slow_start:echo") as pool:
+        assert pool.extract(b"premier", "a.txt")[0].text == "premier"
+
+
 def test_pool_crash_and_errors_recover() -> None:
     with ExtractionPool(timeout_s=30, target="support.hostile:misbehave_on_marker") as pool:
         with pytest.raises(ExtractionError) as err:
