@@ -8,7 +8,7 @@ CONFIG := examples/axonix/ancre.toml
 QUESTION := Quel est le code d'accès de la salle serveur de Baumont Industries ?
 ROCHAT := Quel est le forfait mensuel du contrat de maintenance de l'étude Rochat ?
 
-.PHONY: install demo test bench
+.PHONY: install demo test bench reference
 
 $(BIN)/ancre: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,3 +34,7 @@ test: install
 
 bench: install
 	$(BIN)/python tests/bench/run.py
+
+# docs/CONFIGURATION.md from the settings models (tests/unit/test_configuration_reference.py checks it)
+reference: install
+	$(BIN)/python -m ancre.config reference -o docs/CONFIGURATION.md
