@@ -1,10 +1,12 @@
 """Fields every source kind shares (``[[sources]]`` in ``ancre.toml``).
 
-Each connector module declares its own subclass of :class:`SourceSettings` with a
-``kind: Literal["…"]`` field (``FolderSourceConfig`` in :mod:`ancre.connectors.folder`,
-``SmbSourceConfig`` in :mod:`ancre.connectors.smb`); :mod:`ancre.connectors.registry` lists them and
-:class:`ancre.config.Settings` validates ``sources`` as the discriminated union of the registered
-models (README "Adding a source", docs/ARCHITECTURE.md).
+Each source kind has its own subclass of :class:`SourceSettings` with a ``kind: Literal["…"]``
+field: :class:`FolderSourceConfig` and :class:`SmbSourceConfig` here,
+``SharePointSourceConfig`` in :mod:`ancre.connectors.sharepoint.config` — modules that import no
+client library, so that validating a config never imports smbprotocol or msal.
+:mod:`ancre.connectors.registry` lists them and :class:`ancre.config.Settings` validates
+``sources`` as the discriminated union of the registered models (README "Adding a source",
+docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
