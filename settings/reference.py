@@ -188,7 +188,8 @@ def render_reference(
     default_kind: str | None = None,
 ) -> str:
     """``docs/CONFIGURATION.md``: the top-level keys of ``root``, one section per sub-model field
-    (``[embedder]``, ``[store]``, …) and ``[[<sources_key>]]`` — the keys of ``common`` then, per
+    (``[embedder]``, ``[store]``, …; split per kind when the model has a ``kind_keys`` class
+    attribute, kind → the keys only that kind reads) and ``[[<sources_key>]]`` — the keys of ``common`` then, per
     entry of ``kinds`` (kind → config model, a subclass of ``common``), that kind's own keys.
     Deterministic (models' field order); the text is Markdown, one table per section."""
     fields = root.model_fields
@@ -217,7 +218,14 @@ def render_reference(
     for name in sections:
         model = fields[name].annotation
         assert isinstance(model, type) and issubclass(model, BaseModel)
-        out += [f"## [{name}]", "", *_doc(model), *_table(model, model.model_fields), ""]
+        out += [f"## [{name}]", "", *_doc(model)]
+        per_kind: Mapping[str, tuple[str, ...]] = getattr(model, "kind_keys", {})
+        own = {key for keys in per_kind.values() for key in keys}
+        if per_kind:
+            out += [f"### [{name}] keys of every kind", ""]
+        out += [*_table(model, [n for n in model.model_fields if n not in own]), ""]
+        for kind, keys in per_kind.items():
+            out += [f"### [{name}] kind = \"{kind}\"", "", *_table(model, keys), ""]
     out += [f"## [[{sources_key}]]", "", markdown_text(fields[sources_key].description or ""), ""]
     if default_kind is not None:
         out += [f"`kind` defaults to `\"{default_kind}\"`. Known kinds: "

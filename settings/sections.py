@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -58,6 +58,11 @@ class StoreConfig(_Section):
     one owning process. ``qdrant``: a Qdrant server/cluster at ``url``; ``local``: qdrant-client's
     local mode under ``path`` (tests only: it filters in Python)."""
 
+    kind_keys: ClassVar[dict[str, tuple[str, ...]]] = {
+        "edge": ("build_after_points",), "qdrant": ("url", "api_key", "timeout_s"), "local": ("path",),
+    }
+    """The keys only one ``kind`` reads (docs/CONFIGURATION.md lists them per kind)."""
+
     kind: Literal["edge", "qdrant", "local"] = "edge"
     """Vector store: ``edge`` (embedded Qdrant engine under ``data_dir``, one owning process),
     ``qdrant`` (a Qdrant server or cluster at ``url``) or ``local`` (qdrant-client's local mode; tests only)."""
@@ -97,6 +102,13 @@ class StoreConfig(_Section):
 class DirectoryConfig(_Section):
     """Who is in which group. ``file``: a JSON file in the corpus ``directory.json`` format;
     ``ldap``: Active Directory over LDAP (:class:`ancre.acl.ldap_directory.LdapDirectory`)."""
+
+    kind_keys: ClassVar[dict[str, tuple[str, ...]]] = {
+        "file": ("path",),
+        "ldap": ("url", "urls", "base_dn", "bind_dn", "bind_password", "bind_password_env", "tls", "ca_file",
+                 "tls_server_name", "user_attributes", "netbios", "timeout_s", "check_user"),
+    }
+    """The keys only one ``kind`` reads (docs/CONFIGURATION.md lists them per kind)."""
 
     kind: Literal["file", "ldap"] = "file"
     """Directory: ``file`` (users and nested groups in a ``directory.json`` file) or ``ldap`` (Active Directory)."""

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from pydantic import BaseModel, SecretStr
@@ -34,10 +34,10 @@ def _models() -> dict[str, type[BaseModel]]:
 
 
 def _section(text: str, heading: str) -> str:
+    """The text under ``heading`` up to the next heading of its level or above."""
     start = text.index(heading + "\n")
-    nxt = text.find("\n## ", start + len(heading))
-    nxt3 = text.find("\n### ", start + len(heading))
-    ends = [i for i in (nxt, nxt3) if i != -1]
+    level = heading.split(" ", 1)[0]
+    ends = [i for i in (text.find("\n## ", start + 1), text.find("\n### ", start + 1) if level == "###" else -1) if i != -1]
     return text[start : min(ends) if ends else len(text)]
 
 
@@ -116,6 +116,21 @@ def test_every_key_an_example_uses_is_documented(example: Path) -> None:
                 _row(_section(text, "### Keys of every kind"), name)
             else:
                 _row(_section(text, f'### kind = "{kind}"'), name)
+
+
+@pytest.mark.parametrize("section", ["store", "directory"])
+def test_keys_only_one_kind_reads_are_listed_under_that_kind(section: str) -> None:
+    text = configuration_reference()
+    model = _models()[section]
+    per_kind: dict[str, tuple[str, ...]] = model.kind_keys  # type: ignore[attr-defined]
+    assert set(per_kind) == set(get_args(model.model_fields["kind"].annotation))
+    for kind, keys in per_kind.items():
+        sub = _section(text, f'### [{section}] kind = "{kind}"')
+        for key in keys:
+            _row(sub, key)
+    shared = _section(text, f"### [{section}] keys of every kind")
+    _row(shared, "kind")
+    assert not any(f"| `{key}` |" in shared for keys in per_kind.values() for key in keys)
 
 
 def test_secrets_are_marked() -> None:
