@@ -220,10 +220,10 @@ def render_reference(
         assert isinstance(model, type) and issubclass(model, BaseModel)
         out += [f"## [{name}]", "", *_doc(model)]
         per_kind: Mapping[str, tuple[str, ...]] = getattr(model, "kind_keys", {})
-        own = {key for keys in per_kind.values() for key in keys}
+        kind_only = {key for keys in per_kind.values() for key in keys}
         if per_kind:
             out += [f"### [{name}] keys of every kind", ""]
-        out += [*_table(model, [n for n in model.model_fields if n not in own]), ""]
+        out += [*_table(model, [n for n in model.model_fields if n not in kind_only]), ""]
         for kind, keys in per_kind.items():
             out += [f"### [{name}] kind = \"{kind}\"", "", *_table(model, keys), ""]
     out += [f"## [[{sources_key}]]", "", markdown_text(fields[sources_key].description or ""), ""]
@@ -232,8 +232,8 @@ def render_reference(
                 + ", ".join(f"`{k}`" for k in kinds) + ".", ""]
     out += ["### Keys of every kind", "", *_table(common, [n for n in common.model_fields if n != "kind"]), ""]
     for kind, model in kinds.items():
-        own = [n for n in model.model_fields if n not in common.model_fields or n == "kind"]
-        out += [f"### kind = \"{kind}\"", "", *_doc(model), *_table(model, own), ""]
+        keys = [n for n in model.model_fields if n not in common.model_fields or n == "kind"]
+        out += [f"### kind = \"{kind}\"", "", *_doc(model), *_table(model, keys), ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
