@@ -232,8 +232,8 @@ def render_reference(
                 + ", ".join(f"`{k}`" for k in kinds) + ".", ""]
     out += ["### Keys of every kind", "", *_table(common, [n for n in common.model_fields if n != "kind"]), ""]
     for kind, model in kinds.items():
-        keys = [n for n in model.model_fields if n not in common.model_fields or n == "kind"]
-        out += [f"### kind = \"{kind}\"", "", *_doc(model), *_table(model, keys), ""]
+        own = [n for n in model.model_fields if n not in common.model_fields or n == "kind"]
+        out += [f"### kind = \"{kind}\"", "", *_doc(model), *_table(model, own), ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
