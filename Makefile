@@ -40,7 +40,7 @@ layers: install
 	$(BIN)/lint-imports
 
 # Unit tests and the connector contract suite without its Samba half (no DC, no network, no root).
-FAST_TESTS := tests/unit tests/contract -k "not smb_source"
+FAST_TESTS := tests/unit tests/contract -m "not slow" -k "not smb_source"
 
 test-fast: install
 	$(BIN)/pytest -q $(FAST_TESTS)

@@ -60,6 +60,7 @@ def test_the_committed_reference_is_up_to_date() -> None:
     )
 
 
+@pytest.mark.slow  # two interpreters importing the whole configuration: make test runs it, make check does not
 def test_the_command_writes_the_same_text(tmp_path: Path) -> None:
     out = tmp_path / "CONFIGURATION.md"
     subprocess.run([sys.executable, "-m", "ancre.config", "reference", "-o", str(out)], check=True, cwd=tmp_path, timeout=120)
