@@ -29,7 +29,7 @@ demo: install
 	$(BIN)/ancre ask "$(ROCHAT)" --as bruno --config $(CONFIG)
 	$(BIN)/ancre report exposure --config $(CONFIG)
 
-# The static checks, each its own target so that `make -k check` reports all of them.
+# The static checks, each its own target (`make check` runs them all, with the fast tests).
 lint: install
 	$(BIN)/ruff check .
 
@@ -45,7 +45,10 @@ FAST_TESTS := tests/unit tests/contract -m "not slow" -k "not smb_source"
 test-fast: install
 	$(BIN)/pytest -q $(FAST_TESTS)
 
-check: lint typecheck layers test-fast
+# All four even when one fails (-k), two at a time (the static checks beside the tests), each
+# target's output kept together.
+check: install
+	$(MAKE) --no-print-directory -k -j2 --output-sync=target lint typecheck layers test-fast
 
 test: install
 	bash .ci/setup-test-deps.sh
