@@ -4,6 +4,7 @@ are marked."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -101,10 +102,7 @@ def _keys(table: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_key_an_example_uses_is_documented(example: Path) -> None:
-    raw = tomllib.loads(example.read_text(encoding="utf-8"))
-    load_settings(example)  # the example still loads
+def _assert_documented(raw: dict[str, Any]) -> None:
     text = configuration_reference()
     for key in _keys({k: v for k, v in raw.items() if k != "sources"}):
         section, _, name = key.rpartition(".")
@@ -117,6 +115,22 @@ def test_every_key_an_example_uses_is_documented(example: Path) -> None:
                 _row(_section(text, "### Keys of every kind"), name)
             else:
                 _row(_section(text, f'### kind = "{kind}"'), name)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_key_an_example_uses_is_documented(example: Path) -> None:
+    load_settings(example)  # the example still loads
+    _assert_documented(tomllib.loads(example.read_text(encoding="utf-8")))
+
+
+README_TOML = re.findall(r"```toml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+
+
+@pytest.mark.parametrize("block", README_TOML, ids=[f"readme-{i}" for i in range(len(README_TOML))])
+def test_every_key_a_readme_example_uses_is_valid_and_documented(block: str) -> None:
+    raw = tomllib.loads(block)
+    Settings(**raw)  # the README's example still validates
+    _assert_documented(raw)
 
 
 @pytest.mark.parametrize("section", ["store", "directory"])
