@@ -1,6 +1,8 @@
 # Two entry points for a fresh machine (see README):
 #   make demo   installs ancre in .venv and runs it on the bundled Axonix corpus
-#   make test   installs the test extras (and Samba for the SMB tests) and runs the whole suite
+#   make test   installs the test extras (and Samba for the SMB tests), lints, checks types and
+#               layers, and runs the whole suite
+#   make check  the fast inner loop: lint, types, layers, unit and contract tests without Samba
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,9 +10,9 @@ CONFIG := examples/axonix/ancre.toml
 QUESTION := Quel est le code d'accès de la salle serveur de Baumont Industries ?
 ROCHAT := Quel est le forfait mensuel du contrat de maintenance de l'étude Rochat ?
 
-.PHONY: install demo test bench
+.PHONY: install demo test check lint typecheck layers test-fast bench reference
 
-$(BIN)/ancre: pyproject.toml
+$(BIN)/ancre: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -27,10 +29,37 @@ demo: install
 	$(BIN)/ancre ask "$(ROCHAT)" --as bruno --config $(CONFIG)
 	$(BIN)/ancre report exposure --config $(CONFIG)
 
+# The static checks, each its own target (`make check` runs them all, with the fast tests).
+lint: install
+	$(BIN)/ruff check .
+
+typecheck: install
+	$(BIN)/mypy
+
+layers: install
+	$(BIN)/lint-imports
+
+# Unit tests and the connector contract suite without its Samba half (no DC, no network, no root).
+FAST_TESTS := tests/unit tests/contract -m "not slow" -k "not smb_source"
+
+test-fast: install
+	$(BIN)/pytest -q $(FAST_TESTS)
+
+# All four even when one fails (-k), two at a time (the static checks beside the tests), each
+# target's output kept together.
+check: install
+	$(MAKE) --no-print-directory -k -j2 --output-sync=target lint typecheck layers test-fast
+
 test: install
 	bash .ci/setup-test-deps.sh
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 bench: install
 	$(BIN)/python tests/bench/run.py
+
+# docs/CONFIGURATION.md from the settings models (tests/unit/test_configuration_reference.py checks it)
+reference: install
+	$(BIN)/python -m ancre.config reference -o docs/CONFIGURATION.md

@@ -39,6 +39,7 @@ from ancre.settings import (
     WatchMode,
     resolve_secret,
 )
+from ancre.settings.reference import render_reference
 
 
 def _source_tag(value: Any) -> str | None:
@@ -70,27 +71,47 @@ class Settings(BaseSettings):
     """The whole configuration. Load with :func:`load_settings`."""
 
     model_config = SettingsConfigDict(
-        env_prefix="ANCRE_", env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix="ANCRE_", env_nested_delimiter="__", extra="forbid", frozen=True, use_attribute_docstrings=True
     )
 
     data_dir: Path = Path("./ancre-data")
+    """ancre's own data (index, state DB, BM25 snapshots, audit); default ``<config folder>/ancre-data``.
+    Never indexed, even through a link."""
     embedder: EmbedderConfig = EmbedderConfig()
+    """``[embedder]``: which model writes and queries the vectors."""
     store: StoreConfig = StoreConfig()
+    """``[store]``: where the vectors and the keyword index live."""
     directory: DirectoryConfig = DirectoryConfig()
+    """``[directory]``: who is in which group (file or Active Directory)."""
     extraction: ExtractionConfig = ExtractionConfig()
+    """``[extraction]``: text extraction limits, timeouts and OCR."""
     chunking: ChunkingConfig = ChunkingConfig()
+    """``[chunking]``: how documents are cut into chunks."""
     sync: SyncConfig = SyncConfig()
+    """``[sync]``: mass-deletion guard and retries of a sync pass."""
     query: QueryConfig = QueryConfig()
+    """``[query]``: hybrid retrieval and the live ACL check."""
     context: ContextConfig = ContextConfig()
+    """``[context]``: what an answer's context holds."""
     llm: LlmConfig = LlmConfig()
+    """``[llm]``: the answering model."""
     judge: JudgeConfig = JudgeConfig()
+    """``[judge]``: the grounding judge."""
     audit: AuditConfig = AuditConfig()
+    """``[audit]``: the nLPD audit log."""
     daemon: DaemonConfig = DaemonConfig()
+    """``[daemon]``: event queue, schedules, control socket, observability."""
     logging: LoggingConfig = LoggingConfig()
+    """``[logging]``: a log level per component."""
     api: ApiConfig = ApiConfig()
+    """``[api]``: the RAG API and its callers' identity."""
     reports: ReportsConfig = ReportsConfig()
+    """``[reports]``: what the exposure report counts as broad."""
     sources: tuple[SourceConfig, ...] = ()
+    """``[[sources]]``: the document sources, one table each (``kind`` picks the connector)."""
     ignore: tuple[str, ...] = DEFAULT_IGNORE
+    """File-name globs never indexed in any source (case-insensitive): Office and LibreOffice
+    lock files, editor temp files, Windows shell metadata."""
 
     @field_validator("sources")
     @classmethod
@@ -160,7 +181,8 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(raw)
     if "data_dir" in out:
         out["data_dir"] = fix(out["data_dir"])
-    for section, keys in (("directory", ("path", "ca_file")), ("store", ("path",)), ("audit", ("dir", "key_file", "chain_key_file"))):
+    section_paths = (("directory", ("path", "ca_file")), ("store", ("path",)), ("audit", ("dir", "key_file", "chain_key_file")))
+    for section, keys in section_paths:
         if isinstance(out.get(section), dict):
             sec = dict(out[section])
             for k in keys:
@@ -169,13 +191,15 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
             out[section] = sec
     if isinstance(out.get("sources"), list):
         srcs = []
-        for s in out["sources"]:
-            if isinstance(s, dict):
-                s = dict(s)
-                for k in _path_keys(s):
-                    if k in s:
-                        s[k] = fix(s[k])
-            srcs.append(s)
+        for entry in out["sources"]:
+            if not isinstance(entry, dict):
+                srcs.append(entry)
+                continue
+            src = dict(entry)
+            for k in _path_keys(src):
+                if k in src:
+                    src[k] = fix(src[k])
+            srcs.append(src)
         out["sources"] = srcs
     return out
 
@@ -193,6 +217,33 @@ def _format_validation(e: ValidationError) -> str:
             msg = f"unknown source kind {given!r} (known: {', '.join(REGISTRY)})"
         parts.append(f"{'.'.join(str(x) for x in loc) or '(root)'}: {msg}")
     return "; ".join(parts)
+
+
+def configuration_reference() -> str:
+    """``docs/CONFIGURATION.md``: every key of :class:`Settings` and of each registered source
+    kind's config model, with type, default and description
+    (:func:`ancre.settings.reference.render_reference`)."""
+    return render_reference(
+        Settings, "sources", SourceSettings, {kind: entry.config for kind, entry in REGISTRY.items()},
+        env_prefix=Settings.model_config.get("env_prefix", ""), default_kind=DEFAULT_KIND,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ancre.config reference [-o FILE]``: print (or write) the configuration reference."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ancre.config", description="ancre configuration tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ref = sub.add_parser("reference", help="the configuration reference (Markdown), from the settings models")
+    ref.add_argument("-o", "--output", type=Path, help="write it to this file instead of standard output")
+    args = parser.parse_args(argv)
+    text = configuration_reference()
+    if args.output is None:
+        print(text, end="")
+    else:
+        args.output.write_text(text, encoding="utf-8")
+    return 0
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
@@ -234,9 +285,14 @@ __all__ = [
     "SourceConfig",
     "SourceSettings",
     "StoreConfig",
-    "WatchMode",
     "SyncConfig",
+    "WatchMode",
     "config_path",
+    "configuration_reference",
     "load_settings",
     "resolve_secret",
 ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -20,7 +20,7 @@ from typing import NewType
 
 Principal = NewType("Principal", str)
 """A prefixed principal string: ``sid:S-1-5-21-…`` (Windows/AD), ``aad:<object-id>`` (Entra ID),
-``sp:<site>/<group-id>`` (SharePoint site group), ``unix-user:<name>``, ``unix-group:<name>``."""
+``sp:<site-id>:<group-id>`` (SharePoint site group), ``unix-user:<name>``, ``unix-group:<name>``."""
 
 EVERYONE = Principal("sid:S-1-1-0")
 AUTHENTICATED_USERS = Principal("sid:S-1-5-11")

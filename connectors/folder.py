@@ -14,7 +14,6 @@ import threading
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 from ancre.acl.directory import Directory
 from ancre.acl.explain import AclTrace, canonical_path, trace_manifest
@@ -22,25 +21,7 @@ from ancre.acl.manifest import AclManifest
 from ancre.connectors.base import CollectionFromConfig, Connector, SourceContext, SourceKind
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem
-from ancre.settings.sources import SourceSettings
-
-
-class FolderSourceConfig(SourceSettings):
-    """A ``kind = "folder"`` source (the default kind): a local or mounted directory tree."""
-
-    kind: Literal["folder"] = "folder"
-    root: Path
-    """The tree's root directory (required; relative paths in ``ancre.toml`` are resolved against
-    the file's folder)."""
-    acl_manifest: Path | None = None
-    """NT-style ACL manifest (corpus ``acl.json`` format) for trees mounted without ACLs."""
-    principals: tuple[str, ...] = ()
-    """Without a manifest: principals (``sid:…``, or a directory name like ``GG_Direction``)
-    allowed to read everything in this source. With neither, nobody may read (fail closed)."""
-    follow_symlinks: bool = False
-    """Follow symbolic links whose target lies inside ``root`` (never outside it, never into
-    ancre's data directory), each file with the rights of its target's own path. By default links
-    are not followed: each is reported ``skipped: symlink``."""
+from ancre.settings.sources import FolderSourceConfig, SourceSettings
 
 
 def nfc(s: str) -> str:

@@ -1,40 +1,82 @@
 """The source kinds ancre knows: one line per kind in :data:`REGISTRY`.
 
-Adding a source kind = one module in ``connectors/`` (its config model, a subclass of
-:class:`~ancre.settings.sources.SourceSettings` with ``kind: Literal["…"]``; its connector; and
-``KIND = SourceKind(...)``) plus one line here (README "Adding a source"). The configuration
-(:class:`ancre.config.Settings`), the runtime, the CLI and the daemon look kinds up here and never
-switch on ``kind`` themselves.
+Each line names the kind, its config model and the module of its connector. The config model (a
+subclass of :class:`~ancre.settings.sources.SourceSettings` with ``kind: Literal["…"]``) lives in a
+module that imports no client library (``ancre.settings.sources`` for ``folder`` and ``smb``,
+``ancre.connectors.sharepoint.config``), so that :class:`ancre.config.Settings` validates
+``[[sources]]`` without importing smbprotocol, impacket or msal. The connector module, whose
+``KIND = SourceKind(...)`` gives the factory and the principal providers, is imported only when a
+source of that kind is built (:func:`source_kind`). Adding a source kind = its module plus one
+line here (README "Adding a source"). The configuration, the runtime, the CLI and the daemon look
+kinds up here and never switch on ``kind`` themselves.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from ancre.acl.providers import PrincipalProvider
-from ancre.connectors import folder, sharepoint, smb
 from ancre.connectors.base import Connector, SourceContext, SourceKind
+from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.errors import ConfigError
-from ancre.settings.sources import SourceSettings
+from ancre.settings.sources import FolderSourceConfig, SmbSourceConfig, SourceSettings
 
-REGISTRY: Mapping[str, SourceKind] = MappingProxyType({
-    folder.KIND.kind: folder.KIND,
-    smb.KIND.kind: smb.KIND,
-    sharepoint.KIND.kind: sharepoint.KIND,
+
+@dataclass(frozen=True)
+class RegisteredKind:
+    """One line of :data:`REGISTRY`: ``kind`` (the value of ``kind`` in ``[[sources]]``), its
+    ``config`` model, and ``module``, the import path of the module whose ``KIND`` is the kind's
+    :class:`~ancre.connectors.base.SourceKind` (imported by :meth:`load`)."""
+
+    kind: str
+    config: type[SourceSettings]
+    module: str
+
+    def load(self) -> SourceKind:
+        """The kind's :class:`SourceKind`, importing :attr:`module` on first use (cached). Raises
+        :class:`ConfigError` when the module can't be imported or its ``KIND`` is not this kind
+        with this config model (a registry line out of step with its module)."""
+        return _load(self)
+
+
+@functools.cache
+def _load(entry: RegisteredKind) -> SourceKind:
+    try:
+        module = importlib.import_module(entry.module)
+    except ImportError as e:
+        raise ConfigError(f"source kind {entry.kind!r}: its connector {entry.module} can't be imported: {e}") from e
+    kind = getattr(module, "KIND", None)
+    if not isinstance(kind, SourceKind) or kind.kind != entry.kind or kind.config is not entry.config:
+        raise ConfigError(
+            f"source kind {entry.kind!r}: {entry.module}.KIND is not SourceKind({entry.kind!r}, {entry.config.__name__}, …)"
+        )
+    return kind
+
+
+REGISTRY: Mapping[str, RegisteredKind] = MappingProxyType({
+    "folder": RegisteredKind("folder", FolderSourceConfig, "ancre.connectors.folder"),
+    "smb": RegisteredKind("smb", SmbSourceConfig, "ancre.connectors.smb"),
+    "sharepoint": RegisteredKind("sharepoint", SharePointSourceConfig, "ancre.connectors.sharepoint"),
 })
-"""kind → :class:`SourceKind`, in the order the kinds are documented."""
+"""kind → :class:`RegisteredKind`, in the order the kinds are documented."""
 
 DEFAULT_KIND = "folder"
 """The kind of a ``[[sources]]`` entry without ``kind``."""
 
 
 def source_kind(kind: str) -> SourceKind:
-    """The registered kind ``kind``. Raises :class:`ConfigError` naming the known kinds."""
+    """The registered kind ``kind``, its connector module imported. Raises :class:`ConfigError`
+    naming the known kinds for an unknown one (or, from :meth:`RegisteredKind.load`, when its
+    module can't be imported)."""
     try:
-        return REGISTRY[kind]
+        entry = REGISTRY[kind]
     except KeyError:
         raise ConfigError(f"unknown source kind {kind!r} (known: {', '.join(REGISTRY)})") from None
+    return entry.load()
 
 
 def make_connector(src: SourceSettings, ctx: SourceContext) -> Connector:
@@ -57,6 +99,7 @@ def principal_providers(sources: Iterable[SourceSettings], ctx: SourceContext) -
 __all__ = [
     "DEFAULT_KIND",
     "REGISTRY",
+    "RegisteredKind",
     "SourceContext",
     "SourceKind",
     "make_connector",

@@ -50,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import smbclient
 from smbclient._io import SMBDirectoryIO, SMBFileTransaction, SMBRawIO
@@ -69,7 +69,6 @@ from smbprotocol.header import NtStatus
 from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse
 from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
 from smbprotocol.tree import TreeConnect
-from pydantic import Field, SecretStr, model_validator
 
 from ancre.acl.directory import Directory, directory_domain_sid
 from ancre.acl.engine import (
@@ -97,69 +96,9 @@ from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem
 from ancre.settings import resolve_secret
-from ancre.settings.sources import SourceSettings
+from ancre.settings.sources import SmbSourceConfig, SourceSettings
 
 log = logging.getLogger("ancre.connectors.smb")
-
-
-class SmbSourceConfig(SourceSettings):
-    """A ``kind = "smb"`` source: one SMB share (Windows or Samba), read with smbprotocol."""
-
-    kind: Literal["smb"]
-    server: str
-    """The file server's host name or address (``srv-fichiers.axonix.ch``); required."""
-    port: int = Field(445, ge=1, le=65535)
-    share: str
-    """The share name (``Partage``); the source is the whole share. Required."""
-    username: str | None = None
-    """The service account, ``DOMAIN\\user`` or a UPN. It needs read access (data and
-    READ_CONTROL) on the whole share. Unset with ``auth = "kerberos"``: the process's ticket cache."""
-    password: SecretStr | None = None
-    """The service account's password (prefer ``password_env``)."""
-    password_env: str | None = None
-    """Name of an environment variable holding the password."""
-    auth: Literal["ntlm", "kerberos", "negotiate"] = "ntlm"
-    """Authentication protocol (``kerberos`` needs the ``gssapi`` Python package)."""
-    share_allow: tuple[str, ...] = ()
-    """Share-level permissions stated here instead of read from the server: principals (``sid:…``
-    or directory names) the share grants full control to. With ``share_allow`` and
-    ``share_deny`` both empty (the default), the share's own descriptor is read from the server
-    (SRVSVC NetShareGetInfo level 502: the service account must be an administrator of the file
-    server); ``["Everyone"]`` states Windows' and Samba's default share permission."""
-    share_deny: tuple[str, ...] = ()
-    """Principals the share denies (with ``share_allow``: the stated share permissions)."""
-    read_local_groups: bool = True
-    """Read the file server's local groups (BUILTIN\\Users, a member server's own groups, a DC's
-    domain-local groups) and its domains over LSA and SAMR; ``false``: only ``local_groups``."""
-    local_groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
-    """The file server's local groups stated here (over what SAMR says for them): group (SID, or a
-    BUILTIN name such as ``"BUILTIN\\Users"``) → members (SIDs, well-known or directory names).
-    Where SAMR is not read or refused, a local group not listed here is undecided: a deny for it
-    closes the document, an allow for it grants nobody."""
-    server_sid: str | None = Field(None, pattern=r"^S-1-5-21-\d+-\d+-\d+$")
-    """The domain SID of the file server's own accounts (a member server's machine SID), when it
-    can't be read over LSA: its SIDs are then known to be local."""
-    this_organization: bool | None = None
-    """Whether the file server puts This Organization (S-1-5-15) in a session's token (Windows
-    does for users of its forest, Samba does not); unset: undecided (a deny for it closes the
-    document, an allow grants nobody)."""
-    require_signing: bool = True
-    encrypt: bool = False
-    """Require SMB3 encryption of the session."""
-    dfs: bool = True
-    """Follow DFS links whose referral points inside the same share (never another share or
-    server: those are skipped whatever this says); ``false`` follows none (each listed as
-    skipped)."""
-    timeout_s: float = Field(30.0, gt=0)
-    """Connection timeout in seconds."""
-
-    @model_validator(mode="after")
-    def _one_password(self) -> "SmbSourceConfig":
-        if not self.server or not self.share:
-            raise ValueError("server and share are required for an smb source")
-        if self.password is not None and self.password_env:
-            raise ValueError("set password or password_env, not both")
-        return self
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 class ApiConfig(BaseModel):
     """``ancre api`` / ``ancre serve``: where the API listens, how callers authenticate, limits."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     host: str = "127.0.0.1"
     """Listening address. Keep loopback unless Open WebUI runs on another host (then bind the
@@ -65,6 +65,7 @@ class ApiConfig(BaseModel):
     signing_secret_env: str | None = None
     """Name of an environment variable holding the signing secret."""
     signature_header: str = Field("X-Ancre-Signature", pattern=_HEADER_NAME)
+    """Header carrying the identity signature (with ``signing_secret``)."""
     max_clock_skew_s: float = Field(300.0, gt=0, le=86_400)
     """A signature whose timestamp is further than this from the server's clock (seconds, either
     way) is refused."""
@@ -131,7 +132,7 @@ class ApiConfig(BaseModel):
         return {fold_name(k): val.strip() for k, val in v.items()}
 
     @model_validator(mode="after")
-    def _one_source_per_secret(self) -> "ApiConfig":
+    def _one_source_per_secret(self) -> ApiConfig:
         if self.api_key is not None and self.api_key_env:
             raise ValueError("set api.api_key or api.api_key_env, not both")
         if self.signing_secret is not None and self.signing_secret_env:

@@ -29,7 +29,7 @@ reconciliation only)."""
 class DaemonConfig(BaseModel):
     """``ancre daemon``: event queue, schedules, observability. Times in seconds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     debounce_s: float = Field(0.75, ge=0, le=60)
     """A path is synced once no event touched it for this long (an editor's save — temp file,
@@ -52,6 +52,7 @@ class DaemonConfig(BaseModel):
     initial_sync: bool = True
     """Run a full pass of every source at start (a restart embeds only what changed)."""
     metrics_host: str = "127.0.0.1"
+    """Listening address of the Prometheus ``/metrics`` endpoint (with ``metrics_port``)."""
     metrics_port: int | None = Field(None, ge=0, le=65535)
     """Prometheus ``/metrics`` port (prometheus-client); ``None`` disables it, 0 picks a free port
     (written to ``daemon-status.json``)."""
@@ -127,7 +128,7 @@ class LoggingConfig(BaseModel):
     asked for. ``loggers`` sets any other logger by name, e.g. ``{ "ancre.sync" = "DEBUG",
     httpx = "INFO" }``; a logger's level applies to its children."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     ancre: LogLevel | None = None
     """ancre's own loggers; default ``daemon.log_level`` (INFO) in the daemon and the API, WARNING
@@ -167,4 +168,13 @@ class LoggingConfig(BaseModel):
         return out
 
 
-__all__ = ["CONTROL_SOCKET_NAME", "LIBRARY_LOGGERS", "DaemonConfig", "control_socket_candidates", "control_socket_path", "LogLevel", "LoggingConfig", "WatchMode"]
+__all__ = [
+    "CONTROL_SOCKET_NAME",
+    "LIBRARY_LOGGERS",
+    "DaemonConfig",
+    "LogLevel",
+    "LoggingConfig",
+    "WatchMode",
+    "control_socket_candidates",
+    "control_socket_path",
+]

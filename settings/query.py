@@ -1,7 +1,7 @@
 """Configuration sections of the query core's grounding half (issue 3), to be hooked into
 :class:`ancre.config.Settings` as ``llm``, ``judge``, ``context`` and ``audit``.
 
-The numbers are the seed lab's (docs/ARCHITECTURE.md "Data flow of a question" steps 4–10).
+The numbers are the seed lab's (docs/ARCHITECTURE.md "Data flow of a question" steps 4-10).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ancre.settings.reference import SecretText
+
 MAX_ANSWER_TEMPERATURE = 0.3
 """Answers are never generated above this temperature (docs/ARCHITECTURE.md "Data flow of a question" step 5)."""
 
@@ -18,7 +20,7 @@ DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class LlmConfig(_Section):
@@ -27,18 +29,23 @@ class LlmConfig(_Section):
     ``openai`` (any OpenAI-compatible ``/v1/chat/completions`` server, e.g. vLLM)."""
 
     kind: Literal["none", "ollama", "openai"] = "none"
+    """Answering model: ``none`` (extractive answers, no model), ``ollama`` (``/api/chat``) or
+    ``openai`` (any OpenAI-compatible ``/v1/chat/completions`` server)."""
     model: str | None = None
     """Model name; default ``qwen2.5:14b`` for ollama, required for openai."""
     url: str | None = None
     """Server base URL (ollama default ``http://127.0.0.1:11434``; openai: required, with or
     without the trailing ``/v1``)."""
-    api_key: str | None = None
+    api_key: SecretText | None = None
+    """Bearer key sent to the ``openai`` server (``ANCRE_LLM__API_KEY`` keeps it out of the file)."""
     temperature: float = Field(0.2, ge=0.0, le=MAX_ANSWER_TEMPERATURE)
+    """Sampling temperature of answers; at most 0.3."""
     keep_alive: str = "30m"
     """Ollama ``keep_alive``: how long the model stays loaded after a call (``"30m"``, ``"2h"``)."""
     timeout_s: float = Field(600.0, gt=0)
-    """Seconds allowed to read the answer (CPU-only servers took 3–5 minutes in the lab)."""
+    """Seconds allowed to read the answer (CPU-only servers took 3 to 5 minutes in the lab)."""
     connect_timeout_s: float = Field(10.0, gt=0)
+    """Seconds allowed to connect to the model server."""
     num_ctx: int | None = Field(None, ge=512)
     """Ollama context window in tokens (``options.num_ctx``); the server's default when unset."""
 
@@ -49,13 +56,18 @@ class JudgeConfig(_Section):
     answer passes with ``verification: non_effectuee``."""
 
     enabled: bool = True
+    """Run the judge after each generated answer (``false``: answers pass with ``verification: non_effectuee``)."""
     model: str = "qwen3:4b"
+    """Ollama model of the judge."""
     url: str | None = None
     """Ollama base URL; defaults to ``llm.url`` when ``llm.kind = "ollama"``, else
     ``http://127.0.0.1:11434``."""
     keep_alive: str = "2h"
+    """Ollama ``keep_alive`` of the judge's model."""
     timeout_s: float = Field(60.0, gt=0)
+    """Seconds allowed to read the judge's verdict."""
     connect_timeout_s: float = Field(5.0, gt=0)
+    """Seconds allowed to connect to the judge's server."""
 
 
 class ContextConfig(_Section):
@@ -77,6 +89,7 @@ class AuditConfig(_Section):
     """The nLPD audit log: one JSON line per question, daily files, mode 0600."""
 
     enabled: bool = True
+    """Write one audit record per question (nLPD); ``false`` writes none."""
     dir: Path | None = None
     """Folder of the daily files; default ``<data_dir>/audit``."""
     retention_days: int = Field(365, ge=0)

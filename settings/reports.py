@@ -10,7 +10,7 @@ class ReportsConfig(BaseModel):
     """Broad principals of ``ancre report exposure``, on top of the well-known ones (Everyone,
     Authenticated Users, Domain Users, BUILTIN\\Users, Entra ``everyone-internal``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     broad_share: float = Field(0.8, gt=0.0, le=1.0)
     """A document readable by more than this share of the directory's users is broadly

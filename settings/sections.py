@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ancre.errors import ConfigError
+from ancre.settings.reference import SecretText
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
 """File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
@@ -18,7 +19,8 @@ Windows shell metadata."""
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # a field's docstring is its description (docs/CONFIGURATION.md is generated from them)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class EmbedderConfig(_Section):
@@ -26,19 +28,29 @@ class EmbedderConfig(_Section):
     no server), ``ollama`` (``/api/embed``), ``openai`` (``/v1/embeddings``)."""
 
     kind: Literal["e5-local", "ollama", "openai"] = "e5-local"
+    """Embedder: ``e5-local`` (in-process multilingual e5, no server), ``ollama`` (``/api/embed``)
+    or ``openai`` (any OpenAI-compatible ``/v1/embeddings`` server). Changing it needs ``ancre reindex``."""
     model: str | None = None
     """Model name; defaults: ``multilingual-e5-small`` / ``nomic-embed-text`` / required for openai."""
     url: str | None = None
     """Server base URL (ollama default ``http://127.0.0.1:11434``)."""
-    api_key: str | None = None
+    api_key: SecretText | None = None
+    """Bearer key sent to the embedding server (``openai``; ``ANCRE_EMBEDDER__API_KEY`` keeps it out of the file)."""
     batch_size: int = Field(32, ge=1, le=4096)
+    """Texts (chunks) embedded per request or per in-process batch."""
     keep_alive: str = "30m"
+    """Ollama ``keep_alive``: how long the model stays loaded after a call (``"30m"``, ``"2h"``)."""
     timeout_s: float = Field(120.0, gt=0)
+    """Seconds one embedding request may take."""
     retries: int = Field(4, ge=0, le=20)
+    """Retries of a failed embedding request (connection error, HTTP 429 or 5xx), with exponential backoff."""
     dim: int | None = Field(None, ge=1)
     """Expected dimension for ``openai``/``ollama`` (probed from the server when not set)."""
     document_prefix: str | None = None
+    """Text put before every chunk embedded (``ollama``/``openai``; e.g. ``"search_document: "``);
+    unset: the model's known prefix, if any. Refused by ``e5-local``, which sets its own."""
     query_prefix: str | None = None
+    """Text put before every question embedded (e.g. ``"search_query: "``); unset: the model's known prefix."""
 
 
 class StoreConfig(_Section):
@@ -46,11 +58,23 @@ class StoreConfig(_Section):
     one owning process. ``qdrant``: a Qdrant server/cluster at ``url``; ``local``: qdrant-client's
     local mode under ``path`` (tests only: it filters in Python)."""
 
+    kind_keys: ClassVar[dict[str, tuple[str, ...]]] = {
+        "edge": ("build_after_points",), "qdrant": ("url", "api_key", "timeout_s"), "local": ("path",),
+    }
+    """The keys only one ``kind`` reads (docs/CONFIGURATION.md lists them per kind)."""
+
     kind: Literal["edge", "qdrant", "local"] = "edge"
+    """Vector store: ``edge`` (embedded Qdrant engine under ``data_dir``, one owning process),
+    ``qdrant`` (a Qdrant server or cluster at ``url``) or ``local`` (qdrant-client's local mode; tests only)."""
     url: str | None = None
-    api_key: str | None = None
+    """Qdrant server URL (``http://127.0.0.1:6333``); required with ``kind = "qdrant"``."""
+    api_key: SecretText | None = None
+    """Qdrant API key (``kind = "qdrant"``; ``ANCRE_STORE__API_KEY`` keeps it out of the file)."""
     path: Path | None = None
+    """``kind = "local"``: folder of qdrant-client's local store; default ``<data_dir>/qdrant-local``
+    (``edge`` always lives in ``<data_dir>/qdrant``)."""
     timeout_s: float = Field(30.0, gt=0)
+    """Seconds one request to the Qdrant server may take."""
     bm25: Literal["snapshot", "qdrant"] = "qdrant"
     """Where the keyword side lives: ``qdrant`` (BM25 kept in the Qdrant engine, updated with every
     write: the embedded engine's BM25 text index for ``kind = "edge"``, the default there; sparse
@@ -69,7 +93,7 @@ class StoreConfig(_Section):
         return data
 
     @model_validator(mode="after")
-    def _url_for_server(self) -> "StoreConfig":
+    def _url_for_server(self) -> StoreConfig:
         if self.kind == "qdrant" and not self.url:
             raise ValueError("store.url is required when store.kind = 'qdrant'")
         return self
@@ -79,8 +103,17 @@ class DirectoryConfig(_Section):
     """Who is in which group. ``file``: a JSON file in the corpus ``directory.json`` format;
     ``ldap``: Active Directory over LDAP (:class:`ancre.acl.ldap_directory.LdapDirectory`)."""
 
+    kind_keys: ClassVar[dict[str, tuple[str, ...]]] = {
+        "file": ("path",),
+        "ldap": ("url", "urls", "base_dn", "bind_dn", "bind_password", "bind_password_env", "tls", "ca_file",
+                 "tls_server_name", "user_attributes", "netbios", "timeout_s", "check_user"),
+    }
+    """The keys only one ``kind`` reads (docs/CONFIGURATION.md lists them per kind)."""
+
     kind: Literal["file", "ldap"] = "file"
+    """Directory: ``file`` (users and nested groups in a ``directory.json`` file) or ``ldap`` (Active Directory)."""
     path: Path | None = None
+    """``kind = "file"``: the ``directory.json`` file (relative paths against the config file's folder)."""
     cache_ttl_s: float = Field(60.0, ge=0)
     """Seconds a user's groups (and an unknown user's absence) are cached."""
 
@@ -94,6 +127,7 @@ class DirectoryConfig(_Section):
     bind_dn: str | None = None
     """Service account for the simple bind (DN, UPN or ``DOMAIN\\user``); unset = anonymous."""
     bind_password: SecretStr | None = None
+    """The bind password (prefer ``bind_password_env``)."""
     bind_password_env: str | None = None
     """Name of an environment variable holding the bind password."""
     tls: Literal["ldaps", "starttls", "none"] | None = None
@@ -115,7 +149,7 @@ class DirectoryConfig(_Section):
     first account the directory lists that resolves)."""
 
     @model_validator(mode="after")
-    def _ldap_fields(self) -> "DirectoryConfig":
+    def _ldap_fields(self) -> DirectoryConfig:
         if self.kind == "ldap":
             if not (self.url or self.urls):
                 raise ValueError("directory.url is required when directory.kind = 'ldap'")
@@ -139,7 +173,11 @@ class ExtractionConfig(_Section):
     The defaults let a 300-page contract through with a wide margin."""
 
     timeout_s: float = Field(60.0, gt=0)
+    """Seconds one file's extraction may take in its worker process before the worker is killed
+    and the file recorded ``failed`` (retried up to ``sync.max_attempts``)."""
     workers: int = Field(1, ge=1, le=64)
+    """Extraction worker processes; accepted for forward compatibility, files are extracted one at
+    a time in one worker process."""
     ocr: bool = True
     """OCR (Tesseract) the PDF pages that are images without a text layer (scans); off, or without
     Tesseract, a PDF with no text layer at all is ``skipped: no_text_layer``."""
@@ -158,7 +196,7 @@ class ExtractionConfig(_Section):
     """Office packages: largest uncompressed size of all parts together, in MiB."""
     max_expansion_ratio: float = Field(200.0, gt=1)
     """Office packages: largest uncompressed/compressed ratio of a part over 1 MiB (a "zip bomb";
-    real Office XML compresses 5–30×)."""
+    real Office XML compresses 5 to 30 times)."""
     max_chars: int = Field(5_000_000, ge=1000)
     """Characters of text extracted from one document."""
     max_chunks: int = Field(10_000, ge=1)
@@ -171,7 +209,9 @@ class ChunkingConfig(_Section):
     """Structure-aware chunking: target chunk size in characters."""
 
     target_chars: int = Field(1000, ge=100, le=20000)
+    """Target size of one chunk, in characters (headings, paragraphs and table rows are kept whole)."""
     overlap_chars: int = Field(0, ge=0, le=2000)
+    """Characters of the previous chunk repeated at the start of the next one."""
 
 
 class SyncConfig(_Section):
@@ -179,6 +219,8 @@ class SyncConfig(_Section):
     source's indexed items vanished purges nothing and is reported suspect."""
 
     mass_delete_ratio: float = Field(0.5, gt=0, le=1)
+    """Share (0 to 1) of a source's indexed items that may vanish in one pass; above it the pass
+    purges nothing and is reported suspect (a root unmounted by mistake is not a mass deletion)."""
     mass_delete_min_items: int = Field(4, ge=0)
     """Below this many indexed items the ratio guard does not apply (a root that is missing still does)."""
     max_attempts: int = Field(3, ge=1, le=100)
@@ -192,8 +234,11 @@ class QueryConfig(_Section):
     """Retrieval numbers (docs/ARCHITECTURE.md "Data flow of a question", validated in the seed lab)."""
 
     candidates: int = Field(30, ge=1, le=1000)
+    """Candidates taken from each side (vector and BM25) before fusion."""
     rrf_k: int = Field(60, ge=1)
+    """The ``k`` of Reciprocal Rank Fusion: a candidate at rank ``r`` scores ``1 / (k + r)`` per side."""
     limit: int = Field(10, ge=1, le=1000)
+    """Fused results returned by ``ancre search`` and the search API unless asked otherwise."""
     live_acl: bool = True
     """Re-read each candidate document's ACL from its source before it is shown or put in a
     context (:mod:`ancre.query.live_acl`); ``false`` trusts the index (sync, notifications and the

@@ -35,16 +35,23 @@ class SharePointSourceConfig(SourceSettings):
     """
 
     kind: Literal["sharepoint"] = "sharepoint"
+    """``sharepoint``: one SharePoint Online tenant read through Microsoft Graph."""
     tenant_id: str = Field(min_length=1)
     """Entra tenant id (GUID) or its primary domain."""
     client_id: str = Field(min_length=1)
     """Application (client) id of the app registration."""
     certificate_path: Path | None = None
+    """PEM file holding the app registration's certificate and its private key."""
     certificate_thumbprint: str | None = None
+    """SHA-1 thumbprint (hex) of that certificate as uploaded to the app registration; required with ``certificate_path``."""
     pfx_path: Path | None = None
+    """The certificate and its private key as a PKCS#12 (``.pfx``) file instead of a PEM."""
     pfx_passphrase: SecretStr | None = None
+    """Passphrase of ``pfx_path`` (prefer ``pfx_passphrase_env``)."""
     pfx_passphrase_env: str | None = None
+    """Name of an environment variable holding the PFX passphrase."""
     client_secret: SecretStr | None = None
+    """The app registration's client secret (Graph only, see above; prefer ``client_secret_env``)."""
     client_secret_env: str | None = None
     """Name of an environment variable holding the client secret (Graph only, see above)."""
     authority: str = "https://login.microsoftonline.com"
@@ -56,6 +63,7 @@ class SharePointSourceConfig(SourceSettings):
     libraries: tuple[str, ...] = ()
     """Globs on document library names (``Documents``, ``Shared Documents``); empty = all."""
     libraries_exclude: tuple[str, ...] = ()
+    """Globs on document library names left out (wins over ``libraries``)."""
     sharing_links: LinkPolicy = "specific_people"
     """What sharing links grant: ``specific_people`` (default) — a "specific people" link grants
     its recipients, organization and anonymous links widen nothing; ``none`` — no link grants;
@@ -81,7 +89,9 @@ class SharePointSourceConfig(SourceSettings):
     max_in_flight: int = Field(4, ge=1, le=64)
     """Graph requests in flight at once."""
     timeout_s: float = Field(30.0, gt=0)
+    """Seconds one Graph or SharePoint REST request may take."""
     max_retries: int = Field(5, ge=0, le=20)
+    """Retries of a throttled or failed Graph request (HTTP 429, 500, 502, 503, 504; ``Retry-After`` honoured)."""
     ca_file: Path | None = None
     """CA bundle to verify Graph's TLS certificate with (tests); default: the system's."""
 

@@ -1,0 +1,49 @@
+"""The unit tests ``make check`` leaves out (``-m "not slow"``) to stay a fast inner loop: each
+takes seconds to a minute of CPU (index builds in a child process, the e5 model, hypothesis
+searches over a real store, extraction timeouts). ``make test`` still runs them all.
+
+Listed here rather than decorated so that the list of what the fast loop skips is in one place; a
+listed test that its file no longer has is an error (the list can't go stale silently).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SLOW = {
+    "test_edge_build.py": {
+        "test_the_swap_never_loses_a_write": "hypothesis: index builds in a child process",
+        "test_reads_and_writes_go_on_during_a_build": "a full index build in a child process",
+        "test_the_daemon_lane_keeps_the_store_indexed_after_each_change": "index builds in a child process",
+        "test_build_swaps_in_an_indexed_shard_that_answers_the_same": "a full index build in a child process",
+        "test_open_removes_what_an_interrupted_build_left": "a build killed in a child process",
+    },
+    "test_keyword_incremental.py": {
+        "test_incremental_keywords_equal_a_full_rebuild_and_bm25s": "hypothesis over the embedded store",
+    },
+    "test_embedders.py": {
+        "test_e5_question_does_not_wait_behind_passages": "the e5 model under a passage load",
+        "test_e5_query_is_cut_to_the_window_the_model_reads": "the e5 model on long texts",
+        "test_e5_text_longer_than_512_tokens_is_embedded_whole": "the e5 model on long texts",
+        "test_e5_concurrent_questions_share_engine_calls": "the e5 model, concurrent callers",
+    },
+    "test_extract_dropped_text.py": {
+        "test_pool_grants_the_extra_time_asked_for_up_to_its_maximum": "waits for extraction timeouts",
+    },
+}
+"""Test file → test function → why it is slow."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`SLOW` ``slow``; raise ``pytest.UsageError`` for a listed test its
+    (collected) file does not define."""
+    for item in items:
+        listed = SLOW.get(item.path.name)
+        if not listed:
+            continue
+        module = getattr(item, "module", None)
+        stale = [name for name in listed if module is not None and not hasattr(module, name)]
+        if stale:
+            raise pytest.UsageError(f"tests/unit/conftest.py lists tests {item.path.name} does not define: {', '.join(stale)}")
+        if getattr(item, "originalname", item.name) in listed:
+            item.add_marker(pytest.mark.slow)
