@@ -6,12 +6,11 @@ Qdrant payloads and into the SQLite state, and must never be mutated in place.
 
 from __future__ import annotations
 
-import unicodedata
-
 import hashlib
 import json
 import math
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -77,7 +76,7 @@ class Grant:
         return out
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, object]) -> "Grant":
+    def from_dict(cls, d: Mapping[str, object]) -> Grant:
         """Inverse of :meth:`to_dict`. Raises ``KeyError``/``TypeError``/``ValueError`` on a
         malformed mapping."""
         expires = d.get("expires")
@@ -119,12 +118,12 @@ class Acl:
     plain ACL. Build through :meth:`of`, which keeps them sorted and distinct."""
 
     @classmethod
-    def nobody(cls, reason: str) -> "Acl":
+    def nobody(cls, reason: str) -> Acl:
         """The fail-closed ACL: readable by no principal at all."""
         return cls(frozenset(), frozenset(), reason)
 
     @classmethod
-    def of(cls, grants: Iterable[Grant], reason: str | None = None) -> "Acl":
+    def of(cls, grants: Iterable[Grant], reason: str | None = None) -> Acl:
         """The ACL readable iff one of ``grants`` admits the user. Grants with an empty allow set
         are dropped, equal ones merged; no grant left gives an ACL readable by nobody (with
         ``reason``); a single grant without expiry (nor ``also``) gives a plain ``Acl(allow, deny)``."""
@@ -327,7 +326,7 @@ class ChunkPayload:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> "ChunkPayload":
+    def from_dict(cls, d: dict[str, object]) -> ChunkPayload:
         """Inverse of :meth:`to_dict`; raises ``KeyError`` on a payload missing a field."""
         return cls(
             source=str(d["source"]),

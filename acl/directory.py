@@ -140,7 +140,7 @@ class _DirectoryFile(_Model):
 
 
 def _bare(sid: str) -> str:
-    return sid[4:] if sid.startswith("sid:") else sid
+    return sid.removeprefix("sid:")
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class _Snapshot:
     """SID → display name (``AXONIX\\GG_RH``, ``Everyone``)."""
 
     @classmethod
-    def parse(cls, text: bytes, where: str) -> "_Snapshot":
+    def parse(cls, text: bytes, where: str) -> _Snapshot:
         """Parse and check the file's text; raises ``DirectoryError`` naming the offending key."""
         try:
             f = _DirectoryFile.model_validate_json(text)

@@ -42,9 +42,9 @@ from ldap3.protocol.formatters.formatters import format_sid
 from ldap3.utils.conv import escape_filter_chars
 
 from ancre.acl.directory import WELL_KNOWN, fold_name
-from ancre.settings import DirectoryConfig, resolve_secret
 from ancre.errors import ConfigError, DirectoryError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, sid_principal
+from ancre.settings import DirectoryConfig, resolve_secret
 
 log = logging.getLogger("ancre.acl.ldap")
 
@@ -65,7 +65,7 @@ _PATH_LIMIT = 2000
 
 
 def _bare(sid: str) -> str:
-    return sid[4:] if sid.startswith("sid:") else sid
+    return sid.removeprefix("sid:")
 
 
 def _values(entry: dict[str, Any], attr: str) -> list[Any]:
@@ -85,7 +85,7 @@ class _NameCheckedTls(ldap3.Tls):
         self.server_name = server_name
         self.verify_error: ssl.SSLCertVerificationError | None = None
 
-    def wrap_socket(self, connection: Any, do_handshake: bool = False) -> None:  # noqa: FBT001,FBT002 - ldap3's signature
+    def wrap_socket(self, connection: Any, do_handshake: bool = False) -> None:  # ldap3's signature
         ctx = ssl.create_default_context(cafile=self.ca_certs_file)  # CERT_REQUIRED, check_hostname
         name = self.server_name or connection.server.host
         self.verify_error = None

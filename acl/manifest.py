@@ -146,7 +146,7 @@ class AclManifest:
         self.unc_root = unc_root
 
     @classmethod
-    def load(cls, path: Path, directory: Directory) -> "AclManifest":
+    def load(cls, path: Path, directory: Directory) -> AclManifest:
         """Read a manifest file. Raises :class:`~ancre.errors.AclError` when the file can't be read,
         isn't JSON, or has no ``entries`` object (the caller then fails closed for the whole
         source). A bad *entry* does not raise: it is kept as broken and its subtree reads as nobody.

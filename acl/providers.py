@@ -72,7 +72,7 @@ def _checked(provider: PrincipalProvider, user: str) -> frozenset[str]:
         got = provider.principals(user)
     except DirectoryError:
         raise
-    except Exception as e:  # noqa: BLE001 - whatever went wrong, the query must fail closed
+    except Exception as e:  # whatever went wrong, the query must fail closed
         raise PrincipalProviderError(f"principal provider {provider.name!r} failed: {type(e).__name__}: {e}") from e
     if not isinstance(got, (frozenset, set)):
         raise PrincipalProviderError(

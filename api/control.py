@@ -52,12 +52,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
+from ancre import errors
 from ancre.acl.explain import PathOutsideSourceError
 from ancre.api.errors import ApiError, param_name
 from ancre.api.middleware import BodyLimitMiddleware
 from ancre.api.questions import check_question
 from ancre.daemon.service import Daemon
-from ancre import errors
 from ancre.errors import AncreError, ControlBusyError, ControlPermissionError
 from ancre.settings.api import ApiConfig
 

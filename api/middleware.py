@@ -113,7 +113,7 @@ class BodyLimitMiddleware:
         while True:
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.info("%s %s: request body not received within %g s (api.body_timeout_s): 408",
                          scope.get("method"), scope.get("path"), self.timeout_s)
                 message = f"request body not received within {self.timeout_s:g} s (api.body_timeout_s)"

@@ -27,11 +27,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ancre.config import Settings, config_path, load_settings
 from ancre.app.runtime import Runtime
+from ancre.config import Settings, config_path, load_settings
 from ancre.errors import AncreError
-from ancre.models import COLLECTIONS
 from ancre.index.store_factory import make_store
+from ancre.models import COLLECTIONS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")

@@ -132,10 +132,10 @@ class Runtime:
     @cached_property
     def engine(self) -> SyncEngine:
         """The sync engine (starts the extraction worker on first use)."""
+        from ancre.daemon.sync import SyncEngine
         from ancre.ingest.extract import ExtractOptions
         from ancre.ingest.limits import ExtractionLimits
         from ancre.ingest.worker import ExtractionPool
-        from ancre.daemon.sync import SyncEngine
 
         ex = self.settings.extraction
         options = ExtractOptions(
@@ -203,7 +203,7 @@ class Runtime:
         if "store" in self.__dict__:
             self.store.close()
 
-    def __enter__(self) -> "Runtime":
+    def __enter__(self) -> Runtime:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import smbclient
+from pydantic import Field, SecretStr, model_validator
 from smbclient._io import SMBDirectoryIO, SMBFileTransaction, SMBRawIO
 from smbclient._os import SMBDirEntryInformation
 from smbprotocol import MAX_PAYLOAD_SIZE
@@ -69,7 +70,6 @@ from smbprotocol.header import NtStatus
 from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse
 from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
 from smbprotocol.tree import TreeConnect
-from pydantic import Field, SecretStr, model_validator
 
 from ancre.acl.directory import Directory, directory_domain_sid
 from ancre.acl.engine import (
@@ -84,7 +84,6 @@ from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
 from ancre.acl.sd_parse import parse_security_descriptor
 from ancre.acl.share import configured_share_descriptor, share_rights
 from ancre.acl.token import BUILTIN_NAMES, WELL_KNOWN_SIDS, LocalGroups, TokenRules
-from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
 from ancre.connectors.base import (
     ChangeCallback,
     CollectionFromConfig,
@@ -94,6 +93,7 @@ from ancre.connectors.base import (
     SourceKind,
 )
 from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
+from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem
 from ancre.settings import resolve_secret
@@ -154,7 +154,7 @@ class SmbSourceConfig(SourceSettings):
     """Connection timeout in seconds."""
 
     @model_validator(mode="after")
-    def _one_password(self) -> "SmbSourceConfig":
+    def _one_password(self) -> SmbSourceConfig:
         if not self.server or not self.share:
             raise ValueError("server and share are required for an smb source")
         if self.password is not None and self.password_env:
@@ -1222,7 +1222,7 @@ class SmbConnector(CollectionFromConfig):
                                   this_organization=self.cfg.this_organization), found
 
     def _local_group_sid(self, name: str) -> str:
-        bare = name[4:] if name.startswith("sid:") else name
+        bare = name.removeprefix("sid:")
         if bare.upper().startswith("S-1-"):
             return "S" + bare[1:]
         short = bare.rpartition("\\")[2].casefold()
@@ -1232,7 +1232,7 @@ class SmbConnector(CollectionFromConfig):
         raise AclError(f"{name!r}: give a local group by SID, or a BUILTIN group by name")
 
     def _member_sid(self, name: str, group: str) -> str:
-        bare = name[4:] if name.startswith("sid:") else name
+        bare = name.removeprefix("sid:")
         if bare.upper().startswith("S-1-"):
             return "S" + bare[1:]
         short = bare.rpartition("\\")[2].casefold()
@@ -1377,8 +1377,8 @@ KIND = SourceKind("smb", SmbSourceConfig, build)
 
 
 __all__ = [
-    "DfsTarget",
     "KIND",
+    "DfsTarget",
     "SmbConnector",
     "SmbSourceConfig",
     "dfs_referral",

@@ -98,7 +98,7 @@ class ShareWatcher:
     def _emit(self, event: ChangeEvent) -> None:
         try:
             self.on_change(event)
-        except Exception:  # noqa: BLE001 - a consumer bug must not stop the watch
+        except Exception:  # a consumer bug must not stop the watch
             log.exception("source %s: change callback failed for %s", self.conn.source_id, event)
 
     def _open_root(self, tree: Any) -> Open:

@@ -75,7 +75,7 @@ def _tickets(target: RpcTarget, domain: str, user: str) -> tuple[str, str, Any, 
     ``FILE:`` prefix): the service ticket for ``cifs/<server>`` when the cache has one, else the
     TGT. Raises :class:`RpcError` when there is no cache or no usable ticket in it."""
     path = os.environ.get("KRB5CCNAME", "")
-    path = path[5:] if path.startswith("FILE:") else path
+    path = path.removeprefix("FILE:")
     ccache = CCache.loadFile(path) if path and os.path.isfile(path) else None
     if ccache is None:
         raise RpcError(f"{target.unc}: no Kerberos ticket cache (KRB5CCNAME={os.environ.get('KRB5CCNAME')!r})")

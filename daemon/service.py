@@ -58,8 +58,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from ancre.config import Settings
 from ancre.connectors.base import ChangeEvent, Connector
 from ancre.daemon.bm25_rebuild import BM25_DIRTY_KEY, Bm25Rebuilder
-from ancre.daemon.maintenance import IndexMaintainer
 from ancre.daemon.lanes import RETRY_AFTER_S, Lanes
+from ancre.daemon.maintenance import IndexMaintainer
 from ancre.daemon.metrics import DaemonMetrics
 from ancre.daemon.notify import SdNotifier, watchdog_interval
 from ancre.daemon.progress import PROGRESS_EVERY_S, STATUS_FILE, ProgressBook, StatusFile
@@ -384,5 +384,11 @@ class Daemon:
 
 
 __all__ = [
-    "BM25_DIRTY_KEY", "Bm25Rebuilder", "Daemon", "DaemonParts", "PROGRESS_EVERY_S", "STATUS_FILE", "SyncTicket",
+    "BM25_DIRTY_KEY",
+    "PROGRESS_EVERY_S",
+    "STATUS_FILE",
+    "Bm25Rebuilder",
+    "Daemon",
+    "DaemonParts",
+    "SyncTicket",
 ]

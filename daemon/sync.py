@@ -48,16 +48,16 @@ from pathlib import Path
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
 from ancre.connectors.base import Connector, LocalTree, PermissionSweep, ReportsUnreachable, SubtreeListing
-from ancre.ingest.chunking import chunk_blocks
-from ancre.ingest.extract import extractor_version
-from ancre.ingest.worker import ExtractionPool
 from ancre.daemon.faults import crash_point
-from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
 from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
+from ancre.index.state import ItemState, StateDB
 from ancre.index.store import KeywordStore, Maintainable, PointWrite, Store
+from ancre.ingest.chunking import chunk_blocks
+from ancre.ingest.extract import extractor_version
+from ancre.ingest.worker import ExtractionPool
 from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, SourceItem
 
 log = logging.getLogger("ancre.sync")
@@ -998,4 +998,4 @@ def _replace(st: ItemState, **kw: object) -> ItemState:
     return replace(st, **kw)  # type: ignore[arg-type]
 
 
-__all__ = ["PassReport", "SyncEngine", "SKIP_REASONS", "Acl", "skip_reason_key"]
+__all__ = ["SKIP_REASONS", "Acl", "PassReport", "SyncEngine", "skip_reason_key"]

@@ -350,4 +350,4 @@ class ConnectorWatcher:
             backoff = min(backoff * 2, 60.0)
 
 
-__all__ = ["ConnectorWatcher", "FolderWatcher", "NETWORK_FS", "fs_type"]
+__all__ = ["NETWORK_FS", "ConnectorWatcher", "FolderWatcher", "fs_type"]

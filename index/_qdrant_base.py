@@ -44,7 +44,6 @@ from ancre.index._filters import (
 from ancre.index.store import PointWrite
 from ancre.models import COLLECTIONS, Acl, ChunkPayload, StoredPoint
 
-
 _MAX_OVERFETCH = 64
 """A search whose exact grant check dropped hits asks the engine again for up to this many times
 ``limit`` hits before it settles for fewer."""

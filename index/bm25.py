@@ -182,7 +182,7 @@ class Bm25Index:
         (:func:`~ancre.index.tokenize.tokenize` output); unknown ones count 0."""
         mask = None if principals is None else self.readable_mask(principals)
         n = len(self) if mask is None else int(mask.sum())
-        out = {t: 0 for t in terms}
+        out = dict.fromkeys(terms, 0)
         if self._retriever is None:
             return n, out
         indptr, indices = self._retriever.scores["indptr"], self._retriever.scores["indices"]

@@ -116,7 +116,7 @@ QUERY_BATCH = 32
 
 
 class _Request:
-    __slots__ = ("text", "vector", "error")
+    __slots__ = ("error", "text", "vector")
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -269,9 +269,9 @@ def _peak_rss_mib() -> float:
 def main(argv: list[str]) -> int:
     """The build process: ``<shard dir> <spec json>``. Loads the shard with the index settings
     of the spec, builds, flushes, prints a :class:`ChildReport` as one JSON line."""
-    from ancre.index.edge_store import EdgeTuning, ensure_payload_indexes, shard_config
-
     import qdrant_edge as qe
+
+    from ancre.index.edge_store import EdgeTuning, ensure_payload_indexes, shard_config
 
     os.nice(CHILD_NICE)
     path, spec = Path(argv[0]), json.loads(argv[1])

@@ -557,7 +557,7 @@ class EdgeStore(QdrantBackend):
         if principals is not None:
             rights = self._rights_filter(principals)
             if rights is None:
-                return 0, {t: 0 for t in terms}
+                return 0, dict.fromkeys(terms, 0)
 
         def counted(coll: str, *must: Any) -> int:
             flt = (self._rights_filter(principals, *must) if principals is not None

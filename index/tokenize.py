@@ -81,7 +81,7 @@ afin ainsi alors aussi car chez comme comment combien dont donc lors or selon so
 _COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 _LIGATURES = str.maketrans({"œ": "oe", "æ": "ae"})
 _SEPARATORS = str.maketrans(
-    {**{c: " " for c in "'’‘ʼ`´«»“”„‹›—–•"}, **{c: "-" for c in "\u2010\u2011\u2012\u2212"}, "\u00ad": None}
+    {**dict.fromkeys("'’‘ʼ`´«»“”„‹›—–•", " "), **dict.fromkeys("‐‑‒−", "-"), "\u00ad": None}
 )
 """Apostrophes split words; typographic punctuation becomes a space too, so that most folded French
 text is ASCII and takes the faster ASCII pattern."""

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from ancre.errors import ExtractionError
 from ancre.ingest.limits import CharBudget, ExtractionLimits, check_pages, using_limits
 from ancre.ingest.office import (
     OFFICE_EXTENSIONS,
@@ -65,7 +66,6 @@ from ancre.ingest.office import (
     read_workbook,
 )
 from ancre.ingest.textclean import collapse_leaders, normalize_pdf_text
-from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
 __all__ = [
@@ -351,7 +351,7 @@ def _outline_to_level(val: str | None) -> int:
     return n + 1 if 0 <= n <= 8 else 0
 
 
-_HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|titolo|título)\s*(\d)$", re.I)
+_HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|titolo|título)\s*(\d)$", re.IGNORECASE)
 
 
 def _style_levels(styles_element: object | None) -> Callable[[str], int]:

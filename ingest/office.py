@@ -43,8 +43,8 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ancre.ingest.limits import RATIO_GRACE_BYTES, CharBudget, check_pages, current_limits, mib, too_large
 from ancre.errors import ExtractionError
+from ancre.ingest.limits import RATIO_GRACE_BYTES, CharBudget, check_pages, current_limits, mib, too_large
 from ancre.models import Block, BlockKind
 
 __all__ = [

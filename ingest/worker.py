@@ -24,8 +24,8 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
-from ancre.ingest.limits import ExtractionLimits
 from ancre.errors import ExtractionError
+from ancre.ingest.limits import ExtractionLimits
 from ancre.models import Block
 
 __all__ = ["DEFAULT_TARGET", "ExtractionPool", "request_more_time"]

@@ -580,8 +580,8 @@ __all__ = [
     "ERROR_MODEL",
     "Answer",
     "AnswerService",
-    "AnswerStream",
     "AnswerSource",
+    "AnswerStream",
     "shown_sources",
     "unverified_note",
 ]

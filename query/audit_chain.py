@@ -55,7 +55,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -343,7 +343,7 @@ class AuditChain:
 
     def _write_head(self, name: str, h: str, size: int) -> None:
         head: dict[str, Any] = {"file": name, "hash": h, "size": size,
-                                "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
+                                "time": datetime.now(UTC).isoformat(timespec="milliseconds")}
         head["seal"] = self.sealer.digest(_canonical(head))
         _write_private(self.directory / HEAD, json.dumps(head).encode(), sync=False)
 
@@ -376,7 +376,7 @@ class AuditChain:
             last_hash = nodes[-1].parsed.link_hash(self.sealer) if nodes else start
             first_prev = nodes[0].parsed.prev if nodes else start
             entry = {
-                "kind": "checkpoint", "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                "kind": "checkpoint", "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
                 "deleted": [f.name for f in doomed], "records": len(nodes), "first_prev": first_prev,
                 "last_hash": last_hash, "problems": len(problems),
             }

@@ -186,14 +186,10 @@ SHORT_FOLLOW_UP_WORDS = 7
 pronoun) in at most this many words, or is at most 4 words long."""
 _OPENS_WITH_AND = re.compile(r"^\s*(?:et|mais|alors|ensuite|puis|aussi)(?![^\W_])", re.IGNORECASE)
 _POSSESSIVE = {"sa": "la", "son": "le", "ses": "les", "leur": "le", "leurs": "les"}
-_TOPICAL = (
-    "contrat contrats offre offres réponse appel politique grille document documents règle règles migration "
-    "devis facture projet étude société client clients accord convention avenant rapport procédure note fiche "
-    "serveur pipeline"
-).split()
+_TOPICAL = ["contrat", "contrats", "offre", "offres", "réponse", "appel", "politique", "grille", "document", "documents", "règle", "règles", "migration", "devis", "facture", "projet", "étude", "société", "client", "clients", "accord", "convention", "avenant", "rapport", "procédure", "note", "fiche", "serveur", "pipeline"]
 _TOPICAL_FOLDED = frozenset(fold(w) for w in _TOPICAL)
 _PREPOSITION = re.compile(r"(?<![^\W_])(?:du|de\s+la|de\s+l['’]|des|d['’]|de|pour|avec|chez|concernant|sur)(?:\s+|(?<=['’]))", re.IGNORECASE)
-_QUALIFIERS = frozenset(fold(w) for w in "étude société cabinet fiduciaire entreprise groupe client bureau".split())
+_QUALIFIERS = frozenset(fold(w) for w in ["étude", "société", "cabinet", "fiduciaire", "entreprise", "groupe", "client", "bureau"])
 _NAME_RUN = re.compile(r"[A-ZÀ-Ý][\w'’.-]*(?:(?:\s+|\s*&\s*)(?:[A-ZÀ-Ý&][\w'’.-]*|SA|AG|SARL|Sàrl))*")
 
 
@@ -292,7 +288,7 @@ def _replace_entity(previous: str, subject: str) -> str | None:
         head = head[:-2] + "de "
     if re.search(r"(?<![^\W_])de\s+$", head) and re.match(r"(?:le|les)\s", subject, re.IGNORECASE):
         # « de le client » → « du client »
-        art = subject.split()[0].lower()
+        art = subject.split(maxsplit=1)[0].lower()
         head = head[: re.search(r"de\s+$", head).start()] + ("du " if art == "le" else "des ")  # type: ignore[union-attr]
         subject = subject.split(None, 1)[1]
     return head + subject + previous[e:]
@@ -316,7 +312,7 @@ def _attach(question: str, subject: str) -> str:
         word = m.group(1)
         art = _POSSESSIVE[word.lower()]
         nxt = m.group(2)
-        if art == "le" and re.match(r"[aeiouyhàâéèêëîïôûAEIOUYH]", nxt) or art == "la" and re.match(r"[aeiouyàâéèêëîïôûAEIOUY]", nxt):
+        if (art == "le" and re.match(r"[aeiouyhàâéèêëîïôûAEIOUYH]", nxt)) or (art == "la" and re.match(r"[aeiouyàâéèêëîïôûAEIOUY]", nxt)):
             return "l'" + nxt
         return f"{art} {nxt}"
 

@@ -141,11 +141,7 @@ _UNITS = {
 }  # fmt: skip
 _META_NOUNS = frozenset(
     fold(w)
-    for w in (
-        "document documents contrat contrats version versions extrait extraits fichier fichiers "
-        "source sources point points élément éléments passage passages partie parties cas option "
-        "options question questions réponse réponses citation citations offre offres client clients"
-    ).split()
+    for w in ["document", "documents", "contrat", "contrats", "version", "versions", "extrait", "extraits", "fichier", "fichiers", "source", "sources", "point", "points", "élément", "éléments", "passage", "passages", "partie", "parties", "cas", "option", "options", "question", "questions", "réponse", "réponses", "citation", "citations", "offre", "offres", "client", "clients"]
 )
 """Nouns a small count in an answer may refer to without being a fact of the documents (« les
 deux contrats », « 3 documents »)."""
@@ -162,11 +158,7 @@ ACRONYMS_ALLOWED = frozenset({"chf", "eur", "usd", "ht", "tva", "nb", "ok", "ps"
 
 _STARTERS = frozenset(
     fold(w)
-    for w in (
-        "voici voilà selon concernant également toutefois cependant ensuite enfin ainsi aussi attention "
-        "note remarque oui non aucun aucune chaque tous toutes tout plusieurs seul seule seuls d'après "
-        "quant en résumé synthèse comparaison total durée montant forfait prix"
-    ).split()
+    for w in ["voici", "voilà", "selon", "concernant", "également", "toutefois", "cependant", "ensuite", "enfin", "ainsi", "aussi", "attention", "note", "remarque", "oui", "non", "aucun", "aucune", "chaque", "tous", "toutes", "tout", "plusieurs", "seul", "seule", "seuls", "d'après", "quant", "en", "résumé", "synthèse", "comparaison", "total", "durée", "montant", "forfait", "prix"]
 )
 
 # ----------------------------------------------------------------------------- patterns
@@ -211,7 +203,7 @@ def _dec(text: str) -> Decimal | None:
         return None
 
 
-def _key(value: Decimal | int | float) -> str:
+def _key(value: Decimal | float) -> str:
     d = Decimal(str(value)).normalize()
     if d == d.to_integral_value():
         d = d.quantize(Decimal(1))
@@ -488,9 +480,7 @@ def _name_facts(scan: _Scan, names: frozenset[str]) -> None:
         if w[0].isupper() or inner:
             if folded in STOP_WORDS or folded in ACRONYMS_ALLOWED:
                 is_name = False
-            elif inner or (len(w) > 1 and w.isupper()):
-                is_name = True
-            elif not _opens(t, m.start()):
+            elif inner or (len(w) > 1 and w.isupper()) or not _opens(t, m.start()):
                 is_name = True
             else:
                 is_name = folded in names and folded not in _STARTERS

@@ -118,7 +118,7 @@ class Abort:
                 self.register(sock)
 
     @contextmanager
-    def bound(self) -> Iterator["Abort"]:
+    def bound(self) -> Iterator[Abort]:
         """Bind this abort to the calling thread for the duration of the ``with`` block."""
         previous = getattr(_bound, "abort", None)
         _bound.abort = self
@@ -656,15 +656,15 @@ def _version_labels(groups: list[VersionGroup]) -> dict[str, str]:
 
 
 __all__ = [
-    "Abort",
     "DEFAULT_OLLAMA_MODEL",
     "DEFAULT_TEMPERATURE",
     "EXTRACTIVE_HEADER",
+    "MAX_BROAD_QUOTES",
+    "Abort",
     "ChatClient",
     "ChatResult",
     "ExtractiveAnswerer",
     "LlmError",
-    "MAX_BROAD_QUOTES",
     "ModelCallAborted",
     "OllamaChat",
     "OpenAIChat",

@@ -181,7 +181,7 @@ def question_terms(question: str, stats: TermStats | None = None) -> QuestionTer
         if t not in named and t not in FILLER_TERMS and not _JOINED.search(t)
     )
     if stats is None or not content:
-        return QuestionTerms(tuple(distinctive), content, idf={t: 1.0 for t in content})
+        return QuestionTerms(tuple(distinctive), content, idf=dict.fromkeys(content, 1.0))
     n, df = stats(sorted(content))
     limit = max(RARE_MIN_DF, RARE_FRACTION * n)
     rare = frozenset(t for t in content if 1 <= df.get(t, 0) <= limit)

@@ -24,13 +24,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ancre.settings import QueryConfig
 from ancre.index.bm25 import Bm25Hit, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import KeywordStore, Store
 from ancre.models import COLLECTIONS, SearchResult, StoredPoint
 from ancre.query.live_acl import LiveAclChecker, RightsCheck, Unverified, unchecked, unverified
 from ancre.query.relevance import RARE_FRACTION, RARE_MIN_DF
+from ancre.settings import QueryConfig
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -293,7 +293,7 @@ def source_explainer(connector: Callable[[str], Connector], directory: Directory
 
 
 def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds") if epoch is not None else None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds") if epoch is not None else None
 
 
 def _broad_list(cfg: ReportsConfig, directory: Directory) -> tuple[list[_Broad], list[str]]:
@@ -330,7 +330,7 @@ def exposure_report(
     opened each exposed document (``None``: from the index only); ``sources``: only these source
     ids. Raises :class:`~ancre.errors.StoreError` when the store can't be read."""
     t0 = time.perf_counter()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     now = started.timestamp()  # every ACL evaluated at this one instant (grants may expire)
     readers = _Readers(directory, resolver)
     configured, notes = _broad_list(cfg, directory)

@@ -25,7 +25,7 @@ def _config(cfg: SourceSettings) -> SharePointSourceConfig:
     return cfg
 
 
-def graph_client(cfg: SharePointSourceConfig) -> "GraphClient":
+def graph_client(cfg: SharePointSourceConfig) -> GraphClient:
     """The Graph client of a source (its credential, authority, endpoint, limits)."""
     from ancre.connectors.sharepoint.graph import GraphClient
 

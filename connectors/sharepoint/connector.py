@@ -60,14 +60,14 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ancre.acl.explain import AclTrace
 from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, SourceCheck
 from ancre.connectors.folder import is_ignored, path_selected
-from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.auth import SecretCredential
+from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.graph import BatchRequest, GraphClient, GraphError, ResyncRequired
 from ancre.connectors.sharepoint.permissions import Grant, Mapped, item_acl
 from ancre.connectors.sharepoint.rest import RestError
-from ancre.acl.explain import AclTrace
 from ancre.errors import AncreError, ConfigError, SourceUnavailableError
 from ancre.index.state import StateDB
 from ancre.models import Acl, SourceItem
@@ -164,7 +164,7 @@ class _Entry:
                 self.ctag, self.package]
 
     @classmethod
-    def load(cls, row: list[Any]) -> "_Entry":
+    def load(cls, row: list[Any]) -> _Entry:
         return cls(*row)
 
 

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -157,7 +157,7 @@ def run(quick: bool = False) -> list[dict]:
         answer_ms, stream_ms = [], []
         for _ in range(20 if quick else 100):
             rec = AuditRecord("alice", frozenset({"sid:S-1-1-0"}), "Quel est le forfait ?", (src,), verdict,
-                              {"total": 900.0}, datetime.now(timezone.utc))
+                              {"total": 900.0}, datetime.now(UTC))
             t = time.perf_counter()
             log.append(rec)
             answer_ms.append((time.perf_counter() - t) * 1000)

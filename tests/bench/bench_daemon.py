@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ → `support`
 
-from support.corpus import CORPUS  # noqa: E402
-from support.daemon_proc import DaemonProc, token, write_daemon_config  # noqa: E402
+from support.corpus import CORPUS
+from support.daemon_proc import DaemonProc, token, write_daemon_config
 
 N_CHANGES = 20
 KINDS = ("create", "modify", "editor save", "rename", "delete")

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ → `support`
 
-from support.hostile import expanding_docx, simple_docx, xlsx_with_sheet_xml  # noqa: E402
-from support.measure import measure_sync, office_config  # noqa: E402
+from support.hostile import expanding_docx, simple_docx, xlsx_with_sheet_xml
+from support.measure import measure_sync, office_config
 
 CASES = (
     ("one-page .docx alone (baseline)", None, None),
@@ -30,8 +30,8 @@ CASES = (
 
 
 def _status_of(cfg: Path, name: str) -> str:
-    from ancre.config import load_settings
     from ancre.app.runtime import Runtime
+    from ancre.config import load_settings
 
     with Runtime(load_settings(cfg)) as rt:
         row = next(r for r in rt.state.all_items() if r.path.endswith(name))
@@ -42,8 +42,8 @@ def _decide_ms(data: bytes, name: str) -> float:
     """Milliseconds :func:`extract_bytes` takes to settle the file (in this process)."""
     import time
 
-    from ancre.ingest.extract import extract_bytes
     from ancre.errors import ExtractionError
+    from ancre.ingest.extract import extract_bytes
 
     t0 = time.perf_counter()
     try:

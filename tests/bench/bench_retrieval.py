@@ -307,7 +307,7 @@ class _Phase:
     wall = 0.0
     cpu = 0.0
 
-    def __enter__(self) -> "_Phase":
+    def __enter__(self) -> _Phase:
         self._w, self._c = time.perf_counter(), _cpu_s()
         return self
 

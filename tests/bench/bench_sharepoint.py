@@ -32,7 +32,7 @@ UNIQUE_EVERY = 100
 """One file in this many has unique permissions (breaking inheritance, its role assignments copied)."""
 
 
-def _tenant(n: int):  # noqa: ANN202 - FakeMicrosoft
+def _tenant(n: int):
     from support.fake_microsoft import EVERYONE_EXCEPT_EXTERNAL, FakeMicrosoft
 
     ms = FakeMicrosoft(page_size=1000)
@@ -67,7 +67,7 @@ def run(quick: bool = False) -> list[dict]:
                 authority=ms.authority, graph_url=ms.graph_url, ca_file=ms.ca_path, sites=(ms.site_url("Bench"),),
             )
 
-            def no_directory():  # noqa: ANN202
+            def no_directory():
                 raise RuntimeError("no directory in this bench")
 
             ctx = SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=Path(tmp))

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from support.corpus import copy_corpus, write_config
 from typer.testing import CliRunner
 
-from ancre.acl.engine import acl_problem, read_acl, SecurityDescriptor
+from ancre.acl.engine import SecurityDescriptor, acl_problem, read_acl
 from ancre.app.cli import app
 from ancre.models import Acl
-from support.corpus import copy_corpus, write_config
 
 runner = CliRunner()
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"

@@ -33,12 +33,12 @@ from ancre.acl.directory import FileDirectory
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.api.app import WARNING_UNGROUNDED, create_app
 from ancre.api.identity import signature
+from ancre.app.runtime import Runtime
 from ancre.app.server import ApiServer
 from ancre.config import Settings, load_settings
-from ancre.app.runtime import Runtime
 from ancre.query import QueryCore
-from ancre.settings.query import AuditConfig, LlmConfig
 from ancre.query.prompt import REFUSAL, SYSTEM_PROMPT
+from ancre.settings.query import AuditConfig, LlmConfig
 
 KEY = "test-service-key-0123456789"
 SECRET = "test-signing-secret"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from support.corpus import CORPUS
 
-from ancre.config import load_settings
 from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 

@@ -21,18 +21,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.httpserver import ScriptedServer
+from support.samba import SambaDC, read_sd_raw, samba_dc  # noqa: F401 - the session fixture
+from support.scripted_ollama import ANSWER_MODEL, JUDGE_MODEL, chats, script
 from typer.testing import CliRunner
 
 from ancre.acl.ldap_directory import LdapDirectory
 from ancre.acl.sd_parse import acl_from_descriptor
+from ancre.app.cli import app
 from ancre.config import load_settings
 from ancre.connectors.smb import SmbConnector
-from ancre.app.cli import app
 from ancre.daemon.logs import setup_logging
 from ancre.errors import DirectoryError
-from support.httpserver import ScriptedServer
-from support.samba import SambaDC, read_sd_raw, samba_dc  # noqa: F401 - the session fixture
-from support.scripted_ollama import ANSWER_MODEL, JUDGE_MODEL, chats, script
 
 PASSWORD_ENV = "ANCRE_TEST_CHECK_PASSWORD"
 FOLDER = "ANCRE-CHECK"

@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.daemon_proc import DaemonProc, token, write_daemon_config
+from support.httpserver import Request, ScriptedServer
 
 from ancre.config import load_settings
 from ancre.errors import ControlPermissionError
-from support.daemon_proc import DaemonProc, token, write_daemon_config
-from support.httpserver import Request, ScriptedServer
 
 DIM = 16
 GATE = "barrière"
@@ -254,6 +254,7 @@ def _listening_tcp_inodes(pid: int) -> set[str]:
 def _as_nobody(settings: object) -> str:
     """In a forked child running as ``nobody``: what opening the query core raises."""
     import concurrent.futures.thread  # noqa: F401 - imported before the child loses access to the files
+
     from ancre.query.remote import ControlClient
 
     r, w = os.pipe()

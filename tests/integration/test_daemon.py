@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ancre.config import DEFAULT_IGNORE
 from support.corpus import CORPUS, REPO
 from support.daemon_proc import DaemonProc, NotifyListener, folder_truth, index_truth, token, write_daemon_config
+
+from ancre.config import DEFAULT_IGNORE
 
 CORPUS_FILES = ("DOCUMENTATION/Politique_Securite_SI.pdf", "CLIENTS/21_Contrat_Maintenance_Baumont_Industries.docx")
 
@@ -50,7 +50,7 @@ def _assert_converged(cfg: Path, root: Path) -> None:
     hashes, counts, bm25_len, rows = index_truth(cfg)
     truth = folder_truth(root, DEFAULT_IGNORE)
     assert hashes == truth, {"lost": sorted(set(truth) - set(hashes)), "ghosts": sorted(set(hashes) - set(truth))}
-    assert {r.path: r.status for r in rows} == {p: "indexed" for p in truth}
+    assert {r.path: r.status for r in rows} == dict.fromkeys(truth, "indexed")
     assert {r.path: r.chunk_count for r in rows} == counts
     assert bm25_len == sum(counts.values())
 
@@ -118,7 +118,7 @@ def test_events_signals_notify_and_restart(tmp_path: Path) -> None:
         metrics = d.metrics()
         assert 'ancre_passes_total{outcome="ok",scope="full",source="t",trigger="sighup"} 1.0' in metrics
         assert 'ancre_documents{source="t",status="indexed"} 6.0' in metrics
-        n_delays = float(re.search(r"^ancre_event_to_searchable_seconds_count (\S+)$", metrics, re.M).group(1))  # type: ignore[union-attr]
+        n_delays = float(re.search(r"^ancre_event_to_searchable_seconds_count (\S+)$", metrics, re.MULTILINE).group(1))  # type: ignore[union-attr]
         assert n_delays >= 6
 
         fields = listener.fields()

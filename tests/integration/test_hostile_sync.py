@@ -7,12 +7,12 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-
-from ancre.config import load_settings
-from ancre.ingest.worker import ExtractionPool
-from ancre.app.runtime import Runtime
-from ancre.daemon.sync import SyncEngine
 from support.hostile import make_hostile_files
+
+from ancre.app.runtime import Runtime
+from ancre.config import load_settings
+from ancre.daemon.sync import SyncEngine
+from ancre.ingest.worker import ExtractionPool
 
 
 @pytest.fixture()

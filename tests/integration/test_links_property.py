@@ -17,14 +17,14 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.rights_tree import USERS, write_acl, write_config, write_directory
 
 from ancre.acl.directory import FileDirectory
 from ancre.acl.manifest import AclManifest
+from ancre.app.runtime import Runtime
 from ancre.config import load_settings
 from ancre.connectors.folder import FolderConnector
-from ancre.app.runtime import Runtime
 from ancre.models import COLLECTIONS
-from support.rights_tree import USERS, write_acl, write_config, write_directory
 
 EXAMPLES = int(os.environ.get("ANCRE_LINK_EXAMPLES", "25"))
 FOLDERS = ("A", "B", "A/SUB")

@@ -52,8 +52,8 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,7 @@ def _report(config: pytest.Config, line: str) -> None:
 
 def _extract_names(prompt: str) -> list[str]:
     """The documents the model was shown: the ``[file name]`` line heading each extract block."""
-    return re.findall(r"^\[([^\]\n]+)\]$", prompt, re.M)
+    return re.findall(r"^\[([^\]\n]+)\]$", prompt, re.MULTILINE)
 
 
 SLOW_TEXT = " ".join(f"Point {i} du contrat." for i in range(40)) + f" [{BAUMONT}]"
@@ -468,7 +468,7 @@ def test_one_question_leaves_one_question_record(stack: Stack) -> None:
                     "content": Q_ROCHAT, "timestamp": int(time.time())}
     body = {"model": "ancre", "stream": False, "messages": [{"role": "user", "content": Q_ROCHAT}],
             "parent_id": None, "id": str(uuid.uuid4()), "user_message": user_message,
-            "background_tasks": {t: True for t in SIDE_TASKS}}
+            "background_tasks": dict.fromkeys(SIDE_TASKS, True)}
     r = stack.owui.call("POST", "/api/chat/completions", stack.owui.tokens["alice"], body)
     assert r.status_code == 200, f"{r.status_code} {r.text[:500]}\n{stack.owui.tail()}"
     deadline = time.monotonic() + 120

@@ -23,22 +23,22 @@ from typing import Any
 import pytest
 import smbclient
 from pydantic import SecretStr
+from support.corpus import CORPUS, USERS, readable_paths
+from support.samba import DNS_DOMAIN, SambaDC, samba_dc  # noqa: F401 - the session fixture
+from support.smb_config import PASSWORD_ENV, write_smb_config
 from typer.testing import CliRunner
 
 import ancre.connectors.smb as smb_module
 from ancre.acl.directory import CachedDirectory
-from ancre.acl.ldap_directory import LdapDirectory
-from ancre.config import load_settings
 from ancre.acl.explain import explain_trace
-from ancre.connectors.base import AclExplainable, ChangeEvent, WatchableConnector
-from ancre.connectors.smb import SmbConnector
+from ancre.acl.ldap_directory import LdapDirectory
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
+from ancre.config import load_settings
+from ancre.connectors.base import AclExplainable, ChangeEvent, WatchableConnector
+from ancre.connectors.smb import SmbConnector
 from ancre.errors import DirectoryError, SourceUnavailableError
 from ancre.models import COLLECTIONS, SourceItem
-from support.corpus import CORPUS, USERS, readable_paths
-from support.samba import DNS_DOMAIN, SambaDC, samba_dc  # noqa: F401 - the session fixture
-from support.smb_config import PASSWORD_ENV, write_smb_config
 
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"
 DENY_QUESTION = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"
@@ -906,7 +906,7 @@ def test_kerberos_ticket_from_the_dc_kdc_lists_and_reads_the_share(
     try:
         import gssapi
         import gssapi.raw
-        import krb5  # noqa: F401 - pyspnego's Kerberos provider needs it
+        import krb5  # pyspnego's Kerberos provider needs it
     except ImportError as e:
         msg = (
             f"Kerberos over SMB needs the gssapi and krb5 packages ({e}): apt install libkrb5-dev gcc, "

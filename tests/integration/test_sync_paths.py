@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from ancre.config import load_settings
-from ancre.app.runtime import Runtime
 from support.daemon_proc import token, write_daemon_config
+
+from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 
 
 def _tree(root: Path) -> None:

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.hostile import SENTENCES, word_variant
 
-from ancre.config import load_settings
-from ancre.ingest.worker import ExtractionPool
 from ancre.app.runtime import Runtime
-from ancre.index.state import ItemState
+from ancre.config import load_settings
 from ancre.daemon.sync import SyncEngine
 from ancre.errors import EmbedderError
-from support.hostile import SENTENCES, word_variant
+from ancre.index.state import ItemState
+from ancre.ingest.worker import ExtractionPool
 
 DIRECTORY = '{"domain_sid": "S-1-5-21-9", "netbios": "H", "groups": {}, "users": {"zoe": {"sid": "S-1-5-21-9-1001", "groups": []}}}'
 
@@ -173,7 +173,7 @@ class _Spy:
         self.real, self.fail_at, self.calls = real, fail_at, []  # type: list[int]
         self.name, self.dim = real.name, real.dim  # type: ignore[attr-defined]
 
-    def embed_documents(self, texts):  # noqa: ANN001, ANN201 - the Embedder protocol
+    def embed_documents(self, texts):
         self.calls.append(len(texts))
         if self.fail_at is not None and len(self.calls) >= self.fail_at:
             raise EmbedderError("connection refused")

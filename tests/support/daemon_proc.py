@@ -253,8 +253,8 @@ def index_truth(config: Path) -> tuple[dict[str, str], dict[str, int], int, list
     """Open the (stopped) daemon's index in-process: ``({path: content_hash} from the store's
     points, {path: number of points}, number of chunks the keyword side answers for — the store's text index when it is ready, else
     the current BM25 snapshot —, state rows)``."""
-    from ancre.config import load_settings
     from ancre.app.runtime import Runtime
+    from ancre.config import load_settings
     from ancre.index.store import KeywordStore
     from ancre.models import COLLECTIONS
 

@@ -563,7 +563,7 @@ class FakeMicrosoft:
                  sam: str | None = None, mail: str | None = None) -> FakeUser:
         """Add an Entra user (``user_type`` "Member" or "Guest")."""
         with self._lock:
-            u = FakeUser(_guid(), upn, display_name or upn.split("@")[0], mail or (upn if user_type == "Member" else None),
+            u = FakeUser(_guid(), upn, display_name or upn.split("@", maxsplit=1)[0], mail or (upn if user_type == "Member" else None),
                          user_type, sam)
             self.users[u.id] = u
             return u
@@ -970,7 +970,7 @@ class FakeMicrosoft:
                     pass
             elif login.startswith(("c:0t.c|tenant|", "c:0o.c|federateddirectoryclaimprovider|")):
                 gid = login.rsplit("|", 1)[1]
-                base = gid[:-2] if gid.endswith("_o") else gid
+                base = gid.removesuffix("_o")
                 if base in self.groups:
                     identity["group"] = {"id": base, "displayName": self._login_title(login)}
         return {"roles": graph_roles, "grantedToV2": identity}
@@ -986,7 +986,7 @@ class FakeMicrosoft:
         if login == "c:0(.s|true":
             return "Everyone"
         gid = login.rsplit("|", 1)[1]
-        base = gid[:-2] if gid.endswith("_o") else gid
+        base = gid.removesuffix("_o")
         if base in self.groups:
             return self.groups[base].display_name + (" Owners" if gid.endswith("_o") else "")
         return login
@@ -1122,7 +1122,7 @@ class FakeMicrosoft:
         fault = self._fault(method, rel)
         if fault is not None:
             return fault
-        rest = re.match(r"(/.+?)/_api/(.*)$", path, re.I) if not in_batch else None
+        rest = re.match(r"(/.+?)/_api/(.*)$", path, re.IGNORECASE) if not in_batch else None
         if rest:
             denied = self._check_token(headers, rest=True)
             if denied is not None:
@@ -1726,7 +1726,7 @@ class FakeMicrosoft:
         pfx_path.write_bytes(pkcs12.serialize_key_and_certificates(
             b"ancre-test-app", key, cert, None, serialization.BestAvailableEncryption(passphrase.encode())))
         return AppCertificate(key_path, cert_path, pfx_path, passphrase,
-                              cert.fingerprint(hashes.SHA1()).hex().upper(),  # noqa: S303 (x5t is SHA-1 by spec)
+                              cert.fingerprint(hashes.SHA1()).hex().upper(),  # x5t is SHA-1 by spec
                               cert.fingerprint(hashes.SHA256()).hex().upper())
 
 

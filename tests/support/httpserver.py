@@ -144,7 +144,7 @@ def sequence(*answers: Any) -> Handler:
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # streamed chunks leave at once (no Nagle/delayed-ACK stall)
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
@@ -255,7 +255,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    scripted: "ScriptedServer"
+    scripted: ScriptedServer
 
 
 class ScriptedServer:
@@ -275,7 +275,7 @@ class ScriptedServer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         """Bind and serve in a daemon thread. Returns ``self``."""
         if self._httpd is not None:
             return self
@@ -300,7 +300,7 @@ class ScriptedServer:
             self._thread.join()
         self._httpd = None
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -320,7 +320,7 @@ class ScriptedServer:
         """``http://127.0.0.1:<port>``, no trailing slash."""
         return f"http://127.0.0.1:{self.port}"
 
-    def route(self, method: str, path: str, handler: Handler | Any) -> "ScriptedServer":
+    def route(self, method: str, path: str, handler: Handler | Any) -> ScriptedServer:
         """Answer ``method path`` (exact path, query string ignored) with ``handler(request)``, or
         with ``handler`` itself when it is not callable (a fixed answer). Replaces an earlier route
         for the same method and path. Returns ``self`` for chaining."""

@@ -26,9 +26,9 @@ from smbprotocol.open import (
     FileAttributes,
     ImpersonationLevel,
     Open,
+    ShareAccess,
     SMB2SetInfoRequest,
     SMB2SetInfoResponse,
-    ShareAccess,
 )
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect

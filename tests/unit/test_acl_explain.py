@@ -13,9 +13,8 @@ import pytest
 from ancre.acl.directory import FileDirectory
 from ancre.acl.explain import PathOutsideSourceError, canonical_path, explain, explain_trace
 from ancre.acl.manifest import AclManifest
-from ancre.connectors.folder import FolderSourceConfig
 from ancre.connectors.base import AclExplainable
-from ancre.connectors.folder import FolderConnector
+from ancre.connectors.folder import FolderConnector, FolderSourceConfig
 from ancre.errors import AncreError
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "axonix"

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 from starlette.datastructures import Headers
 
 from ancre.api.identity import AuthError, Secrets, authenticate, check_api_key, check_signature, directory_user, signature
-from ancre.settings.api import ApiConfig
 from ancre.config import load_settings
 from ancre.errors import ConfigError
+from ancre.settings.api import ApiConfig
 
 KEY = "k-0123456789"
 SECRET = "s3cret"

@@ -25,11 +25,11 @@ from starlette.testclient import TestClient
 
 from ancre.api.app import create_app
 from ancre.api.identity import AuthError, Secrets, authenticate, check_user_jwt
-from ancre.settings.api import ApiConfig
 from ancre.config import load_settings
 from ancre.errors import ConfigError
 from ancre.query.answer import Answer
 from ancre.query.prompt import REFUSAL
+from ancre.settings.api import ApiConfig
 
 KEY = "unit-key"
 SECRET = "owui-jwt-secret-0123456789-abcdefghij"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from ancre.query.audit import AuditLog, AuditRecord
 from ancre.query.audit_chain import CHECKPOINTS, HEAD, Sealer, Tamper, parse_line, seal, verify_chain
 from ancre.query.grounding import Verdict
 
-T0 = datetime(2026, 1, 15, 8, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 15, 8, 30, tzinfo=UTC)
 P = frozenset({"sid:S-1-1-0"})
 
 

@@ -15,8 +15,8 @@ import qdrant_edge as qe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ancre.index.edge_store as edge_store
 from ancre.errors import StoreError
+from ancre.index import edge_store
 from ancre.index.edge_build import Journal, copy_tree, refresh_copy
 from ancre.index.edge_store import EdgeStore, EdgeTuning
 from ancre.index.store import PointWrite

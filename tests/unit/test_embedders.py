@@ -174,7 +174,7 @@ def test_e5_concurrent_questions_share_engine_calls(e5: E5LocalEmbedder, monkeyp
     together), each caller getting the vector of his own question."""
     import threading
 
-    import ancre.index.e5_local as e5_local
+    from ancre.index import e5_local
 
     questions = [f"{QUESTION} (variante {i})" for i in range(20)]
     alone = {q: e5.embed_query(q) for q in questions}
