@@ -109,8 +109,8 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     for r in rows:
         out.append((
             f"{r['measure']} ({r['items']:,} items)",
-            f"{r['requests']} Graph + {r['rest_requests']} SharePoint REST requests, {r['per_item_requests']} per-item reads "
-            f"({r['batched_sub_requests']} inside $batch), {r['seconds']} s",
+            (f"{r['requests']} Graph + {r['rest_requests']} SharePoint REST requests, {r['per_item_requests']} per-item reads "
+             f"({r['batched_sub_requests']} inside $batch), {r['seconds']} s"),
             "0 per-item requests" if "no-change" in r["measure"]
             else "runs every few minutes (each sweep a few requests)" if r["measure"] == "permission sweep (unique scopes)"
             else "",

@@ -261,8 +261,8 @@ JUDGE_SHAPES = [
     # (content, thinking, ancree, unsourced)
     ('{"ancree": true, "affirmations_non_sourcees": []}', None, True, ()),
     (
-        '<think>Le montant {"ancree": true} semble…</think>\n{"ancree": false, '
-        '"affirmations_non_sourcees": ["CHF 3 000 HT"]}',
+        ('<think>Le montant {"ancree": true} semble…</think>\n{"ancree": false, '
+         '"affirmations_non_sourcees": ["CHF 3 000 HT"]}'),
         None,
         False,
         ("CHF 3 000 HT",),

@@ -40,8 +40,8 @@ def _notes_xml(kind: str, notes: list[str]) -> bytes:
     ref = "footnoteRef" if kind == "footnote" else "endnoteRef"
     body = [
         f'<w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{kind}>',
-        f'<w:{kind} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/>'
-        f"</w:r></w:p></w:{kind}>",
+        (f'<w:{kind} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/>'
+         f"</w:r></w:p></w:{kind}>"),
     ]
     for i, text in enumerate(notes, 1):
         body.append(
@@ -165,8 +165,8 @@ def xfa_pdf(labels: list[str], data: dict[str, str]) -> bytes:
         b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [] /XFA [(datasets) 6 0 R] >> >>",
         b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
         _FONT,
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
-        b"/Contents 5 0 R >>",
+        (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
+         b"/Contents 5 0 R >>"),
         _stream(b"\n".join(ops)),
         _stream(datasets),
     ]
