@@ -502,7 +502,7 @@ def _read_docx(data: bytes) -> list[Block]:
     part = document.part
     try:
         styles_el = part.styles.element
-    except Exception:  # a document without a styles part still has text
+    except Exception:  # noqa: BLE001 - python-docx on hostile input: a document without a styles part still has text
         styles_el = None
     notes = DocxNotes.of_part(part)
     levels = _style_levels(styles_el)
@@ -590,7 +590,7 @@ def _has_image(page: object) -> bool:
     or an inline image): with no text layer, such a page is a scan."""
     try:
         return len(page.images) > 0  # type: ignore[attr-defined]
-    except Exception:  # a broken image dictionary still means "there is an image"
+    except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken image dictionary still means "there is an image"
         return True
 
 
@@ -608,7 +608,7 @@ class _PdfFields:
         self._seen: set[str] = set()
         try:
             self._fields = reader.get_fields() or {}  # type: ignore[attr-defined]
-        except Exception:  # a broken form never costs the page text
+        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken form never costs the page text
             self._fields = {}
         self._any_value = False
 
@@ -660,7 +660,7 @@ class _PdfFields:
                 line = self._line(qualified, field if field is not None else annot)
                 if line:
                     out.append(Block(BlockKind.PARAGRAPH, line, page=number))
-        except Exception:
+        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken annotation keeps the fields read so far
             return out
         return out
 
@@ -676,7 +676,7 @@ class _PdfFields:
     def _xfa(self) -> list[str]:
         try:
             packets = self._reader.xfa or {}  # type: ignore[attr-defined]
-        except Exception:
+        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken XFA packet costs only the XFA data
             return []
         data = packets.get("datasets") if isinstance(packets, dict) else None
         if not data:
