@@ -711,9 +711,8 @@ def explain_read(
     if not principals:
         return Decision(False, None, "empty principal set: reads nothing")
     prep = _prepare(sd, rules, unreadable_reason)
-    if prep.rule is not None and not prep.null:
-        if prep.rule != EMPTY_DACL_RULE:
-            return Decision(False, None, prep.rule)
+    if prep.rule is not None and not prep.null and prep.rule != EMPTY_DACL_RULE:
+        return Decision(False, None, prep.rule)
     notes = compile_read(sd, rules=rules, parent=parent, unreadable_reason=unreadable_reason,
                          attributes_from_parent=attributes_from_parent).notes
     parent_prep = _prepare(parent, rules) if parent is not None and attributes_from_parent else None

@@ -424,7 +424,7 @@ def _layer(
     if len(deciders) > 1:
         bits = tuple(f"{layer}: {_bit_line(v, directory)}" for v in decision.bits)
     ace = decision.deciding_ace
-    decided = sorted(decision.decided_by)[0] if decision.decided_by else None
+    decided = min(decision.decided_by) if decision.decided_by else None
     token = None
     if decision.route is not None:
         through = f", through {decided} ({directory.name_of(decided) or decided})" if decided and ace is not None and decided[4:] != ace.sid else ""

@@ -267,7 +267,7 @@ class _DocxWalker:
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIP_INLINE:
                 continue  # comments / processing instructions, or not final text
-            if tag == _T or tag == _MATH_T:
+            if tag in (_T, _MATH_T):
                 parts.append(child.text or "")
             elif tag in _INLINE_TEXT:
                 parts.append(_INLINE_TEXT[tag])

@@ -392,10 +392,7 @@ def regenerate_instruction(text: str) -> Instruction | None:
 def _introduces_nothing(candidate: str, sources: Sequence[str]) -> bool:
     """Whether ``candidate`` names nothing (proper name, code, number) the ``sources`` do not."""
     allowed = " ".join(fold(s) for s in sources)
-    for term in _named(candidate):
-        if not re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed):
-            return False
-    return True
+    return all(re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed) for term in _named(candidate))
 
 
 class ConversationResolver:

@@ -62,6 +62,7 @@ from enum import StrEnum
 from ancre.index.tokenize import STOP_WORDS, fold, tokenize
 from ancre.query.citations import CitationScan, scan_citations
 from ancre.query.context import Context, Extract
+import itertools
 
 
 class FactKind(StrEnum):
@@ -416,7 +417,7 @@ def _word_number_facts(scan: _Scan, *, answer: bool) -> None:
             continue
         if answer and (fold(m.group(0)) in ("un", "une") or (value <= _META_MAX and _noun_after(t, m.end()))):
             continue
-        if answer and fold(m.group(0)) in ("cent",) and re.search(r"pour\s*$", t[: m.start()], re.IGNORECASE):
+        if answer and fold(m.group(0)) == "cent" and re.search(r"pour\s*$", t[: m.start()], re.IGNORECASE):
             continue
         keys = {_key(value)}
         unit = _unit_after(t, m.end())
@@ -642,7 +643,7 @@ def _sentences(text: str) -> list[_Sentence]:
             s = offset + line.start()
             cuts = [m.start() for m in _SENTENCE_SPLIT.finditer(line.group(0))]
             bounds = [0, *cuts, len(line.group(0))]
-            for a, b in zip(bounds, bounds[1:]):
+            for a, b in itertools.pairwise(bounds):
                 if line.group(0)[a:b].strip():
                     out.append(_Sentence(s + a, s + b, paragraph))
         pos += len(block)

@@ -189,7 +189,7 @@ def _folder(path: str) -> str | None:
 
 def _name_version(filename: str) -> tuple[float, ...]:
     stem = filename.rsplit(".", 1)[0]
-    found = [m for m in _NAME_VERSION.finditer(stem)]
+    found = list(_NAME_VERSION.finditer(stem))
     if not found:
         return ()
     m = found[-1]

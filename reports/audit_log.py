@@ -297,10 +297,7 @@ def who_saw(
             doc_id = str(s.get("doc_id") or "")
             now = None
             if now_state is not None:
-                if doc_id not in now_state:
-                    now = "deleted"
-                else:
-                    now = "unchanged" if now_state[doc_id] == s.get("acl") else "changed"
+                now = "deleted" if doc_id not in now_state else ("unchanged" if now_state[doc_id] == s.get("acl") else "changed")
             rows.append(Sighting(
                 time=e.data.get("time"), user=pseudonyms.reveal(e.data.get("user")),
                 account=pseudonyms.reveal(e.data.get("account")), asked_for=pseudonyms.reveal(e.data.get("asked_for")),

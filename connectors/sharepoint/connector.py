@@ -97,7 +97,7 @@ def _epoch(iso: str | None) -> float:
     if not iso:
         return 0.0
     try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(iso).timestamp()
     except ValueError:
         return 0.0
 

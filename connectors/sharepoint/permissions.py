@@ -238,7 +238,7 @@ def permission_expiry(perm: Mapping[str, Any], *, now: float | None = None) -> f
     if raw in (None, ""):
         return None
     try:
-        when = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+        when = datetime.fromisoformat(str(raw))
     except ValueError:
         return NEVER
     if when.year <= 1:

@@ -38,7 +38,7 @@ def _page_lines() -> list[str]:
             line = f"{line} {word}".strip()
     lines = lines[:28]
     lines.insert(10, SENTENCE)
-    return ["Conditions particulières du contrat de maintenance"] + lines
+    return ["Conditions particulières du contrat de maintenance", *lines]
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -540,7 +540,7 @@ def test_an_attachment_is_not_read_and_never_audited(stack: Stack, tmp_path: Pat
     assert text.startswith(ATTACHMENTS_NOTE) and ROCHAT_FEE in text and "2 900" not in text, text
     assert res["answer"]["inline"][0] == ROCHAT  # not linked to the attachment
     stored = stack.chat("alice", res["chat_id"])["messages"]
-    assert [s["source"]["name"] for s in stored[-1]["sources"]][0] == "offre-concurrent.txt"  # Open WebUI's chip first
+    assert next(s["source"]["name"] for s in stored[-1]["sources"]) == "offre-concurrent.txt"  # Open WebUI's chip first
     assert ROCHAT in [s["source"]["name"] for s in stored[-1]["sources"]]
     (record,) = _records(stack, before)
     assert record["question"] == stored[-2]["content"].strip()  # the user's own question, as he typed it

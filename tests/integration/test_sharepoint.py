@@ -425,7 +425,7 @@ def test_no_change_delta_pass_makes_no_per_item_request(env_factory, ms: FakeMic
     ms.requests.clear()
     rep = env.sync()
     assert rep.unchanged == 6 and rep.embedded_chunks == 0
-    per_item = [r for r in ms.graph_requests(r"/items/")]
+    per_item = list(ms.graph_requests(r"/items/"))
     assert per_item == []
 
 

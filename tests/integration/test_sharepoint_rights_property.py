@@ -72,7 +72,7 @@ class Site:
 def site_members(site: Site) -> set[str]:
     out: set[str] = set()
     for m in site.members:
-        out |= INTERNAL if m == "everyone" else MEMBERS_OF[m] if m in MEMBERS_OF else {m}
+        out |= INTERNAL if m == "everyone" else MEMBERS_OF.get(m, {m})
     return out
 
 

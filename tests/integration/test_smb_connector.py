@@ -320,10 +320,7 @@ class EventSync:
             except queue.Empty:
                 pass
             if (paths or rescan) and time.monotonic() - last >= self.debounce_s:
-                if rescan:
-                    rep = self.rt.engine.run_pass(self.conn)
-                else:
-                    rep = self.rt.engine.sync_paths(self.conn, sorted(paths))
+                rep = self.rt.engine.run_pass(self.conn) if rescan else self.rt.engine.sync_paths(self.conn, sorted(paths))
                 with self.cond:
                     self.done.append((time.monotonic(), set(paths), rescan, rep))
                     self.cond.notify_all()

@@ -76,10 +76,7 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[]
 
     def factory() -> Store:
         store: Store
-        if request.param == "edge":
-            store = EdgeStore(tmp_path / "data")
-        else:
-            store = QdrantStore.local(tmp_path / "local")
+        store = EdgeStore(tmp_path / "data") if request.param == "edge" else QdrantStore.local(tmp_path / "local")
         made.append(store)
         return store
 
@@ -527,10 +524,7 @@ def sparse(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EdgeStore
     index (the default), or qdrant-client local mode with sparse vectors and the IDF modifier (as
     a Qdrant server with ``kind = "qdrant"``)."""
     s: EdgeStore | QdrantStore
-    if request.param == "edge":
-        s = EdgeStore(tmp_path / "edge")
-    else:
-        s = QdrantStore.local(tmp_path / "sparse", sparse_bm25=True)
+    s = EdgeStore(tmp_path / "edge") if request.param == "edge" else QdrantStore.local(tmp_path / "sparse", sparse_bm25=True)
     s.open(EMBEDDER, DIM)
     assert isinstance(s, KeywordStore) and s.keywords_ready
     yield s
