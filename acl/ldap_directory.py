@@ -25,6 +25,7 @@ partial set that could drop a deny. An unknown, ambiguous or disabled account ge
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -216,16 +217,12 @@ class LdapDirectory:
                 tls_error = self._tls_message(server, mode, where)
                 if tls_error is not None:
                     # a certificate problem is a configuration error too: one line, the setting to fix
-                    try:
+                    with contextlib.suppress(LDAPException):
                         conn.unbind()
-                    except LDAPException:
-                        pass
                     raise DirectoryError(tls_error) from None
                 errors.append(f"{where}: {type(e).__name__}: {e}")
-                try:
+                with contextlib.suppress(LDAPException):
                     conn.unbind()
-                except LDAPException:
-                    pass
                 continue
             return conn
         raise DirectoryError(f"directory unreachable ({'; '.join(errors)})")
@@ -279,17 +276,13 @@ class LdapDirectory:
         except (LDAPException, OSError, ValueError):
             return []
         finally:
-            try:
+            with contextlib.suppress(LDAPException):
                 conn.unbind()
-            except LDAPException:
-                pass
 
     def _drop(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(LDAPException):
                 self._conn.unbind()
-            except LDAPException:
-                pass
             self._conn = None
 
     def _plain(self) -> bool:

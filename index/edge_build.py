@@ -27,6 +27,7 @@ after the replay, and the next open deletes the leftovers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -210,10 +211,8 @@ def run_child(
                 proc.kill()
                 proc.wait()
                 raise StoreError(f"index build of {shard_dir.name} stopped")
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(POLL_S)
-            except subprocess.TimeoutExpired:
-                pass
         out, err = proc.communicate()
     finally:
         if proc.poll() is None:

@@ -31,7 +31,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import httpx
 import numpy as np
@@ -167,7 +167,7 @@ class HttpEmbedder:
         """Close the HTTP connection pool."""
         self._client.close()
 
-    def __enter__(self) -> HttpEmbedder:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,6 +13,7 @@ when the parent goes away (end of file on its pipe).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from ancre.errors import ExtractionError
 from ancre.ingest.limits import ExtractionLimits
@@ -184,15 +185,13 @@ class ExtractionPool:
         with self._lock:
             self._closed = True
             if self._conn is not None:
-                try:
+                with contextlib.suppress(OSError):
                     self._conn.send(None)
-                except OSError:
-                    pass
             if self._proc is not None:
                 self._proc.join(5)
             self._kill()
 
-    def __enter__(self) -> ExtractionPool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

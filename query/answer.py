@@ -64,6 +64,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
+from typing import Self
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
@@ -566,7 +567,7 @@ class AnswerStream(Iterator["str | Answer"]):
         if close is not None:
             close()
 
-    def __enter__(self) -> AnswerStream:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

@@ -52,6 +52,7 @@ one caught) and faithful answers written from the Axonix documents (none flagged
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -62,7 +63,6 @@ from enum import StrEnum
 from ancre.index.tokenize import STOP_WORDS, fold, tokenize
 from ancre.query.citations import CitationScan, scan_citations
 from ancre.query.context import Context, Extract
-import itertools
 
 
 class FactKind(StrEnum):

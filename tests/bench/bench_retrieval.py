@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -307,7 +308,7 @@ class _Phase:
     wall = 0.0
     cpu = 0.0
 
-    def __enter__(self) -> _Phase:
+    def __enter__(self) -> Self:
         self._w, self._c = time.perf_counter(), _cpu_s()
         return self
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import smbclient
@@ -289,7 +289,7 @@ class EventSync:
             threading.Thread(target=self._loop, daemon=True),
         ]
 
-    def __enter__(self) -> EventSync:
+    def __enter__(self) -> Self:
         for t in self.threads:
             t.start()
         assert self.conn.watch_ready.wait(WAIT_S), "CHANGE_NOTIFY never armed"

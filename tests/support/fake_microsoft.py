@@ -80,7 +80,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import anyio
@@ -452,7 +452,7 @@ class FakeMicrosoft:
         self.stop()
         self._tmp.cleanup()
 
-    def __enter__(self) -> FakeMicrosoft:
+    def __enter__(self) -> Self:
         if self._server is None:
             self.start()
         return self
@@ -1658,10 +1658,8 @@ class FakeMicrosoft:
         pid = site.site_users.setdefault(login, 100 + len(site.site_users))
         title, email, ptype = self._login_title(login), "", 1
         if login.startswith("i:0#.f|membership|"):
-            try:
+            with contextlib.suppress(KeyError):
                 email = self.user(login.rsplit("|", 1)[1]).mail or ""
-            except KeyError:
-                pass
         elif login.startswith("c:0"):
             ptype = 4
         return {"__type": "SP.User", "Id": pid, "Title": title, "LoginName": login, "Email": email,

@@ -47,12 +47,13 @@ Every request is recorded, before its handler runs, in :attr:`ScriptedServer.req
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -197,10 +198,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             if self._headers_sent:  # failed mid-stream: the body can only be cut short
                 return
-            try:
+            with contextlib.suppress(OSError):
                 self._send((500, {"error": f"ScriptedServer handler raised {e!r}"}))
-            except OSError:
-                pass
 
     def _send(self, answer: Any) -> None:
         if answer is DISCONNECT:
@@ -300,7 +299,7 @@ class ScriptedServer:
             self._thread.join()
         self._httpd = None
 
-    def __enter__(self) -> ScriptedServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Self
 
 from impacket.ldap import ldaptypes
 from smbprotocol.connection import Connection
@@ -112,7 +113,7 @@ class RawTree:
             self.connection.disconnect(close=True)
             raise
 
-    def __enter__(self) -> RawTree:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

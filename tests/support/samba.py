@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import ldap3
 import pytest
@@ -372,7 +372,7 @@ class SambaDC:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> SambaDC:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -872,10 +872,8 @@ class SambaDC:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):

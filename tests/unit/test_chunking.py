@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from pathlib import Path
 
@@ -12,7 +13,6 @@ from hypothesis import strategies as st
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extract_bytes
 from ancre.models import POINT_NAMESPACE, Block, BlockKind, Chunk
-import itertools
 
 H, P, R, PB = BlockKind.HEADING, BlockKind.PARAGRAPH, BlockKind.TABLE_ROW, BlockKind.PAGE_BREAK
 SHARE = Path(__file__).resolve().parents[2] / "examples" / "axonix" / "share"

@@ -3,6 +3,7 @@ QdrantStore on qdrant-client's local mode (speaks the server API)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -82,10 +83,8 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[]
 
     yield factory
     for store in made:
-        try:
+        with contextlib.suppress(StoreError):
             store.close()
-        except StoreError:
-            pass
 
 
 @pytest.fixture
