@@ -14,7 +14,7 @@ import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import NewType
 
 Principal = NewType("Principal", str)
@@ -204,7 +204,7 @@ class SourceItem:
         return f"{self.source}:{self.native_id}"
 
 
-class BlockKind(str, Enum):
+class BlockKind(StrEnum):
     """Kinds of extracted text blocks, used by the structure-aware chunker."""
 
     HEADING = "heading"
@@ -383,5 +383,5 @@ def fold_name(name: str) -> str:
     """The form account and group names are compared in: NFC, surrounding spaces removed, and
     only ASCII ``A``–``Z`` lowercased. Never Unicode case folding: ``str.casefold`` turns
     ``jeß.rossi`` and ``jeſs.rossi`` into ``jess.rossi``, two accounts that Open WebUI (and AD's
-    sign-in) keep apart; exact matching after this fold cannot merge them."""
+    sign-in) keep apart; exact matching after this fold cannot merge them."""  # noqa: RUF002 - the long s is the example
     return unicodedata.normalize("NFC", name).strip().translate(_ASCII_LOWER)

@@ -731,10 +731,7 @@ def explain_read(
         return Decision(False, None, EMPTY_DACL_RULE, tuple(verdicts), notes=notes)
     if prep.null:
         return Decision(True, None, "NULL DACL: everyone", tuple(verdicts), principals & {EVERYONE}, notes=notes)
-    if readable:
-        head = verdicts[0]  # FILE_READ_DATA
-    else:
-        head = next(v for v in verdicts if not v.granted)
+    head = verdicts[0] if readable else next(v for v in verdicts if not v.granted)  # readable: FILE_READ_DATA
     if head.ace is None:
         if readable:
             return Decision(True, None, "the owner's implicit rights", tuple(verdicts), head.via, head.route, notes)

@@ -108,9 +108,9 @@ def _parse_entry(key: str, raw: object, where: str) -> ManifestEntry:
         loc = ".".join(str(x) for x in first["loc"]) or "(entry)"
         return ManifestEntry(key, error=f"{where}: entry {key!r}: {loc}: {first['msg']}")
     aces: list[ManifestAce] = []
-    for i, (typ, principal, right, flags) in enumerate(m.aces):
+    for i, (raw_typ, raw_principal, raw_right, flags) in enumerate(m.aces):
         bad = f"{where}: entry {key!r}: aces.{i}:"
-        typ, right, principal = typ.strip().upper(), right.strip().upper(), principal.strip()
+        typ, right, principal = raw_typ.strip().upper(), raw_right.strip().upper(), raw_principal.strip()
         if typ not in _TYPES:
             return ManifestEntry(key, error=f"{bad} type {typ!r} is not ALLOW or DENY")
         if right not in NAMED_MASKS:

@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -137,7 +137,7 @@ def sync(
                 ) as prog:
                     task = prog.add_task("listing…", total=None)
 
-                    def on_item(path: str, done: int, total: int) -> None:
+                    def on_item(path: str, done: int, total: int, task: TaskID = task) -> None:
                         prog.update(task, completed=done, total=total, description=path[-60:])
 
                     rep = rt.engine.run_pass(conn, progress=on_item)

@@ -439,7 +439,7 @@ def read_security_descriptor(
         return bytes(answer["buffer"].get_value())
 
     with SMBFileTransaction(raw) as transaction:
-        transaction += (request, receive)
+        transaction += (request, receive)  # noqa: PLW2901 - smbprotocol's idiom: += queues a request on the transaction
     return transaction.results[0]  # type: ignore[no-any-return]
 
 

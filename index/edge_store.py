@@ -199,7 +199,7 @@ class _Upsert:
     payloads: tuple[dict[str, Any], ...]
 
     def apply(self, shard: qe.EdgeShard) -> None:
-        points = [qe.Point(pid, vec.tolist(), pl) for pid, vec, pl in zip(self.ids, self.vectors, self.payloads)]
+        points = [qe.Point(pid, vec.tolist(), pl) for pid, vec, pl in zip(self.ids, self.vectors, self.payloads, strict=True)]
         for i in range(0, len(points), _UPSERT_BATCH):
             shard.update(qe.UpdateOperation.upsert_points(points[i : i + _UPSERT_BATCH]))
 

@@ -81,7 +81,7 @@ afin ainsi alors aussi car chez comme comment combien dont donc lors or selon so
 _COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 _LIGATURES = str.maketrans({"œ": "oe", "æ": "ae"})
 _SEPARATORS = str.maketrans(
-    {**dict.fromkeys("'’‘ʼ`´«»“”„‹›—–•", " "), **dict.fromkeys("‐‑‒−", "-"), "\u00ad": None}
+    {**dict.fromkeys("'’‘ʼ`´«»“”„‹›—–•", " "), **dict.fromkeys("‐‑‒−", "-"), "\u00ad": None}  # noqa: RUF001 - the hyphens to fold
 )
 """Apostrophes split words; typographic punctuation becomes a space too, so that most folded French
 text is ASCII and takes the faster ASCII pattern."""

@@ -720,7 +720,7 @@ def _ocr_pages(
         except _OcrUnavailable as exc:
             why = f"OCR unavailable: {exc}"
         else:
-            for number, text in zip(numbers, texts):
+            for number, text in zip(numbers, texts, strict=True):
                 per_page[number - 1] = [
                     Block(BlockKind.PARAGRAPH, para, page=number, ocr=True)
                     for para in _pdf_paragraphs(normalize_pdf_text(text))

@@ -61,7 +61,7 @@ def _worker_main(
     """Worker loop: receive ``(data, filename)``, answer ``("ok", blocks)`` or
     ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop. ``options`` and
     ``limits``, when given, are passed to the target as keyword arguments of those names."""
-    global _ask_for_time
+    global _ask_for_time  # noqa: PLW0603 - the worker process's one hook, set once as it starts
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731
     func = _resolve(target)

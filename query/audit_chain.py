@@ -170,7 +170,7 @@ def _last_line(path: Path) -> tuple[bytes | None, bool]:
     """``(last line without its newline, whether the file ends with a newline)``; ``(None,
     True)`` for an empty or missing file."""
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - closed by the ``with f:`` below; only open() may find no file
     except FileNotFoundError:
         return None, True
     with f:

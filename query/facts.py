@@ -447,8 +447,8 @@ def known_names(texts: Iterable[str]) -> frozenset[str]:
     """Folded words that ``texts`` write as names: capitalised where a capital says something
     (not opening a sentence or line), with an inner capital, or in capitals."""
     out: set[str] = set()
-    for text in texts:
-        text = _nfc(text)
+    for raw in texts:
+        text = _nfc(raw)
         for m in _NAME_WORD.finditer(text):
             w = m.group(0)
             if not w[0].isupper() and not any(c.isupper() for c in w[1:]):
@@ -535,8 +535,8 @@ class Evidence:
     @classmethod
     def of(cls, texts: Iterable[str]) -> Evidence:
         keys: set[str] = set()
-        for text in texts:
-            text = _nfc(text)
+        for raw in texts:
+            text = _nfc(raw)
             for f in scan_facts(text, answer=False):
                 for ks in f.keys:
                     keys |= ks
@@ -579,7 +579,7 @@ def _table_durations(text: str) -> set[str]:
         if header is None:
             header = cells
             continue
-        for h, cell in zip(header, cells):
+        for h, cell in zip(header, cells, strict=False):  # a row may have more or fewer cells than the header
             words = re.findall(r"[^\W\d_]+", fold(h))
             unit = next((w for w in reversed(words) if w in _UNITS), None)
             if unit is None:
@@ -745,12 +745,12 @@ def unsupported_facts(
             if f.kind is FactKind.NAME and f.words:
                 missing = [i for i, ks in enumerate(f.keys) if not ks & ev.keys]
                 runs: list[list[int]] = []
-                for i in missing:
-                    if runs and runs[-1][-1] == i - 1:
-                        runs[-1].append(i)
+                for j in missing:
+                    if runs and runs[-1][-1] == j - 1:
+                        runs[-1].append(j)
                     else:
-                        runs.append([i])
-                label = " … ".join(" ".join(f.words[i] for i in r) for r in runs)
+                        runs.append([j])
+                label = " … ".join(" ".join(f.words[j] for j in r) for r in runs)
             if label.casefold() in seen:
                 continue
             seen.add(label.casefold())

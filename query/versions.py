@@ -297,7 +297,7 @@ def version_note(group: VersionGroup, folder: Callable[[str], str] | None = None
     fmt = folder or (lambda s: s)
     n = len(group.documents)
     count = {2: "Deux", 3: "Trois", 4: "Quatre"}.get(n, str(n))
-    parts = [f"{d} ({fmt(loc)})" if loc else d for d, loc in zip(group.documents, group.locations)]
+    parts = [f"{d} ({fmt(loc)})" if loc else d for d, loc in zip(group.documents, group.locations, strict=True)]
     if group.current is None:
         return (
             f"{count} versions du même document : {', '.join(parts)} ; rien n'indique laquelle est en vigueur, "
