@@ -72,7 +72,7 @@ def bench_one(n: int) -> dict:
             chunks[i] += f" Référence {code} {code} {code}."
         planted[code] = mine + theirs
     entries = []
-    for i, (text, fname) in enumerate(zip(chunks, filenames)):
+    for i, (text, fname) in enumerate(zip(chunks, filenames, strict=False)):
         doc = i // CHUNKS_PER_DOC
         deny = (TRAINEES,) if doc % 7 == 0 else ()
         entries.append(Bm25Entry(f"p{i}", "documents", text, fname, (_group(dept_of[i]),), deny))

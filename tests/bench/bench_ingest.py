@@ -50,8 +50,8 @@ def _sentences() -> list[str]:
             texts.extend(" ; ".join(c.text for c in row.cells) for row in t.rows)
     out = []
     for t in texts:
-        for s in re.split(r"(?<=[.!?:])\s+|\n+", t):
-            s = s.strip(" #*-|")
+        for part in re.split(r"(?<=[.!?:])\s+|\n+", t):
+            s = part.strip(" #*-|")
             if len(s) >= 25:
                 out.append(s)
     return sorted(set(out))

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 _generic_table(name, rows)
             lines = summary_lines(name, module, rows)
             status = "ok"
-        except Exception as exc:  # one failing bench must not hide the others
+        except Exception as exc:  # noqa: BLE001 - one failing bench must not hide the others
             traceback.print_exc()
             lines, status = [("error", f"{type(exc).__name__}: {exc}"[:200], "")], "FAILED"
         results.append((name, status, time.perf_counter() - t0, lines))

@@ -51,7 +51,7 @@ def test_broken_manifest_entry_is_counted_by_sync_and_listed_by_status(corpus: t
     assert res.exit_code == 0, res.output
     rep = {r["source"]: r for r in json.loads(res.stdout)}["partage"]
     assert rep["outcome"] == "ok" and rep["acl_unreadable"] == 1 and rep["new"] == 11
-    ((path, kind, reason),) = [p for p in rep["problems"] if p[1] == "acl_unreadable"]
+    ((path, _kind, reason),) = [p for p in rep["problems"] if p[1] == "acl_unreadable"]
     assert path == DENY_FILE and "READZ" in reason and DENY_FILE in reason
 
     # text output of a second pass (document unchanged): the count and the document again

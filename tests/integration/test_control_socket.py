@@ -76,7 +76,7 @@ class Site:
         env = {k: v for k, v in os.environ.items() if k not in ("ANCRE_CONFIG", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET")}
         exe = Path(sys.executable).with_name("ancre")
         out = subprocess.run(
-            [str(exe), *args, "--config", str(self.config)], capture_output=True, text=True, env=env, cwd=self.base,
+            [str(exe), *args, "--config", str(self.config)], check=False, capture_output=True, text=True, env=env, cwd=self.base,
             timeout=300,
         )
         if check:

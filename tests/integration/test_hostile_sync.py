@@ -58,8 +58,8 @@ def test_hostile_folder(hostile) -> None:
     assert states["plantage.crash"].reason.startswith("crashed")
     assert "MARQUEURSAIN" in texts["normal.md"]
 
-    for name, exp in expect.items():
-        name = unicodedata.normalize("NFC", name)
+    for raw_name, exp in expect.items():
+        name = unicodedata.normalize("NFC", raw_name)
         if exp.status == "ignored":
             assert name not in states and name not in texts, name
             continue

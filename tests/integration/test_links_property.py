@@ -71,7 +71,7 @@ _world: World | None = None
 
 
 def _get_world() -> World:
-    global _world
+    global _world  # noqa: PLW0603 - one world per test session, built on first use
     if _world is None:
         _world = World()
     return _world
@@ -184,7 +184,7 @@ def test_links_never_widen_what_a_user_may_read(t: dict) -> None:
 
 
 def teardown_module() -> None:
-    global _world
+    global _world  # noqa: PLW0603 - one world per test session, built on first use
     if _world is not None:
         _world.rt.close()
         shutil.rmtree(_world.tmp, ignore_errors=True)

@@ -168,7 +168,7 @@ def build(sites: list[Site]) -> FakeMicrosoft:
         ], role="Read")
         drive = ms.add_drive(site, "Documents")
 
-        def add(nodes_: list[Node], parent: Any) -> None:
+        def add(nodes_: list[Node], parent: Any, drive: Any = drive, members: Any = members) -> None:
             nonlocal n
             for node in nodes_:
                 if node.folder:

@@ -102,7 +102,7 @@ def test_mass_deletion_guard_applies_to_events(env) -> None:
 
 
 def test_paths_outside_the_source_are_ignored(env) -> None:
-    root, rt, conn = env
+    _root, rt, conn = env
     rep = rt.engine.sync_paths(conn, ["../tree/a.txt", "", "/"])
     assert rep.listed == 0 and not rep.changed_index
 

@@ -135,13 +135,13 @@ def _sync_process(cfg: Path, crash_at: str | None) -> subprocess.CompletedProces
     env.pop("ANCRE_TEST_CRASH_AT", None)
     if crash_at:
         env["ANCRE_TEST_CRASH_AT"] = crash_at
-    return subprocess.run([sys.executable, "-c", _SYNC, str(cfg)], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run([sys.executable, "-c", _SYNC, str(cfg)], check=False, capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_a_document_that_kills_the_sync_three_times_is_marked_failed(tmp_path: Path) -> None:
     cfg = _setup(tmp_path, "[sync]\nmax_attempts = 3\n")
     (tmp_path / "share" / "D" / "poison.md").write_text("# Poison\n\nCe document tue la synchro.\n", encoding="utf-8")
-    for attempt in range(1, 4):  # killed (SIGKILL) each time its chunks are in the store, row still pending
+    for _attempt in range(1, 4):  # killed (SIGKILL) each time its chunks are in the store, row still pending
         out = _sync_process(cfg, "after_upsert:1")
         assert out.returncode == -9, out.stderr[-500:]
     from typer.testing import CliRunner

@@ -267,10 +267,8 @@ def index_truth(config: Path) -> tuple[dict[str, str], dict[str, int], int, list
                 hashes[p.payload.path] = p.payload.content_hash
                 counts[p.payload.path] = counts.get(p.payload.path, 0) + 1
         store = rt.store
-        if isinstance(store, KeywordStore) and store.keywords_ready:
-            # BM25 in the store's own text index: every point it holds is searchable by keywords
-            bm25_len = sum(counts.values())
-        else:
-            bm25_len = len(rt.bm25.get())
+        # BM25 in the store's own text index: every point it holds is searchable by keywords
+        keywords_in_store = isinstance(store, KeywordStore) and store.keywords_ready
+        bm25_len = sum(counts.values()) if keywords_in_store else len(rt.bm25.get())
         rows = rt.state.all_items()
     return hashes, counts, bm25_len, rows

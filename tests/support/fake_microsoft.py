@@ -1098,7 +1098,7 @@ class FakeMicrosoft:
                 time.sleep(self.latency_s)
             answer = self._dispatch(method, unquote(raw_path), parse_qs(query, keep_blank_values=True), headers, body,
                                     in_batch=False)
-        except Exception as exc:  # a bug in the fake: answer 500 with the reason, keep serving
+        except Exception as exc:  # noqa: BLE001 - a bug in the fake: answer 500 with the reason, keep serving
             answer = _error(500, "fakeError", f"{type(exc).__name__}: {exc}")
         finally:
             with self._lock:
@@ -1351,7 +1351,7 @@ class FakeMicrosoft:
         found = self._item_or_404(drive, item)
         if isinstance(found, _Answer):
             return found
-        d, it = found
+        _d, it = found
         if it.kind != "file":
             return _error(404, "itemNotFound", "The item has no content stream.")
         # Graph answers 302 to a short-lived pre-authenticated download URL (no Authorization needed).

@@ -192,7 +192,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(answer)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        except Exception as e:  # a bug in the test's handler: answer 500 and keep it for the test
+        except Exception as e:  # noqa: BLE001 - a bug in the test's handler: answer 500 and keep it for the test
             with scripted._lock:
                 scripted._errors.append(e)
             self.close_connection = True

@@ -253,9 +253,9 @@ def _rtf_escape(text: str) -> str:
             out.append(ch)
         else:
             try:
-                out.append("\\'%02x" % ch.encode("cp1252")[0])
+                out.append(f"\\'{ch.encode('cp1252')[0]:02x}")
             except UnicodeEncodeError:
-                out.append("\\u%d?" % (ord(ch) if ord(ch) < 32768 else ord(ch) - 65536))
+                out.append(f"\\u{ord(ch) if ord(ch) < 32768 else ord(ch) - 65536}?")
     return "".join(out)
 
 

@@ -11,6 +11,7 @@ real opens by a given user.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
@@ -121,10 +122,8 @@ class RawTree:
 
     def close(self) -> None:
         """Disconnect (the session and tree go with the connection)."""
-        try:
+        with contextlib.suppress(Exception):  # a dead connection may fail in any way
             self.connection.disconnect(close=True)
-        except Exception:  # noqa: BLE001 - a dead connection may fail in any way
-            pass
 
     def _open(self, path: str, access: int, *, directory: bool, disposition: int) -> Open:
         handle = Open(self.tree, path.replace("/", "\\"))

@@ -903,7 +903,7 @@ def samba_dc() -> Iterator[SambaDC]:
     Skips with the reason when not root or Samba is absent (fails instead under ``CI`` as root).
     Tests that change the directory or ACLs must restore them.
     """
-    global _shared, _shared_users
+    global _shared, _shared_users  # noqa: PLW0603 - one DC per test session, started on first use
     _skip_or_fail_if_unavailable()
     with _shared_lock:
         if _shared is None:

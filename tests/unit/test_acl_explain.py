@@ -59,7 +59,7 @@ def test_canonical_paths(given: str, canonical: str) -> None:
 )
 def test_paths_outside_the_source_are_errors(given: str) -> None:
     unc = "https://sp.example/sites/D/Documents partages" if given.startswith("https:") else UNC
-    with pytest.raises(PathOutsideSourceError, match="outside|not under"):
+    with pytest.raises(PathOutsideSourceError, match=r"outside|not under"):
         canonical_path(given, unc_root=unc, root=Path("/srv/partage"))
     assert issubclass(PathOutsideSourceError, AncreError)
 

@@ -281,7 +281,7 @@ def test_reads_and_writes_go_on_during_a_build(store: EdgeStore) -> None:
                 store.search(DOCS, _vec(reads[0]), frozenset({GROUPS[0]}), 5)
                 store.keyword_search(DOCS, "contrat", frozenset({GROUPS[0]}), 5)
                 reads[0] += 1
-            except BaseException as e:  # reported below
+            except BaseException as e:  # noqa: BLE001 - reported below
                 errors.append(e)
                 return
 

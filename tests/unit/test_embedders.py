@@ -228,7 +228,7 @@ def test_factory_config_errors_name_the_key(cfg: EmbedderConfig, key: str) -> No
 
 
 def test_factory_openai_message_names_kind() -> None:
-    with pytest.raises(ConfigError, match='embedder.model is required for kind "openai"'):
+    with pytest.raises(ConfigError, match=r'embedder.model is required for kind "openai"'):
         make_embedder(EmbedderConfig(kind="openai", url="http://127.0.0.1:9"))
 
 

@@ -462,7 +462,7 @@ _CHILD = textwrap.dedent(
 def _child(data_dir: Path, mode: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", _CHILD, str(data_dir), mode],
-        capture_output=True,
+        check=False, capture_output=True,
         text=True,
         timeout=120,
     )
