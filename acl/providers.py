@@ -40,7 +40,10 @@ class PrincipalProvider(Protocol):
     ``"sharepoint-direction"``); unique among the providers of one resolver.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The provider's name (read-only: a frozen dataclass field satisfies it)."""
+        ...
 
     def principals(self, user: str) -> frozenset[str]:
         """The principals ``user`` holds according to this provider, as prefixed strings

@@ -71,7 +71,7 @@ def unc_folder(unc_root: str, rel_path: str) -> str:
     return root + sep + (parent.replace("/", sep) + sep if parent else "")
 
 
-class FolderConnector(CollectionFromConfig):
+class FolderConnector(CollectionFromConfig[FolderSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over a directory tree (also
     :class:`~ancre.connectors.base.LocalTree` and :class:`~ancre.connectors.base.SubtreeListing`).
 
@@ -438,10 +438,10 @@ def _name_on_disk(folder: str, name_nfc: str) -> str | None:
         return None
 
 
-def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+def build(cfg: FolderSourceConfig, ctx: SourceContext) -> Connector:
     """The :class:`FolderConnector` of a ``kind = "folder"`` source; the directory is built only
     when an ACL manifest or principals need names resolved. Raises :class:`ConfigError` when
-    ``cfg`` is not a :class:`FolderSourceConfig`."""
+    ``cfg`` is not a :class:`FolderSourceConfig` (the registry may hand any kind's config)."""
     if not isinstance(cfg, FolderSourceConfig):
         raise ConfigError(f"sources.{cfg.id}: not a folder source")
     directory = ctx.directory() if (cfg.acl_manifest is not None or cfg.principals) else None

@@ -476,7 +476,7 @@ def _retire(entry: _ServerRights | None) -> None:
         _RETIRED.pop(0)[1].close()
 
 
-class SmbConnector(CollectionFromConfig):
+class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over one SMB share; also
     :class:`~ancre.connectors.base.Watchable`, :class:`~ancre.connectors.base.SubtreeListing`,
     :class:`~ancre.connectors.base.ReportsUnreachable`, :class:`~ancre.connectors.base.Closeable`
@@ -1355,12 +1355,12 @@ class SmbConnector(CollectionFromConfig):
         )
 
 
-def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+def build(cfg: SmbSourceConfig, ctx: SourceContext) -> Connector:
     """The :class:`SmbConnector` of a ``kind = "smb"`` source, with the configured directory
     (names of ``share_allow`` / ``share_deny`` / ``local_groups``, the users' domain SID; optional
     when none of those keys is set).
-    Raises :class:`ConfigError` when ``cfg`` is not an :class:`SmbSourceConfig` or its password
-    variable is unset."""
+    Raises :class:`ConfigError` when ``cfg`` is not an :class:`SmbSourceConfig` (the registry may
+    hand any kind's config) or its password variable is unset."""
     if not isinstance(cfg, SmbSourceConfig):
         raise ConfigError(f"sources.{cfg.id}: not an smb source")
     try:

@@ -222,7 +222,7 @@ def _load_assignment(d: Mapping[str, Any]) -> _Assignment:
     )
 
 
-class SharePointConnector(CollectionFromConfig):
+class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over a SharePoint Online tenant (module doc).
     Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
     ``permission_sweep_interval_s``), ``PermissionSweep`` (``sweep_permissions``: a forced pass
