@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NewType
+from typing import Any, NewType
 
 Principal = NewType("Principal", str)
 """A prefixed principal string: ``sid:S-1-5-21-…`` (Windows/AD), ``aad:<object-id>`` (Entra ID),
@@ -326,25 +326,26 @@ class ChunkPayload:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> ChunkPayload:
-        """Inverse of :meth:`to_dict`; raises ``KeyError`` on a payload missing a field."""
+    def from_dict(cls, d: Mapping[str, Any]) -> ChunkPayload:
+        """Inverse of :meth:`to_dict` (``d``: the payload's JSON values); raises ``KeyError`` on a
+        payload missing a field."""
         return cls(
             source=str(d["source"]),
             doc_id=str(d["doc_id"]),
             path=str(d["path"]),
             filename=str(d["filename"]),
             location=str(d.get("location", "")),
-            chunk_index=int(d["chunk_index"]),  # type: ignore[arg-type]
+            chunk_index=int(d["chunk_index"]),
             text=str(d["text"]),
-            acl_allow=tuple(d.get("acl_allow") or ()),  # type: ignore[arg-type]
-            acl_deny=tuple(d.get("acl_deny") or ()),  # type: ignore[arg-type]
+            acl_allow=tuple(d.get("acl_allow") or ()),
+            acl_deny=tuple(d.get("acl_deny") or ()),
             content_hash=str(d.get("content_hash", "")),
-            indexed_at=float(d.get("indexed_at", 0.0)),  # type: ignore[arg-type]
-            heading_path=tuple(d.get("heading_path") or ()),  # type: ignore[arg-type]
+            indexed_at=float(d.get("indexed_at", 0.0)),
+            heading_path=tuple(d.get("heading_path") or ()),
             collection=str(d.get("collection", "documents")),
             ocr=bool(d.get("ocr", False)),
-            acl_grants=tuple(dict(g) for g in d.get("acl_grants") or ()),  # type: ignore[attr-defined]
-            modified_at=float(d.get("modified_at", 0.0)),  # type: ignore[arg-type]
+            acl_grants=tuple(dict(g) for g in d.get("acl_grants") or ()),
+            modified_at=float(d.get("modified_at", 0.0)),
         )
 
 

@@ -34,7 +34,7 @@ import threading
 import unicodedata
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import ldap3
@@ -294,7 +294,8 @@ class LdapDirectory:
             self._drop()
 
     def _search(
-        self, base: str, flt: str, attributes: list[str], *, scope: str = ldap3.SUBTREE, paged: bool = False
+        self, base: str, flt: str, attributes: list[str], *, scope: Literal["BASE", "LEVEL", "SUBTREE"] = ldap3.SUBTREE,
+        paged: bool = False,
     ) -> list[dict[str, Any]]:
         """Entries (``dn``, ``attributes``, ``raw_attributes``) of one search; ``[]`` when ``base``
         does not exist. Retries once on a fresh connection after a connection error; raises

@@ -82,7 +82,7 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
             label = task_label(task)
             ctx.metrics.tasks.labels(label).inc()
             log.info("Open WebUI side request %s answered without retrieval", label)
-            return _task_response(task_reply(task, body.messages), body.stream, cid, created, cfg.model_id)
+            return _task_response(task_reply(task, body.messages), bool(body.stream), cid, created, cfg.model_id)
         turn = user_turn(body.messages, cfg.max_question_chars)
         # user turns only: an earlier answer is no evidence
         extra = {"history": list(turn.history)} if turn.history else {}

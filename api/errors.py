@@ -9,7 +9,7 @@ one of :mod:`ancre.api.staff` for the same ``code`` (the English detail goes to 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -94,7 +94,7 @@ async def _auth_error(request: Request, e: AuthError) -> JSONResponse:
 
 async def _validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
     errs = e.errors()
-    first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
+    first: Mapping[str, Any] = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
     if first.get("type") == INVALID_TEXT:  # the message already names the field
         param = str(first.get("ctx", {}).get("param", "body"))
         return error_response(422, staff_message(request, "invalid_value", str(first.get("msg"))), "invalid_request_error",

@@ -53,6 +53,8 @@ def _protocol(header_timeout_s: float) -> type:
     base = h11_protocol(header_timeout_s)
 
     class _PeerCredProtocol(base):  # type: ignore[misc, valid-type]
+        app_state: dict[str, Any]  # uvicorn's H11Protocol attribute, unseen through the dynamic base
+
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             # per connection: every request of it gets scope["state"]["peer"]

@@ -163,14 +163,14 @@ class FolderConnector(CollectionFromConfig[FolderSourceConfig]):
         except OSError as e:
             errors.append(e)
             return
-        for e in entries:
-            rel = nfc(f"{rel_dir}/{e.name}" if rel_dir else e.name)
-            full = os.path.join(dir_path, e.name)
+        for entry in entries:
+            rel = nfc(f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
+            full = os.path.join(dir_path, entry.name)
             try:
-                is_link = e.is_symlink()
-                target_real = os.path.join(real_dir, e.name)
+                is_link = entry.is_symlink()
+                target_real = os.path.join(real_dir, entry.name)
                 if is_link:
-                    if not self._selected(rel) and not e.is_dir():
+                    if not self._selected(rel) and not entry.is_dir():
                         continue  # an ignored or excluded name is not reported either
                     target, reason = self._link_target(full, root_real)
                     if target is None:
@@ -180,13 +180,13 @@ class FolderConnector(CollectionFromConfig[FolderSourceConfig]):
                         out.append(self._skipped(rel, _lstat(full), "symlink: loop"))
                         continue
                     target_real = target
-                is_dir = os.path.isdir(target_real) if is_link else e.is_dir(follow_symlinks=False)
+                is_dir = os.path.isdir(target_real) if is_link else entry.is_dir(follow_symlinks=False)
                 if is_dir:
                     if self._private(target_real):
                         continue  # ancre's own files are never a document
                     self._walk(full, rel, target_real, chain | {target_real}, root_real, out, errors, real, canon)
                     continue
-                if not (os.path.isfile(target_real) if is_link else e.is_file(follow_symlinks=False)):
+                if not (os.path.isfile(target_real) if is_link else entry.is_file(follow_symlinks=False)):
                     continue  # fifo, socket, device
                 canonical = nfc(os.path.relpath(target_real, root_real).replace(os.sep, "/"))
                 if not self._selected(rel) or not self._selected(canonical) or self._private(target_real):

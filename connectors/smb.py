@@ -440,7 +440,7 @@ def read_security_descriptor(
 
     with SMBFileTransaction(raw) as transaction:
         transaction += (request, receive)  # noqa: PLW2901 - smbprotocol's idiom: += queues a request on the transaction
-    return transaction.results[0]  # type: ignore[no-any-return]
+    return transaction.results[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -981,7 +981,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         def read(kw: dict[str, Any]) -> bytes:
             self._guard(item.path, kw, listed=True)
             with smbclient.open_file(self.unc_of(self._wire_of(item.path, kw)), mode="rb", share_access="rwd", **kw) as fh:
-                return fh.read()  # type: ignore[no-any-return]
+                return fh.read()
 
         try:
             return self._call(f"read {item.path!r}", read, fail_fast=True)

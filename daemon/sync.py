@@ -44,6 +44,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
@@ -59,6 +60,9 @@ from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extractor_version
 from ancre.ingest.worker import ExtractionPool
 from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, SourceItem
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("ancre.sync")
 
@@ -718,13 +722,13 @@ class SyncEngine:
     def _upsert_slice(
         self,
         part: list[tuple[str, Chunk]],
-        vectors: list,
+        vectors: np.ndarray,
         current: dict[str, _Planned],
         locations: dict[str, str],
         now: float,
     ) -> None:
         """One upsert per collection of the chunks ``part`` (``(doc_id, chunk)``) with their
-        ``vectors``, each with its document's current ACL."""
+        ``vectors`` (``(len(part), d)`` float32), each with its document's current ACL."""
         by_collection: dict[str, list[PointWrite]] = {}
         for (doc_id, c), vector in zip(part, vectors, strict=True):
             p = current[doc_id]

@@ -55,6 +55,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Any
 
 from ancre.errors import ExtractionError
 from ancre.ingest.limits import CharBudget, ExtractionLimits, check_pages, using_limits
@@ -150,10 +151,10 @@ def extract_bytes(
         raise
     except Exception as exc:  # untrusted input: any parser failure means a corrupt file
         raise ExtractionError("corrupt", f"{type(exc).__name__}: {exc}"[:500]) from exc
-    blocks = tuple(b for b in blocks if b.kind is BlockKind.PAGE_BREAK or b.text.strip())
-    if not any(b.kind is not BlockKind.PAGE_BREAK for b in blocks):
+    kept = tuple(b for b in blocks if b.kind is BlockKind.PAGE_BREAK or b.text.strip())
+    if not any(b.kind is not BlockKind.PAGE_BREAK for b in kept):
         raise ExtractionError("empty", "no text")
-    return blocks
+    return kept
 
 
 # --------------------------------------------------------------------------------------- helpers
@@ -323,7 +324,7 @@ class _DocxWalker:
         return " ".join(b.text.replace("\n", " ") for b in self.blocks(tc))
 
 
-def _children(el: object, tag: str) -> Iterable[object]:
+def _children(el: object, tag: str) -> Iterable[Any]:
     """Direct children with ``tag``, looking through content controls and custom XML wrappers."""
     for child in el:  # type: ignore[attr-defined]
         if child.tag == tag:
@@ -357,7 +358,7 @@ _HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|titolo|título)\s*(\
 def _style_levels(styles_element: object | None) -> Callable[[str], int]:
     """styleId → heading level, from the style's name (``heading 2``, ``Title``) or its outline level
     (own or inherited through ``w:basedOn``)."""
-    by_id: dict[str, object] = {}
+    by_id: dict[str, Any] = {}  # styleId -> its w:style element (lxml, untyped)
     if styles_element is not None:
         for st in styles_element.findall(_w("style")):  # type: ignore[attr-defined]
             sid = st.get(_w("styleId"))
@@ -913,7 +914,7 @@ class _OdtWalker:
     (``draw:text-box``) follow their anchor paragraph; tracked deletions and comments are not text."""
 
     def __init__(self) -> None:
-        self._after: list[list[object]] = []  # per open paragraph: notes / boxes to read after it
+        self._after: list[list[tuple[str, Any]]] = []  # per open paragraph: notes / boxes to read after it
 
     def blocks(self, container: object) -> list[Block]:
         out: list[Block] = []
@@ -931,7 +932,7 @@ class _OdtWalker:
 
     def _paragraph(self, p: object, heading: bool) -> list[Block]:
         parts: list[str] = []
-        after: list[object] = []
+        after: list[tuple[str, Any]] = []  # (mark, odfpy node) read after the paragraph
         self._inline(p, parts, after)
         text = _clean("".join(parts))
         out: list[Block] = []
@@ -943,14 +944,14 @@ class _OdtWalker:
                 except ValueError:
                     level = 1
             out.append(Block(BlockKind.HEADING if level else BlockKind.PARAGRAPH, text, level=level))
-        for mark, body in after:  # type: ignore[misc]
+        for mark, body in after:
             blocks = [Block(BlockKind.PARAGRAPH, b.text) for b in self.blocks(body)]
             if blocks and mark:
                 blocks[0] = Block(BlockKind.PARAGRAPH, f"{mark} {blocks[0].text}")
             out.extend(blocks)
         return out
 
-    def _inline(self, el: object, parts: list[str], after: list[object]) -> None:
+    def _inline(self, el: object, parts: list[str], after: list[tuple[str, Any]]) -> None:
         for child in getattr(el, "childNodes", ()):
             if child.nodeType == child.TEXT_NODE:
                 parts.append(child.data)
@@ -995,7 +996,7 @@ class _OdtWalker:
         return out
 
 
-def _odf_descendants(el: object, qname: tuple[str, str], stop: tuple[str, str]) -> Iterable[object]:
+def _odf_descendants(el: object, qname: tuple[str, str], stop: tuple[str, str]) -> Iterable[Any]:
     """Elements ``qname`` below ``el`` in document order, not looking inside nested ``stop``."""
     for child in getattr(el, "childNodes", ()):
         q = getattr(child, "qname", None)
@@ -1107,15 +1108,15 @@ def _read_doc(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
     return _lines_to_blocks(text)
 
 
-_READERS: dict[str, Callable[[bytes], list[Block]]] = {
+_READERS: dict[str, Callable[..., list[Block]]] = {  # (data) or, in _WITH_OPTIONS, (data, options)
     ".docx": _read_docx,
-    ".pdf": _read_pdf,  # type: ignore[dict-item]
+    ".pdf": _read_pdf,
     ".md": _read_markdown,
     ".markdown": _read_markdown,
     ".txt": _read_txt,
     ".odt": _read_odt,
     ".rtf": _read_rtf,
-    ".doc": _read_doc,  # type: ignore[dict-item]
+    ".doc": _read_doc,
     ".docm": _read_docx,
     ".dotx": _read_docx,
     ".dotm": _read_docx,

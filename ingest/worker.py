@@ -52,7 +52,7 @@ def _resolve(target: str) -> Callable[..., tuple[Block, ...]]:
     func = getattr(importlib.import_module(module), name)
     if not callable(func):
         raise TypeError(f"{target} is not callable")
-    return func  # type: ignore[no-any-return]
+    return func
 
 
 def _worker_main(
@@ -174,7 +174,7 @@ class ExtractionPool:
                 granted += extra
                 deadline += extra
             if reply[0] == "ok":
-                return reply[1]  # type: ignore[no-any-return]
+                return reply[1]
             _, reason, detail = reply
             if reason == "crashed" and detail == "MemoryError":
                 self._reap("MemoryError")

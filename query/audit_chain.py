@@ -580,13 +580,13 @@ def _walk(nodes: list[_Node], start: str, sealer: Sealer, present: set[str]) -> 
             problem(Tamper.REORDERED, pos, f"{nodes[pos].where} is out of order: in the chain it comes {where}")
 
     for i in sorted(found):
-        kinds = {p.kind for p in found[i]}
+        kinds = {prob.kind for prob in found[i]}
         seen: set[Tamper] = set()
-        for p in found[i]:
-            if p.kind in seen or (p.kind is Tamper.CHANGED and Tamper.INSERTED in kinds):
+        for prob in found[i]:
+            if prob.kind in seen or (prob.kind is Tamper.CHANGED and Tamper.INSERTED in kinds):
                 continue  # one problem per kind and line; a forged line: inserted says it
-            seen.add(p.kind)
-            out.problems.append(p)
+            seen.add(prob.kind)
+            out.problems.append(prob)
     return out
 
 

@@ -231,12 +231,12 @@ class LinkGuard:
                 i = held
                 continue
             if c == "[":
-                close = src.find("]", i + 1)
-                if close == -1 or close + 1 >= len(src):
+                end = src.find("]", i + 1)
+                if end == -1 or end + 1 >= len(src):
                     return self._word_start(i)
-                plain = _PLAIN_LABEL.fullmatch(src, i + 1, close) is not None
-                if plain and src[close + 1] not in "([:":
-                    i = close + 1
+                plain = _PLAIN_LABEL.fullmatch(src, i + 1, end) is not None
+                if plain and src[end + 1] not in "([:":
+                    i = end + 1
                     continue
                 held = self._after_block(i)
                 if held is None:

@@ -874,8 +874,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                     raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
                 self._save(d)
                 for i, digest in before.items():
-                    e = d.items.get(i)
-                    if e is not None and self._mapped(d, e.perms).acl.digest() != digest:
+                    entry = d.items.get(i)
+                    if entry is not None and self._mapped(d, entry.perms).acl.digest() != digest:
                         p = self._path(d, i)
                         if p is not None:
                             changed.append(p)
@@ -920,15 +920,15 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             return None
         base = unquote(urlsplit(d.url).path).rstrip("/")
         by_ref: dict[str, str] = {}
-        for iid, e in d.items.items():
-            p = self._path(d, iid) if e.kind != "root" else None
+        for iid, entry in d.items.items():
+            p = self._path(d, iid) if entry.kind != "root" else None
             if p is not None:
                 by_ref[_nfc(f"{base}/{p[len(d.prefix) + 1:]}").casefold()] = iid
         out: dict[str, bool] = {}
         for ref, uniq in rows:
-            iid = by_ref.get(_nfc(ref).casefold())
-            if iid is not None:
-                out[iid] = uniq
+            found = by_ref.get(_nfc(ref).casefold())
+            if found is not None:
+                out[found] = uniq
         return out
 
     def location(self, item: SourceItem) -> str:
