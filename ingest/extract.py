@@ -102,6 +102,11 @@ class ExtractOptions:
     ocr_timeout_max_s: float = 1800.0
 
 
+_Node = Any
+"""A node of a parser without type information: an lxml element (python-docx's XML), an odfpy
+node, a pypdf object read from the file. Attribute access on it is checked by the tests."""
+
+
 DEFAULT_OPTIONS = ExtractOptions()
 
 
@@ -221,9 +226,9 @@ class _DocxWalker:
         self._heading_level = heading_level  # styleId -> heading level (0 = not a heading)
         self._notes = notes  # footnotes / endnotes, read after the paragraph that cites them
 
-    def blocks(self, container: object) -> list[Block]:
+    def blocks(self, container: _Node) -> list[Block]:
         out: list[Block] = []
-        for child in container:  # type: ignore[attr-defined]
+        for child in container:
             tag = child.tag
             if tag == _P:
                 out.extend(self._paragraph(child))
@@ -243,9 +248,9 @@ class _DocxWalker:
 
     # paragraphs -------------------------------------------------------------------------------
 
-    def _paragraph(self, p: object) -> list[Block]:
+    def _paragraph(self, p: _Node) -> list[Block]:
         parts: list[str] = []
-        boxes: list[object] = []
+        boxes: list[_Node] = []
         cited: list[tuple[str, str]] = []
         self._inline(p, parts, boxes, cited)
         text = _clean("".join(parts))
@@ -262,9 +267,9 @@ class _DocxWalker:
         return out
 
     def _inline(
-        self, el: object, parts: list[str], boxes: list[object], cited: list[tuple[str, str]]
+        self, el: _Node, parts: list[str], boxes: list[_Node], cited: list[tuple[str, str]]
     ) -> None:
-        for child in el:  # type: ignore[attr-defined]
+        for child in el:
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIP_INLINE:
                 continue  # comments / processing instructions, or not final text
@@ -286,8 +291,8 @@ class _DocxWalker:
             else:  # runs, hyperlinks, w:ins, w:moveTo, inline w:sdt, smartTag, fldSimple, drawings...
                 self._inline(child, parts, boxes, cited)
 
-    def _level(self, p: object) -> int:
-        ppr = p.find(_w("pPr"))  # type: ignore[attr-defined]
+    def _level(self, p: _Node) -> int:
+        ppr = p.find(_w("pPr"))
         if ppr is None:
             return 0
         outline = ppr.find(_w("outlineLvl"))
@@ -298,7 +303,7 @@ class _DocxWalker:
 
     # tables -----------------------------------------------------------------------------------
 
-    def _table(self, tbl: object) -> list[Block]:
+    def _table(self, tbl: _Node) -> list[Block]:
         out: list[Block] = []
         for tr in _children(tbl, _TR):
             trpr = tr.find(_w("trPr"))
@@ -309,8 +314,8 @@ class _DocxWalker:
                 out.append(Block(BlockKind.TABLE_ROW, " | ".join(cells)))
         return out
 
-    def _cell(self, tc: object) -> str:
-        tcpr = tc.find(_w("tcPr"))  # type: ignore[attr-defined]
+    def _cell(self, tc: _Node) -> str:
+        tcpr = tc.find(_w("tcPr"))
         if tcpr is not None:
             vmerge = tcpr.find(_w("vMerge"))
             if vmerge is not None and vmerge.get(_VAL, "continue") == "continue":
@@ -324,9 +329,9 @@ class _DocxWalker:
         return " ".join(b.text.replace("\n", " ") for b in self.blocks(tc))
 
 
-def _children(el: object, tag: str) -> Iterable[Any]:
+def _children(el: _Node, tag: str) -> Iterable[Any]:
     """Direct children with ``tag``, looking through content controls and custom XML wrappers."""
-    for child in el:  # type: ignore[attr-defined]
+    for child in el:
         if child.tag == tag:
             yield child
         elif child.tag == _SDT:
@@ -337,10 +342,10 @@ def _children(el: object, tag: str) -> Iterable[Any]:
             yield from _children(child, tag)
 
 
-def _alternate_branch(alt: object) -> object | None:
+def _alternate_branch(alt: _Node) -> _Node | None:
     """The one branch of an ``mc:AlternateContent`` to read: the first Choice, else the Fallback."""
-    choice = alt.find(_CHOICE)  # type: ignore[attr-defined]
-    return choice if choice is not None else alt.find(_FALLBACK)  # type: ignore[attr-defined]
+    choice = alt.find(_CHOICE)
+    return choice if choice is not None else alt.find(_FALLBACK)
 
 
 def _outline_to_level(val: str | None) -> int:
@@ -355,12 +360,12 @@ def _outline_to_level(val: str | None) -> int:
 _HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|titolo|título)\s*(\d)$", re.IGNORECASE)
 
 
-def _style_levels(styles_element: object | None) -> Callable[[str], int]:
+def _style_levels(styles_element: _Node | None) -> Callable[[str], int]:
     """styleId → heading level, from the style's name (``heading 2``, ``Title``) or its outline level
     (own or inherited through ``w:basedOn``)."""
     by_id: dict[str, Any] = {}  # styleId -> its w:style element (lxml, untyped)
     if styles_element is not None:
-        for st in styles_element.findall(_w("style")):  # type: ignore[attr-defined]
+        for st in styles_element.findall(_w("style")):
             sid = st.get(_w("styleId"))
             if sid:
                 by_id[sid] = st
@@ -394,7 +399,7 @@ def _style_levels(styles_element: object | None) -> Callable[[str], int]:
 _NOTE_SKIP_TYPES = frozenset({"separator", "continuationSeparator", "continuationNotice"})
 
 
-def _parse_part_xml(part: object) -> object | None:
+def _parse_part_xml(part: _Node) -> _Node | None:
     """The root element of an XML package part: python-docx's parsed one, else its bytes parsed
     without entity expansion or network access; ``None`` when the part is not XML."""
     element = getattr(part, "element", None)
@@ -425,12 +430,12 @@ class DocxNotes:
     continuationSeparator, continuationNotice) are not text.
     """
 
-    def __init__(self, footnotes: object | None = None, endnotes: object | None = None) -> None:
-        self._notes: dict[tuple[str, str], object] = {}
+    def __init__(self, footnotes: _Node | None = None, endnotes: _Node | None = None) -> None:
+        self._notes: dict[tuple[str, str], _Node] = {}
         for note_type, root in (("footnote", footnotes), ("endnote", endnotes)):
             if root is None:
                 continue
-            for note in root.iter(_w(note_type)):  # type: ignore[attr-defined]
+            for note in root.iter(_w(note_type)):
                 if note.get(_w("type"), "normal") in _NOTE_SKIP_TYPES:
                     continue
                 self._notes.setdefault((note_type, note.get(_w("id"), "")), note)
@@ -439,12 +444,12 @@ class DocxNotes:
         self._taken: set[tuple[str, str]] = set()
 
     @classmethod
-    def of_part(cls, document_part: object) -> DocxNotes:
+    def of_part(cls, document_part: _Node) -> DocxNotes:
         """The notes of an opened package, from its main document part (python-docx's
         ``document.part``, or any part with ``rels``). Relationship types are matched on their
         last segment (``…/footnotes``, ``…/endnotes``), so Transitional and Strict packages and
         every Word body content type (.docx, .docm, .dotx, .dotm) are read alike."""
-        roots: dict[str, object | None] = {"footnotes": None, "endnotes": None}
+        roots: dict[str, _Node | None] = {"footnotes": None, "endnotes": None}
         for rel in getattr(document_part, "rels", {}).values():
             kind = str(rel.reltype).rsplit("/", 1)[-1]
             if kind in roots and not rel.is_external and roots[kind] is None:
@@ -586,11 +591,11 @@ def _read_pdf(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
     return out + tail
 
 
-def _has_image(page: object) -> bool:
+def _has_image(page: _Node) -> bool:
     """Whether a PDF page paints at least one image (an image XObject, also inside a form XObject,
     or an inline image): with no text layer, such a page is a scan."""
     try:
-        return len(page.images) > 0  # type: ignore[attr-defined]
+        return len(page.images) > 0
     except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken image dictionary still means "there is an image"
         return True
 
@@ -604,17 +609,17 @@ class _PdfFields:
     joined by dots). Empty values and an unchecked box (``/Off``) are left out; a checked box
     reads as its export value (``Oui``, ``Yes``…)."""
 
-    def __init__(self, reader: object) -> None:
+    def __init__(self, reader: _Node) -> None:
         self._reader = reader
         self._seen: set[str] = set()
         try:
-            self._fields = reader.get_fields() or {}  # type: ignore[attr-defined]
+            self._fields = reader.get_fields() or {}
         except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken form never costs the page text
             self._fields = {}
         self._any_value = False
 
     @staticmethod
-    def _value(raw: object) -> str:
+    def _value(raw: _Node) -> str:
         if raw is None:
             return ""
         if isinstance(raw, list):
@@ -624,7 +629,7 @@ class _PdfFields:
             text = "" if text == "/Off" else text[1:]
         return _clean(text)
 
-    def _line(self, qualified: str, field: object) -> str | None:
+    def _line(self, qualified: str, field: _Node) -> str | None:
         if qualified in self._seen:
             return None
         get = getattr(field, "get", None)
@@ -638,11 +643,11 @@ class _PdfFields:
         label = _clean(str(get("/TU") or "")) or qualified
         return f"{label} : {value}"
 
-    def of_page(self, page: object, number: int) -> list[Block]:
+    def of_page(self, page: _Node, number: int) -> list[Block]:
         """The fields whose widget sits on ``page``, in annotation order."""
         out: list[Block] = []
         try:
-            annots = page.get("/Annots") or []  # type: ignore[attr-defined]
+            annots = page.get("/Annots") or []
             for ref in annots:
                 annot = ref.get_object()
                 if annot.get("/Subtype") != "/Widget":
@@ -676,7 +681,7 @@ class _PdfFields:
 
     def _xfa(self) -> list[str]:
         try:
-            packets = self._reader.xfa or {}  # type: ignore[attr-defined]
+            packets = self._reader.xfa or {}
         except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken XFA packet costs only the XFA data
             return []
         data = packets.get("datasets") if isinstance(packets, dict) else None
@@ -916,7 +921,7 @@ class _OdtWalker:
     def __init__(self) -> None:
         self._after: list[list[tuple[str, Any]]] = []  # per open paragraph: notes / boxes to read after it
 
-    def blocks(self, container: object) -> list[Block]:
+    def blocks(self, container: _Node) -> list[Block]:
         out: list[Block] = []
         for child in getattr(container, "childNodes", ()):
             qname = getattr(child, "qname", None)
@@ -930,7 +935,7 @@ class _OdtWalker:
                 out.extend(self.blocks(child))
         return out
 
-    def _paragraph(self, p: object, heading: bool) -> list[Block]:
+    def _paragraph(self, p: _Node, heading: bool) -> list[Block]:
         parts: list[str] = []
         after: list[tuple[str, Any]] = []  # (mark, odfpy node) read after the paragraph
         self._inline(p, parts, after)
@@ -940,7 +945,7 @@ class _OdtWalker:
             level = 0
             if heading:
                 try:
-                    level = max(1, int(p.getAttrNS(_ODF_TEXT, "outline-level") or 1))  # type: ignore[attr-defined]
+                    level = max(1, int(p.getAttrNS(_ODF_TEXT, "outline-level") or 1))
                 except ValueError:
                     level = 1
             out.append(Block(BlockKind.HEADING if level else BlockKind.PARAGRAPH, text, level=level))
@@ -951,7 +956,7 @@ class _OdtWalker:
             out.extend(blocks)
         return out
 
-    def _inline(self, el: object, parts: list[str], after: list[tuple[str, Any]]) -> None:
+    def _inline(self, el: _Node, parts: list[str], after: list[tuple[str, Any]]) -> None:
         for child in getattr(el, "childNodes", ()):
             if child.nodeType == child.TEXT_NODE:
                 parts.append(child.data)
@@ -982,7 +987,7 @@ class _OdtWalker:
             else:  # spans, links, frames, fields, bookmarks, changes that are kept…
                 self._inline(child, parts, after)
 
-    def _table(self, table: object) -> list[Block]:
+    def _table(self, table: _Node) -> list[Block]:
         out: list[Block] = []
         for row in _odf_descendants(table, (_ODF_TABLE, "table-row"), stop=(_ODF_TABLE, "table")):
             cells = []
@@ -996,7 +1001,7 @@ class _OdtWalker:
         return out
 
 
-def _odf_descendants(el: object, qname: tuple[str, str], stop: tuple[str, str]) -> Iterable[Any]:
+def _odf_descendants(el: _Node, qname: tuple[str, str], stop: tuple[str, str]) -> Iterable[Any]:
     """Elements ``qname`` below ``el`` in document order, not looking inside nested ``stop``."""
     for child in getattr(el, "childNodes", ()):
         q = getattr(child, "qname", None)
