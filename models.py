@@ -76,16 +76,16 @@ class Grant:
         return out
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, object]) -> Grant:
+    def from_dict(cls, d: Mapping[str, Any]) -> Grant:
         """Inverse of :meth:`to_dict`. Raises ``KeyError``/``TypeError``/``ValueError`` on a
         malformed mapping."""
         expires = d.get("expires")
         also = d.get("also") or ()
         return cls(
-            frozenset(str(p) for p in d["allow"]),  # type: ignore[attr-defined]
-            frozenset(str(p) for p in d.get("deny") or ()),  # type: ignore[attr-defined]
-            None if expires is None else float(expires),  # type: ignore[arg-type]
-            frozenset(frozenset(str(p) for p in a) for a in also),  # type: ignore[attr-defined]
+            frozenset(str(p) for p in d["allow"]),
+            frozenset(str(p) for p in d.get("deny") or ()),
+            None if expires is None else float(expires),
+            frozenset(frozenset(str(p) for p in a) for a in also),
         )
 
     def _key(self) -> tuple[tuple[str, ...], tuple[str, ...], float, tuple[tuple[str, ...], ...]]:

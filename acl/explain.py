@@ -372,7 +372,7 @@ def _explain(
         return replace(ntfs, principals=named, source=trace.source)
     share_ex = _layer(share, trace, user, directory, origins, {}, None, "share", via_of)
     ntfs_line = f"file permissions (NTFS): {_word(decision.readable)} — {ntfs.summary}"
-    share_line = f"{trace.share.description}: {_word(share.readable)} — {share_ex.summary}"  # type: ignore[union-attr]
+    share_line = f"{trace.share.description}: {_word(share.readable)} — {share_ex.summary}"  # type: ignore[union-attr]  # a share decision implies trace.share
     effective = decision.readable and share.readable
     head = share_ex if decision.readable and not share.readable else ntfs
     return replace(

@@ -200,7 +200,7 @@ class LocalGroups:
 
     def merged(self, override: Mapping[str, frozenset[str]], origin: str) -> LocalGroups:
         """These groups with ``override``'s entries replacing (or adding) aliases' members."""
-        return LocalGroups(ChainMap(dict(override), self.members), self.names,  # type: ignore[arg-type]
+        return LocalGroups(ChainMap(dict(override), self.members), self.names,  # type: ignore[arg-type]  # ChainMap only reads members, which may be a lazy read-only mapping
                            f"{self.origin} + {origin}" if self.origin else origin, self.complete)
 
 

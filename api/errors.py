@@ -133,10 +133,10 @@ async def _internal_error(request: Request, e: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register every handler on ``app`` (module doc)."""
-    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
-    app.add_exception_handler(AuthError, _auth_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
+    app.add_exception_handler(AuthError, _auth_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
     app.add_exception_handler(DirectoryError, _unavailable(
         503, "directory_unavailable", "the directory cannot be read: no answer is given (fail closed)"))
     app.add_exception_handler(AuditError, _unavailable(

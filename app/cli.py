@@ -95,7 +95,7 @@ def _errors(fn: F) -> F:
             err.print(f"[bold red]error:[/] {e}", highlight=False)
             raise typer.Exit(2) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps fn's signature, which F stands for
 
 
 @app.command()

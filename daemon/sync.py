@@ -44,7 +44,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
@@ -990,16 +990,16 @@ def _items_under(connector: Connector, prefix: str) -> list[SourceItem]:
     return out
 
 
-def _replace_planned(p: _Planned, **kw: object) -> _Planned:
+def _replace_planned(p: _Planned, **kw: Any) -> _Planned:
     from dataclasses import replace
 
-    return replace(p, **kw)  # type: ignore[arg-type]
+    return replace(p, **kw)
 
 
-def _replace(st: ItemState, **kw: object) -> ItemState:
+def _replace(st: ItemState, **kw: Any) -> ItemState:
     from dataclasses import replace
 
-    return replace(st, **kw)  # type: ignore[arg-type]
+    return replace(st, **kw)
 
 
 __all__ = ["SKIP_REASONS", "Acl", "PassReport", "SyncEngine", "skip_reason_key"]

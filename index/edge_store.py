@@ -453,7 +453,7 @@ class EdgeStore(QdrantBackend):
         """Apply the journal's entries from ``start`` to ``shard``; returns the new position."""
         stop = len(journal)
         for op in journal.read(start, stop):
-            op.apply(shard)  # type: ignore[attr-defined]
+            op.apply(shard)  # type: ignore[attr-defined]  # the journal holds the _Upsert/_Delete values _apply wrote
         return stop
 
     def _retire(self, old: _Live) -> None:

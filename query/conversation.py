@@ -289,7 +289,7 @@ def _replace_entity(previous: str, subject: str) -> str | None:
     if re.search(r"(?<![^\W_])de\s+$", head) and re.match(r"(?:le|les)\s", subject, re.IGNORECASE):
         # « de le client » → « du client »
         art = subject.split(maxsplit=1)[0].lower()
-        head = head[: re.search(r"de\s+$", head).start()] + ("du " if art == "le" else "des ")  # type: ignore[union-attr]
+        head = head[: re.search(r"de\s+$", head).start()] + ("du " if art == "le" else "des ")  # type: ignore[union-attr]  # matched two lines above
         subject = subject.split(None, 1)[1]
     return head + subject + previous[e:]
 

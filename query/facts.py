@@ -405,7 +405,7 @@ def _number_facts(scan: _Scan, *, answer: bool) -> None:
         if unit is not None and kind is not FactKind.AMOUNT:
             keys = _duration_keys(values, unit)  # a length of time, in any unit; not the bare number
             kind = FactKind.DURATION
-            d_end = end + re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
+            d_end = end + re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]  # the unit word found above follows
         scan.take(Fact(t[d_start:d_end].strip(), kind, d_start, d_end, (frozenset(keys),)))
 
 
@@ -425,7 +425,7 @@ def _word_number_facts(scan: _Scan, *, answer: bool) -> None:
         if unit is not None:
             keys = _duration_keys([Decimal(value)], unit)
             kind = FactKind.DURATION
-            end += re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
+            end += re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]  # the unit word found above follows
         scan.take(Fact(t[m.start() : end], kind, m.start(), end, (frozenset(keys),)))
 
 
