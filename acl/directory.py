@@ -219,7 +219,9 @@ class _Snapshot:
         upn_key: dict[str, str] = {}
         for name, u in f.users.items():
             if "@" in name:
-                raise DirectoryError(f"{where}: users.{name}: an account name cannot contain '@' (that is a UPN: put it in 'upn')")
+                raise DirectoryError(
+                    f"{where}: users.{name}: an account name cannot contain '@' (that is a UPN: put it in 'upn')"
+                )
             keys = [(user_key, name), (user_key, f"{f.netbios}\\{name}")] + ([(upn_key, u.upn)] if u.upn else [])
             for table, k in keys:
                 if fold_name(k) in table:

@@ -495,7 +495,8 @@ def _prepare(sd: SecurityDescriptor | None, rules: TokenRules, unreadable_reason
         return _Prepared(rule="NULL DACL: everyone", null=True)
     if sd.owner is not None:
         base = rules.holders(sd.owner)
-        owner = Holders(base.surely, base.maybe, base.undecided, f"the owner {sd.owner}" + (f" ({base.route})" if base.route else ""))
+        route = f"the owner {sd.owner}" + (f" ({base.route})" if base.route else "")
+        owner = Holders(base.surely, base.maybe, base.undecided, route)
     else:
         owner = Holders(route="no owner")
     owner_rights = any(a.sid == OWNER_RIGHTS_SID for a in sd.dacl)
@@ -546,7 +547,9 @@ def _bit_dnf(prep: _Prepared, bit: int) -> tuple[tuple[Clause, ...], list[str]]:
             if st.holders.surely:
                 if closing:
                     c = closing[0]
-                    notes.append(f"DENY ACE {c.index + 1} for {_who(c.ace.sid)} is applied to everyone ({c.holders.undecided[0]})")
+                    notes.append(
+                        f"DENY ACE {c.index + 1} for {_who(c.ace.sid)} is applied to everyone ({c.holders.undecided[0]})"
+                    )
                     break
                 clauses.append(Clause(frozenset({st.holders.surely}), frozenset(denied)))
         elif st.deny & bit:

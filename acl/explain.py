@@ -427,7 +427,9 @@ def _layer(
     decided = min(decision.decided_by) if decision.decided_by else None
     token = None
     if decision.route is not None:
-        through = f", through {decided} ({directory.name_of(decided) or decided})" if decided and ace is not None and decided[4:] != ace.sid else ""
+        through = ""
+        if decided and ace is not None and decided[4:] != ace.sid:
+            through = f", through {decided} ({directory.name_of(decided) or decided})"
         token = f"{_sid_name(ace.sid, directory) if ace is not None else 'owner'} in {user}'s token: {decision.route}{through}"
     if ace is None:
         verdict = _word(decision.readable).lower().replace("_", " ")

@@ -330,7 +330,10 @@ class TokenRules:
                 return Holders.plain(sid, f"{name}: in every network logon")
             if presence == Presence.NEVER:
                 return Holders.nobody(f"{name}: never in a domain user's network logon")
-            how = "set this_organization on the source" if sid == THIS_ORGANIZATION_SID else "depends on how the user authenticates"
+            how = (
+                "set this_organization on the source" if sid == THIS_ORGANIZATION_SID
+                else "depends on how the user authenticates"
+            )
             return Holders.unknown(f"{name} ({sid}): {how}")
         for prefix, what, presence in _PREFIXES:
             if sid.startswith(prefix):

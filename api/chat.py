@@ -74,8 +74,10 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
                          identity: Identity = Depends(auth.require_identity)) -> Response:
         """OpenAI-compatible chat completion; the question is the last user message."""
         if body.model != cfg.model_id:
-            raise ApiError(404, "model_not_found", f"model {body.model[:100]!r} does not exist; this server serves {cfg.model_id!r}",
-                           param="model")
+            raise ApiError(
+                404, "model_not_found", f"model {body.model[:100]!r} does not exist; this server serves {cfg.model_id!r}",
+                param="model",
+            )
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         task = (request.headers.get(cfg.task_header) or "").strip() if cfg.task_header else ""
         if task:

@@ -112,8 +112,8 @@ async def _http_error(request: Request, e: StarletteHTTPException) -> JSONRespon
     if e.status_code == 400 and e.detail == _FASTAPI_BODY_ERROR:
         # FastAPI's answer to a body json.loads() cannot decode (not UTF-8, nested too deep):
         # a bad body, 422 like every other one (README, OpenAPI)
-        return error_response(422, staff_message(request, "invalid_value", "body: the request body is not JSON in UTF-8 (RFC 8259)"),
-                              "invalid_request_error", "invalid_value", "body")
+        message = staff_message(request, "invalid_value", "body: the request body is not JSON in UTF-8 (RFC 8259)")
+        return error_response(422, message, "invalid_request_error", "invalid_value", "body")
     code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
     return error_response(e.status_code, str(e.detail), "invalid_request_error", code, headers=getattr(e, "headers", None))
 

@@ -209,7 +209,9 @@ def check_signature(
         raise AuthError("invalid_signature", "malformed identity signature: expected 't=<unix>,v1=<hex>'")
     now = time.time() if now is None else now
     if int(t) - now > max_skew_s:
-        raise AuthError("stale_signature", f"identity signature dated in the future beyond the allowed clock skew ({max_skew_s:g} s)")
+        raise AuthError(
+            "stale_signature", f"identity signature dated in the future beyond the allowed clock skew ({max_skew_s:g} s)"
+        )
     if now - int(t) > max_skew_s:
         raise AuthError("stale_signature", f"identity signature older than the allowed clock skew ({max_skew_s:g} s)")
     expected = signature(secret, email, int(t), method, path, body).rpartition("v1=")[2]

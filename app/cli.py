@@ -61,7 +61,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """ancre: permission-trimmed, grounded retrieval."""
 
@@ -409,9 +411,14 @@ def report_exposure(
     config: ConfigOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV line per exposed document with findings.")] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Write the report as one self-contained HTML page to this file.")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the report as one self-contained HTML page to this file.")
+    ] = None,
     source: Annotated[list[str] | None, typer.Option("--source", help="Only this source id (repeatable).")] = None,
-    explain: Annotated[bool, typer.Option("--explain/--no-explain", help="Name the ACE or permission that opened each exposed document (reads its rights at the source).")] = True,
+    explain: Annotated[bool, typer.Option(
+        "--explain/--no-explain",
+        help="Name the ACE or permission that opened each exposed document (reads its rights at the source).",
+    )] = True,
     all_documents: Annotated[bool, typer.Option("--all", help="List exposed documents where nothing was found too.")] = False,
 ) -> None:
     """Documents readable by a broad principal (Everyone, Authenticated Users, Domain Users,
@@ -499,7 +506,9 @@ def _period(since: str | None, until: str | None) -> tuple[Any, Any]:
 @audit_app.command("who-saw")
 @_errors
 def audit_who_saw(
-    path: Annotated[str, typer.Argument(help="A document or folder: UNC path or URL, a path relative to a source root (RH/Grille.docx, RH), or a document id.")],
+    path: Annotated[str, typer.Argument(
+        help="A document or folder: UNC path or URL, a path relative to a source root (RH/Grille.docx, RH), or a document id.",
+    )],
     config: ConfigOpt = None,
     since: PeriodOpt = None,
     until: UntilOpt = None,
@@ -685,7 +694,8 @@ def _print_status(d: dict[str, Any]) -> None:
 def check(
     config: ConfigOpt = None,
     user: Annotated[
-        str | None, typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account).")
+        str | None,
+        typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account)."),
     ] = None,
 ) -> None:
     """Check the configuration end to end: the directory (bind, resolve a user), each source (list
@@ -697,7 +707,9 @@ def check(
     settings = _settings(config)
     from rich.markup import escape
 
-    console.print(f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True)
+    console.print(
+        f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True
+    )
 
     def show(r: CheckResult) -> None:
         style = "green" if r.ok else "bold red"

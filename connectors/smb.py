@@ -646,7 +646,8 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
 
     @staticmethod
     def _is_dfs(info: Any) -> bool:
-        return bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT) and int(info.ea_size) == IO_REPARSE_TAG_DFS
+        reparse = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
+        return reparse and int(info.ea_size) == IO_REPARSE_TAG_DFS
 
     # ---------------------------------------------------------------- DFS links
     def _tree(self, share: str, kw: dict[str, Any]) -> TreeConnect:
@@ -1037,7 +1038,9 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
             return ReadRights.nobody(f"acl_unreadable: {reason}")
         rules = self.token_rules()
         rights = compile_read(sd, rules=rules)
-        if rel and rights.clauses and compile_read(sd, rules=rules, desired=READ_ACCESS & ~FILE_READ_ATTRIBUTES).clauses != rights.clauses:
+        if rel and rights.clauses and (
+            compile_read(sd, rules=rules, desired=READ_ACCESS & ~FILE_READ_ATTRIBUTES).clauses != rights.clauses
+        ):
             rights = compile_read(sd, rules=rules, parent=self._parent_descriptor(rel))
         return rights.both(self.share_layer()[3])
 

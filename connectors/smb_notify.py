@@ -83,7 +83,9 @@ class ShareWatcher:
     thread; an exception from it is logged and the watch goes on.
     """
 
-    def __init__(self, connector: SmbConnector, on_change: ChangeCallback, stop: threading.Event, *, coalesce_s: float = 0.2) -> None:
+    def __init__(
+        self, connector: SmbConnector, on_change: ChangeCallback, stop: threading.Event, *, coalesce_s: float = 0.2
+    ) -> None:
         self.conn = connector
         self.on_change = on_change
         self.stop = stop

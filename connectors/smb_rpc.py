@@ -14,8 +14,8 @@ security descriptor, and the server's local groups.
   SAM"); the source's ``local_groups`` configures them instead.
 
 Calls share one SMB connection to ``IPC$`` (:class:`RpcSession`) with the source's credentials
-(NTLM, or Kerberos from the process's ticket cache); alias members are read when first needed. Failures raise :class:`RpcError` (an
-:class:`~ancre.errors.AclError`: the callers fail closed on it).
+(NTLM, or Kerberos from the process's ticket cache); alias members are read when first needed. Failures raise
+:class:`RpcError` (an :class:`~ancre.errors.AclError`: the callers fail closed on it).
 """
 
 from __future__ import annotations

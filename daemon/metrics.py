@@ -52,10 +52,13 @@ class DaemonMetrics:
         self.problems = Gauge(
             "ancre_item_problems", "Failed, skipped or pending documents by reason", ["source", "status", "reason"], registry=r
         )
-        self.items = Counter("ancre_items_synced", "Per-item results of sync passes and event batches", ["source", "result"], registry=r)
+        self.items = Counter(
+            "ancre_items_synced", "Per-item results of sync passes and event batches", ["source", "result"], registry=r
+        )
         self.embedded = Counter("ancre_embedded_chunks", "Chunks embedded", ["source"], registry=r)
         self.passes = Counter(
-            "ancre_passes", "Full passes (scope=full) and event batches (scope=paths)", ["source", "trigger", "scope", "outcome"], registry=r
+            "ancre_passes", "Full passes (scope=full) and event batches (scope=paths)",
+            ["source", "trigger", "scope", "outcome"], registry=r,
         )
         self.duration = Histogram(
             "ancre_sync_duration_seconds", "Duration of passes and event batches", ["source", "scope"],

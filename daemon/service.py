@@ -4,8 +4,8 @@ One :class:`Daemon` receives its parts from the composition root (:class:`Daemon
 sync engine over the store and embedder, the state DB, the BM25 snapshots, the connectors, the
 audit purge; :mod:`ancre.app.daemon` builds them) and runs:
 
-- **event sources** (:mod:`ancre.daemon.watch`, wired by :mod:`ancre.daemon.wiring`): watchdog on folder sources, a connector's own
-  ``watch()`` (SMB CHANGE_NOTIFY) when it has one; all feed one :class:`~ancre.daemon.queue.ChangeQueue`
+- **event sources** (:mod:`ancre.daemon.watch`, wired by :mod:`ancre.daemon.wiring`): watchdog on folder sources, a
+  connector's own ``watch()`` (SMB CHANGE_NOTIFY) when it has one; all feed one :class:`~ancre.daemon.queue.ChangeQueue`
   (bounded, de-duplicating, debounced);
 - **one worker thread** (:mod:`ancre.daemon.lanes`) that applies every content change: full passes
   (:meth:`SyncEngine.run_pass`) and event batches (:meth:`SyncEngine.sync_paths`);

@@ -34,8 +34,8 @@
    ending the ``s`` hides (``forfait`` → ``forf`` but ``forfaits`` → ``forfait``; both become
    ``forf``; on a 325 000-word French list this joins 324 singular/plural pairs and parts none). As every
    step works on the folded word, accented, unaccented and capitalised forms give the same term
-   by construction; the property test ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word list (with
-   elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
+   by construction; the property test ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word
+   list (with elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
    questions worded with other inflections than the text (``résilier``/``résiliation``,
    ``machine virtuelle``/``machines virtuelles``, ``estimée``/``estimé``) share their terms with
    it only when stemmed (the retrieval evaluation in README.md has such questions).

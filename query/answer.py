@@ -437,8 +437,8 @@ class AnswerService:
         Raises :class:`~ancre.errors.DirectoryError` (the directory cannot be read: no answer),
         :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from retrieval,
         :class:`~ancre.query.llm.LlmError` when the answering model fails (audited with
-        ``error = "erreur_modele"``), :class:`~ancre.errors.AuditError` when the audit line cannot be written (the answer is withheld).
-        A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
+        ``error = "erreur_modele"``), :class:`~ancre.errors.AuditError` when the audit line cannot be written (the answer is
+        withheld). A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
         """
         prep = self._prepare(question, user, identity, history)
         direct = self._without_model(prep)

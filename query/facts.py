@@ -142,7 +142,12 @@ _UNITS = {
 }  # fmt: skip
 _META_NOUNS = frozenset(
     fold(w)
-    for w in ["document", "documents", "contrat", "contrats", "version", "versions", "extrait", "extraits", "fichier", "fichiers", "source", "sources", "point", "points", "élément", "éléments", "passage", "passages", "partie", "parties", "cas", "option", "options", "question", "questions", "réponse", "réponses", "citation", "citations", "offre", "offres", "client", "clients"]
+    for w in [
+        "document", "documents", "contrat", "contrats", "version", "versions", "extrait", "extraits", "fichier",
+        "fichiers", "source", "sources", "point", "points", "élément", "éléments", "passage", "passages", "partie",
+        "parties", "cas", "option", "options", "question", "questions", "réponse", "réponses", "citation",
+        "citations", "offre", "offres", "client", "clients",
+    ]
 )
 """Nouns a small count in an answer may refer to without being a fact of the documents (« les
 deux contrats », « 3 documents »)."""
@@ -159,7 +164,12 @@ ACRONYMS_ALLOWED = frozenset({"chf", "eur", "usd", "ht", "tva", "nb", "ok", "ps"
 
 _STARTERS = frozenset(
     fold(w)
-    for w in ["voici", "voilà", "selon", "concernant", "également", "toutefois", "cependant", "ensuite", "enfin", "ainsi", "aussi", "attention", "note", "remarque", "oui", "non", "aucun", "aucune", "chaque", "tous", "toutes", "tout", "plusieurs", "seul", "seule", "seuls", "d'après", "quant", "en", "résumé", "synthèse", "comparaison", "total", "durée", "montant", "forfait", "prix"]
+    for w in [
+        "voici", "voilà", "selon", "concernant", "également", "toutefois", "cependant", "ensuite", "enfin", "ainsi",
+        "aussi", "attention", "note", "remarque", "oui", "non", "aucun", "aucune", "chaque", "tous", "toutes",
+        "tout", "plusieurs", "seul", "seule", "seuls", "d'après", "quant", "en", "résumé", "synthèse", "comparaison",
+        "total", "durée", "montant", "forfait", "prix",
+    ]
 )
 
 # ----------------------------------------------------------------------------- patterns

@@ -104,7 +104,9 @@ def _link_text(children: Sequence[Token], start: int) -> str:
 
 
 _HTML_TAG_WITH_ATTRIBUTE = re.compile(r"<[A-Za-z][A-Za-z0-9-]*[\s/][^>]*=", re.DOTALL)
-_HTML_ADDRESS = re.compile(r"""(?i)\b(?:src|href|srcset|action|formaction|poster|data|background|xlink:href)\s*=\s*["']?([^"'\s>]+)""")
+_HTML_ADDRESS = re.compile(
+    r"""(?i)\b(?:src|href|srcset|action|formaction|poster|data|background|xlink:href)\s*=\s*["']?([^"'\s>]+)"""
+)
 
 
 def _html_unsafe(html: str) -> str | None:

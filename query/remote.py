@@ -125,8 +125,8 @@ _SEARCH = TypeAdapter(SearchResult)
 class RemoteQueryCore:
     """The query core of the process owning the index, through its control socket: the methods
     of :class:`~ancre.query.core.QueryCore` (``search``, ``ask``, ``stream``, ``principals``,
-    ``account``, ``not_ready``, ``points``, ``close``, context manager) with the same typed results. Who may ask as whom is decided by
-    the owner from this process's Unix identity (:mod:`ancre.api.control`)."""
+    ``account``, ``not_ready``, ``points``, ``close``, context manager) with the same typed results. Who may ask as whom is
+    decided by the owner from this process's Unix identity (:mod:`ancre.api.control`)."""
 
     def __init__(self, client: ControlClient) -> None:
         self.client = client

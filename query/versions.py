@@ -70,7 +70,9 @@ _SUPERSEDED = re.compile(
     re.IGNORECASE,
 )
 _SUPERSEDES = re.compile(r"annule et remplace|version en vigueur|version actuelle", re.IGNORECASE)
-_ARCHIVE_DIR = re.compile(r"^(?:archives?|archiv\w*|old|anciens?|anciennes?|obsolete|obsol[eè]tes?|historiques?|_old)$", re.IGNORECASE)
+_ARCHIVE_DIR = re.compile(
+    r"^(?:archives?|archiv\w*|old|anciens?|anciennes?|obsolete|obsol[eè]tes?|historiques?|_old)$", re.IGNORECASE
+)
 _NAME_VERSION = re.compile(r"(?:v|version|rev)[\s_.\-]*(\d+(?:[._]\d+)*)|((?:19|20)\d{2})", re.IGNORECASE)
 _YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 
@@ -308,4 +310,7 @@ def version_note(group: VersionGroup, folder: Callable[[str], str] | None = None
     tail = "est une version antérieure" if len(older) == 1 else "sont des versions antérieures"
     return f"{count} versions du même document : {parts[0]} semble la version en vigueur{why} ; {', '.join(older)} {tail}."
 
-__all__ = ["MTIME_MARGIN", "NEAR_IDENTICAL", "VersionGroup", "Versioned", "name_key", "similarity", "title_key", "version_groups", "version_note"]
+__all__ = [
+    "MTIME_MARGIN", "NEAR_IDENTICAL", "VersionGroup", "Versioned", "name_key", "similarity", "title_key", "version_groups",
+    "version_note",
+]

@@ -304,7 +304,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 continue
             try:
                 for d in self.graph.pages(f"/sites/{site['id']}/drives"):
-                    if d.get("driveType", "documentLibrary") != "documentLibrary" or not self._library_selected(str(d.get("name", ""))):
+                    library = d.get("driveType", "documentLibrary") == "documentLibrary"
+                    if not library or not self._library_selected(str(d.get("name", ""))):
                         continue
                     drives.append(_Drive(
                         str(site["id"]), str(site.get("webUrl", "")), seg, str(d["id"]), str(d.get("name", "")),
@@ -392,7 +393,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             page = self.graph.delta(drive.drive_id, None, prefer=self._prefer())
             full = True
         if drive.list_id is None:
-            drive.list_id = str(self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
+            listed = self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"})
+            drive.list_id = str(listed.get("id") or "") or None
         touched = self._apply(drive, page.items, full=full)
         self._paths = None
         library = self._read_library(drive)  # one REST call per library and pass, never per item
