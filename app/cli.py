@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -48,7 +48,8 @@ ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", "-c", help="TOML config file (default: $ANCRE_CONFIG or ./ancre.toml)."),
 ]
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _version(value: bool) -> None:
@@ -88,16 +89,16 @@ def _owner(settings: Settings) -> Any:
     return ControlClient.find(settings)
 
 
-def _errors(fn: F) -> F:
+def _errors(fn: Callable[P, R]) -> Callable[P, R]:
     @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except AncreError as e:
             err.print(f"[bold red]error:[/] {e}", highlight=False)
             raise typer.Exit(2) from None
 
-    return wrapper  # type: ignore[return-value]  # functools.wraps keeps fn's signature, which F stands for
+    return wrapper
 
 
 @app.command()

@@ -139,7 +139,7 @@ class RpcSession:
             if self._smb is not None:
                 try:
                     self._smb.close()
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:  # noqa: BLE001 - closing a dead connection may fail in any way
                     log.debug("closing %s: %s", self.target.unc, e)
                 self._smb = None
 

@@ -63,7 +63,7 @@ def _worker_main(
     ``limits``, when given, are passed to the target as keyword arguments of those names."""
     global _ask_for_time  # noqa: PLW0603 - the worker process's one hook, set once as it starts
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731
+    _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731 - the hook is a one-line closure over the pipe
     func = _resolve(target)
     extra: dict[str, object] = {k: v for k, v in (("options", options), ("limits", limits)) if v is not None}
     while True:

@@ -148,7 +148,7 @@ class Resolution:
 
 # ----------------------------------------------------------------------------- reading questions
 
-_NFC = lambda s: unicodedata.normalize("NFC", s)  # noqa: E731
+_NFC = lambda s: unicodedata.normalize("NFC", s)  # noqa: E731 - a one-line alias
 
 _SAME_FOR = re.compile(
     r"^\s*(?:et\s+)?(?:(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me\s+chose|"

@@ -1018,7 +1018,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         d = drives[0]
         try:
             d.list_id = str(self.graph.get(f"/drives/{d.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - check() never raises: any failure is the check's answer
             return SourceCheck(False, f"{d.prefix}: library list unreadable: {e}", "the app needs Sites.Read.All")
         library = self._read_library(d)
         if isinstance(library, str) and isinstance(self.graph.settings.credential, SecretCredential):

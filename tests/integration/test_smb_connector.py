@@ -234,7 +234,7 @@ def test_group_membership_change_shows_after_the_cache_ttl(env: Env) -> None:
     now = [0.0]
     ttl = 5.0
     directory = CachedDirectory(env.ldap, ttl, clock=lambda: now[0])
-    names = lambda: {r.filename for r in hits(rt, DENY_QUESTION, directory.principals("chloe"))}  # noqa: E731
+    names = lambda: {r.filename for r in hits(rt, DENY_QUESTION, directory.principals("chloe"))}  # noqa: E731 - a one-line query helper
     assert "test-deny-explicite.docx" not in names()
     dc.remove_from_group("chloe", "GG_Stagiaires")
     try:
