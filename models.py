@@ -6,17 +6,16 @@ Qdrant payloads and into the SQLite state, and must never be mutated in place.
 
 from __future__ import annotations
 
-import unicodedata
-
 import hashlib
 import json
 import math
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import NewType
+from enum import StrEnum
+from typing import Any, NewType
 
 Principal = NewType("Principal", str)
 """A prefixed principal string: ``sid:S-1-5-21-…`` (Windows/AD), ``aad:<object-id>`` (Entra ID),
@@ -77,16 +76,16 @@ class Grant:
         return out
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, object]) -> "Grant":
+    def from_dict(cls, d: Mapping[str, Any]) -> Grant:
         """Inverse of :meth:`to_dict`. Raises ``KeyError``/``TypeError``/``ValueError`` on a
         malformed mapping."""
         expires = d.get("expires")
         also = d.get("also") or ()
         return cls(
-            frozenset(str(p) for p in d["allow"]),  # type: ignore[attr-defined]
-            frozenset(str(p) for p in d.get("deny") or ()),  # type: ignore[attr-defined]
-            None if expires is None else float(expires),  # type: ignore[arg-type]
-            frozenset(frozenset(str(p) for p in a) for a in also),  # type: ignore[attr-defined]
+            frozenset(str(p) for p in d["allow"]),
+            frozenset(str(p) for p in d.get("deny") or ()),
+            None if expires is None else float(expires),
+            frozenset(frozenset(str(p) for p in a) for a in also),
         )
 
     def _key(self) -> tuple[tuple[str, ...], tuple[str, ...], float, tuple[tuple[str, ...], ...]]:
@@ -119,12 +118,12 @@ class Acl:
     plain ACL. Build through :meth:`of`, which keeps them sorted and distinct."""
 
     @classmethod
-    def nobody(cls, reason: str) -> "Acl":
+    def nobody(cls, reason: str) -> Acl:
         """The fail-closed ACL: readable by no principal at all."""
         return cls(frozenset(), frozenset(), reason)
 
     @classmethod
-    def of(cls, grants: Iterable[Grant], reason: str | None = None) -> "Acl":
+    def of(cls, grants: Iterable[Grant], reason: str | None = None) -> Acl:
         """The ACL readable iff one of ``grants`` admits the user. Grants with an empty allow set
         are dropped, equal ones merged; no grant left gives an ACL readable by nobody (with
         ``reason``); a single grant without expiry (nor ``also``) gives a plain ``Acl(allow, deny)``."""
@@ -205,7 +204,7 @@ class SourceItem:
         return f"{self.source}:{self.native_id}"
 
 
-class BlockKind(str, Enum):
+class BlockKind(StrEnum):
     """Kinds of extracted text blocks, used by the structure-aware chunker."""
 
     HEADING = "heading"
@@ -327,25 +326,26 @@ class ChunkPayload:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> "ChunkPayload":
-        """Inverse of :meth:`to_dict`; raises ``KeyError`` on a payload missing a field."""
+    def from_dict(cls, d: Mapping[str, Any]) -> ChunkPayload:
+        """Inverse of :meth:`to_dict` (``d``: the payload's JSON values); raises ``KeyError`` on a
+        payload missing a field."""
         return cls(
             source=str(d["source"]),
             doc_id=str(d["doc_id"]),
             path=str(d["path"]),
             filename=str(d["filename"]),
             location=str(d.get("location", "")),
-            chunk_index=int(d["chunk_index"]),  # type: ignore[arg-type]
+            chunk_index=int(d["chunk_index"]),
             text=str(d["text"]),
-            acl_allow=tuple(d.get("acl_allow") or ()),  # type: ignore[arg-type]
-            acl_deny=tuple(d.get("acl_deny") or ()),  # type: ignore[arg-type]
+            acl_allow=tuple(d.get("acl_allow") or ()),
+            acl_deny=tuple(d.get("acl_deny") or ()),
             content_hash=str(d.get("content_hash", "")),
-            indexed_at=float(d.get("indexed_at", 0.0)),  # type: ignore[arg-type]
-            heading_path=tuple(d.get("heading_path") or ()),  # type: ignore[arg-type]
+            indexed_at=float(d.get("indexed_at", 0.0)),
+            heading_path=tuple(d.get("heading_path") or ()),
             collection=str(d.get("collection", "documents")),
             ocr=bool(d.get("ocr", False)),
-            acl_grants=tuple(dict(g) for g in d.get("acl_grants") or ()),  # type: ignore[attr-defined]
-            modified_at=float(d.get("modified_at", 0.0)),  # type: ignore[arg-type]
+            acl_grants=tuple(dict(g) for g in d.get("acl_grants") or ()),
+            modified_at=float(d.get("modified_at", 0.0)),
         )
 
 
@@ -384,5 +384,5 @@ def fold_name(name: str) -> str:
     """The form account and group names are compared in: NFC, surrounding spaces removed, and
     only ASCII ``A``–``Z`` lowercased. Never Unicode case folding: ``str.casefold`` turns
     ``jeß.rossi`` and ``jeſs.rossi`` into ``jess.rossi``, two accounts that Open WebUI (and AD's
-    sign-in) keep apart; exact matching after this fold cannot merge them."""
+    sign-in) keep apart; exact matching after this fold cannot merge them."""  # noqa: RUF002 - the long s is the example
     return unicodedata.normalize("NFC", name).strip().translate(_ASCII_LOWER)

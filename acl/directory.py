@@ -140,7 +140,7 @@ class _DirectoryFile(_Model):
 
 
 def _bare(sid: str) -> str:
-    return sid[4:] if sid.startswith("sid:") else sid
+    return sid.removeprefix("sid:")
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class _Snapshot:
     """SID → display name (``AXONIX\\GG_RH``, ``Everyone``)."""
 
     @classmethod
-    def parse(cls, text: bytes, where: str) -> "_Snapshot":
+    def parse(cls, text: bytes, where: str) -> _Snapshot:
         """Parse and check the file's text; raises ``DirectoryError`` naming the offending key."""
         try:
             f = _DirectoryFile.model_validate_json(text)
@@ -219,7 +219,9 @@ class _Snapshot:
         upn_key: dict[str, str] = {}
         for name, u in f.users.items():
             if "@" in name:
-                raise DirectoryError(f"{where}: users.{name}: an account name cannot contain '@' (that is a UPN: put it in 'upn')")
+                raise DirectoryError(
+                    f"{where}: users.{name}: an account name cannot contain '@' (that is a UPN: put it in 'upn')"
+                )
             keys = [(user_key, name), (user_key, f"{f.netbios}\\{name}")] + ([(upn_key, u.upn)] if u.upn else [])
             for table, k in keys:
                 if fold_name(k) in table:

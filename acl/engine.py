@@ -495,7 +495,8 @@ def _prepare(sd: SecurityDescriptor | None, rules: TokenRules, unreadable_reason
         return _Prepared(rule="NULL DACL: everyone", null=True)
     if sd.owner is not None:
         base = rules.holders(sd.owner)
-        owner = Holders(base.surely, base.maybe, base.undecided, f"the owner {sd.owner}" + (f" ({base.route})" if base.route else ""))
+        route = f"the owner {sd.owner}" + (f" ({base.route})" if base.route else "")
+        owner = Holders(base.surely, base.maybe, base.undecided, route)
     else:
         owner = Holders(route="no owner")
     owner_rights = any(a.sid == OWNER_RIGHTS_SID for a in sd.dacl)
@@ -546,7 +547,9 @@ def _bit_dnf(prep: _Prepared, bit: int) -> tuple[tuple[Clause, ...], list[str]]:
             if st.holders.surely:
                 if closing:
                     c = closing[0]
-                    notes.append(f"DENY ACE {c.index + 1} for {_who(c.ace.sid)} is applied to everyone ({c.holders.undecided[0]})")
+                    notes.append(
+                        f"DENY ACE {c.index + 1} for {_who(c.ace.sid)} is applied to everyone ({c.holders.undecided[0]})"
+                    )
                     break
                 clauses.append(Clause(frozenset({st.holders.surely}), frozenset(denied)))
         elif st.deny & bit:
@@ -711,9 +714,8 @@ def explain_read(
     if not principals:
         return Decision(False, None, "empty principal set: reads nothing")
     prep = _prepare(sd, rules, unreadable_reason)
-    if prep.rule is not None and not prep.null:
-        if prep.rule != EMPTY_DACL_RULE:
-            return Decision(False, None, prep.rule)
+    if prep.rule is not None and not prep.null and prep.rule != EMPTY_DACL_RULE:
+        return Decision(False, None, prep.rule)
     notes = compile_read(sd, rules=rules, parent=parent, unreadable_reason=unreadable_reason,
                          attributes_from_parent=attributes_from_parent).notes
     parent_prep = _prepare(parent, rules) if parent is not None and attributes_from_parent else None
@@ -732,10 +734,7 @@ def explain_read(
         return Decision(False, None, EMPTY_DACL_RULE, tuple(verdicts), notes=notes)
     if prep.null:
         return Decision(True, None, "NULL DACL: everyone", tuple(verdicts), principals & {EVERYONE}, notes=notes)
-    if readable:
-        head = verdicts[0]  # FILE_READ_DATA
-    else:
-        head = next(v for v in verdicts if not v.granted)
+    head = verdicts[0] if readable else next(v for v in verdicts if not v.granted)  # readable: FILE_READ_DATA
     if head.ace is None:
         if readable:
             return Decision(True, None, "the owner's implicit rights", tuple(verdicts), head.via, head.route, notes)

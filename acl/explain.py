@@ -372,7 +372,7 @@ def _explain(
         return replace(ntfs, principals=named, source=trace.source)
     share_ex = _layer(share, trace, user, directory, origins, {}, None, "share", via_of)
     ntfs_line = f"file permissions (NTFS): {_word(decision.readable)} — {ntfs.summary}"
-    share_line = f"{trace.share.description}: {_word(share.readable)} — {share_ex.summary}"  # type: ignore[union-attr]
+    share_line = f"{trace.share.description}: {_word(share.readable)} — {share_ex.summary}"  # type: ignore[union-attr]  # a share decision implies trace.share
     effective = decision.readable and share.readable
     head = share_ex if decision.readable and not share.readable else ntfs
     return replace(
@@ -424,10 +424,12 @@ def _layer(
     if len(deciders) > 1:
         bits = tuple(f"{layer}: {_bit_line(v, directory)}" for v in decision.bits)
     ace = decision.deciding_ace
-    decided = sorted(decision.decided_by)[0] if decision.decided_by else None
+    decided = min(decision.decided_by) if decision.decided_by else None
     token = None
     if decision.route is not None:
-        through = f", through {decided} ({directory.name_of(decided) or decided})" if decided and ace is not None and decided[4:] != ace.sid else ""
+        through = ""
+        if decided and ace is not None and decided[4:] != ace.sid:
+            through = f", through {decided} ({directory.name_of(decided) or decided})"
         token = f"{_sid_name(ace.sid, directory) if ace is not None else 'owner'} in {user}'s token: {decision.route}{through}"
     if ace is None:
         verdict = _word(decision.readable).lower().replace("_", " ")

@@ -25,6 +25,7 @@ partial set that could drop a deny. An unknown, ambiguous or disabled account ge
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -33,7 +34,7 @@ import threading
 import unicodedata
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import ldap3
@@ -42,9 +43,9 @@ from ldap3.protocol.formatters.formatters import format_sid
 from ldap3.utils.conv import escape_filter_chars
 
 from ancre.acl.directory import WELL_KNOWN, fold_name
-from ancre.settings import DirectoryConfig, resolve_secret
 from ancre.errors import ConfigError, DirectoryError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, sid_principal
+from ancre.settings import DirectoryConfig, resolve_secret
 
 log = logging.getLogger("ancre.acl.ldap")
 
@@ -65,7 +66,7 @@ _PATH_LIMIT = 2000
 
 
 def _bare(sid: str) -> str:
-    return sid[4:] if sid.startswith("sid:") else sid
+    return sid.removeprefix("sid:")
 
 
 def _values(entry: dict[str, Any], attr: str) -> list[Any]:
@@ -85,7 +86,7 @@ class _NameCheckedTls(ldap3.Tls):
         self.server_name = server_name
         self.verify_error: ssl.SSLCertVerificationError | None = None
 
-    def wrap_socket(self, connection: Any, do_handshake: bool = False) -> None:  # noqa: FBT001,FBT002 - ldap3's signature
+    def wrap_socket(self, connection: Any, do_handshake: bool = False) -> None:  # ldap3's signature
         ctx = ssl.create_default_context(cafile=self.ca_certs_file)  # CERT_REQUIRED, check_hostname
         name = self.server_name or connection.server.host
         self.verify_error = None
@@ -216,16 +217,12 @@ class LdapDirectory:
                 tls_error = self._tls_message(server, mode, where)
                 if tls_error is not None:
                     # a certificate problem is a configuration error too: one line, the setting to fix
-                    try:
+                    with contextlib.suppress(LDAPException):
                         conn.unbind()
-                    except LDAPException:
-                        pass
                     raise DirectoryError(tls_error) from None
                 errors.append(f"{where}: {type(e).__name__}: {e}")
-                try:
+                with contextlib.suppress(LDAPException):
                     conn.unbind()
-                except LDAPException:
-                    pass
                 continue
             return conn
         raise DirectoryError(f"directory unreachable ({'; '.join(errors)})")
@@ -279,17 +276,13 @@ class LdapDirectory:
         except (LDAPException, OSError, ValueError):
             return []
         finally:
-            try:
+            with contextlib.suppress(LDAPException):
                 conn.unbind()
-            except LDAPException:
-                pass
 
     def _drop(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(LDAPException):
                 self._conn.unbind()
-            except LDAPException:
-                pass
             self._conn = None
 
     def _plain(self) -> bool:
@@ -301,7 +294,8 @@ class LdapDirectory:
             self._drop()
 
     def _search(
-        self, base: str, flt: str, attributes: list[str], *, scope: str = ldap3.SUBTREE, paged: bool = False
+        self, base: str, flt: str, attributes: list[str], *, scope: Literal["BASE", "LEVEL", "SUBTREE"] = ldap3.SUBTREE,
+        paged: bool = False,
     ) -> list[dict[str, Any]]:
         """Entries (``dn``, ``attributes``, ``raw_attributes``) of one search; ``[]`` when ``base``
         does not exist. Retries once on a fresh connection after a connection error; raises

@@ -108,9 +108,9 @@ def _parse_entry(key: str, raw: object, where: str) -> ManifestEntry:
         loc = ".".join(str(x) for x in first["loc"]) or "(entry)"
         return ManifestEntry(key, error=f"{where}: entry {key!r}: {loc}: {first['msg']}")
     aces: list[ManifestAce] = []
-    for i, (typ, principal, right, flags) in enumerate(m.aces):
+    for i, (raw_typ, raw_principal, raw_right, flags) in enumerate(m.aces):
         bad = f"{where}: entry {key!r}: aces.{i}:"
-        typ, right, principal = typ.strip().upper(), right.strip().upper(), principal.strip()
+        typ, right, principal = raw_typ.strip().upper(), raw_right.strip().upper(), raw_principal.strip()
         if typ not in _TYPES:
             return ManifestEntry(key, error=f"{bad} type {typ!r} is not ALLOW or DENY")
         if right not in NAMED_MASKS:
@@ -146,7 +146,7 @@ class AclManifest:
         self.unc_root = unc_root
 
     @classmethod
-    def load(cls, path: Path, directory: Directory) -> "AclManifest":
+    def load(cls, path: Path, directory: Directory) -> AclManifest:
         """Read a manifest file. Raises :class:`~ancre.errors.AclError` when the file can't be read,
         isn't JSON, or has no ``entries`` object (the caller then fails closed for the whole
         source). A bad *entry* does not raise: it is kept as broken and its subtree reads as nobody.

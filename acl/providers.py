@@ -40,7 +40,10 @@ class PrincipalProvider(Protocol):
     ``"sharepoint-direction"``); unique among the providers of one resolver.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The provider's name (read-only: a frozen dataclass field satisfies it)."""
+        ...
 
     def principals(self, user: str) -> frozenset[str]:
         """The principals ``user`` holds according to this provider, as prefixed strings
@@ -72,7 +75,7 @@ def _checked(provider: PrincipalProvider, user: str) -> frozenset[str]:
         got = provider.principals(user)
     except DirectoryError:
         raise
-    except Exception as e:  # noqa: BLE001 - whatever went wrong, the query must fail closed
+    except Exception as e:  # whatever went wrong, the query must fail closed
         raise PrincipalProviderError(f"principal provider {provider.name!r} failed: {type(e).__name__}: {e}") from e
     if not isinstance(got, (frozenset, set)):
         raise PrincipalProviderError(

@@ -33,7 +33,7 @@ def configured_share_descriptor(allow: frozenset[str] | None, deny: frozenset[st
     ``allow`` (``None``: Everyone, Windows' and Samba's default share permission)."""
 
     def bare(p: str) -> str:
-        return p[4:] if p.startswith("sid:") else p
+        return p.removeprefix("sid:")
 
     aces = [Ace(AceType.ACCESS_DENIED, bare(p), FILE_ALL_ACCESS) for p in sorted(deny)]
     aces += [Ace(AceType.ACCESS_ALLOWED, bare(p), FILE_ALL_ACCESS) for p in sorted(allow or {EVERYONE_SID})]

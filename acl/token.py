@@ -200,7 +200,7 @@ class LocalGroups:
 
     def merged(self, override: Mapping[str, frozenset[str]], origin: str) -> LocalGroups:
         """These groups with ``override``'s entries replacing (or adding) aliases' members."""
-        return LocalGroups(ChainMap(dict(override), self.members), self.names,  # type: ignore[arg-type]
+        return LocalGroups(ChainMap(dict(override), self.members), self.names,  # type: ignore[arg-type]  # ChainMap only reads members, which may be a lazy read-only mapping
                            f"{self.origin} + {origin}" if self.origin else origin, self.complete)
 
 
@@ -330,7 +330,10 @@ class TokenRules:
                 return Holders.plain(sid, f"{name}: in every network logon")
             if presence == Presence.NEVER:
                 return Holders.nobody(f"{name}: never in a domain user's network logon")
-            how = "set this_organization on the source" if sid == THIS_ORGANIZATION_SID else "depends on how the user authenticates"
+            how = (
+                "set this_organization on the source" if sid == THIS_ORGANIZATION_SID
+                else "depends on how the user authenticates"
+            )
             return Holders.unknown(f"{name} ({sid}): {how}")
         for prefix, what, presence in _PREFIXES:
             if sid.startswith(prefix):
@@ -398,16 +401,16 @@ __all__ = [
     "BUILTIN_NAMES",
     "DIRECTORY_RULES",
     "EVERYONE_SID",
-    "Holders",
-    "LocalGroups",
     "NETWORK_SID",
     "OWNER_RIGHTS_SID",
-    "Presence",
     "THIS_ORGANIZATION_SID",
-    "TokenMode",
-    "TokenRules",
     "UNIVERSAL",
     "WELL_KNOWN_SIDS",
+    "Holders",
+    "LocalGroups",
+    "Presence",
+    "TokenMode",
+    "TokenRules",
     "domain_of",
     "well_known_name",
 ]

@@ -100,10 +100,10 @@ def create_app(
 
 
 __all__ = [
+    "WARNING_UNGROUNDED",
     "ApiError",
     "ApiMetrics",
     "QueryService",
-    "WARNING_UNGROUNDED",
     "check_question",
     "create_app",
     "error_body",

@@ -37,8 +37,8 @@ _CONTEXT_OPEN = "<context>"
 _CONTEXT_CLOSE = "</context>"
 _SOURCE_ID_RE = re.compile(r"<source\b[^>]*?\bid=\"(\d{1,6})\"")
 _SOURCE_TAG_RE = re.compile(r"<source\b")
-_USER_QUERY_RE = re.compile(r"<user_query>(.*?)</user_query>", re.S)
-_ATTACHED_RE = re.compile(r"\A\s*<attached_files>\n(.*?)\n</attached_files>\s*", re.S)
+_USER_QUERY_RE = re.compile(r"<user_query>(.*?)</user_query>", re.DOTALL)
+_ATTACHED_RE = re.compile(r"\A\s*<attached_files>\n(.*?)\n</attached_files>\s*", re.DOTALL)
 _FILE_TAG_RE = re.compile(r"<file\b")
 _ATTACHMENT_PARTS = frozenset({"image_url", "input_image", "file", "input_file", "input_audio"})
 """Content part types that carry an attachment rather than text (OpenAI chat schema)."""

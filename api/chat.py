@@ -74,15 +74,17 @@ def chat_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
                          identity: Identity = Depends(auth.require_identity)) -> Response:
         """OpenAI-compatible chat completion; the question is the last user message."""
         if body.model != cfg.model_id:
-            raise ApiError(404, "model_not_found", f"model {body.model[:100]!r} does not exist; this server serves {cfg.model_id!r}",
-                           param="model")
+            raise ApiError(
+                404, "model_not_found", f"model {body.model[:100]!r} does not exist; this server serves {cfg.model_id!r}",
+                param="model",
+            )
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         task = (request.headers.get(cfg.task_header) or "").strip() if cfg.task_header else ""
         if task:
             label = task_label(task)
             ctx.metrics.tasks.labels(label).inc()
             log.info("Open WebUI side request %s answered without retrieval", label)
-            return _task_response(task_reply(task, body.messages), body.stream, cid, created, cfg.model_id)
+            return _task_response(task_reply(task, body.messages), bool(body.stream), cid, created, cfg.model_id)
         turn = user_turn(body.messages, cfg.max_question_chars)
         # user turns only: an earlier answer is no evidence
         extra = {"history": list(turn.history)} if turn.history else {}

@@ -14,8 +14,8 @@ login name. Every answer is still trimmed by the rights of the user asked about,
 Limits are those of the HTTP API (``[api]``): a body larger than ``api.max_body_bytes`` is 413,
 one not received within ``api.body_timeout_s`` 408, a question longer than
 ``api.max_question_chars`` 422 (the same messages as HTTP), and request strings must be valid
-Unicode text (422: a JSON body with a lone surrogate is refused by its parsing); ``acl explain`` refuses a path outside the source, with a NUL or a lone
-surrogate with 422 and the message the CLI prints. A non-admin explaining as himself is answered
+Unicode text (422: a JSON body with a lone surrogate is refused by its parsing); ``acl explain`` refuses a path outside the
+source, with a NUL or a lone surrogate with 422 and the message the CLI prints. A non-admin explaining as himself is answered
 only about files he may read: for every other path the answer is the same line
 (:data:`ancre.app.explain.NOT_SHOWN`), so it never tells whether a file he may not read exists.
 
@@ -52,12 +52,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
+from ancre import errors
 from ancre.acl.explain import PathOutsideSourceError
 from ancre.api.errors import ApiError, param_name
 from ancre.api.middleware import BodyLimitMiddleware
 from ancre.api.questions import check_question
 from ancre.daemon.service import Daemon
-from ancre import errors
 from ancre.errors import AncreError, ControlBusyError, ControlPermissionError
 from ancre.settings.api import ApiConfig
 

@@ -63,7 +63,7 @@ class Delivery:
             body = self.refusal(body, answer)
         return self.prefix() + InlineCitations(number=False).rewrite(body) + sources_block(answer)
 
-    def writer(self) -> "StreamWriter":
+    def writer(self) -> StreamWriter:
         """A writer for one streamed answer."""
         return StreamWriter(self)
 

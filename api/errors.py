@@ -9,7 +9,7 @@ one of :mod:`ancre.api.staff` for the same ``code`` (the English detail goes to 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -94,7 +94,7 @@ async def _auth_error(request: Request, e: AuthError) -> JSONResponse:
 
 async def _validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
     errs = e.errors()
-    first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
+    first: Mapping[str, Any] = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
     if first.get("type") == INVALID_TEXT:  # the message already names the field
         param = str(first.get("ctx", {}).get("param", "body"))
         return error_response(422, staff_message(request, "invalid_value", str(first.get("msg"))), "invalid_request_error",
@@ -112,8 +112,8 @@ async def _http_error(request: Request, e: StarletteHTTPException) -> JSONRespon
     if e.status_code == 400 and e.detail == _FASTAPI_BODY_ERROR:
         # FastAPI's answer to a body json.loads() cannot decode (not UTF-8, nested too deep):
         # a bad body, 422 like every other one (README, OpenAPI)
-        return error_response(422, staff_message(request, "invalid_value", "body: the request body is not JSON in UTF-8 (RFC 8259)"),
-                              "invalid_request_error", "invalid_value", "body")
+        message = staff_message(request, "invalid_value", "body: the request body is not JSON in UTF-8 (RFC 8259)")
+        return error_response(422, message, "invalid_request_error", "invalid_value", "body")
     code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
     return error_response(e.status_code, str(e.detail), "invalid_request_error", code, headers=getattr(e, "headers", None))
 
@@ -133,10 +133,10 @@ async def _internal_error(request: Request, e: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register every handler on ``app`` (module doc)."""
-    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
-    app.add_exception_handler(AuthError, _auth_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
+    app.add_exception_handler(AuthError, _auth_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]  # Starlette types handlers for Exception
     app.add_exception_handler(DirectoryError, _unavailable(
         503, "directory_unavailable", "the directory cannot be read: no answer is given (fail closed)"))
     app.add_exception_handler(AuditError, _unavailable(

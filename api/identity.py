@@ -50,10 +50,10 @@ from urllib.parse import unquote
 
 import jwt
 
-from ancre.models import fold_name
-from ancre.settings.api import ApiConfig
 from ancre.errors import AncreError, ConfigError
+from ancre.models import fold_name
 from ancre.settings import resolve_secret
+from ancre.settings.api import ApiConfig
 
 MAX_IDENTITY_CHARS = 320
 """Longest e-mail accepted (RFC 5321: 64 + 1 + 255)."""
@@ -104,7 +104,7 @@ class Secrets:
     user_jwt_secret: str | None = None
 
     @classmethod
-    def from_config(cls, cfg: ApiConfig) -> "Secrets":
+    def from_config(cls, cfg: ApiConfig) -> Secrets:
         """Read ``api.api_key``/``api_key_env`` and ``api.signing_secret``/``signing_secret_env``.
         Raises :class:`ConfigError` when no service key is configured (the API refuses to start
         without one) or a named environment variable is not set."""
@@ -209,7 +209,9 @@ def check_signature(
         raise AuthError("invalid_signature", "malformed identity signature: expected 't=<unix>,v1=<hex>'")
     now = time.time() if now is None else now
     if int(t) - now > max_skew_s:
-        raise AuthError("stale_signature", f"identity signature dated in the future beyond the allowed clock skew ({max_skew_s:g} s)")
+        raise AuthError(
+            "stale_signature", f"identity signature dated in the future beyond the allowed clock skew ({max_skew_s:g} s)"
+        )
     if now - int(t) > max_skew_s:
         raise AuthError("stale_signature", f"identity signature older than the allowed clock skew ({max_skew_s:g} s)")
     expected = signature(secret, email, int(t), method, path, body).rpartition("v1=")[2]

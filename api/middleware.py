@@ -113,12 +113,12 @@ class BodyLimitMiddleware:
         while True:
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.info("%s %s: request body not received within %g s (api.body_timeout_s): 408",
                          scope.get("method"), scope.get("path"), self.timeout_s)
-                message = f"request body not received within {self.timeout_s:g} s (api.body_timeout_s)"
+                detail = f"request body not received within {self.timeout_s:g} s (api.body_timeout_s)"
                 await error_response(
-                    408, staff_message(scope, "request_timeout", message),
+                    408, staff_message(scope, "request_timeout", detail),
                     "invalid_request_error", "request_timeout", headers={"Connection": "close"},
                 )(scope, receive, send)
                 return None

@@ -113,8 +113,8 @@ def invented_data(name: str) -> dict[str, Any]:
     sid = f"ancre:citation-inventee:{citation_key(name)}"
     return {
         "source": {"id": sid, "name": label},
-        "document": [f"ancre n'a montré aucun document nommé « {escape_line(name)} » pour cette question : "
-                     "cette citation ne renvoie à aucune source, vérifiez la réponse."],
+        "document": [(f"ancre n'a montré aucun document nommé « {escape_line(name)} » pour cette question : "
+                      "cette citation ne renvoie à aucune source, vérifiez la réponse.")],
         "metadata": [{"source": sid, "name": label}],
         "distances": [],
     }

@@ -26,7 +26,9 @@ from ancre.query.answer import Answer
 def query_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
     """``/query`` over ``ctx``."""
     router = APIRouter()
-    blocked_doc = {"model": QueryBlocked | ErrorResponse, "description": "Not grounded (reponse_bloquee), or a bad request (error)."}
+    blocked_doc = {
+        "model": QueryBlocked | ErrorResponse, "description": "Not grounded (reponse_bloquee), or a bad request (error).",
+    }
 
     @router.post("/query", response_model=QueryAnswer, responses={**ERROR_RESPONSES, 422: blocked_doc})
     def query(body: QueryRequest, identity: Identity = Depends(auth.require_identity)) -> Response:

@@ -51,7 +51,11 @@ def earlier_user_questions(messages: Sequence[ChatMessage]) -> list[str]:
     for m in messages[:last]:
         if m.role != "user":
             continue
-        text = m.content if isinstance(m.content, str) else "\n".join(p.text for p in (m.content or []) if p.type == "text" and p.text)
+        text = (
+            m.content
+            if isinstance(m.content, str)
+            else "\n".join(p.text for p in (m.content or []) if p.type == "text" and p.text)
+        )
         if text and text.strip():
             out.append(text.strip())
     return out

@@ -47,8 +47,8 @@ KNOWN_TASKS = frozenset({
 TITLE_MAX_CHARS = 50
 """Longest title returned for ``title_generation`` (a cut title ends with « … »)."""
 
-_HISTORY_RE = re.compile(r"<chat_history>(.*?)</chat_history>", re.S)
-_USER_LINE_RE = re.compile(r"^USER:[ \t]*(.*\S)", re.M)
+_HISTORY_RE = re.compile(r"<chat_history>(.*?)</chat_history>", re.DOTALL)
+_USER_LINE_RE = re.compile(r"^USER:[ \t]*(.*\S)", re.MULTILINE)
 
 
 def _text(message: ChatMessage) -> str:

@@ -76,7 +76,10 @@ def check_directory(rt: Runtime, user: str | None = None) -> CheckResult:
     part = "directory"
     cfg = rt.settings.directory
     if not directory_configured(rt.settings):
-        return CheckResult(part, False, "no directory configured", 'set [directory] kind = "ldap" (with url, base_dn…) or kind = "file" with path')
+        return CheckResult(
+            part, False, "no directory configured",
+            'set [directory] kind = "ldap" (with url, base_dn…) or kind = "file" with path',
+        )
     where = cfg.ldap_urls[0] if cfg.kind == "ldap" else str(cfg.path)
     wanted = user or cfg.check_user
     try:
@@ -127,7 +130,9 @@ def check_source(rt: Runtime, src: SourceSettings) -> CheckResult:
             )
         return CheckResult(part, True, f"{where}: {len(items)} files; {items[0].path} readable by {len(acl.allow)} principal(s)")
     except SourceUnavailableError as e:
-        return CheckResult(part, False, str(e), f"check sources.{src.id} (root, server, share, credentials) and that it is reachable")
+        return CheckResult(
+            part, False, str(e), f"check sources.{src.id} (root, server, share, credentials) and that it is reachable"
+        )
     except AncreError as e:
         return CheckResult(part, False, str(e), f"check sources.{src.id}")
     except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
@@ -143,9 +148,11 @@ def check_embedder(rt: Runtime) -> CheckResult:
     try:
         vec = rt.embedder.embed_query("vérification de la configuration")
         return CheckResult("embedder", True, f"{rt.embedder.name}: one embedding of {len(vec)} dimensions")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a check reports any failure of the embedder, never raises
         where = f" at {cfg.url}" if cfg.url else ""
-        return CheckResult("embedder", False, f"{cfg.kind}{where}: {e}", "check embedder.kind / url / model (is the model pulled?)")
+        return CheckResult(
+            "embedder", False, f"{cfg.kind}{where}: {e}", "check embedder.kind / url / model (is the model pulled?)"
+        )
 
 
 def check_store(rt: Runtime) -> CheckResult:
@@ -161,7 +168,7 @@ def check_store(rt: Runtime) -> CheckResult:
         return CheckResult("store", True, f"{cfg.kind}: in use by another process ({e})")
     except EmbedderMismatchError as e:
         return CheckResult("store", False, str(e), "run `ancre reindex` (or configure the embedder that built the index)")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a check reports any failure of the store, never raises
         return CheckResult("store", False, f"{cfg.kind}: {e}", "check [store] (url, api_key) and data_dir")
 
 
@@ -175,11 +182,15 @@ def check_api(settings: Settings) -> CheckResult:
 
     cfg = settings.api
     if cfg.api_key is None and not cfg.api_key_env:
-        return CheckResult("api", True, "no service key configured (api.api_key_env): `ancre api` and `ancre serve` will not start")
+        return CheckResult(
+            "api", True, "no service key configured (api.api_key_env): `ancre api` and `ancre serve` will not start"
+        )
     try:
         secrets = Secrets.from_config(cfg)
     except ConfigError as e:
-        return CheckResult("api", False, str(e), "set the variable in the service's environment (/etc/ancre/ancre.env) or fix [api]")
+        return CheckResult(
+            "api", False, str(e), "set the variable in the service's environment (/etc/ancre/ancre.env) or fix [api]"
+        )
     where = f"${cfg.api_key_env}" if cfg.api_key_env else "api.api_key"
     return CheckResult("api", True, f"service key from {where} ({len(secrets.api_key)} characters); "
                                     f"{identity_mode(cfg, secrets, fingerprint=True)}")
@@ -210,8 +221,9 @@ def check_models(rt: Runtime) -> list[CheckResult]:
         assert client is not None
         answer = _ping(client)
         out.append(CheckResult("llm", True, f"{cfg.llm.kind} {client.model}: answered {answer!r}"))
-    except Exception as e:  # noqa: BLE001
-        out.append(CheckResult("llm", False, f"{cfg.llm.kind} {cfg.llm.model or ''}: {e}".strip(), "check llm.url and llm.model (is the model pulled?)"))
+    except Exception as e:  # noqa: BLE001 - a check reports any failure of the model, never raises
+        detail = f"{cfg.llm.kind} {cfg.llm.model or ''}: {e}".strip()
+        out.append(CheckResult("llm", False, detail, "check llm.url and llm.model (is the model pulled?)"))
     finally:
         if client is not None:
             client.close()
@@ -221,8 +233,10 @@ def check_models(rt: Runtime) -> list[CheckResult]:
             judge = Judge.from_config(cfg.judge, cfg.llm)
             answer = _ping(judge.client)
             out.append(CheckResult("judge", True, f"ollama {cfg.judge.model}: answered {answer!r}"))
-        except Exception as e:  # noqa: BLE001
-            out.append(CheckResult("judge", False, f"{cfg.judge.model}: {e}", "check judge.url and judge.model (or judge.enabled = false)"))
+        except Exception as e:  # noqa: BLE001 - a check reports any failure of the judge, never raises
+            out.append(CheckResult(
+                "judge", False, f"{cfg.judge.model}: {e}", "check judge.url and judge.model (or judge.enabled = false)"
+            ))
         finally:
             if judge is not None:
                 judge.client.close()
@@ -251,10 +265,15 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
     if emb.ok:
         add(check_store(rt))
     else:
-        add(CheckResult("store", False, "not opened: the embedder failed (the store is checked against it)", "fix the embedder first"))
+        add(CheckResult(
+            "store", False, "not opened: the embedder failed (the store is checked against it)", "fix the embedder first"
+        ))
     for r in check_models(rt):
         add(r)
     return results
 
 
-__all__ = ["CheckResult", "check_api", "check_directory", "check_embedder", "check_models", "check_source", "check_store", "directory_configured", "run_checks"]
+__all__ = [
+    "CheckResult", "check_api", "check_directory", "check_embedder", "check_models", "check_source", "check_store",
+    "directory_configured", "run_checks",
+]

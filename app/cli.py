@@ -18,20 +18,20 @@ import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from ancre.config import Settings, config_path, load_settings
 from ancre.app.runtime import Runtime
+from ancre.config import Settings, config_path, load_settings
 from ancre.errors import AncreError
-from ancre.models import COLLECTIONS
 from ancre.index.store_factory import make_store
+from ancre.models import COLLECTIONS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
@@ -48,7 +48,8 @@ ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", "-c", help="TOML config file (default: $ANCRE_CONFIG or ./ancre.toml)."),
 ]
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _version(value: bool) -> None:
@@ -61,7 +62,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """ancre: permission-trimmed, grounded retrieval."""
 
@@ -86,16 +89,16 @@ def _owner(settings: Settings) -> Any:
     return ControlClient.find(settings)
 
 
-def _errors(fn: F) -> F:
+def _errors(fn: Callable[P, R]) -> Callable[P, R]:
     @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except AncreError as e:
             err.print(f"[bold red]error:[/] {e}", highlight=False)
             raise typer.Exit(2) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 @app.command()
@@ -137,7 +140,7 @@ def sync(
                 ) as prog:
                     task = prog.add_task("listing…", total=None)
 
-                    def on_item(path: str, done: int, total: int) -> None:
+                    def on_item(path: str, done: int, total: int, task: TaskID = task) -> None:
                         prog.update(task, completed=done, total=total, description=path[-60:])
 
                     rep = rt.engine.run_pass(conn, progress=on_item)
@@ -409,9 +412,14 @@ def report_exposure(
     config: ConfigOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV line per exposed document with findings.")] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Write the report as one self-contained HTML page to this file.")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the report as one self-contained HTML page to this file.")
+    ] = None,
     source: Annotated[list[str] | None, typer.Option("--source", help="Only this source id (repeatable).")] = None,
-    explain: Annotated[bool, typer.Option("--explain/--no-explain", help="Name the ACE or permission that opened each exposed document (reads its rights at the source).")] = True,
+    explain: Annotated[bool, typer.Option(
+        "--explain/--no-explain",
+        help="Name the ACE or permission that opened each exposed document (reads its rights at the source).",
+    )] = True,
     all_documents: Annotated[bool, typer.Option("--all", help="List exposed documents where nothing was found too.")] = False,
 ) -> None:
     """Documents readable by a broad principal (Everyone, Authenticated Users, Domain Users,
@@ -499,7 +507,9 @@ def _period(since: str | None, until: str | None) -> tuple[Any, Any]:
 @audit_app.command("who-saw")
 @_errors
 def audit_who_saw(
-    path: Annotated[str, typer.Argument(help="A document or folder: UNC path or URL, a path relative to a source root (RH/Grille.docx, RH), or a document id.")],
+    path: Annotated[str, typer.Argument(
+        help="A document or folder: UNC path or URL, a path relative to a source root (RH/Grille.docx, RH), or a document id.",
+    )],
     config: ConfigOpt = None,
     since: PeriodOpt = None,
     until: UntilOpt = None,
@@ -685,7 +695,8 @@ def _print_status(d: dict[str, Any]) -> None:
 def check(
     config: ConfigOpt = None,
     user: Annotated[
-        str | None, typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account).")
+        str | None,
+        typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account)."),
     ] = None,
 ) -> None:
     """Check the configuration end to end: the directory (bind, resolve a user), each source (list
@@ -697,7 +708,9 @@ def check(
     settings = _settings(config)
     from rich.markup import escape
 
-    console.print(f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True)
+    console.print(
+        f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True
+    )
 
     def show(r: CheckResult) -> None:
         style = "green" if r.ok else "bold red"

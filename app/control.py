@@ -52,7 +52,9 @@ def peer_credentials(sock: Any) -> PeerCred | None:
 def _protocol(header_timeout_s: float) -> type:
     base = h11_protocol(header_timeout_s)
 
-    class _PeerCredProtocol(base):  # type: ignore[misc, valid-type]
+    class _PeerCredProtocol(base):  # type: ignore[misc, valid-type]  # the base is uvicorn's H11Protocol subclass built at run time
+        app_state: dict[str, Any]  # uvicorn's H11Protocol attribute, unseen through the dynamic base
+
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             # per connection: every request of it gets scope["state"]["peer"]

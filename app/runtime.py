@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from ancre.acl.directory import Directory
 from ancre.acl.directory_factory import make_directory
@@ -132,10 +132,10 @@ class Runtime:
     @cached_property
     def engine(self) -> SyncEngine:
         """The sync engine (starts the extraction worker on first use)."""
+        from ancre.daemon.sync import SyncEngine
         from ancre.ingest.extract import ExtractOptions
         from ancre.ingest.limits import ExtractionLimits
         from ancre.ingest.worker import ExtractionPool
-        from ancre.daemon.sync import SyncEngine
 
         ex = self.settings.extraction
         options = ExtractOptions(
@@ -203,7 +203,7 @@ class Runtime:
         if "store" in self.__dict__:
             self.store.close()
 
-    def __enter__(self) -> "Runtime":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -31,8 +31,8 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ancre.api.identity import Secrets, identity_mode
-from ancre.settings.api import ApiConfig
 from ancre.config import Settings
+from ancre.settings.api import ApiConfig
 
 log = logging.getLogger("ancre.api")
 
@@ -141,7 +141,7 @@ class ApiServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, timeout: float = 30.0) -> "ApiServer":
+    def start(self, timeout: float = 30.0) -> ApiServer:
         """Bind, serve, wait until started (``RuntimeError`` if uvicorn gave up within
         ``timeout`` seconds). Returns ``self``."""
         family, _, _, _, addr = socket.getaddrinfo(self.host, self.requested_port, type=socket.SOCK_STREAM)[0]
@@ -223,9 +223,9 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     process owns the embedded store) is raised at once; raises
     :class:`~ancre.errors.ConfigError` without a service key, ``OSError`` when the port is taken."""
     from ancre.api.app import create_app
-    from ancre.daemon.logs import setup_logging
     from ancre.app.control import serve_control
     from ancre.app.runtime import Runtime
+    from ancre.daemon.logs import setup_logging
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()
@@ -266,10 +266,10 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     not finish in time, the process ends at once with status 0 (the state is crash-safe), as
     ``ancre daemon`` does."""
     from ancre.api.app import create_app
-    from ancre.daemon.logs import setup_logging
     from ancre.app.control import ControlServer, serve_control
     from ancre.app.daemon import make_daemon
     from ancre.app.runtime import Runtime
+    from ancre.daemon.logs import setup_logging
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     signals = _Signals()

@@ -10,11 +10,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from ancre.acl.directory import Directory
 from ancre.acl.explain import AclTrace
 from ancre.acl.providers import PrincipalProvider
+from ancre.errors import ConfigError
 from ancre.index.state import StateDB
 from ancre.models import Acl, SourceItem
 from ancre.settings.sources import SourceSettings
@@ -73,8 +74,15 @@ class Connector(Protocol):
     lazily, item by item.
     """
 
-    source_id: str
-    collection: str
+    @property
+    def source_id(self) -> str:
+        """The ``id`` of the configured source."""
+        ...
+
+    @property
+    def collection(self) -> str:
+        """The source's default collection (``documents`` / ``documentation``)."""
+        ...
 
     def list_items(self) -> Iterator[SourceItem]:
         """Every indexable item of the source. Raises ``SourceUnavailableError``."""
@@ -119,12 +127,16 @@ class Connector(Protocol):
         ...
 
 
-class CollectionFromConfig:
-    """Mixin giving a connector :meth:`collection_for` from its ``cfg`` (a
-    :class:`~ancre.settings.sources.SourceSettings`): the one implementation shared by every
-    connector."""
+ConfigT = TypeVar("ConfigT", bound=SourceSettings)
+"""A source kind's own config model (a :class:`~ancre.settings.sources.SourceSettings` subclass)."""
 
-    cfg: SourceSettings
+
+class CollectionFromConfig(Generic[ConfigT]):
+    """Mixin giving a connector :meth:`collection_for` from its ``cfg`` (its kind's
+    :class:`~ancre.settings.sources.SourceSettings` subclass, the type parameter): the one
+    implementation shared by every connector."""
+
+    cfg: ConfigT
 
     def collection_for(self, item: SourceItem) -> str:
         """``collection_overrides`` by top-level folder (case-insensitive), else the source's
@@ -249,19 +261,27 @@ class WatchableConnector(Connector, Watchable, Protocol):
 
 
 @dataclass(frozen=True)
-class SourceKind:
-    """One kind of source, as :data:`ancre.connectors.registry.REGISTRY` lists it: ``kind``, the
-    value of ``kind`` in ``[[sources]]``; ``config``, its pydantic model (a
-    :class:`~ancre.settings.sources.SourceSettings` subclass with ``kind: Literal[kind]``);
-    ``build(cfg, ctx)``, the connector of one configured source (raises
+class SourceKind(Generic[ConfigT]):
+    """One kind of source, as :data:`ancre.connectors.registry.REGISTRY` lists it, generic in its
+    config model ``ConfigT``: ``kind``, the value of ``kind`` in ``[[sources]]``; ``config``, its
+    pydantic model (a :class:`~ancre.settings.sources.SourceSettings` subclass with
+    ``kind: Literal[kind]``); ``build(cfg, ctx)``, the connector of one configured source (raises
     :class:`~ancre.errors.ConfigError` on a config it can't use); ``providers(cfg, ctx)``, the
     principal providers the source brings besides the directory (``None``: none), objects of
-    ``ancre.acl.providers.PrincipalProvider``."""
+    ``ancre.acl.providers.PrincipalProvider``. A caller holding a plain ``SourceSettings`` narrows
+    it with :meth:`config_of` first."""
 
     kind: str
-    config: type[SourceSettings]
-    build: Callable[[SourceSettings, SourceContext], Connector]
-    providers: Callable[[SourceSettings, SourceContext], Sequence[PrincipalProvider]] | None = None
+    config: type[ConfigT]
+    build: Callable[[ConfigT, SourceContext], Connector]
+    providers: Callable[[ConfigT, SourceContext], Sequence[PrincipalProvider]] | None = None
+
+    def config_of(self, cfg: SourceSettings) -> ConfigT:
+        """``cfg`` as this kind's config model. Raises :class:`~ancre.errors.ConfigError` naming
+        the source when ``cfg`` is another kind's."""
+        if not isinstance(cfg, self.config):
+            raise ConfigError(f"sources.{cfg.id}: not a {self.kind} source")
+        return cfg
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from ancre.acl.manifest import AclManifest
 from ancre.connectors.base import CollectionFromConfig, Connector, SourceContext, SourceKind
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem
-from ancre.settings.sources import FolderSourceConfig, SourceSettings
+from ancre.settings.sources import FolderSourceConfig
 
 
 def nfc(s: str) -> str:
@@ -52,7 +52,7 @@ def unc_folder(unc_root: str, rel_path: str) -> str:
     return root + sep + (parent.replace("/", sep) + sep if parent else "")
 
 
-class FolderConnector(CollectionFromConfig):
+class FolderConnector(CollectionFromConfig[FolderSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over a directory tree (also
     :class:`~ancre.connectors.base.LocalTree` and :class:`~ancre.connectors.base.SubtreeListing`).
 
@@ -144,14 +144,14 @@ class FolderConnector(CollectionFromConfig):
         except OSError as e:
             errors.append(e)
             return
-        for e in entries:
-            rel = nfc(f"{rel_dir}/{e.name}" if rel_dir else e.name)
-            full = os.path.join(dir_path, e.name)
+        for entry in entries:
+            rel = nfc(f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
+            full = os.path.join(dir_path, entry.name)
             try:
-                is_link = e.is_symlink()
-                target_real = os.path.join(real_dir, e.name)
+                is_link = entry.is_symlink()
+                target_real = os.path.join(real_dir, entry.name)
                 if is_link:
-                    if not self._selected(rel) and not e.is_dir():
+                    if not self._selected(rel) and not entry.is_dir():
                         continue  # an ignored or excluded name is not reported either
                     target, reason = self._link_target(full, root_real)
                     if target is None:
@@ -161,13 +161,13 @@ class FolderConnector(CollectionFromConfig):
                         out.append(self._skipped(rel, _lstat(full), "symlink: loop"))
                         continue
                     target_real = target
-                is_dir = os.path.isdir(target_real) if is_link else e.is_dir(follow_symlinks=False)
+                is_dir = os.path.isdir(target_real) if is_link else entry.is_dir(follow_symlinks=False)
                 if is_dir:
                     if self._private(target_real):
                         continue  # ancre's own files are never a document
                     self._walk(full, rel, target_real, chain | {target_real}, root_real, out, errors, real, canon)
                     continue
-                if not (os.path.isfile(target_real) if is_link else e.is_file(follow_symlinks=False)):
+                if not (os.path.isfile(target_real) if is_link else entry.is_file(follow_symlinks=False)):
                     continue  # fifo, socket, device
                 canonical = nfc(os.path.relpath(target_real, root_real).replace(os.sep, "/"))
                 if not self._selected(rel) or not self._selected(canonical) or self._private(target_real):
@@ -419,10 +419,10 @@ def _name_on_disk(folder: str, name_nfc: str) -> str | None:
         return None
 
 
-def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+def build(cfg: FolderSourceConfig, ctx: SourceContext) -> Connector:
     """The :class:`FolderConnector` of a ``kind = "folder"`` source; the directory is built only
     when an ACL manifest or principals need names resolved. Raises :class:`ConfigError` when
-    ``cfg`` is not a :class:`FolderSourceConfig`."""
+    ``cfg`` is not a :class:`FolderSourceConfig` (the registry may hand any kind's config)."""
     if not isinstance(cfg, FolderSourceConfig):
         raise ConfigError(f"sources.{cfg.id}: not a folder source")
     directory = ctx.directory() if (cfg.acl_manifest is not None or cfg.principals) else None

@@ -83,7 +83,6 @@ from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
 from ancre.acl.sd_parse import parse_security_descriptor
 from ancre.acl.share import configured_share_descriptor, share_rights
 from ancre.acl.token import BUILTIN_NAMES, WELL_KNOWN_SIDS, LocalGroups, TokenRules
-from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
 from ancre.connectors.base import (
     ChangeCallback,
     CollectionFromConfig,
@@ -93,10 +92,11 @@ from ancre.connectors.base import (
     SourceKind,
 )
 from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
+from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem
 from ancre.settings import resolve_secret
-from ancre.settings.sources import SmbSourceConfig, SourceSettings
+from ancre.settings.sources import SmbSourceConfig
 
 log = logging.getLogger("ancre.connectors.smb")
 
@@ -378,8 +378,8 @@ def read_security_descriptor(
         return bytes(answer["buffer"].get_value())
 
     with SMBFileTransaction(raw) as transaction:
-        transaction += (request, receive)
-    return transaction.results[0]  # type: ignore[no-any-return]
+        transaction += (request, receive)  # noqa: PLW2901 - smbprotocol's idiom: += queues a request on the transaction
+    return transaction.results[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -415,7 +415,7 @@ def _retire(entry: _ServerRights | None) -> None:
         _RETIRED.pop(0)[1].close()
 
 
-class SmbConnector(CollectionFromConfig):
+class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over one SMB share; also
     :class:`~ancre.connectors.base.Watchable`, :class:`~ancre.connectors.base.SubtreeListing`,
     :class:`~ancre.connectors.base.ReportsUnreachable`, :class:`~ancre.connectors.base.Closeable`
@@ -585,7 +585,8 @@ class SmbConnector(CollectionFromConfig):
 
     @staticmethod
     def _is_dfs(info: Any) -> bool:
-        return bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT) and int(info.ea_size) == IO_REPARSE_TAG_DFS
+        reparse = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
+        return reparse and int(info.ea_size) == IO_REPARSE_TAG_DFS
 
     # ---------------------------------------------------------------- DFS links
     def _tree(self, share: str, kw: dict[str, Any]) -> TreeConnect:
@@ -920,7 +921,7 @@ class SmbConnector(CollectionFromConfig):
         def read(kw: dict[str, Any]) -> bytes:
             self._guard(item.path, kw, listed=True)
             with smbclient.open_file(self.unc_of(self._wire_of(item.path, kw)), mode="rb", share_access="rwd", **kw) as fh:
-                return fh.read()  # type: ignore[no-any-return]
+                return fh.read()
 
         try:
             return self._call(f"read {item.path!r}", read, fail_fast=True)
@@ -976,7 +977,9 @@ class SmbConnector(CollectionFromConfig):
             return ReadRights.nobody(f"acl_unreadable: {reason}")
         rules = self.token_rules()
         rights = compile_read(sd, rules=rules)
-        if rel and rights.clauses and compile_read(sd, rules=rules, desired=READ_ACCESS & ~FILE_READ_ATTRIBUTES).clauses != rights.clauses:
+        if rel and rights.clauses and (
+            compile_read(sd, rules=rules, desired=READ_ACCESS & ~FILE_READ_ATTRIBUTES).clauses != rights.clauses
+        ):
             rights = compile_read(sd, rules=rules, parent=self._parent_descriptor(rel))
         return rights.both(self.share_layer()[3])
 
@@ -1161,7 +1164,7 @@ class SmbConnector(CollectionFromConfig):
                                   this_organization=self.cfg.this_organization), found
 
     def _local_group_sid(self, name: str) -> str:
-        bare = name[4:] if name.startswith("sid:") else name
+        bare = name.removeprefix("sid:")
         if bare.upper().startswith("S-1-"):
             return "S" + bare[1:]
         short = bare.rpartition("\\")[2].casefold()
@@ -1171,7 +1174,7 @@ class SmbConnector(CollectionFromConfig):
         raise AclError(f"{name!r}: give a local group by SID, or a BUILTIN group by name")
 
     def _member_sid(self, name: str, group: str) -> str:
-        bare = name[4:] if name.startswith("sid:") else name
+        bare = name.removeprefix("sid:")
         if bare.upper().startswith("S-1-"):
             return "S" + bare[1:]
         short = bare.rpartition("\\")[2].casefold()
@@ -1294,12 +1297,12 @@ class SmbConnector(CollectionFromConfig):
         )
 
 
-def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+def build(cfg: SmbSourceConfig, ctx: SourceContext) -> Connector:
     """The :class:`SmbConnector` of a ``kind = "smb"`` source, with the configured directory
     (names of ``share_allow`` / ``share_deny`` / ``local_groups``, the users' domain SID; optional
     when none of those keys is set).
-    Raises :class:`ConfigError` when ``cfg`` is not an :class:`SmbSourceConfig` or its password
-    variable is unset."""
+    Raises :class:`ConfigError` when ``cfg`` is not an :class:`SmbSourceConfig` (the registry may
+    hand any kind's config) or its password variable is unset."""
     if not isinstance(cfg, SmbSourceConfig):
         raise ConfigError(f"sources.{cfg.id}: not an smb source")
     try:
@@ -1316,8 +1319,8 @@ KIND = SourceKind("smb", SmbSourceConfig, build)
 
 
 __all__ = [
-    "DfsTarget",
     "KIND",
+    "DfsTarget",
     "SmbConnector",
     "SmbSourceConfig",
     "dfs_referral",

@@ -83,7 +83,9 @@ class ShareWatcher:
     thread; an exception from it is logged and the watch goes on.
     """
 
-    def __init__(self, connector: SmbConnector, on_change: ChangeCallback, stop: threading.Event, *, coalesce_s: float = 0.2) -> None:
+    def __init__(
+        self, connector: SmbConnector, on_change: ChangeCallback, stop: threading.Event, *, coalesce_s: float = 0.2
+    ) -> None:
         self.conn = connector
         self.on_change = on_change
         self.stop = stop
@@ -98,7 +100,7 @@ class ShareWatcher:
     def _emit(self, event: ChangeEvent) -> None:
         try:
             self.on_change(event)
-        except Exception:  # noqa: BLE001 - a consumer bug must not stop the watch
+        except Exception:  # a consumer bug must not stop the watch
             log.exception("source %s: change callback failed for %s", self.conn.source_id, event)
 
     def _open_root(self, tree: Any) -> Open:

@@ -14,8 +14,8 @@ security descriptor, and the server's local groups.
   SAM"); the source's ``local_groups`` configures them instead.
 
 Calls share one SMB connection to ``IPC$`` (:class:`RpcSession`) with the source's credentials
-(NTLM, or Kerberos from the process's ticket cache); alias members are read when first needed. Failures raise :class:`RpcError` (an
-:class:`~ancre.errors.AclError`: the callers fail closed on it).
+(NTLM, or Kerberos from the process's ticket cache); alias members are read when first needed. Failures raise
+:class:`RpcError` (an :class:`~ancre.errors.AclError`: the callers fail closed on it).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _tickets(target: RpcTarget, domain: str, user: str) -> tuple[str, str, Any, 
     ``FILE:`` prefix): the service ticket for ``cifs/<server>`` when the cache has one, else the
     TGT. Raises :class:`RpcError` when there is no cache or no usable ticket in it."""
     path = os.environ.get("KRB5CCNAME", "")
-    path = path[5:] if path.startswith("FILE:") else path
+    path = path.removeprefix("FILE:")
     ccache = CCache.loadFile(path) if path and os.path.isfile(path) else None
     if ccache is None:
         raise RpcError(f"{target.unc}: no Kerberos ticket cache (KRB5CCNAME={os.environ.get('KRB5CCNAME')!r})")
@@ -139,7 +139,7 @@ class RpcSession:
             if self._smb is not None:
                 try:
                     self._smb.close()
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:  # noqa: BLE001 - closing a dead connection may fail in any way
                     log.debug("closing %s: %s", self.target.unc, e)
                 self._smb = None
 

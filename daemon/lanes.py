@@ -117,4 +117,4 @@ class Lanes:
             self._refresh(True)
 
 
-__all__ = ["Lanes", "RETRY_AFTER_S"]
+__all__ = ["RETRY_AFTER_S", "Lanes"]

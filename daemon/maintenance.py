@@ -101,4 +101,4 @@ class IndexMaintainer:
                     self._on_built(reports)
 
 
-__all__ = ["CHECK_EVERY_S", "IndexMaintainer", "RETRY_AFTER_S"]
+__all__ = ["CHECK_EVERY_S", "RETRY_AFTER_S", "IndexMaintainer"]

@@ -27,8 +27,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
-from ancre.index.state import ItemState
 from ancre.daemon.sync import PassReport
+from ancre.index.state import ItemState
 
 DELAY_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -52,10 +52,13 @@ class DaemonMetrics:
         self.problems = Gauge(
             "ancre_item_problems", "Failed, skipped or pending documents by reason", ["source", "status", "reason"], registry=r
         )
-        self.items = Counter("ancre_items_synced", "Per-item results of sync passes and event batches", ["source", "result"], registry=r)
+        self.items = Counter(
+            "ancre_items_synced", "Per-item results of sync passes and event batches", ["source", "result"], registry=r
+        )
         self.embedded = Counter("ancre_embedded_chunks", "Chunks embedded", ["source"], registry=r)
         self.passes = Counter(
-            "ancre_passes", "Full passes (scope=full) and event batches (scope=paths)", ["source", "trigger", "scope", "outcome"], registry=r
+            "ancre_passes", "Full passes (scope=full) and event batches (scope=paths)",
+            ["source", "trigger", "scope", "outcome"], registry=r,
         )
         self.duration = Histogram(
             "ancre_sync_duration_seconds", "Duration of passes and event batches", ["source", "scope"],

@@ -111,7 +111,8 @@ class ProgressBook:
         self.metrics.record(rep, trigger, now)
         level = logging.INFO if rep.outcome in ("ok", "interrupted") else logging.WARNING
         log.log(
-            level, "%s %s of %s: %s", trigger, {"full": "pass", "acl": "ACL refresh"}.get(rep.scope, "batch"), rep.source, rep.outcome,
+            level, "%s %s of %s: %s",
+            trigger, {"full": "pass", "acl": "ACL refresh"}.get(rep.scope, "batch"), rep.source, rep.outcome,
             extra={"trigger": trigger, "outcome": rep.outcome, "reason": rep.reason, "embedded_chunks": rep.embedded_chunks},
         )
 

@@ -256,4 +256,4 @@ class ChangeQueue:
             self._cond.notify_all()
 
 
-__all__ = ["AclRefresh", "ChangeQueue", "FullPass", "PathBatch", "Task", "TRIGGER_PRIORITY"]
+__all__ = ["TRIGGER_PRIORITY", "AclRefresh", "ChangeQueue", "FullPass", "PathBatch", "Task"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -47,7 +47,7 @@ def start_scheduler(
     if purge_audit is not None and cfg.audit_purge_interval_s > 0:
         sched.add_job(
             _purge, "interval", seconds=cfg.audit_purge_interval_s, id="audit_retention", args=[purge_audit],
-            next_run_time=datetime.now(timezone.utc) + timedelta(seconds=5),
+            next_run_time=datetime.now(UTC) + timedelta(seconds=5),
         )
     sched.start()
     return sched
@@ -63,7 +63,7 @@ def retry_later(sched: BackgroundScheduler, queue: ChangeQueue, source: str, del
     """Queue a full pass of ``source`` (trigger ``retry``) in ``delay_s`` seconds (one pending
     retry per source)."""
     sched.add_job(
-        queue.request_full, "date", run_date=datetime.now(timezone.utc) + timedelta(seconds=delay_s),
+        queue.request_full, "date", run_date=datetime.now(UTC) + timedelta(seconds=delay_s),
         args=[source, "retry"], id=f"retry:{source}", replace_existing=True,
     )
 

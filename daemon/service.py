@@ -4,8 +4,8 @@ One :class:`Daemon` receives its parts from the composition root (:class:`Daemon
 sync engine over the store and embedder, the state DB, the BM25 snapshots, the connectors, the
 audit purge; :mod:`ancre.app.daemon` builds them) and runs:
 
-- **event sources** (:mod:`ancre.daemon.watch`, wired by :mod:`ancre.daemon.wiring`): watchdog on folder sources, a connector's own
-  ``watch()`` (SMB CHANGE_NOTIFY) when it has one; all feed one :class:`~ancre.daemon.queue.ChangeQueue`
+- **event sources** (:mod:`ancre.daemon.watch`, wired by :mod:`ancre.daemon.wiring`): watchdog on folder sources, a
+  connector's own ``watch()`` (SMB CHANGE_NOTIFY) when it has one; all feed one :class:`~ancre.daemon.queue.ChangeQueue`
   (bounded, de-duplicating, debounced);
 - **one worker thread** (:mod:`ancre.daemon.lanes`) that applies every content change: full passes
   (:meth:`SyncEngine.run_pass`) and event batches (:meth:`SyncEngine.sync_paths`);
@@ -58,8 +58,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from ancre.config import Settings
 from ancre.connectors.base import ChangeEvent, Connector
 from ancre.daemon.bm25_rebuild import BM25_DIRTY_KEY, Bm25Rebuilder
-from ancre.daemon.maintenance import IndexMaintainer
 from ancre.daemon.lanes import RETRY_AFTER_S, Lanes
+from ancre.daemon.maintenance import IndexMaintainer
 from ancre.daemon.metrics import DaemonMetrics
 from ancre.daemon.notify import SdNotifier, watchdog_interval
 from ancre.daemon.progress import PROGRESS_EVERY_S, STATUS_FILE, ProgressBook, StatusFile
@@ -384,5 +384,11 @@ class Daemon:
 
 
 __all__ = [
-    "BM25_DIRTY_KEY", "Bm25Rebuilder", "Daemon", "DaemonParts", "PROGRESS_EVERY_S", "STATUS_FILE", "SyncTicket",
+    "BM25_DIRTY_KEY",
+    "PROGRESS_EVERY_S",
+    "STATUS_FILE",
+    "Bm25Rebuilder",
+    "Daemon",
+    "DaemonParts",
+    "SyncTicket",
 ]

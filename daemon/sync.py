@@ -44,21 +44,25 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
 from ancre.connectors.base import Connector, LocalTree, PermissionSweep, ReportsUnreachable, SubtreeListing
-from ancre.ingest.chunking import chunk_blocks
-from ancre.ingest.extract import extractor_version
-from ancre.ingest.worker import ExtractionPool
 from ancre.daemon.faults import crash_point
-from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
 from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Entry, Bm25Index, Bm25Manager
 from ancre.index.embedders import Embedder
+from ancre.index.state import ItemState, StateDB
 from ancre.index.store import KeywordStore, Maintainable, PointWrite, Store
+from ancre.ingest.chunking import chunk_blocks
+from ancre.ingest.extract import extractor_version
+from ancre.ingest.worker import ExtractionPool
 from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, SourceItem
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("ancre.sync")
 
@@ -718,13 +722,13 @@ class SyncEngine:
     def _upsert_slice(
         self,
         part: list[tuple[str, Chunk]],
-        vectors: list,
+        vectors: np.ndarray,
         current: dict[str, _Planned],
         locations: dict[str, str],
         now: float,
     ) -> None:
         """One upsert per collection of the chunks ``part`` (``(doc_id, chunk)``) with their
-        ``vectors``, each with its document's current ACL."""
+        ``vectors`` (``(len(part), d)`` float32), each with its document's current ACL."""
         by_collection: dict[str, list[PointWrite]] = {}
         for (doc_id, c), vector in zip(part, vectors, strict=True):
             p = current[doc_id]
@@ -924,7 +928,7 @@ class _CommitPipe:
         def run() -> None:
             try:
                 self._engine._commit(self._connector, batch, part)
-            except BaseException as exc:  # re-raised in the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - everything is re-raised in the caller's thread
                 self._error = exc
 
         self._part = part
@@ -986,16 +990,16 @@ def _items_under(connector: Connector, prefix: str) -> list[SourceItem]:
     return out
 
 
-def _replace_planned(p: _Planned, **kw: object) -> _Planned:
+def _replace_planned(p: _Planned, **kw: Any) -> _Planned:
     from dataclasses import replace
 
-    return replace(p, **kw)  # type: ignore[arg-type]
+    return replace(p, **kw)
 
 
-def _replace(st: ItemState, **kw: object) -> ItemState:
+def _replace(st: ItemState, **kw: Any) -> ItemState:
     from dataclasses import replace
 
-    return replace(st, **kw)  # type: ignore[arg-type]
+    return replace(st, **kw)
 
 
-__all__ = ["PassReport", "SyncEngine", "SKIP_REASONS", "Acl", "skip_reason_key"]
+__all__ = ["SKIP_REASONS", "Acl", "PassReport", "SyncEngine", "skip_reason_key"]

@@ -339,7 +339,7 @@ class ConnectorWatcher:
                 self.effective_mode = "notify"
                 self.connector.watch(self.on_change, self._stop)
                 backoff = 1.0
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any failure of the watch falls back to a rescan and a restart
                 log.warning("watch %s: %s: %s; restarting in %gs", self.source_id, type(e).__name__, e, backoff)
             if self._stop.is_set():
                 return
@@ -350,4 +350,4 @@ class ConnectorWatcher:
             backoff = min(backoff * 2, 60.0)
 
 
-__all__ = ["ConnectorWatcher", "FolderWatcher", "NETWORK_FS", "fs_type"]
+__all__ = ["NETWORK_FS", "ConnectorWatcher", "FolderWatcher", "fs_type"]

@@ -4,8 +4,8 @@ The two backends (:class:`~ancre.index.edge_store.EdgeStore` over ``qdrant-edge-
 :class:`~ancre.index.qdrant_store.QdrantStore` over ``qdrant-client``) run the same Qdrant engine
 through two libraries whose classes differ but mean the same. The rules live here once:
 
-- the rights filter (docs/ARCHITECTURE.md "Data model and the rights filter"): ``must: acl_allow MatchAny P``, ``must_not: acl_deny
-  MatchAny P``, never built from an empty ``P`` — every read method returns ``[]`` before
+- the rights filter (docs/ARCHITECTURE.md "Data model and the rights filter"): ``must: acl_allow MatchAny P``, ``must_not:
+  acl_deny MatchAny P``, never built from an empty ``P`` — every read method returns ``[]`` before
   touching the engine (:func:`~ancre.index._filters.rights_terms`). For a point whose ACL has
   grants (``acl_grants``: an ordered DACL compiled to several grants, an expiring link) that
   filter is only the prefilter: every read method then evaluates the grants exactly, at the
@@ -43,7 +43,6 @@ from ancre.index._filters import (
 )
 from ancre.index.store import PointWrite
 from ancre.models import COLLECTIONS, Acl, ChunkPayload, StoredPoint
-
 
 _MAX_OVERFETCH = 64
 """A search whose exact grant check dropped hits asks the engine again for up to this many times

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import bm25s
 import numpy as np
@@ -56,11 +57,11 @@ _AclKey = tuple[tuple[str, ...], tuple[str, ...], str]
 a plain ACL)."""
 
 
-def _acl_key(entry: Sequence[object]) -> _AclKey:
+def _acl_key(entry: Sequence[Any]) -> _AclKey:
     """A saved ``[allow, deny]`` (format 2) or ``[allow, deny, grants]`` entry as an ACL key."""
     allow, deny = entry[0], entry[1]
     grants = str(entry[2]) if len(entry) > 2 else ""
-    return (tuple(map(str, allow)), tuple(map(str, deny)), grants)  # type: ignore[call-overload]
+    return (tuple(map(str, allow)), tuple(map(str, deny)), grants)
 
 
 def _grants_acl(grants: str) -> Acl:
@@ -182,7 +183,7 @@ class Bm25Index:
         (:func:`~ancre.index.tokenize.tokenize` output); unknown ones count 0."""
         mask = None if principals is None else self.readable_mask(principals)
         n = len(self) if mask is None else int(mask.sum())
-        out = {t: 0 for t in terms}
+        out = dict.fromkeys(terms, 0)
         if self._retriever is None:
             return n, out
         indptr, indices = self._retriever.scores["indptr"], self._retriever.scores["indices"]

@@ -116,7 +116,7 @@ QUERY_BATCH = 32
 
 
 class _Request:
-    __slots__ = ("text", "vector", "error")
+    __slots__ = ("error", "text", "vector")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -151,7 +151,7 @@ class _QueryBatcher:
                 out = fn([r.text for r in batch])
                 for r, row in zip(batch, out, strict=True):
                     r.vector = row
-            except BaseException as exc:  # every question of this batch gets the error
+            except BaseException as exc:  # noqa: BLE001 - every question of this batch gets the error, re-raised in its thread
                 for r in batch:
                     r.error = exc
             with self._cv:

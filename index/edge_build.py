@@ -27,6 +27,7 @@ after the replay, and the next open deletes the leftovers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -210,10 +211,8 @@ def run_child(
                 proc.kill()
                 proc.wait()
                 raise StoreError(f"index build of {shard_dir.name} stopped")
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(POLL_S)
-            except subprocess.TimeoutExpired:
-                pass
         out, err = proc.communicate()
     finally:
         if proc.poll() is None:
@@ -269,9 +268,9 @@ def _peak_rss_mib() -> float:
 def main(argv: list[str]) -> int:
     """The build process: ``<shard dir> <spec json>``. Loads the shard with the index settings
     of the spec, builds, flushes, prints a :class:`ChildReport` as one JSON line."""
-    from ancre.index.edge_store import EdgeTuning, ensure_payload_indexes, shard_config
-
     import qdrant_edge as qe
+
+    from ancre.index.edge_store import EdgeTuning, ensure_payload_indexes, shard_config
 
     os.nice(CHILD_NICE)
     path, spec = Path(argv[0]), json.loads(argv[1])

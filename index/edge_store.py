@@ -199,7 +199,7 @@ class _Upsert:
     payloads: tuple[dict[str, Any], ...]
 
     def apply(self, shard: qe.EdgeShard) -> None:
-        points = [qe.Point(pid, vec.tolist(), pl) for pid, vec, pl in zip(self.ids, self.vectors, self.payloads)]
+        points = [qe.Point(pid, vec.tolist(), pl) for pid, vec, pl in zip(self.ids, self.vectors, self.payloads, strict=True)]
         for i in range(0, len(points), _UPSERT_BATCH):
             shard.update(qe.UpdateOperation.upsert_points(points[i : i + _UPSERT_BATCH]))
 
@@ -453,7 +453,7 @@ class EdgeStore(QdrantBackend):
         """Apply the journal's entries from ``start`` to ``shard``; returns the new position."""
         stop = len(journal)
         for op in journal.read(start, stop):
-            op.apply(shard)  # type: ignore[attr-defined]
+            op.apply(shard)  # type: ignore[attr-defined]  # the journal holds the _Upsert/_Delete values _apply wrote
         return stop
 
     def _retire(self, old: _Live) -> None:
@@ -463,7 +463,7 @@ class EdgeStore(QdrantBackend):
                 self._cv.wait()
         try:
             old.shard.close()
-        except Exception as exc:  # its folder goes anyway: the new shard is live
+        except Exception as exc:  # noqa: BLE001 - its folder goes anyway: the new shard is live
             log.warning("closing a replaced shard: %s", exc)
         shutil.rmtree(old.path, ignore_errors=True)
 
@@ -557,7 +557,7 @@ class EdgeStore(QdrantBackend):
         if principals is not None:
             rights = self._rights_filter(principals)
             if rights is None:
-                return 0, {t: 0 for t in terms}
+                return 0, dict.fromkeys(terms, 0)
 
         def counted(coll: str, *must: Any) -> int:
             flt = (self._rights_filter(principals, *must) if principals is not None
@@ -768,7 +768,7 @@ class EdgeStore(QdrantBackend):
                 if flush:
                     live.shard.flush()
                 live.shard.close()
-            except Exception as exc:  # close every shard even if one fails
+            except Exception as exc:  # noqa: BLE001 - close every shard even if one fails; the first error is raised
                 errors.append(exc)
         if errors:
             raise StoreError(f"embedded Qdrant: close failed: {errors[0]}") from errors[0]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ancre.settings import EmbedderConfig
 from ancre.errors import ConfigError
 from ancre.index.embedders import Embedder
+from ancre.settings import EmbedderConfig
 
 
 def make_embedder(cfg: EmbedderConfig) -> Embedder:

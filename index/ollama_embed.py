@@ -31,14 +31,14 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import httpx
 import numpy as np
 
-from ancre.settings import EmbedderConfig
-from ancre.ingest.textclean import collapse_leaders
 from ancre.errors import ConfigError, EmbedderError
+from ancre.ingest.textclean import collapse_leaders
+from ancre.settings import EmbedderConfig
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def split_in_two(text: str) -> tuple[str, str]:
     n = len(text)
     mid = n // 2
     lo, hi = n // 4, (3 * n) // 4
-    for d in range(0, mid - lo + 1):
+    for d in range(mid - lo + 1):
         for i in (mid - d, mid + d):
             if lo <= i < hi and text[i].isspace():
                 return text[:i], text[i + 1 :]
@@ -167,7 +167,7 @@ class HttpEmbedder:
         """Close the HTTP connection pool."""
         self._client.close()
 
-    def __enter__(self) -> "HttpEmbedder":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ancre.settings import EmbedderConfig
 from ancre.errors import ConfigError
 from ancre.index.ollama_embed import HttpEmbedder
+from ancre.settings import EmbedderConfig
 
 
 def embeddings_endpoint(url: str) -> str:

@@ -60,7 +60,7 @@ class QdrantStore(QdrantBackend):
     @classmethod
     def from_url(
         cls, url: str, api_key: str | None = None, timeout_s: float = 30.0, *, sparse_bm25: bool = False
-    ) -> "QdrantStore":
+    ) -> QdrantStore:
         """A store on the Qdrant server at ``url`` (REST, e.g. ``http://127.0.0.1:6333``);
         ``timeout_s`` per request in seconds (rounded up to whole seconds, the client's unit).
         Connects lazily: an unreachable server surfaces at :meth:`open` as :class:`StoreError`."""
@@ -70,7 +70,7 @@ class QdrantStore(QdrantBackend):
         return cls(client, location=url, sparse_bm25=sparse_bm25)
 
     @classmethod
-    def local(cls, path: Path, *, sparse_bm25: bool = False) -> "QdrantStore":
+    def local(cls, path: Path, *, sparse_bm25: bool = False) -> QdrantStore:
         """qdrant-client local mode persisted under ``path`` (tests only; one client per path)."""
         return cls(QdrantClient(path=str(path)), location=str(path), sparse_bm25=sparse_bm25)
 
@@ -183,7 +183,7 @@ class QdrantStore(QdrantBackend):
         collection."""
         flt = None if principals is None else self._rights_filter(principals)
         if principals is not None and flt is None:
-            return 0, {t: 0 for t in terms}
+            return 0, dict.fromkeys(terms, 0)
         if flt is None:
             n = sum(self.count(c) for c in COLLECTIONS)
         else:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ancre.settings import StoreConfig
 from ancre.errors import ConfigError
 from ancre.index.embedders import Embedder
 from ancre.index.store import Store
+from ancre.settings import StoreConfig
 
 
 def make_store(cfg: StoreConfig, data_dir: Path) -> Store:

@@ -34,8 +34,8 @@
    ending the ``s`` hides (``forfait`` → ``forf`` but ``forfaits`` → ``forfait``; both become
    ``forf``; on a 325 000-word French list this joins 324 singular/plural pairs and parts none). As every
    step works on the folded word, accented, unaccented and capitalised forms give the same term
-   by construction; the property test ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word list (with
-   elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
+   by construction; the property test ``tests/unit/test_tokenize_french.py`` checks that each inflection of a French word
+   list (with elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
    questions worded with other inflections than the text (``résilier``/``résiliation``,
    ``machine virtuelle``/``machines virtuelles``, ``estimée``/``estimé``) share their terms with
    it only when stemmed (the retrieval evaluation in README.md has such questions).
@@ -81,7 +81,7 @@ afin ainsi alors aussi car chez comme comment combien dont donc lors or selon so
 _COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 _LIGATURES = str.maketrans({"œ": "oe", "æ": "ae"})
 _SEPARATORS = str.maketrans(
-    {**{c: " " for c in "'’‘ʼ`´«»“”„‹›—–•"}, **{c: "-" for c in "\u2010\u2011\u2012\u2212"}, "\u00ad": None}
+    {**dict.fromkeys("'’‘ʼ`´«»“”„‹›—–•", " "), **dict.fromkeys("‐‑‒−", "-"), "\u00ad": None}  # noqa: RUF001 - the hyphens to fold
 )
 """Apostrophes split words; typographic punctuation becomes a space too, so that most folded French
 text is ASCII and takes the faster ASCII pattern."""

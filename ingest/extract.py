@@ -55,7 +55,9 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Any
 
+from ancre.errors import ExtractionError
 from ancre.ingest.limits import CharBudget, ExtractionLimits, check_pages, using_limits
 from ancre.ingest.office import (
     OFFICE_EXTENSIONS,
@@ -65,7 +67,6 @@ from ancre.ingest.office import (
     read_workbook,
 )
 from ancre.ingest.textclean import collapse_leaders, normalize_pdf_text
-from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
 __all__ = [
@@ -99,6 +100,11 @@ class ExtractOptions:
     time_limit_s: float = 60.0
     ocr_timeout_per_page_s: float = 30.0
     ocr_timeout_max_s: float = 1800.0
+
+
+_Node = Any
+"""A node of a parser without type information: an lxml element (python-docx's XML), an odfpy
+node, a pypdf object read from the file. Attribute access on it is checked by the tests."""
 
 
 DEFAULT_OPTIONS = ExtractOptions()
@@ -150,10 +156,10 @@ def extract_bytes(
         raise
     except Exception as exc:  # untrusted input: any parser failure means a corrupt file
         raise ExtractionError("corrupt", f"{type(exc).__name__}: {exc}"[:500]) from exc
-    blocks = tuple(b for b in blocks if b.kind is BlockKind.PAGE_BREAK or b.text.strip())
-    if not any(b.kind is not BlockKind.PAGE_BREAK for b in blocks):
+    kept = tuple(b for b in blocks if b.kind is BlockKind.PAGE_BREAK or b.text.strip())
+    if not any(b.kind is not BlockKind.PAGE_BREAK for b in kept):
         raise ExtractionError("empty", "no text")
-    return blocks
+    return kept
 
 
 # --------------------------------------------------------------------------------------- helpers
@@ -220,9 +226,9 @@ class _DocxWalker:
         self._heading_level = heading_level  # styleId -> heading level (0 = not a heading)
         self._notes = notes  # footnotes / endnotes, read after the paragraph that cites them
 
-    def blocks(self, container: object) -> list[Block]:
+    def blocks(self, container: _Node) -> list[Block]:
         out: list[Block] = []
-        for child in container:  # type: ignore[attr-defined]
+        for child in container:
             tag = child.tag
             if tag == _P:
                 out.extend(self._paragraph(child))
@@ -242,9 +248,9 @@ class _DocxWalker:
 
     # paragraphs -------------------------------------------------------------------------------
 
-    def _paragraph(self, p: object) -> list[Block]:
+    def _paragraph(self, p: _Node) -> list[Block]:
         parts: list[str] = []
-        boxes: list[object] = []
+        boxes: list[_Node] = []
         cited: list[tuple[str, str]] = []
         self._inline(p, parts, boxes, cited)
         text = _clean("".join(parts))
@@ -261,13 +267,13 @@ class _DocxWalker:
         return out
 
     def _inline(
-        self, el: object, parts: list[str], boxes: list[object], cited: list[tuple[str, str]]
+        self, el: _Node, parts: list[str], boxes: list[_Node], cited: list[tuple[str, str]]
     ) -> None:
-        for child in el:  # type: ignore[attr-defined]
+        for child in el:
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIP_INLINE:
                 continue  # comments / processing instructions, or not final text
-            if tag == _T or tag == _MATH_T:
+            if tag in (_T, _MATH_T):
                 parts.append(child.text or "")
             elif tag in _INLINE_TEXT:
                 parts.append(_INLINE_TEXT[tag])
@@ -285,8 +291,8 @@ class _DocxWalker:
             else:  # runs, hyperlinks, w:ins, w:moveTo, inline w:sdt, smartTag, fldSimple, drawings...
                 self._inline(child, parts, boxes, cited)
 
-    def _level(self, p: object) -> int:
-        ppr = p.find(_w("pPr"))  # type: ignore[attr-defined]
+    def _level(self, p: _Node) -> int:
+        ppr = p.find(_w("pPr"))
         if ppr is None:
             return 0
         outline = ppr.find(_w("outlineLvl"))
@@ -297,7 +303,7 @@ class _DocxWalker:
 
     # tables -----------------------------------------------------------------------------------
 
-    def _table(self, tbl: object) -> list[Block]:
+    def _table(self, tbl: _Node) -> list[Block]:
         out: list[Block] = []
         for tr in _children(tbl, _TR):
             trpr = tr.find(_w("trPr"))
@@ -308,8 +314,8 @@ class _DocxWalker:
                 out.append(Block(BlockKind.TABLE_ROW, " | ".join(cells)))
         return out
 
-    def _cell(self, tc: object) -> str:
-        tcpr = tc.find(_w("tcPr"))  # type: ignore[attr-defined]
+    def _cell(self, tc: _Node) -> str:
+        tcpr = tc.find(_w("tcPr"))
         if tcpr is not None:
             vmerge = tcpr.find(_w("vMerge"))
             if vmerge is not None and vmerge.get(_VAL, "continue") == "continue":
@@ -323,9 +329,9 @@ class _DocxWalker:
         return " ".join(b.text.replace("\n", " ") for b in self.blocks(tc))
 
 
-def _children(el: object, tag: str) -> Iterable[object]:
+def _children(el: _Node, tag: str) -> Iterable[Any]:
     """Direct children with ``tag``, looking through content controls and custom XML wrappers."""
-    for child in el:  # type: ignore[attr-defined]
+    for child in el:
         if child.tag == tag:
             yield child
         elif child.tag == _SDT:
@@ -336,10 +342,10 @@ def _children(el: object, tag: str) -> Iterable[object]:
             yield from _children(child, tag)
 
 
-def _alternate_branch(alt: object) -> object | None:
+def _alternate_branch(alt: _Node) -> _Node | None:
     """The one branch of an ``mc:AlternateContent`` to read: the first Choice, else the Fallback."""
-    choice = alt.find(_CHOICE)  # type: ignore[attr-defined]
-    return choice if choice is not None else alt.find(_FALLBACK)  # type: ignore[attr-defined]
+    choice = alt.find(_CHOICE)
+    return choice if choice is not None else alt.find(_FALLBACK)
 
 
 def _outline_to_level(val: str | None) -> int:
@@ -351,15 +357,15 @@ def _outline_to_level(val: str | None) -> int:
     return n + 1 if 0 <= n <= 8 else 0
 
 
-_HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|titolo|título)\s*(\d)$", re.I)
+_HEADING_NAME = re.compile(r"^(?:heading|titre|überschrift|titolo|título)\s*(\d)$", re.IGNORECASE)
 
 
-def _style_levels(styles_element: object | None) -> Callable[[str], int]:
+def _style_levels(styles_element: _Node | None) -> Callable[[str], int]:
     """styleId → heading level, from the style's name (``heading 2``, ``Title``) or its outline level
     (own or inherited through ``w:basedOn``)."""
-    by_id: dict[str, object] = {}
+    by_id: dict[str, Any] = {}  # styleId -> its w:style element (lxml, untyped)
     if styles_element is not None:
-        for st in styles_element.findall(_w("style")):  # type: ignore[attr-defined]
+        for st in styles_element.findall(_w("style")):
             sid = st.get(_w("styleId"))
             if sid:
                 by_id[sid] = st
@@ -393,7 +399,7 @@ def _style_levels(styles_element: object | None) -> Callable[[str], int]:
 _NOTE_SKIP_TYPES = frozenset({"separator", "continuationSeparator", "continuationNotice"})
 
 
-def _parse_part_xml(part: object) -> object | None:
+def _parse_part_xml(part: _Node) -> _Node | None:
     """The root element of an XML package part: python-docx's parsed one, else its bytes parsed
     without entity expansion or network access; ``None`` when the part is not XML."""
     element = getattr(part, "element", None)
@@ -424,12 +430,12 @@ class DocxNotes:
     continuationSeparator, continuationNotice) are not text.
     """
 
-    def __init__(self, footnotes: object | None = None, endnotes: object | None = None) -> None:
-        self._notes: dict[tuple[str, str], object] = {}
+    def __init__(self, footnotes: _Node | None = None, endnotes: _Node | None = None) -> None:
+        self._notes: dict[tuple[str, str], _Node] = {}
         for note_type, root in (("footnote", footnotes), ("endnote", endnotes)):
             if root is None:
                 continue
-            for note in root.iter(_w(note_type)):  # type: ignore[attr-defined]
+            for note in root.iter(_w(note_type)):
                 if note.get(_w("type"), "normal") in _NOTE_SKIP_TYPES:
                     continue
                 self._notes.setdefault((note_type, note.get(_w("id"), "")), note)
@@ -438,12 +444,12 @@ class DocxNotes:
         self._taken: set[tuple[str, str]] = set()
 
     @classmethod
-    def of_part(cls, document_part: object) -> DocxNotes:
+    def of_part(cls, document_part: _Node) -> DocxNotes:
         """The notes of an opened package, from its main document part (python-docx's
         ``document.part``, or any part with ``rels``). Relationship types are matched on their
         last segment (``…/footnotes``, ``…/endnotes``), so Transitional and Strict packages and
         every Word body content type (.docx, .docm, .dotx, .dotm) are read alike."""
-        roots: dict[str, object | None] = {"footnotes": None, "endnotes": None}
+        roots: dict[str, _Node | None] = {"footnotes": None, "endnotes": None}
         for rel in getattr(document_part, "rels", {}).values():
             kind = str(rel.reltype).rsplit("/", 1)[-1]
             if kind in roots and not rel.is_external and roots[kind] is None:
@@ -502,7 +508,7 @@ def _read_docx(data: bytes) -> list[Block]:
     part = document.part
     try:
         styles_el = part.styles.element
-    except Exception:  # a document without a styles part still has text
+    except Exception:  # noqa: BLE001 - python-docx on hostile input: a document without a styles part still has text
         styles_el = None
     notes = DocxNotes.of_part(part)
     levels = _style_levels(styles_el)
@@ -585,12 +591,12 @@ def _read_pdf(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
     return out + tail
 
 
-def _has_image(page: object) -> bool:
+def _has_image(page: _Node) -> bool:
     """Whether a PDF page paints at least one image (an image XObject, also inside a form XObject,
     or an inline image): with no text layer, such a page is a scan."""
     try:
-        return len(page.images) > 0  # type: ignore[attr-defined]
-    except Exception:  # a broken image dictionary still means "there is an image"
+        return len(page.images) > 0
+    except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken image dictionary still means "there is an image"
         return True
 
 
@@ -603,17 +609,17 @@ class _PdfFields:
     joined by dots). Empty values and an unchecked box (``/Off``) are left out; a checked box
     reads as its export value (``Oui``, ``Yes``…)."""
 
-    def __init__(self, reader: object) -> None:
+    def __init__(self, reader: _Node) -> None:
         self._reader = reader
         self._seen: set[str] = set()
         try:
-            self._fields = reader.get_fields() or {}  # type: ignore[attr-defined]
-        except Exception:  # a broken form never costs the page text
+            self._fields = reader.get_fields() or {}
+        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken form never costs the page text
             self._fields = {}
         self._any_value = False
 
     @staticmethod
-    def _value(raw: object) -> str:
+    def _value(raw: _Node) -> str:
         if raw is None:
             return ""
         if isinstance(raw, list):
@@ -623,7 +629,7 @@ class _PdfFields:
             text = "" if text == "/Off" else text[1:]
         return _clean(text)
 
-    def _line(self, qualified: str, field: object) -> str | None:
+    def _line(self, qualified: str, field: _Node) -> str | None:
         if qualified in self._seen:
             return None
         get = getattr(field, "get", None)
@@ -637,11 +643,11 @@ class _PdfFields:
         label = _clean(str(get("/TU") or "")) or qualified
         return f"{label} : {value}"
 
-    def of_page(self, page: object, number: int) -> list[Block]:
+    def of_page(self, page: _Node, number: int) -> list[Block]:
         """The fields whose widget sits on ``page``, in annotation order."""
         out: list[Block] = []
         try:
-            annots = page.get("/Annots") or []  # type: ignore[attr-defined]
+            annots = page.get("/Annots") or []
             for ref in annots:
                 annot = ref.get_object()
                 if annot.get("/Subtype") != "/Widget":
@@ -660,7 +666,7 @@ class _PdfFields:
                 line = self._line(qualified, field if field is not None else annot)
                 if line:
                     out.append(Block(BlockKind.PARAGRAPH, line, page=number))
-        except Exception:
+        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken annotation keeps the fields read so far
             return out
         return out
 
@@ -675,8 +681,8 @@ class _PdfFields:
 
     def _xfa(self) -> list[str]:
         try:
-            packets = self._reader.xfa or {}  # type: ignore[attr-defined]
-        except Exception:
+            packets = self._reader.xfa or {}
+        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken XFA packet costs only the XFA data
             return []
         data = packets.get("datasets") if isinstance(packets, dict) else None
         if not data:
@@ -720,7 +726,7 @@ def _ocr_pages(
         except _OcrUnavailable as exc:
             why = f"OCR unavailable: {exc}"
         else:
-            for number, text in zip(numbers, texts):
+            for number, text in zip(numbers, texts, strict=True):
                 per_page[number - 1] = [
                     Block(BlockKind.PARAGRAPH, para, page=number, ocr=True)
                     for para in _pdf_paragraphs(normalize_pdf_text(text))
@@ -913,9 +919,9 @@ class _OdtWalker:
     (``draw:text-box``) follow their anchor paragraph; tracked deletions and comments are not text."""
 
     def __init__(self) -> None:
-        self._after: list[list[object]] = []  # per open paragraph: notes / boxes to read after it
+        self._after: list[list[tuple[str, Any]]] = []  # per open paragraph: notes / boxes to read after it
 
-    def blocks(self, container: object) -> list[Block]:
+    def blocks(self, container: _Node) -> list[Block]:
         out: list[Block] = []
         for child in getattr(container, "childNodes", ()):
             qname = getattr(child, "qname", None)
@@ -929,9 +935,9 @@ class _OdtWalker:
                 out.extend(self.blocks(child))
         return out
 
-    def _paragraph(self, p: object, heading: bool) -> list[Block]:
+    def _paragraph(self, p: _Node, heading: bool) -> list[Block]:
         parts: list[str] = []
-        after: list[object] = []
+        after: list[tuple[str, Any]] = []  # (mark, odfpy node) read after the paragraph
         self._inline(p, parts, after)
         text = _clean("".join(parts))
         out: list[Block] = []
@@ -939,18 +945,18 @@ class _OdtWalker:
             level = 0
             if heading:
                 try:
-                    level = max(1, int(p.getAttrNS(_ODF_TEXT, "outline-level") or 1))  # type: ignore[attr-defined]
+                    level = max(1, int(p.getAttrNS(_ODF_TEXT, "outline-level") or 1))
                 except ValueError:
                     level = 1
             out.append(Block(BlockKind.HEADING if level else BlockKind.PARAGRAPH, text, level=level))
-        for mark, body in after:  # type: ignore[misc]
+        for mark, body in after:
             blocks = [Block(BlockKind.PARAGRAPH, b.text) for b in self.blocks(body)]
             if blocks and mark:
                 blocks[0] = Block(BlockKind.PARAGRAPH, f"{mark} {blocks[0].text}")
             out.extend(blocks)
         return out
 
-    def _inline(self, el: object, parts: list[str], after: list[object]) -> None:
+    def _inline(self, el: _Node, parts: list[str], after: list[tuple[str, Any]]) -> None:
         for child in getattr(el, "childNodes", ()):
             if child.nodeType == child.TEXT_NODE:
                 parts.append(child.data)
@@ -981,7 +987,7 @@ class _OdtWalker:
             else:  # spans, links, frames, fields, bookmarks, changes that are kept…
                 self._inline(child, parts, after)
 
-    def _table(self, table: object) -> list[Block]:
+    def _table(self, table: _Node) -> list[Block]:
         out: list[Block] = []
         for row in _odf_descendants(table, (_ODF_TABLE, "table-row"), stop=(_ODF_TABLE, "table")):
             cells = []
@@ -995,7 +1001,7 @@ class _OdtWalker:
         return out
 
 
-def _odf_descendants(el: object, qname: tuple[str, str], stop: tuple[str, str]) -> Iterable[object]:
+def _odf_descendants(el: _Node, qname: tuple[str, str], stop: tuple[str, str]) -> Iterable[Any]:
     """Elements ``qname`` below ``el`` in document order, not looking inside nested ``stop``."""
     for child in getattr(el, "childNodes", ()):
         q = getattr(child, "qname", None)
@@ -1107,15 +1113,15 @@ def _read_doc(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
     return _lines_to_blocks(text)
 
 
-_READERS: dict[str, Callable[[bytes], list[Block]]] = {
+_READERS: dict[str, Callable[..., list[Block]]] = {  # (data) or, in _WITH_OPTIONS, (data, options)
     ".docx": _read_docx,
-    ".pdf": _read_pdf,  # type: ignore[dict-item]
+    ".pdf": _read_pdf,
     ".md": _read_markdown,
     ".markdown": _read_markdown,
     ".txt": _read_txt,
     ".odt": _read_odt,
     ".rtf": _read_rtf,
-    ".doc": _read_doc,  # type: ignore[dict-item]
+    ".doc": _read_doc,
     ".docm": _read_docx,
     ".dotx": _read_docx,
     ".dotm": _read_docx,

@@ -54,7 +54,7 @@ class ExtractionLimits:
         )
 
 
-_CURRENT: ContextVar[ExtractionLimits] = ContextVar("ancre_extraction_limits", default=ExtractionLimits())
+_CURRENT: ContextVar[ExtractionLimits] = ContextVar("ancre_extraction_limits", default=ExtractionLimits())  # noqa: B039 - a frozen dataclass
 
 
 def current_limits() -> ExtractionLimits:

@@ -43,8 +43,8 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ancre.ingest.limits import RATIO_GRACE_BYTES, CharBudget, check_pages, current_limits, mib, too_large
 from ancre.errors import ExtractionError
+from ancre.ingest.limits import RATIO_GRACE_BYTES, CharBudget, check_pages, current_limits, mib, too_large
 from ancre.models import Block, BlockKind
 
 __all__ = [
@@ -116,8 +116,8 @@ def _ole_error(data: bytes) -> ExtractionError:
 
     try:
         with olefile.OleFileIO(data) as ole:
-            encrypted = ole.exists("EncryptedPackage") or ole.exists("EncryptionInfo")
-    except Exception as exc:  # a damaged compound file
+            encrypted = ole.exists("EncryptedPackage") or ole.exists("EncryptionInfo")  # type: ignore[arg-type]  # olefile takes str stream names; its stub says bytes
+    except Exception as exc:  # noqa: BLE001 - olefile on hostile input: a damaged compound file
         return ExtractionError("corrupt", f"damaged OLE2 compound file ({type(exc).__name__}: {exc})"[:500])
     if encrypted:
         return ExtractionError("encrypted", "password-protected Office file (EncryptedPackage)")

@@ -15,6 +15,7 @@ imports) is never charged to a file.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -24,10 +25,10 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
-from ancre.ingest.limits import ExtractionLimits
 from ancre.errors import ExtractionError
+from ancre.ingest.limits import ExtractionLimits
 from ancre.models import Block
 
 __all__ = ["DEFAULT_TARGET", "ExtractionPool", "request_more_time"]
@@ -57,7 +58,7 @@ def _resolve(target: str) -> Callable[..., tuple[Block, ...]]:
     func = getattr(importlib.import_module(module), name)
     if not callable(func):
         raise TypeError(f"{target} is not callable")
-    return func  # type: ignore[no-any-return]
+    return func
 
 
 def _worker_main(
@@ -66,9 +67,9 @@ def _worker_main(
     """Worker loop: receive ``(data, filename)``, answer ``("ok", blocks)`` or
     ``("error", reason, detail)``; ``None`` or a closed pipe ends the loop. ``options`` and
     ``limits``, when given, are passed to the target as keyword arguments of those names."""
-    global _ask_for_time
+    global _ask_for_time  # noqa: PLW0603 - the worker process's one hook, set once as it starts
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731
+    _ask_for_time = lambda seconds: conn.send(("more_time", seconds))  # noqa: E731 - the hook is a one-line closure over the pipe
     func = _resolve(target)
     conn.send(("ready",))
     extra: dict[str, object] = {k: v for k, v in (("options", options), ("limits", limits)) if v is not None}
@@ -92,7 +93,7 @@ def _worker_main(
                 conn.send(("error", "crashed", "MemoryError"))
             finally:
                 os._exit(70)
-        except Exception as exc:  # a bug or an unexpected parser failure: the file fails, we go on
+        except Exception as exc:  # noqa: BLE001 - a bug or an unexpected parser failure: the file fails, we go on
             reply = ("error", "crashed", f"{type(exc).__name__}: {exc}"[:500])
         del data, msg
         conn.send(reply)
@@ -149,8 +150,8 @@ class ExtractionPool:
         :class:`~ancre.errors.ExtractionError`: whatever the extractor raised (``unsupported``,
         ``empty``, ``encrypted``, ``corrupt``), ``"timeout"`` (detail ``"after {t} s"``) when the
         worker did not answer within ``timeout_s`` (plus the extra time it asked for, at most
-        ``max_extra_s``) and was killed, ``"crashed"`` when the worker
-        died or failed unexpectedly or did not start within :data:`STARTUP_TIMEOUT_S`. Raises ``RuntimeError`` after :meth:`close`.
+        ``max_extra_s``) and was killed, ``"crashed"`` when the worker died or failed unexpectedly
+        or did not start within :data:`STARTUP_TIMEOUT_S`. Raises ``RuntimeError`` after :meth:`close`.
         """
         with self._lock:
             if self._closed:
@@ -181,7 +182,7 @@ class ExtractionPool:
                 granted += extra
                 deadline += extra
             if reply[0] == "ok":
-                return reply[1]  # type: ignore[no-any-return]
+                return reply[1]
             _, reason, detail = reply
             if reason == "crashed" and detail == "MemoryError":
                 self._reap("MemoryError")
@@ -192,15 +193,13 @@ class ExtractionPool:
         with self._lock:
             self._closed = True
             if self._conn is not None:
-                try:
+                with contextlib.suppress(OSError):
                     self._conn.send(None)
-                except OSError:
-                    pass
             if self._proc is not None:
                 self._proc.join(5)
             self._kill()
 
-    def __enter__(self) -> ExtractionPool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -64,6 +64,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
+from typing import Self
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
@@ -436,8 +437,8 @@ class AnswerService:
         Raises :class:`~ancre.errors.DirectoryError` (the directory cannot be read: no answer),
         :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from retrieval,
         :class:`~ancre.query.llm.LlmError` when the answering model fails (audited with
-        ``error = "erreur_modele"``), :class:`~ancre.errors.AuditError` when the audit line cannot be written (the answer is withheld).
-        A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
+        ``error = "erreur_modele"``), :class:`~ancre.errors.AuditError` when the audit line cannot be written (the answer is
+        withheld). A failing judge never raises: the answer passes with ``verification = "non_effectuee"``.
         """
         prep = self._prepare(question, user, identity, history)
         direct = self._without_model(prep)
@@ -566,7 +567,7 @@ class AnswerStream(Iterator["str | Answer"]):
         if close is not None:
             close()
 
-    def __enter__(self) -> AnswerStream:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -580,8 +581,8 @@ __all__ = [
     "ERROR_MODEL",
     "Answer",
     "AnswerService",
-    "AnswerStream",
     "AnswerSource",
+    "AnswerStream",
     "shown_sources",
     "unverified_note",
 ]

@@ -88,7 +88,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -274,7 +274,7 @@ class AuditLog:
 
     def entry(self, record: AuditRecord | AuditOutcome) -> dict[str, Any]:
         """The JSON object written for ``record`` (see the module doc for each kind's fields)."""
-        when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        when = (record.time or datetime.now(UTC)).astimezone(UTC)
         head: dict[str, Any] = {
             "time": when.isoformat(timespec="milliseconds"),
             "kind": str(AuditKind.OUTCOME if isinstance(record, AuditOutcome) else record.kind),
@@ -372,7 +372,7 @@ class AuditLog:
     def append(self, record: AuditRecord | AuditOutcome) -> None:
         """Write one record (any kind) and fsync it. Raises :class:`~ancre.errors.AuditError`
         (naming the folder and the OS error) on a write failure."""
-        when = (record.time or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        when = (record.time or datetime.now(UTC)).astimezone(UTC)
         if record.time is None:
             record = replace(record, time=when)
         self.write_entry(self.entry(record), when)
@@ -381,7 +381,7 @@ class AuditLog:
         """Append ``entry`` as one line to the daily file of ``when`` (UTC) and fsync it: the one
         function through which every audit line is written (see :meth:`_append_line`). Raises
         :class:`~ancre.errors.AuditError` on a write failure."""
-        self._append_line(when.astimezone(timezone.utc), self.dumps(entry))
+        self._append_line(when.astimezone(UTC), self.dumps(entry))
 
     def _append_line(self, when: datetime, text: str) -> None:
         """Chain ``text`` (one JSON object) and append it to the file of ``when``'s UTC day (the
@@ -391,7 +391,7 @@ class AuditLog:
                 opened = self._day
                 day = self._chain.append(when.date(), text, self._write_line)
                 if day != opened:
-                    self._purge(datetime.combine(day, datetime.min.time(), timezone.utc))
+                    self._purge(datetime.combine(day, datetime.min.time(), UTC))
             except OSError as e:
                 raise AuditError(f"audit log {self.directory}: cannot write the record: {e}") from e
 
@@ -400,7 +400,7 @@ class AuditLog:
     def _purge(self, now: datetime) -> list[Path]:
         if self.retention_days <= 0 or not self.directory.is_dir():
             return []
-        cutoff = now.astimezone(timezone.utc).date() - timedelta(days=self.retention_days)
+        cutoff = now.astimezone(UTC).date() - timedelta(days=self.retention_days)
         if self._day is not None and self._day < cutoff:
             self._close()
         return self._chain.purge(cutoff)  # a checkpoint first: the chain stays verifiable
@@ -410,7 +410,7 @@ class AuditLog:
         (UTC; default the current time), leaving a checkpoint of them in the chain. Returns the
         deleted paths, oldest first."""
         with self._lock:
-            return self._purge(now or datetime.now(timezone.utc))
+            return self._purge(now or datetime.now(UTC))
 
     def _close(self) -> None:
         if self._fd is not None:

@@ -55,7 +55,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,7 @@ def _last_line(path: Path) -> tuple[bytes | None, bool]:
     """``(last line without its newline, whether the file ends with a newline)``; ``(None,
     True)`` for an empty or missing file."""
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - closed by the ``with f:`` below; only open() may find no file
     except FileNotFoundError:
         return None, True
     with f:
@@ -343,7 +343,7 @@ class AuditChain:
 
     def _write_head(self, name: str, h: str, size: int) -> None:
         head: dict[str, Any] = {"file": name, "hash": h, "size": size,
-                                "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
+                                "time": datetime.now(UTC).isoformat(timespec="milliseconds")}
         head["seal"] = self.sealer.digest(_canonical(head))
         _write_private(self.directory / HEAD, json.dumps(head).encode(), sync=False)
 
@@ -376,7 +376,7 @@ class AuditChain:
             last_hash = nodes[-1].parsed.link_hash(self.sealer) if nodes else start
             first_prev = nodes[0].parsed.prev if nodes else start
             entry = {
-                "kind": "checkpoint", "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                "kind": "checkpoint", "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
                 "deleted": [f.name for f in doomed], "records": len(nodes), "first_prev": first_prev,
                 "last_hash": last_hash, "problems": len(problems),
             }
@@ -580,13 +580,13 @@ def _walk(nodes: list[_Node], start: str, sealer: Sealer, present: set[str]) -> 
             problem(Tamper.REORDERED, pos, f"{nodes[pos].where} is out of order: in the chain it comes {where}")
 
     for i in sorted(found):
-        kinds = {p.kind for p in found[i]}
+        kinds = {prob.kind for prob in found[i]}
         seen: set[Tamper] = set()
-        for p in found[i]:
-            if p.kind in seen or (p.kind is Tamper.CHANGED and Tamper.INSERTED in kinds):
+        for prob in found[i]:
+            if prob.kind in seen or (prob.kind is Tamper.CHANGED and Tamper.INSERTED in kinds):
                 continue  # one problem per kind and line; a forged line: inserted says it
-            seen.add(p.kind)
-            out.problems.append(p)
+            seen.add(prob.kind)
+            out.problems.append(prob)
     return out
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from ancre.index.store import Store
 from ancre.index.tokenize import fold, tokenize
 from ancre.models import SearchResult, StoredPoint
-from ancre.query.versions import VersionGroup, Versioned, version_groups
+from ancre.query.versions import Versioned, VersionGroup, version_groups
 from ancre.settings.query import ContextConfig
 
 

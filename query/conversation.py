@@ -148,7 +148,7 @@ class Resolution:
 
 # ----------------------------------------------------------------------------- reading questions
 
-_NFC = lambda s: unicodedata.normalize("NFC", s)  # noqa: E731
+_NFC = lambda s: unicodedata.normalize("NFC", s)  # noqa: E731 - a one-line alias
 
 _SAME_FOR = re.compile(
     r"^\s*(?:et\s+)?(?:(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me\s+chose|"
@@ -157,8 +157,17 @@ _SAME_FOR = re.compile(
     re.IGNORECASE,
 )
 """« Fais pareil pour X », « Et pour X ? », « Même chose avec X »."""
-_AND_NAME = re.compile(r"^\s*(?:et|idem|pareil|m[eê]me\s+chose)\s+(?P<subject>(?:l['’]|la\s+|le\s+|les\s+)?[^\W\d_]*\s*[A-ZÀ-Ý][^?!.]*?)\s*[?!.]*\s*$")
+_AND_NAME = re.compile(
+    r"^\s*(?:et|idem|pareil|m[eê]me\s+chose)\s+"
+    r"(?P<subject>(?:l['’]|la\s+|le\s+|les\s+)?[^\W\d_]*\s*[A-ZÀ-Ý][^?!.]*?)\s*[?!.]*\s*$"
+)
 """« Et Rochat ? », « Et l'étude Rochat ? »."""
+_ASKS_AGAIN = re.compile(
+    r"^\s*(?:et\s+)?(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me|la\s+m[eê]me|de\s+m[eê]me"
+    r"|pour|avec|concernant|chez|sur)",
+    re.IGNORECASE,
+)
+"""A follow-up that asks the same again (« fais pareil », « même chose », « pour X »)."""
 _COMPARE = re.compile(
     r"compar|diff[ée]ren|les\s+deux|l['’]un\s+et\s+l['’]autre|lequel|laquelle|lesquels|entre\s+eux|entre\s+les",
     re.IGNORECASE,
@@ -186,14 +195,18 @@ SHORT_FOLLOW_UP_WORDS = 7
 pronoun) in at most this many words, or is at most 4 words long."""
 _OPENS_WITH_AND = re.compile(r"^\s*(?:et|mais|alors|ensuite|puis|aussi)(?![^\W_])", re.IGNORECASE)
 _POSSESSIVE = {"sa": "la", "son": "le", "ses": "les", "leur": "le", "leurs": "les"}
-_TOPICAL = (
-    "contrat contrats offre offres réponse appel politique grille document documents règle règles migration "
-    "devis facture projet étude société client clients accord convention avenant rapport procédure note fiche "
-    "serveur pipeline"
-).split()
+_TOPICAL = [
+    "contrat", "contrats", "offre", "offres", "réponse", "appel", "politique", "grille", "document", "documents",
+    "règle", "règles", "migration", "devis", "facture", "projet", "étude", "société", "client", "clients", "accord",
+    "convention", "avenant", "rapport", "procédure", "note", "fiche", "serveur", "pipeline",
+]
 _TOPICAL_FOLDED = frozenset(fold(w) for w in _TOPICAL)
-_PREPOSITION = re.compile(r"(?<![^\W_])(?:du|de\s+la|de\s+l['’]|des|d['’]|de|pour|avec|chez|concernant|sur)(?:\s+|(?<=['’]))", re.IGNORECASE)
-_QUALIFIERS = frozenset(fold(w) for w in "étude société cabinet fiduciaire entreprise groupe client bureau".split())
+_PREPOSITION = re.compile(
+    r"(?<![^\W_])(?:du|de\s+la|de\s+l['’]|des|d['’]|de|pour|avec|chez|concernant|sur)(?:\s+|(?<=['’]))", re.IGNORECASE
+)
+_QUALIFIERS = frozenset(
+    fold(w) for w in ["étude", "société", "cabinet", "fiduciaire", "entreprise", "groupe", "client", "bureau"]
+)
 _NAME_RUN = re.compile(r"[A-ZÀ-Ý][\w'’.-]*(?:(?:\s+|\s*&\s*)(?:[A-ZÀ-Ý&][\w'’.-]*|SA|AG|SARL|Sàrl))*")
 
 
@@ -257,7 +270,7 @@ def looks_like_follow_up(question: str) -> bool:
     q = question.strip()
     if not q:
         return False
-    if _SAME_FOR.match(q) and re.match(r"^\s*(?:et\s+)?(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me|la\s+m[eê]me|de\s+m[eê]me|pour|avec|concernant|chez|sur)", q, re.IGNORECASE):
+    if _SAME_FOR.match(q) and _ASKS_AGAIN.match(q):
         return True
     if _AND_NAME.match(q):
         return True
@@ -292,8 +305,8 @@ def _replace_entity(previous: str, subject: str) -> str | None:
         head = head[:-2] + "de "
     if re.search(r"(?<![^\W_])de\s+$", head) and re.match(r"(?:le|les)\s", subject, re.IGNORECASE):
         # « de le client » → « du client »
-        art = subject.split()[0].lower()
-        head = head[: re.search(r"de\s+$", head).start()] + ("du " if art == "le" else "des ")  # type: ignore[union-attr]
+        art = subject.split(maxsplit=1)[0].lower()
+        head = head[: re.search(r"de\s+$", head).start()] + ("du " if art == "le" else "des ")  # type: ignore[union-attr]  # matched two lines above
         subject = subject.split(None, 1)[1]
     return head + subject + previous[e:]
 
@@ -305,18 +318,27 @@ def _attach(question: str, subject: str) -> str:
     q = _strip_end(question)
     q = re.sub(r"^\s*(?:et|mais|alors|ensuite|puis|aussi)[\s,]+", "", q, flags=re.IGNORECASE)
     topic = _DEFINITE_TOPIC.search(q)
-    sub = re.match(r"(?:du|de\s+la|de\s+l['’]|des|d['’]|de|pour|avec|chez|concernant|sur)\s*(?:l['’]|la\s+|le\s+|les\s+)?([^\W\d_]+)", subject, re.IGNORECASE)
+    sub = re.match(
+        r"(?:du|de\s+la|de\s+l['’]|des|d['’]|de|pour|avec|chez|concernant|sur)\s*(?:l['’]|la\s+|le\s+|les\s+)?([^\W\d_]+)",
+        subject, re.IGNORECASE,
+    )
     if topic and sub and fold(sub.group(1)).rstrip("s") == fold(topic.group("noun")):
         # « la durée du contrat » + « du contrat de maintenance de X » → « la durée du contrat de maintenance de X »
         lead = topic.group("prep").lower()
-        phrase = subject if lead.startswith(("du", "de")) else re.sub(r"^(?:du|de\s+la|de\s+l['’]|de)\s*", topic.group("prep") + (" " if not topic.group("prep").endswith(("'", "’")) else ""), subject, count=1, flags=re.IGNORECASE)
+        if lead.startswith(("du", "de")):
+            phrase = subject
+        else:
+            prep = topic.group("prep") + (" " if not topic.group("prep").endswith(("'", "’")) else "")
+            phrase = re.sub(r"^(?:du|de\s+la|de\s+l['’]|de)\s*", prep, subject, count=1, flags=re.IGNORECASE)
         return _capitalize(q[: topic.start()] + phrase + q[topic.end() :]) + " ?"
 
     def article(m: re.Match[str]) -> str:
         word = m.group(1)
         art = _POSSESSIVE[word.lower()]
         nxt = m.group(2)
-        if art == "le" and re.match(r"[aeiouyhàâéèêëîïôûAEIOUYH]", nxt) or art == "la" and re.match(r"[aeiouyàâéèêëîïôûAEIOUY]", nxt):
+        if (art == "le" and re.match(r"[aeiouyhàâéèêëîïôûAEIOUYH]", nxt)) or (
+            art == "la" and re.match(r"[aeiouyàâéèêëîïôûAEIOUY]", nxt)
+        ):
             return "l'" + nxt
         return f"{art} {nxt}"
 
@@ -363,7 +385,7 @@ def rule_resolve(question: str, history: Sequence[str]) -> str | None:
     previous = history[-1]
     q = question.strip()
     m = _SAME_FOR.match(q) or _AND_NAME.match(q)
-    if m and (_SAME_FOR.match(q) is None or re.match(r"^\s*(?:et\s+)?(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me|la\s+m[eê]me|de\s+m[eê]me|pour|avec|concernant|chez|sur)", q, re.IGNORECASE)):
+    if m and (_SAME_FOR.match(q) is None or _ASKS_AGAIN.match(q)):
         subject = _strip_end(m.group("subject"))
         out = _replace_entity(previous, subject)
         if out is None:
@@ -396,10 +418,7 @@ def regenerate_instruction(text: str) -> Instruction | None:
 def _introduces_nothing(candidate: str, sources: Sequence[str]) -> bool:
     """Whether ``candidate`` names nothing (proper name, code, number) the ``sources`` do not."""
     allowed = " ".join(fold(s) for s in sources)
-    for term in _named(candidate):
-        if not re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed):
-            return False
-    return True
+    return all(re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed) for term in _named(candidate))
 
 
 class ConversationResolver:
@@ -415,7 +434,10 @@ class ConversationResolver:
             return None
         recent = list(history)[-MAX_HISTORY:]
         listing = "\n".join(f"{i}. {h.strip()}" for i, h in enumerate(recent, 1))
-        user = f"Questions précédentes de l'utilisateur :\n{listing}\n\nDernière question : {question.strip()}\n\nQuestion autonome :"
+        user = (
+            f"Questions précédentes de l'utilisateur :\n{listing}\n\n"
+            f"Dernière question : {question.strip()}\n\nQuestion autonome :"
+        )
         try:
             result = self.chat.chat([ChatMessage("system", CONDENSE_PROMPT), ChatMessage("user", user)], temperature=0.0)
         except LlmError as e:
@@ -426,8 +448,12 @@ class ConversationResolver:
         if not lines:
             return None
         out = re.sub(r"^(?:question\s+autonome\s*:\s*)", "", lines[0], flags=re.IGNORECASE).strip()
-        if (not out or len(out) > 4 * max(len(question), 80) or "ne figure pas dans les documents" in out.casefold()
-                or not _introduces_nothing(out, [*recent, question])):
+        if (
+            not out
+            or len(out) > 4 * max(len(question), 80)
+            or "ne figure pas dans les documents" in out.casefold()
+            or not _introduces_nothing(out, [*recent, question])
+        ):
             log.info("condense prompt output not used: %r", out[:200])
             return None
         return out

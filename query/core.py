@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.directory_factory import make_directory
@@ -380,7 +380,7 @@ class QueryCore:
             self.parts.state.close()
             self.parts.store.close()
 
-    def __enter__(self) -> QueryCore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

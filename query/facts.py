@@ -52,6 +52,7 @@ one caught) and faithful answers written from the Axonix documents (none flagged
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -141,11 +142,12 @@ _UNITS = {
 }  # fmt: skip
 _META_NOUNS = frozenset(
     fold(w)
-    for w in (
-        "document documents contrat contrats version versions extrait extraits fichier fichiers "
-        "source sources point points élément éléments passage passages partie parties cas option "
-        "options question questions réponse réponses citation citations offre offres client clients"
-    ).split()
+    for w in [
+        "document", "documents", "contrat", "contrats", "version", "versions", "extrait", "extraits", "fichier",
+        "fichiers", "source", "sources", "point", "points", "élément", "éléments", "passage", "passages", "partie",
+        "parties", "cas", "option", "options", "question", "questions", "réponse", "réponses", "citation",
+        "citations", "offre", "offres", "client", "clients",
+    ]
 )
 """Nouns a small count in an answer may refer to without being a fact of the documents (« les
 deux contrats », « 3 documents »)."""
@@ -162,11 +164,12 @@ ACRONYMS_ALLOWED = frozenset({"chf", "eur", "usd", "ht", "tva", "nb", "ok", "ps"
 
 _STARTERS = frozenset(
     fold(w)
-    for w in (
-        "voici voilà selon concernant également toutefois cependant ensuite enfin ainsi aussi attention "
-        "note remarque oui non aucun aucune chaque tous toutes tout plusieurs seul seule seuls d'après "
-        "quant en résumé synthèse comparaison total durée montant forfait prix"
-    ).split()
+    for w in [
+        "voici", "voilà", "selon", "concernant", "également", "toutefois", "cependant", "ensuite", "enfin", "ainsi",
+        "aussi", "attention", "note", "remarque", "oui", "non", "aucun", "aucune", "chaque", "tous", "toutes",
+        "tout", "plusieurs", "seul", "seule", "seuls", "d'après", "quant", "en", "résumé", "synthèse", "comparaison",
+        "total", "durée", "montant", "forfait", "prix",
+    ]
 )
 
 # ----------------------------------------------------------------------------- patterns
@@ -211,7 +214,7 @@ def _dec(text: str) -> Decimal | None:
         return None
 
 
-def _key(value: Decimal | int | float) -> str:
+def _key(value: Decimal | float) -> str:
     d = Decimal(str(value)).normalize()
     if d == d.to_integral_value():
         d = d.quantize(Decimal(1))
@@ -412,7 +415,7 @@ def _number_facts(scan: _Scan, *, answer: bool) -> None:
         if unit is not None and kind is not FactKind.AMOUNT:
             keys = _duration_keys(values, unit)  # a length of time, in any unit; not the bare number
             kind = FactKind.DURATION
-            d_end = end + re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
+            d_end = end + re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]  # the unit word found above follows
         scan.take(Fact(t[d_start:d_end].strip(), kind, d_start, d_end, (frozenset(keys),)))
 
 
@@ -424,7 +427,7 @@ def _word_number_facts(scan: _Scan, *, answer: bool) -> None:
             continue
         if answer and (fold(m.group(0)) in ("un", "une") or (value <= _META_MAX and _noun_after(t, m.end()))):
             continue
-        if answer and fold(m.group(0)) in ("cent",) and re.search(r"pour\s*$", t[: m.start()], re.IGNORECASE):
+        if answer and fold(m.group(0)) == "cent" and re.search(r"pour\s*$", t[: m.start()], re.IGNORECASE):
             continue
         keys = {_key(value)}
         unit = _unit_after(t, m.end())
@@ -432,7 +435,7 @@ def _word_number_facts(scan: _Scan, *, answer: bool) -> None:
         if unit is not None:
             keys = _duration_keys([Decimal(value)], unit)
             kind = FactKind.DURATION
-            end += re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]
+            end += re.match(r"[ \u00a0\u202f]*[^\W\d_]+", t[end:]).end()  # type: ignore[union-attr]  # the unit word found above follows
         scan.take(Fact(t[m.start() : end], kind, m.start(), end, (frozenset(keys),)))
 
 
@@ -454,8 +457,8 @@ def known_names(texts: Iterable[str]) -> frozenset[str]:
     """Folded words that ``texts`` write as names: capitalised where a capital says something
     (not opening a sentence or line), with an inner capital, or in capitals."""
     out: set[str] = set()
-    for text in texts:
-        text = _nfc(text)
+    for raw in texts:
+        text = _nfc(raw)
         for m in _NAME_WORD.finditer(text):
             w = m.group(0)
             if not w[0].isupper() and not any(c.isupper() for c in w[1:]):
@@ -488,9 +491,7 @@ def _name_facts(scan: _Scan, names: frozenset[str]) -> None:
         if w[0].isupper() or inner:
             if folded in STOP_WORDS or folded in ACRONYMS_ALLOWED:
                 is_name = False
-            elif inner or (len(w) > 1 and w.isupper()):
-                is_name = True
-            elif not _opens(t, m.start()):
+            elif inner or (len(w) > 1 and w.isupper()) or not _opens(t, m.start()):
                 is_name = True
             else:
                 is_name = folded in names and folded not in _STARTERS
@@ -544,8 +545,8 @@ class Evidence:
     @classmethod
     def of(cls, texts: Iterable[str]) -> Evidence:
         keys: set[str] = set()
-        for text in texts:
-            text = _nfc(text)
+        for raw in texts:
+            text = _nfc(raw)
             for f in scan_facts(text, answer=False):
                 for ks in f.keys:
                     keys |= ks
@@ -588,7 +589,7 @@ def _table_durations(text: str) -> set[str]:
         if header is None:
             header = cells
             continue
-        for h, cell in zip(header, cells):
+        for h, cell in zip(header, cells, strict=False):  # a row may have more or fewer cells than the header
             words = re.findall(r"[^\W\d_]+", fold(h))
             unit = next((w for w in reversed(words) if w in _UNITS), None)
             if unit is None:
@@ -652,7 +653,7 @@ def _sentences(text: str) -> list[_Sentence]:
             s = offset + line.start()
             cuts = [m.start() for m in _SENTENCE_SPLIT.finditer(line.group(0))]
             bounds = [0, *cuts, len(line.group(0))]
-            for a, b in zip(bounds, bounds[1:]):
+            for a, b in itertools.pairwise(bounds):
                 if line.group(0)[a:b].strip():
                     out.append(_Sentence(s + a, s + b, paragraph))
         pos += len(block)
@@ -754,12 +755,12 @@ def unsupported_facts(
             if f.kind is FactKind.NAME and f.words:
                 missing = [i for i, ks in enumerate(f.keys) if not ks & ev.keys]
                 runs: list[list[int]] = []
-                for i in missing:
-                    if runs and runs[-1][-1] == i - 1:
-                        runs[-1].append(i)
+                for j in missing:
+                    if runs and runs[-1][-1] == j - 1:
+                        runs[-1].append(j)
                     else:
-                        runs.append([i])
-                label = " … ".join(" ".join(f.words[i] for i in r) for r in runs)
+                        runs.append([j])
+                label = " … ".join(" ".join(f.words[j] for j in r) for r in runs)
             if label.casefold() in seen:
                 continue
             seen.add(label.casefold())

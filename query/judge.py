@@ -127,7 +127,7 @@ class Judge:
         self.client = client
 
     @classmethod
-    def from_config(cls, cfg: JudgeConfig, llm: LlmConfig | None = None) -> "Judge":
+    def from_config(cls, cfg: JudgeConfig, llm: LlmConfig | None = None) -> Judge:
         """An Ollama judge: ``cfg.url``, else ``llm.url`` when the answering model is Ollama's,
         else ``http://127.0.0.1:11434``."""
         url = cfg.url or (llm.url if llm is not None and llm.kind == "ollama" else None)

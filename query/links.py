@@ -103,8 +103,10 @@ def _link_text(children: Sequence[Token], start: int) -> str:
     return "".join(out)
 
 
-_HTML_TAG_WITH_ATTRIBUTE = re.compile(r"<[A-Za-z][A-Za-z0-9-]*[\s/][^>]*=", re.S)
-_HTML_ADDRESS = re.compile(r"""(?i)\b(?:src|href|srcset|action|formaction|poster|data|background|xlink:href)\s*=\s*["']?([^"'\s>]+)""")
+_HTML_TAG_WITH_ATTRIBUTE = re.compile(r"<[A-Za-z][A-Za-z0-9-]*[\s/][^>]*=", re.DOTALL)
+_HTML_ADDRESS = re.compile(
+    r"""(?i)\b(?:src|href|srcset|action|formaction|poster|data|background|xlink:href)\s*=\s*["']?([^"'\s>]+)"""
+)
 
 
 def _html_unsafe(html: str) -> str | None:
@@ -231,12 +233,12 @@ class LinkGuard:
                 i = held
                 continue
             if c == "[":
-                close = src.find("]", i + 1)
-                if close == -1 or close + 1 >= len(src):
+                end = src.find("]", i + 1)
+                if end == -1 or end + 1 >= len(src):
                     return self._word_start(i)
-                plain = _PLAIN_LABEL.fullmatch(src, i + 1, close) is not None
-                if plain and src[close + 1] not in "([:":
-                    i = close + 1
+                plain = _PLAIN_LABEL.fullmatch(src, i + 1, end) is not None
+                if plain and src[end + 1] not in "([:":
+                    i = end + 1
                     continue
                 held = self._after_block(i)
                 if held is None:

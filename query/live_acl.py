@@ -325,37 +325,39 @@ class LiveAclChecker:
                 "judged on the stored ACL" if self.cfg.live_acl_on_unreachable == "stored" else "left out",
             )
 
+        def decided(
+            doc_id: str, pl: ChunkPayload, outcome: Outcome, readable: bool, reason: str | None = None, age: float = 0.0
+        ) -> RightsCheck:
+            return RightsCheck(
+                doc_id, pl.source, pl.path, pl.filename, pl.collection, outcome,
+                readable and bool(principals), reason, round(max(0.0, age), 3),
+            )
+
         out: dict[str, RightsCheck] = {}
         for doc_id, pl in docs.items():
             key = (pl.source, doc_id)
             stored = pl.acl()
 
-            def decided(outcome: Outcome, readable: bool, reason: str | None = None, age: float = 0.0) -> RightsCheck:
-                return RightsCheck(
-                    doc_id, pl.source, pl.path, pl.filename, pl.collection, outcome,
-                    readable and bool(principals), reason, round(max(0.0, age), 3),
-                )
-
             if key in failures:
                 outcome, reason = failures[key]
                 if outcome == "unreachable" and self.cfg.live_acl_on_unreachable == "stored":
-                    out[doc_id] = decided("stored", stored.readable_by(principals), reason)
+                    out[doc_id] = decided(doc_id, pl, "stored", stored.readable_by(principals), reason)
                 else:
-                    out[doc_id] = decided(outcome, False, reason)
+                    out[doc_id] = decided(doc_id, pl, outcome, False, reason)
                 continue
             reading = readings[key]
             age = now - reading.at if reading.at < now else 0.0
             if reading.acl is None:
-                out[doc_id] = decided("gone", False, "no longer at its source", age)
+                out[doc_id] = decided(doc_id, pl, "gone", False, "no longer at its source", age)
                 continue
             fresh = reading.acl
             if fresh.digest() != stored.digest():
                 readable = fresh.readable_by(principals)
                 if self._apply(pl, fresh, reading.ticket) is AclWrite.STALE:
                     readable = readable and stored.readable_by(principals)  # fail closed on both readings
-                out[doc_id] = decided("changed", readable, fresh.reason, age)
+                out[doc_id] = decided(doc_id, pl, "changed", readable, fresh.reason, age)
             else:
-                out[doc_id] = decided("live", fresh.readable_by(principals), fresh.reason, age)
+                out[doc_id] = decided(doc_id, pl, "live", fresh.readable_by(principals), fresh.reason, age)
         return out
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ connection close — Ollama and vLLM stop generating for a client that went away
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -118,7 +119,7 @@ class Abort:
                 self.register(sock)
 
     @contextmanager
-    def bound(self) -> Iterator["Abort"]:
+    def bound(self) -> Iterator[Abort]:
         """Bind this abort to the calling thread for the duration of the ``with`` block."""
         previous = getattr(_bound, "abort", None)
         _bound.abort = self
@@ -193,7 +194,8 @@ def _wire(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
 
 def _error_text(response: httpx.Response) -> str:
     """The server's error message from a failed response (JSON ``error`` field or raw text)."""
-    try:
+    # a body that cannot be read or is not JSON only costs the message: the raw text stands in
+    with contextlib.suppress(httpx.HTTPError, httpx.StreamError, ValueError):
         response.read()
         body = response.json()
         err = body.get("error") if isinstance(body, dict) else None
@@ -201,8 +203,6 @@ def _error_text(response: httpx.Response) -> str:
             err = err.get("message")
         if err:
             return str(err)
-    except Exception:  # noqa: BLE001 - the body is only used for the message
-        pass
     return response.text[:300]
 
 
@@ -656,15 +656,15 @@ def _version_labels(groups: list[VersionGroup]) -> dict[str, str]:
 
 
 __all__ = [
-    "Abort",
     "DEFAULT_OLLAMA_MODEL",
     "DEFAULT_TEMPERATURE",
     "EXTRACTIVE_HEADER",
+    "MAX_BROAD_QUOTES",
+    "Abort",
     "ChatClient",
     "ChatResult",
     "ExtractiveAnswerer",
     "LlmError",
-    "MAX_BROAD_QUOTES",
     "ModelCallAborted",
     "OllamaChat",
     "OpenAIChat",

@@ -96,4 +96,11 @@ def quote_extract(text: str) -> str:
 
 
 __all__ = [
-    "CELL_SEPARATOR", "escape_inline", "extract_blocks", "escape_line", "is_table_row", "quote_extract", "table"]
+    "CELL_SEPARATOR",
+    "escape_inline",
+    "escape_line",
+    "extract_blocks",
+    "is_table_row",
+    "quote_extract",
+    "table",
+]

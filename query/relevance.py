@@ -14,8 +14,8 @@ and asks (:class:`~ancre.query.llm.ExtractiveAnswerer`):
 2. **Content terms** — the question's other words as index terms
    (:func:`ancre.index.tokenize.tokenize`: folded, stop words dropped, French-stemmed; compounds
    such as ``est-ce`` through their parts only), minus question wording (:data:`FILLER_TERMS`:
-   « fais », « donne », « doit », « faut », « chaque », the « an » of « par an », the pronoun « soi »…). The document frequencies over the
-   chunks the user may read (:meth:`ancre.query.retrieval.Retriever.term_stats`) sort them:
+   « fais », « donne », « doit », « faut », « chaque », the « an » of « par an », the pronoun « soi »…). The document
+   frequencies over the chunks the user may read (:meth:`ancre.query.retrieval.Retriever.term_stats`) sort them:
    **rare** (in at least one and at most :data:`RARE_MIN_DF` chunks, or :data:`RARE_FRACTION` of
    them: ``consommation``, ``salle``, a client name typed in lower case), **common** (in more),
    **unknown** (in none: ``gagne``, ``ordinateurs`` — wording the documents put otherwise, which
@@ -181,7 +181,7 @@ def question_terms(question: str, stats: TermStats | None = None) -> QuestionTer
         if t not in named and t not in FILLER_TERMS and not _JOINED.search(t)
     )
     if stats is None or not content:
-        return QuestionTerms(tuple(distinctive), content, idf={t: 1.0 for t in content})
+        return QuestionTerms(tuple(distinctive), content, idf=dict.fromkeys(content, 1.0))
     n, df = stats(sorted(content))
     limit = max(RARE_MIN_DF, RARE_FRACTION * n)
     rare = frozenset(t for t in content if 1 <= df.get(t, 0) <= limit)

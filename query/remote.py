@@ -13,7 +13,7 @@ import socket
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from pydantic import TypeAdapter
@@ -111,7 +111,7 @@ class ControlClient:
         """Close the connection pool."""
         self._http.close()
 
-    def __enter__(self) -> ControlClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -125,8 +125,8 @@ _SEARCH = TypeAdapter(SearchResult)
 class RemoteQueryCore:
     """The query core of the process owning the index, through its control socket: the methods
     of :class:`~ancre.query.core.QueryCore` (``search``, ``ask``, ``stream``, ``principals``,
-    ``account``, ``not_ready``, ``points``, ``close``, context manager) with the same typed results. Who may ask as whom is decided by
-    the owner from this process's Unix identity (:mod:`ancre.api.control`)."""
+    ``account``, ``not_ready``, ``points``, ``close``, context manager) with the same typed results. Who may ask as whom is
+    decided by the owner from this process's Unix identity (:mod:`ancre.api.control`)."""
 
     def __init__(self, client: ControlClient) -> None:
         self.client = client
@@ -177,7 +177,7 @@ class RemoteQueryCore:
         """Close the connection to the owner."""
         self.client.close()
 
-    def __enter__(self) -> RemoteQueryCore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

@@ -24,13 +24,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ancre.settings import QueryConfig
 from ancre.index.bm25 import Bm25Hit, Bm25Manager
 from ancre.index.embedders import Embedder
 from ancre.index.store import KeywordStore, Store
 from ancre.models import COLLECTIONS, SearchResult, StoredPoint
 from ancre.query.live_acl import LiveAclChecker, RightsCheck, Unverified, unchecked, unverified
 from ancre.query.relevance import RARE_FRACTION, RARE_MIN_DF
+from ancre.settings import QueryConfig
 
 
 @dataclass(frozen=True)
@@ -157,8 +157,9 @@ class Retriever:
 
         by_id: dict[str, StoredPoint] = {}
         vec_hits: list[StoredPoint] = []
-        for coll in COLLECTIONS if qvec is not None else ():
-            vec_hits.extend(self.store.search(coll, qvec, principals, n))
+        if qvec is not None:
+            for coll in COLLECTIONS:
+                vec_hits.extend(self.store.search(coll, qvec, principals, n))
         vec_hits.sort(key=_best_first)
         vec_hits = vec_hits[:n]
         for p in vec_hits:
@@ -234,7 +235,7 @@ class Retriever:
             return top, tuple(unchecked((by_id[pid].payload for pid, _ in top), principals).values())
         checks: dict[str, RightsCheck] = {}
         while True:
-            top: list[tuple[str, tuple[float, dict[str, int]]]] = []
+            top = []
             need: dict[str, StoredPoint] = {}
             for item in ranked:
                 pl = by_id[item[0]].payload

@@ -70,7 +70,9 @@ _SUPERSEDED = re.compile(
     re.IGNORECASE,
 )
 _SUPERSEDES = re.compile(r"annule et remplace|version en vigueur|version actuelle", re.IGNORECASE)
-_ARCHIVE_DIR = re.compile(r"^(?:archives?|archiv\w*|old|anciens?|anciennes?|obsolete|obsol[eè]tes?|historiques?|_old)$", re.IGNORECASE)
+_ARCHIVE_DIR = re.compile(
+    r"^(?:archives?|archiv\w*|old|anciens?|anciennes?|obsolete|obsol[eè]tes?|historiques?|_old)$", re.IGNORECASE
+)
 _NAME_VERSION = re.compile(r"(?:v|version|rev)[\s_.\-]*(\d+(?:[._]\d+)*)|((?:19|20)\d{2})", re.IGNORECASE)
 _YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 
@@ -189,7 +191,7 @@ def _folder(path: str) -> str | None:
 
 def _name_version(filename: str) -> tuple[float, ...]:
     stem = filename.rsplit(".", 1)[0]
-    found = [m for m in _NAME_VERSION.finditer(stem)]
+    found = list(_NAME_VERSION.finditer(stem))
     if not found:
         return ()
     m = found[-1]
@@ -297,7 +299,7 @@ def version_note(group: VersionGroup, folder: Callable[[str], str] | None = None
     fmt = folder or (lambda s: s)
     n = len(group.documents)
     count = {2: "Deux", 3: "Trois", 4: "Quatre"}.get(n, str(n))
-    parts = [f"{d} ({fmt(loc)})" if loc else d for d, loc in zip(group.documents, group.locations)]
+    parts = [f"{d} ({fmt(loc)})" if loc else d for d, loc in zip(group.documents, group.locations, strict=True)]
     if group.current is None:
         return (
             f"{count} versions du même document : {', '.join(parts)} ; rien n'indique laquelle est en vigueur, "
@@ -308,4 +310,7 @@ def version_note(group: VersionGroup, folder: Callable[[str], str] | None = None
     tail = "est une version antérieure" if len(older) == 1 else "sont des versions antérieures"
     return f"{count} versions du même document : {parts[0]} semble la version en vigueur{why} ; {', '.join(older)} {tail}."
 
-__all__ = ["MTIME_MARGIN", "NEAR_IDENTICAL", "VersionGroup", "Versioned", "name_key", "similarity", "title_key", "version_groups", "version_note"]
+__all__ = [
+    "MTIME_MARGIN", "NEAR_IDENTICAL", "VersionGroup", "Versioned", "name_key", "similarity", "title_key", "version_groups",
+    "version_note",
+]

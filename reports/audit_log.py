@@ -24,7 +24,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def parse_when(text: str, *, now: datetime | None = None, end_of_day: bool = Fal
     """An aware UTC datetime from ``2026-01-15`` (midnight, or the day's end with ``end_of_day``),
     ``2026-01-15T08:30`` (UTC unless it has an offset) or a duration back from ``now``: ``7d``,
     ``12h``, ``30m``, ``2w``. Raises :class:`BadPeriodError` naming the value."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     t = text.strip()
     m = _RELATIVE.match(t)
     if m:
@@ -59,12 +59,12 @@ def parse_when(text: str, *, now: datetime | None = None, end_of_day: bool = Fal
     try:
         if len(t) == 10:
             d = date.fromisoformat(t)
-            return datetime.combine(d, time.max if end_of_day else time.min, timezone.utc)
+            return datetime.combine(d, time.max if end_of_day else time.min, UTC)
         dt = datetime.fromisoformat(t)
     except ValueError:
         raise BadPeriodError(f"{text!r}: not a date (2026-01-15), a date-time (2026-01-15T08:30) or a duration "
                              "(7d, 12h)") from None
-    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _time(v: object) -> datetime | None:
         t = datetime.fromisoformat(v)
     except ValueError:
         return None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def _id_of(obj: Mapping[str, Any]) -> str | None:
@@ -163,7 +163,7 @@ def read_entries(directory: Path, since: datetime | None = None, until: datetime
         if t is not None and ((since is not None and t < since) or (until is not None and t > until)):
             continue
         out.append(Entry(data, *where[key], t))
-    out.sort(key=lambda e: (e.time or datetime.min.replace(tzinfo=timezone.utc), e.file, e.line))
+    out.sort(key=lambda e: (e.time or datetime.min.replace(tzinfo=UTC), e.file, e.line))
     return out
 
 
@@ -297,10 +297,7 @@ def who_saw(
             doc_id = str(s.get("doc_id") or "")
             now = None
             if now_state is not None:
-                if doc_id not in now_state:
-                    now = "deleted"
-                else:
-                    now = "unchanged" if now_state[doc_id] == s.get("acl") else "changed"
+                now = "deleted" if doc_id not in now_state else ("unchanged" if now_state[doc_id] == s.get("acl") else "changed")
             rows.append(Sighting(
                 time=e.data.get("time"), user=pseudonyms.reveal(e.data.get("user")),
                 account=pseudonyms.reveal(e.data.get("account")), asked_for=pseudonyms.reveal(e.data.get("asked_for")),

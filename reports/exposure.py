@@ -33,7 +33,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -282,8 +282,8 @@ def source_explainer(connector: Callable[[str], Connector], directory: Directory
             out = (None, f"source {p.source!r} cannot explain its rights")
         else:
             try:
-                e = explain_principals(conn.explain_acl(p.path), subject, token, directory=directory)
-                out = (e.summary, None) if e.readable else (None, f"the source's rights now: {e.summary}")
+                explained = explain_principals(conn.explain_acl(p.path), subject, token, directory=directory)
+                out = (explained.summary, None) if explained.readable else (None, f"the source's rights now: {explained.summary}")
             except AncreError as err:
                 out = (None, f"the source could not be asked: {err}")
         memo[key] = out
@@ -293,7 +293,7 @@ def source_explainer(connector: Callable[[str], Connector], directory: Directory
 
 
 def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds") if epoch is not None else None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds") if epoch is not None else None
 
 
 def _broad_list(cfg: ReportsConfig, directory: Directory) -> tuple[list[_Broad], list[str]]:
@@ -330,7 +330,7 @@ def exposure_report(
     opened each exposed document (``None``: from the index only); ``sources``: only these source
     ids. Raises :class:`~ancre.errors.StoreError` when the store can't be read."""
     t0 = time.perf_counter()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     now = started.timestamp()  # every ACL evaluated at this one instant (grants may expire)
     readers = _Readers(directory, resolver)
     configured, notes = _broad_list(cfg, directory)
@@ -399,17 +399,17 @@ def exposure_report(
         p = d.payload
         got = reach(p)
         assert got is not None
-        r, token = got
+        reached, token = got
         if explainer is not None:
-            opened, why = explainer(p, token, r.name)
+            opened, why = explainer(p, token, reached.name)
         else:
             opened, why = None, "not asked of the source (--no-explain)"
         if opened is None and why is not None:
-            why = f"{why}; in the index it is granted to {r.name}"
-        r = r.model_copy(update={"opened_by": opened, "why_not": why})
+            why = f"{why}; in the index it is granted to {reached.name}"
+        reached = reached.model_copy(update={"opened_by": opened, "why_not": why})
         folders.setdefault((p.source, p.location), []).append(DocumentExposure(
             source=p.source, doc_id=p.doc_id, path=p.path, filename=p.filename, location=p.location,
-            collection=p.collection, chunks=d.chunks, reach=r, findings=d.findings(),
+            collection=p.collection, chunks=d.chunks, reach=reached, findings=d.findings(),
         ))
     out_folders = [
         FolderExposure(source=s, location=loc, documents=tuple(sorted(ds, key=lambda x: x.path)),

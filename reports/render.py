@@ -91,17 +91,17 @@ def to_html(report: ExposureReport) -> str:
         "<!DOCTYPE html>", '<html lang="fr"><head><meta charset="utf-8">',
         "<title>Rapport d'exposition — ancre</title>", f"<style>{_CSS}</style></head><body>",
         "<h1>Rapport d'exposition des documents indexés</h1>",
-        f'<p class="meta">Généré le {e(report.generated_at)} par <code>ancre report exposure</code>, depuis '
-        f"l'index seul ({report.chunks:,} extraits de {report.documents:,} documents, {report.seconds:.1f} s). "
-        f"Principaux larges : {e(', '.join(report.broad_principals))} ; ou plus de "
-        f"{report.broad_share * 100:.0f} % des {report.users if report.users is not None else '?'} utilisateurs de "
-        "l'annuaire. Aucune valeur trouvée n'est reproduite ici : seulement sa nature et leur nombre.</p>",
+        (f'<p class="meta">Généré le {e(report.generated_at)} par <code>ancre report exposure</code>, depuis '
+         f"l'index seul ({report.chunks:,} extraits de {report.documents:,} documents, {report.seconds:.1f} s). "
+         f"Principaux larges : {e(', '.join(report.broad_principals))} ; ou plus de "
+         f"{report.broad_share * 100:.0f} % des {report.users if report.users is not None else '?'} utilisateurs de "
+         "l'annuaire. Aucune valeur trouvée n'est reproduite ici : seulement sa nature et leur nombre.</p>"),
         '<div class="cards">',
         f'<div class="card"><b>{report.exposed}</b>documents lisibles largement</div>',
         f'<div class="card bad"><b>{report.sensitive}</b>avec des données sensibles</div>',
         f'<div class="card warn"><b>{report.undecided}</b>avec un doute (non tranché)</div>',
-        f'<div class="card"><b>{sum(r.documents for r in report.restricted)}</b>documents en dossiers restreints '
-        "(non analysés)</div></div>",
+        (f'<div class="card"><b>{sum(r.documents for r in report.restricted)}</b>documents en dossiers restreints '
+         "(non analysés)</div></div>"),
     ]
     for n in report.notes:
         parts.append(f'<p class="note">{e(n)}</p>')

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ancre.acl.providers import PrincipalProvider
 from ancre.connectors.base import Connector, SourceContext, SourceKind
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.errors import ConfigError
@@ -25,7 +26,7 @@ def _config(cfg: SourceSettings) -> SharePointSourceConfig:
     return cfg
 
 
-def graph_client(cfg: SharePointSourceConfig) -> "GraphClient":
+def graph_client(cfg: SharePointSourceConfig) -> GraphClient:
     """The Graph client of a source (its credential, authority, endpoint, limits)."""
     from ancre.connectors.sharepoint.graph import GraphClient
 
@@ -47,7 +48,7 @@ def rest_factory(cfg: SharePointSourceConfig) -> Any:
     return lambda site_url: rest_client(settings, site_url)
 
 
-def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
+def build(cfg: SharePointSourceConfig, ctx: SourceContext) -> Connector:
     """The :class:`~ancre.connectors.sharepoint.connector.SharePointConnector` of a
     ``kind = "sharepoint"`` source (its snapshots and delta links in the state DB)."""
     from ancre.connectors.sharepoint.connector import SharePointConnector
@@ -62,7 +63,7 @@ def build(cfg: SourceSettings, ctx: SourceContext) -> Connector:
     )
 
 
-def providers(cfg: SourceSettings, ctx: SourceContext) -> Sequence[object]:
+def providers(cfg: SharePointSourceConfig, ctx: SourceContext) -> Sequence[PrincipalProvider]:
     """The source's principal provider: :class:`~ancre.connectors.sharepoint.provider.EntraProvider`
     named ``entra:<source id>``, over the source's configured sites (every site when none)."""
     from ancre.connectors.sharepoint.provider import EntraProvider, SiteRef

@@ -110,7 +110,7 @@ def msal_credential(credential: Credential) -> str | dict[str, str]:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
     # x5t is the certificate's SHA-1 thumbprint (RFC 7515 §4.1.7; Entra certificate credentials).
-    return {"private_key": pem, "thumbprint": cert.fingerprint(hashes.SHA1()).hex().upper()}  # noqa: S303
+    return {"private_key": pem, "thumbprint": cert.fingerprint(hashes.SHA1()).hex().upper()}  # x5t is SHA-1 by spec
 
 
 def requests_session(verify: bool | str) -> Any:

@@ -96,7 +96,7 @@ class SharePointSourceConfig(SourceSettings):
     """CA bundle to verify Graph's TLS certificate with (tests); default: the system's."""
 
     @model_validator(mode="after")
-    def _one_credential(self) -> "SharePointSourceConfig":
+    def _one_credential(self) -> SharePointSourceConfig:
         cert = self.certificate_path is not None
         pfx = self.pfx_path is not None
         secret = self.client_secret is not None or bool(self.client_secret_env)

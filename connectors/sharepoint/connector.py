@@ -60,14 +60,14 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ancre.acl.explain import AclTrace
 from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, SourceCheck
 from ancre.connectors.folder import is_ignored, path_selected
-from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.auth import SecretCredential
+from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.graph import BatchRequest, GraphClient, GraphError, ResyncRequired
 from ancre.connectors.sharepoint.permissions import Grant, Mapped, item_acl
 from ancre.connectors.sharepoint.rest import RestError
-from ancre.acl.explain import AclTrace
 from ancre.errors import AncreError, ConfigError, SourceUnavailableError
 from ancre.index.state import StateDB
 from ancre.models import Acl, SourceItem
@@ -97,7 +97,7 @@ def _epoch(iso: str | None) -> float:
     if not iso:
         return 0.0
     try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(iso).timestamp()
     except ValueError:
         return 0.0
 
@@ -164,7 +164,7 @@ class _Entry:
                 self.ctag, self.package]
 
     @classmethod
-    def load(cls, row: list[Any]) -> "_Entry":
+    def load(cls, row: list[Any]) -> _Entry:
         return cls(*row)
 
 
@@ -222,7 +222,7 @@ def _load_assignment(d: Mapping[str, Any]) -> _Assignment:
     )
 
 
-class SharePointConnector(CollectionFromConfig):
+class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over a SharePoint Online tenant (module doc).
     Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
     ``permission_sweep_interval_s``), ``PermissionSweep`` (``sweep_permissions``: a forced pass
@@ -304,7 +304,8 @@ class SharePointConnector(CollectionFromConfig):
                 continue
             try:
                 for d in self.graph.pages(f"/sites/{site['id']}/drives"):
-                    if d.get("driveType", "documentLibrary") != "documentLibrary" or not self._library_selected(str(d.get("name", ""))):
+                    library = d.get("driveType", "documentLibrary") == "documentLibrary"
+                    if not library or not self._library_selected(str(d.get("name", ""))):
                         continue
                     drives.append(_Drive(
                         str(site["id"]), str(site.get("webUrl", "")), seg, str(d["id"]), str(d.get("name", "")),
@@ -392,7 +393,8 @@ class SharePointConnector(CollectionFromConfig):
             page = self.graph.delta(drive.drive_id, None, prefer=self._prefer())
             full = True
         if drive.list_id is None:
-            drive.list_id = str(self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
+            listed = self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"})
+            drive.list_id = str(listed.get("id") or "") or None
         touched = self._apply(drive, page.items, full=full)
         self._paths = None
         library = self._read_library(drive)  # one REST call per library and pass, never per item
@@ -874,8 +876,8 @@ class SharePointConnector(CollectionFromConfig):
                     raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
                 self._save(d)
                 for i, digest in before.items():
-                    e = d.items.get(i)
-                    if e is not None and self._mapped(d, e.perms).acl.digest() != digest:
+                    entry = d.items.get(i)
+                    if entry is not None and self._mapped(d, entry.perms).acl.digest() != digest:
                         p = self._path(d, i)
                         if p is not None:
                             changed.append(p)
@@ -920,15 +922,15 @@ class SharePointConnector(CollectionFromConfig):
             return None
         base = unquote(urlsplit(d.url).path).rstrip("/")
         by_ref: dict[str, str] = {}
-        for iid, e in d.items.items():
-            p = self._path(d, iid) if e.kind != "root" else None
+        for iid, entry in d.items.items():
+            p = self._path(d, iid) if entry.kind != "root" else None
             if p is not None:
                 by_ref[_nfc(f"{base}/{p[len(d.prefix) + 1:]}").casefold()] = iid
         out: dict[str, bool] = {}
         for ref, uniq in rows:
-            iid = by_ref.get(_nfc(ref).casefold())
-            if iid is not None:
-                out[iid] = uniq
+            found = by_ref.get(_nfc(ref).casefold())
+            if found is not None:
+                out[found] = uniq
         return out
 
     def location(self, item: SourceItem) -> str:
@@ -1016,7 +1018,7 @@ class SharePointConnector(CollectionFromConfig):
         d = drives[0]
         try:
             d.list_id = str(self.graph.get(f"/drives/{d.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - check() never raises: any failure is the check's answer
             return SourceCheck(False, f"{d.prefix}: library list unreadable: {e}", "the app needs Sites.Read.All")
         library = self._read_library(d)
         if isinstance(library, str) and isinstance(self.graph.settings.credential, SecretCredential):

@@ -229,7 +229,7 @@ NEVER = "never"
 """What :func:`permission_expiry` returns for a permission that grants nothing any more."""
 
 
-def permission_expiry(perm: Mapping[str, Any], *, now: float | None = None) -> float | None | str:
+def permission_expiry(perm: Mapping[str, Any], *, now: float | None = None) -> float | str | None:
     """When a permission stops granting: ``None`` (never: no ``expirationDateTime``, or
     ``0001-01-01T00:00:00Z`` — "DateTime.MinValue indicates there is no expiration"), epoch
     seconds (a future instant), or :data:`NEVER` when it has expired at ``now`` (default: the
@@ -238,7 +238,7 @@ def permission_expiry(perm: Mapping[str, Any], *, now: float | None = None) -> f
     if raw in (None, ""):
         return None
     try:
-        when = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+        when = datetime.fromisoformat(str(raw))
     except ValueError:
         return NEVER
     if when.year <= 1:
@@ -388,18 +388,18 @@ def acl_of_grants(grants: Sequence[Grant]) -> Acl:
 __all__ = [
     "EVERYONE_INTERNAL",
     "OWNERS_PREFIX",
-    "acl_of_grants",
-    "is_owners_claim",
-    "owners_principal",
-    "permission_expiry",
     "READ_ROLES",
     "VIEW_LIST_ITEMS",
     "Grant",
     "LinkPolicy",
     "Mapped",
+    "acl_of_grants",
     "assignment_grants",
     "grants_read",
+    "is_owners_claim",
     "item_acl",
+    "owners_principal",
+    "permission_expiry",
     "permission_grants",
     "principal_of_identity",
     "principal_of_login",

@@ -204,7 +204,8 @@ class SharePointRest:
                             raise SourceUnavailableError(
                                 f"SharePoint REST {status} after {attempt} retries: {self.site_url}: {e.message}"
                             ) from e
-                        self.sleep(retry_delay(self.settings, attempt, resp.headers.get("Retry-After"), self.rng))
+                        retry_after = resp.headers.get("Retry-After") if resp is not None else None
+                        self.sleep(retry_delay(self.settings, attempt, retry_after, self.rng))
                         attempt += 1
                         continue
                     raise RestError(status, str(e.code or status), e.message or str(e)) from e

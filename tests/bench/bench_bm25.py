@@ -125,7 +125,7 @@ def bench_one(n: int) -> dict:
     chunks, filenames, queries = make_chunks(n)
     gen_s = time.perf_counter() - t0
     rss_base = _rss_mib()
-    entries = [Bm25Entry(f"p{i}", "documents", t, f) for i, (t, f) in enumerate(zip(chunks, filenames))]
+    entries = [Bm25Entry(f"p{i}", "documents", t, f) for i, (t, f) in enumerate(zip(chunks, filenames, strict=False))]
 
     t0 = time.perf_counter()
     index = Bm25Index.build(entries)
@@ -147,7 +147,7 @@ def bench_one(n: int) -> dict:
     del loaded
 
     t0 = time.perf_counter()
-    tokenized = [tokenize(f) + tokenize(t) for t, f in zip(chunks, filenames)]
+    tokenized = [tokenize(f) + tokenize(t) for t, f in zip(chunks, filenames, strict=False)]
     tokenize_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     okapi = BM25Okapi(tokenized)

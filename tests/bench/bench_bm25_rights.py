@@ -72,7 +72,7 @@ def bench_one(n: int) -> dict:
             chunks[i] += f" Référence {code} {code} {code}."
         planted[code] = mine + theirs
     entries = []
-    for i, (text, fname) in enumerate(zip(chunks, filenames)):
+    for i, (text, fname) in enumerate(zip(chunks, filenames, strict=False)):
         doc = i // CHUNKS_PER_DOC
         deny = (TRAINEES,) if doc % 7 == 0 else ()
         entries.append(Bm25Entry(f"p{i}", "documents", text, fname, (_group(dept_of[i]),), deny))
@@ -164,8 +164,8 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
         equal = r["recall30_masked"] == r["recall30_own_index"]
         out.append((
             f"recall@30 {r['user']} of {r['chunks']:,}: masked / own index / before",
-            f"{r['recall30_masked']:.2f} / {r['recall30_own_index']:.2f} / {r['recall30_before']:.2f} "
-            f"{'equal' if equal else 'DIFFER'}; p50 {r['p50_masked_ms']:.2f} vs {r['p50_unmasked_ms']:.2f} ms",
+            (f"{r['recall30_masked']:.2f} / {r['recall30_own_index']:.2f} / {r['recall30_before']:.2f} "
+             f"{'equal' if equal else 'DIFFER'}; p50 {r['p50_masked_ms']:.2f} vs {r['p50_unmasked_ms']:.2f} ms"),
             "masked = own index",
         ))
     return out

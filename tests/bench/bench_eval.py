@@ -111,8 +111,8 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     ok = h["recall_at_3"] >= 0.95 and h["false_refusals"] == 0 and h["false_answers"] == 0
     return [
         ("hybrid recall@3 / MRR / false refusals / false answers",
-         f"{h['recall_at_3']:.3f} / {h['mrr']:.3f} / {h['false_refusals']} / {h['false_answers']} "
-         f"{'met' if ok else 'MISSED'}", "≥ 0.95 / – / 0 / 0"),
+         (f"{h['recall_at_3']:.3f} / {h['mrr']:.3f} / {h['false_refusals']} / {h['false_answers']} "
+          f"{'met' if ok else 'MISSED'}"), "≥ 0.95 / – / 0 / 0"),
     ] + [
         (f"  {r['mode']}{'' if r['mode'] == 'hybrid' else ' only'} (BM25 in {r['keyword']})",
          f"{r['recall_at_3']:.3f} / {r['mrr']:.3f} / {r['false_refusals']} / {r['false_answers']}", "")

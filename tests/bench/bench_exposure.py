@@ -51,8 +51,9 @@ def _current_mib() -> float:
 
 def bench_one(n: int, workdir: Path | None = None) -> dict:
     """Build the index of ``n`` chunks and time the report (see the module doc)."""
-    import numpy as np
     import bench_retrieval
+    import numpy as np
+
     from ancre.models import AUTHENTICATED_USERS, COLLECTIONS, EVERYONE
     from ancre.reports.exposure import ExposureReport
 
@@ -119,13 +120,13 @@ def bench_one(n: int, workdir: Path | None = None) -> dict:
 def report_child(tmp: Path) -> dict:
     """In a fresh process, as ``ancre report exposure --no-explain`` would: open the store and the
     directory of ``tmp``, run the report; its time, CPU time, RSS once open and peak RSS (MiB)."""
+    import bench_retrieval
+
     from ancre.acl.directory import FileDirectory
     from ancre.acl.providers import DirectoryProvider, PrincipalResolver
     from ancre.index.edge_store import EdgeStore
     from ancre.reports.exposure import exposure_report
     from ancre.settings.reports import ReportsConfig
-
-    import bench_retrieval
 
     store = EdgeStore(tmp / "store")
     store.open("bench:random-unit-vectors", bench_retrieval.DIM)

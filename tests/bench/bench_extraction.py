@@ -19,8 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ → `support`
 
-from support.hostile import expanding_docx, simple_docx, xlsx_with_sheet_xml  # noqa: E402
-from support.measure import measure_sync, office_config  # noqa: E402
+import contextlib
+
+from support.hostile import expanding_docx, simple_docx, xlsx_with_sheet_xml
+from support.measure import measure_sync, office_config
 
 CASES = (
     ("one-page .docx alone (baseline)", None, None),
@@ -30,8 +32,8 @@ CASES = (
 
 
 def _status_of(cfg: Path, name: str) -> str:
-    from ancre.config import load_settings
     from ancre.app.runtime import Runtime
+    from ancre.config import load_settings
 
     with Runtime(load_settings(cfg)) as rt:
         row = next(r for r in rt.state.all_items() if r.path.endswith(name))
@@ -42,14 +44,12 @@ def _decide_ms(data: bytes, name: str) -> float:
     """Milliseconds :func:`extract_bytes` takes to settle the file (in this process)."""
     import time
 
-    from ancre.ingest.extract import extract_bytes
     from ancre.errors import ExtractionError
+    from ancre.ingest.extract import extract_bytes
 
     t0 = time.perf_counter()
-    try:
+    with contextlib.suppress(ExtractionError):
         extract_bytes(data, name)
-    except ExtractionError:
-        pass
     return round((time.perf_counter() - t0) * 1000, 1)
 
 

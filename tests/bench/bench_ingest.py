@@ -50,8 +50,8 @@ def _sentences() -> list[str]:
             texts.extend(" ; ".join(c.text for c in row.cells) for row in t.rows)
     out = []
     for t in texts:
-        for s in re.split(r"(?<=[.!?:])\s+|\n+", t):
-            s = s.strip(" #*-|")
+        for part in re.split(r"(?<=[.!?:])\s+|\n+", t):
+            s = part.strip(" #*-|")
             if len(s) >= 25:
                 out.append(s)
     return sorted(set(out))
@@ -201,8 +201,8 @@ def render(rows: list[dict]) -> None:
 def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     """Chunks per second before and after."""
     before, after = rows[0], rows[-1]
-    return [("ingestion chunks/s (before → after)", f"{before['chunks_per_s']:.2f} → {after['chunks_per_s']:.2f} "
-             f"(×{after['chunks_per_s'] / before['chunks_per_s']:.2f})", "×2")]
+    return [("ingestion chunks/s (before → after)", (f"{before['chunks_per_s']:.2f} → {after['chunks_per_s']:.2f} "
+             f"(×{after['chunks_per_s'] / before['chunks_per_s']:.2f})"), "×2")]
 
 
 def main(argv: list[str]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ → `support`
 
-from support.office_builders import scanned_pdf  # noqa: E402
+from support.office_builders import scanned_pdf
 
 SENTENCE = "La franchise annuelle est fixée à 2500 francs par sinistre."
 _BODY = (
@@ -38,7 +38,7 @@ def _page_lines() -> list[str]:
             line = f"{line} {word}".strip()
     lines = lines[:28]
     lines.insert(10, SENTENCE)
-    return ["Conditions particulières du contrat de maintenance"] + lines
+    return ["Conditions particulières du contrat de maintenance", *lines]
 
 
 def run(quick: bool = False) -> list[dict]:

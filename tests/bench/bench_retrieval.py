@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -265,7 +266,7 @@ def _during_build(store, retriever, workload: list[tuple[str, frozenset[str]]]) 
         span["start"] = time.perf_counter()
         try:
             store.optimize()
-        except BaseException as e:  # reported by the caller
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
             errors.append(e)
         span["end"] = time.perf_counter()
         done.set()
@@ -307,7 +308,7 @@ class _Phase:
     wall = 0.0
     cpu = 0.0
 
-    def __enter__(self) -> "_Phase":
+    def __enter__(self) -> Self:
         self._w, self._c = time.perf_counter(), _cpu_s()
         return self
 
@@ -449,7 +450,7 @@ def bench_one(n: int, quick: bool = False, workdir: Path | None = None) -> dict:
             (q, int(u)) for q in queries for u in rng.choice(len(c.users), USERS_PER_QUERY, replace=False)
         ]
         workload = [(q, c.users[u]) for q, u in items]
-        embedder = PrecomputedEmbedder(dict(zip(c.queries, c.query_vectors)))
+        embedder = PrecomputedEmbedder(dict(zip(c.queries, c.query_vectors, strict=False)))
         retriever = Retriever(store, embedder, bm25, QueryConfig())
         _retrievals(retriever, workload[:3])  # warm-up
         before = _retrievals(retriever, workload)
@@ -462,7 +463,7 @@ def bench_one(n: int, quick: bool = False, workdir: Path | None = None) -> dict:
 
         (tmp / "workload.json").write_text(json.dumps({
             "users": [sorted(u) for u in c.users],
-            "vectors": {q: v.tolist() for q, v in zip(c.queries, c.query_vectors)},
+            "vectors": {q: v.tolist() for q, v in zip(c.queries, c.query_vectors, strict=False)},
             "items": items,
         }), encoding="utf-8")
         cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-child", str(tmp)]

@@ -242,7 +242,7 @@ def _workload(c: Corpus) -> Workload:
     qv = c.query_vectors(N_QUERIES)
     rng = np.random.default_rng(3)
     items = [(q, c.users[int(rng.integers(len(c.users)))]) for q in questions]
-    return Workload(items, dict(zip(questions, qv)))
+    return Workload(items, dict(zip(questions, qv, strict=False)))
 
 
 def _retriever(store: object, embedder: object):
@@ -313,7 +313,7 @@ def _during_build(store, retriever, c: Corpus, w: Workload) -> dict:
     def build() -> None:
         try:
             out["reports"] = [r.to_dict() for r in store.maintain()]
-        except BaseException as e:  # reported by the caller
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
             errors.append(e)
         done.set()
 
@@ -467,7 +467,7 @@ def serve_one(workdir: Path, quick: bool) -> dict:
         real = _retriever(store, E5LocalEmbedder())
         real.retrieve(SHORT_QUESTIONS[0], items[0][1])  # loads the model
         embed, total = [], []
-        for i, (q, p) in enumerate(items[:60]):
+        for q, p in items[:60]:
             t = time.perf_counter()
             r = real.retrieve(q, p)
             total.append((time.perf_counter() - t) * 1000)

@@ -32,7 +32,7 @@ UNIQUE_EVERY = 100
 """One file in this many has unique permissions (breaking inheritance, its role assignments copied)."""
 
 
-def _tenant(n: int):  # noqa: ANN202 - FakeMicrosoft
+def _tenant(n: int):
     from support.fake_microsoft import EVERYONE_EXCEPT_EXTERNAL, FakeMicrosoft
 
     ms = FakeMicrosoft(page_size=1000)
@@ -67,7 +67,7 @@ def run(quick: bool = False) -> list[dict]:
                 authority=ms.authority, graph_url=ms.graph_url, ca_file=ms.ca_path, sites=(ms.site_url("Bench"),),
             )
 
-            def no_directory():  # noqa: ANN202
+            def no_directory():
                 raise RuntimeError("no directory in this bench")
 
             ctx = SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=Path(tmp))
@@ -109,8 +109,8 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     for r in rows:
         out.append((
             f"{r['measure']} ({r['items']:,} items)",
-            f"{r['requests']} Graph + {r['rest_requests']} SharePoint REST requests, {r['per_item_requests']} per-item reads "
-            f"({r['batched_sub_requests']} inside $batch), {r['seconds']} s",
+            (f"{r['requests']} Graph + {r['rest_requests']} SharePoint REST requests, {r['per_item_requests']} per-item reads "
+             f"({r['batched_sub_requests']} inside $batch), {r['seconds']} s"),
             "0 per-item requests" if "no-change" in r["measure"]
             else "runs every few minutes (each sweep a few requests)" if r["measure"] == "permission sweep (unique scopes)"
             else "",

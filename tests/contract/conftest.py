@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 import smbclient
 from pydantic import SecretStr
+from support.corpus import CORPUS
+from support.samba import SambaDC
+from support.source_harness import SourceHarness
 
 from ancre.acl.directory import FileDirectory
 from ancre.config import DEFAULT_IGNORE
 from ancre.connectors.folder import FolderConnector, FolderSourceConfig, nfc
 from ancre.connectors.smb import SmbConnector, SmbSourceConfig
-from support.corpus import CORPUS
-from support.samba import SambaDC
-from support.source_harness import SourceHarness
 
 HARNESSES = ["folder_source", "smb_source", "sharepoint_source"]
 """The fixtures the ``source`` fixture is parametrised over (one per source kind)."""
@@ -196,7 +196,7 @@ class SharePointHarness:
             max_retries=0,
         )
 
-        def no_directory():  # noqa: ANN202
+        def no_directory():
             raise AssertionError("the SharePoint connector resolves no directory name")
 
         self.connector = build(cfg, SourceContext(directory=no_directory, ignore=DEFAULT_IGNORE,
@@ -205,7 +205,7 @@ class SharePointHarness:
     def path(self, name: str) -> str:
         return nfc(f"sites/Contract/Documents/{name}")
 
-    def _folder(self, parts: list[str]):  # noqa: ANN202 - FakeItem | None
+    def _folder(self, parts: list[str]):
         parent = None
         for i, part in enumerate(parts):
             try:

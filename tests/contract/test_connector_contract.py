@@ -8,12 +8,12 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
+from support.source_harness import SourceHarness
 
 from ancre.acl.engine import acl_problem
 from ancre.connectors.base import Connector
 from ancre.errors import SourceUnavailableError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, SourceItem
-from support.source_harness import SourceHarness
 
 FILES = {
     "a.txt": b"alpha",

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from support.corpus import copy_corpus, write_config
 from typer.testing import CliRunner
 
-from ancre.acl.engine import acl_problem, read_acl, SecurityDescriptor
+from ancre.acl.engine import SecurityDescriptor, acl_problem, read_acl
 from ancre.app.cli import app
 from ancre.models import Acl
-from support.corpus import copy_corpus, write_config
 
 runner = CliRunner()
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"
@@ -51,7 +51,7 @@ def test_broken_manifest_entry_is_counted_by_sync_and_listed_by_status(corpus: t
     assert res.exit_code == 0, res.output
     rep = {r["source"]: r for r in json.loads(res.stdout)}["partage"]
     assert rep["outcome"] == "ok" and rep["acl_unreadable"] == 1 and rep["new"] == 11
-    ((path, kind, reason),) = [p for p in rep["problems"] if p[1] == "acl_unreadable"]
+    ((path, _kind, reason),) = [p for p in rep["problems"] if p[1] == "acl_unreadable"]
     assert path == DENY_FILE and "READZ" in reason and DENY_FILE in reason
 
     # text output of a second pass (document unchanged): the count and the document again

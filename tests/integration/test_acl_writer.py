@@ -101,7 +101,7 @@ def stored(rt: Runtime) -> set[Acl]:
     }
 
 
-def payload(rt: Runtime):  # noqa: ANN201 - a ChunkPayload of FILE
+def payload(rt: Runtime):
     return next(p.payload for c in COLLECTIONS for p in rt.store.scroll(c) if p.payload.doc_id == DOC_ID)
 
 

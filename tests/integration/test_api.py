@@ -33,12 +33,12 @@ from ancre.acl.directory import FileDirectory
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.api.app import WARNING_UNGROUNDED, create_app
 from ancre.api.identity import signature
+from ancre.app.runtime import Runtime
 from ancre.app.server import ApiServer
 from ancre.config import Settings, load_settings
-from ancre.app.runtime import Runtime
 from ancre.query import QueryCore
-from ancre.settings.query import AuditConfig, LlmConfig
 from ancre.query.prompt import REFUSAL, SYSTEM_PROMPT
+from ancre.settings.query import AuditConfig, LlmConfig
 
 KEY = "test-service-key-0123456789"
 SECRET = "test-signing-secret"
@@ -487,13 +487,13 @@ def test_bad_text_is_422_everywhere_and_every_answered_question_is_audited(serve
         if path == "/query":  # the chat route's message is French, for staff (the detail is logged)
             assert "lone surrogate" in r.json()["error"]["message"], r.text
     assert srv.requests_to("/api/chat") == [] and served.audit_count() == before
-    answered = 0
-    for path, payload in (("/query", {"question": Q_BAUMONT}), ("/v1/chat/completions", chat_body(Q_BAUMONT)),
-                          ("/v1/chat/completions", chat_body(Q_BAUMONT, stream=True)),
-                          ("/query", {"question": "Forfait \U0001F600 Baumont \u0000 ?"})):
+    for answered, (path, payload) in enumerate((
+        ("/query", {"question": Q_BAUMONT}), ("/v1/chat/completions", chat_body(Q_BAUMONT)),
+        ("/v1/chat/completions", chat_body(Q_BAUMONT, stream=True)),
+        ("/query", {"question": "Forfait \U0001F600 Baumont \u0000 ?"}),
+    ), start=1):
         r = httpx.post(f"{served.url}{path}", json=payload, headers=who("alice"), timeout=60)
         assert r.status_code in (200, 422) and "error" not in r.text[:20], (path, r.text)
-        answered += 1
         assert served.audit_count() == before + answered, path
     _no_error(srv)
 
@@ -732,12 +732,12 @@ principals = ["sid:S-1-1-0"]
 
         # the CLI of another process goes through the control socket of `ancre serve` (issue 16)
         other = subprocess.run(_ancre("search", "coffre vorxbbbb", "--as", "alice", "--json", "--config", str(config)),
-                               capture_output=True, env=env, cwd=tmp_path, timeout=120)
+                               check=False, capture_output=True, env=env, cwd=tmp_path, timeout=120)
         assert other.returncode == 0, other
         assert "note.md" in [r["filename"] for r in json.loads(other.stdout)["results"]]
         # a second process cannot open the embedded store: a clear error naming the owner
         api_alone = subprocess.run(_ancre("api", "--config", str(config), "--port", str(_free_port())),
-                                   capture_output=True, env=env, cwd=tmp_path, timeout=120)
+                                   check=False, capture_output=True, env=env, cwd=tmp_path, timeout=120)
         assert api_alone.returncode == 2 and f"PID {proc.pid}" in " ".join(api_alone.stderr.decode().split())
 
         proc.send_signal(signal.SIGTERM)
@@ -754,5 +754,5 @@ principals = ["sid:S-1-1-0"]
 def test_ancre_api_refuses_to_start_without_a_key(tmp_path: Path) -> None:
     config = write_config(copy_corpus(tmp_path))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCRE_")}
-    r = subprocess.run(_ancre("api", "--config", str(config)), capture_output=True, env=env, timeout=120)
+    r = subprocess.run(_ancre("api", "--config", str(config)), check=False, capture_output=True, env=env, timeout=120)
     assert r.returncode == 2 and "api.api_key is required" in " ".join(r.stderr.decode().split())

@@ -46,7 +46,7 @@ def closed_within(s: socket.socket, seconds: float) -> tuple[bool, bytes]:
     while time.monotonic() < deadline:
         try:
             data = s.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             continue
         except ConnectionResetError:
             return True, got

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from ancre.app.cli import app
 from support.corpus import copy_corpus, write_config
 from support.httpserver import ScriptedServer
 from support.scripted_ollama import ANSWER_MODEL, JUDGE_MODEL, chats, script
+from typer.testing import CliRunner
+
+from ancre.app.cli import app
 
 runner = CliRunner()
 

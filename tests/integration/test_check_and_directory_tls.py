@@ -21,18 +21,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.httpserver import ScriptedServer
+from support.samba import SambaDC, read_sd_raw, samba_dc  # noqa: F401 - the session fixture
+from support.scripted_ollama import ANSWER_MODEL, JUDGE_MODEL, chats, script
 from typer.testing import CliRunner
 
 from ancre.acl.ldap_directory import LdapDirectory
 from ancre.acl.sd_parse import acl_from_descriptor
+from ancre.app.cli import app
 from ancre.config import load_settings
 from ancre.connectors.smb import SmbConnector
-from ancre.app.cli import app
 from ancre.daemon.logs import setup_logging
 from ancre.errors import DirectoryError
-from support.httpserver import ScriptedServer
-from support.samba import SambaDC, read_sd_raw, samba_dc  # noqa: F401 - the session fixture
-from support.scripted_ollama import ANSWER_MODEL, JUDGE_MODEL, chats, script
 
 PASSWORD_ENV = "ANCRE_TEST_CHECK_PASSWORD"
 FOLDER = "ANCRE-CHECK"
@@ -184,11 +184,11 @@ def test_dc_reached_by_another_name_needs_tls_server_name(dc: SambaDC) -> None:
         assert LdapDirectory([url], dc.base_dn, tls_server_name=DC_NAME, **kw).principals("chloe")
     # a name the certificate does not hold is refused even when the URL's host would match
     d = LdapDirectory([f"ldaps://{dc.host}:{dc.ldaps_port}"], dc.base_dn, tls_server_name="wrong.axonix.test", **kw)
-    with pytest.raises(DirectoryError, match="not 'wrong.axonix.test'"):
+    with pytest.raises(DirectoryError, match=r"not 'wrong.axonix.test'"):
         d.principals("chloe")
     # an untrusted chain names ca_file
     d = LdapDirectory([f"ldaps://{dc.host}:{dc.ldaps_port}"], dc.base_dn, **{**kw, "ca_file": None})
-    with pytest.raises(DirectoryError, match="not trusted .*directory.ca_file"):
+    with pytest.raises(DirectoryError, match=r"not trusted .*directory.ca_file"):
         d.principals("chloe")
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.corpus import copy_corpus, write_config
+from support.httpserver import ScriptedServer
 from typer.testing import CliRunner
 
 from ancre.app.cli import app
-from support.corpus import copy_corpus, write_config
-from support.httpserver import ScriptedServer
 
 runner = CliRunner()  # click ≥ 8.2: .output mixes both streams, .stdout and .stderr stay apart
 Q = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"

@@ -64,7 +64,7 @@ def test_questions_are_in_the_model_at_the_same_time(rt: Runtime, slow_model) ->
         barrier.wait()
         try:
             answers.append(core.ask(QUESTION, "alice"))
-        except BaseException as e:  # reported below
+        except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     threads = [threading.Thread(target=ask) for _ in range(USERS)]

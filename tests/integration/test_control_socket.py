@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.daemon_proc import DaemonProc, token, write_daemon_config
+from support.httpserver import Request, ScriptedServer
 
 from ancre.config import load_settings
 from ancre.errors import ControlPermissionError
-from support.daemon_proc import DaemonProc, token, write_daemon_config
-from support.httpserver import Request, ScriptedServer
 
 DIM = 16
 GATE = "barrière"
@@ -76,7 +76,7 @@ class Site:
         env = {k: v for k, v in os.environ.items() if k not in ("ANCRE_CONFIG", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET")}
         exe = Path(sys.executable).with_name("ancre")
         out = subprocess.run(
-            [str(exe), *args, "--config", str(self.config)], capture_output=True, text=True, env=env, cwd=self.base,
+            [str(exe), *args, "--config", str(self.config)], check=False, capture_output=True, text=True, env=env, cwd=self.base,
             timeout=300,
         )
         if check:
@@ -254,6 +254,7 @@ def _listening_tcp_inodes(pid: int) -> set[str]:
 def _as_nobody(settings: object) -> str:
     """In a forked child running as ``nobody``: what opening the query core raises."""
     import concurrent.futures.thread  # noqa: F401 - imported before the child loses access to the files
+
     from ancre.query.remote import ControlClient
 
     r, w = os.pipe()

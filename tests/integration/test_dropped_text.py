@@ -20,9 +20,9 @@ from support.office_builders import (
 )
 from typer.testing import CliRunner
 
-from ancre.config import load_settings
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 
 runner = CliRunner()
 

@@ -230,9 +230,8 @@ def test_unreachable_server_raises_after_retries() -> None:
     with ScriptedServer() as s:
         url = s.url  # the port refuses connections once the server is stopped
     cfg = EmbedderConfig(kind="ollama", url=url, dim=DIM, retries=2)
-    with OllamaEmbedder(cfg, backoff_s=FAST) as emb:
-        with pytest.raises(EmbedderError, match=r"failed after 3 attempt\(s\).*Connect"):
-            emb.embed_query("a")
+    with OllamaEmbedder(cfg, backoff_s=FAST) as emb, pytest.raises(EmbedderError, match=r"failed after 3 attempt\(s\).*Connect"):
+        emb.embed_query("a")
 
 
 def test_malformed_answer_raises(srv: ScriptedServer) -> None:

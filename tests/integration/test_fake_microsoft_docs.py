@@ -118,7 +118,7 @@ def test_batch_answers_are_matched_by_id_not_order(ms: FakeMicrosoft) -> None:
         assert g.post("/$batch", json={"requests": too_many}).status_code == 400  # RULES["batch-limit"]
 
 
-def test_the_delta_pages_own_examples_apply_as_documented(ms: FakeMicrosoft, tmp_path) -> None:  # noqa: ANN001
+def test_the_delta_pages_own_examples_apply_as_documented(ms: FakeMicrosoft, tmp_path) -> None:
     """The "driveItem: delta" page's Example 1 and Example 2 items, verbatim, in two rounds: after
     both, ``file.txt`` (a ``file`` facet, no parent: the library root) is listed, ``folder2``
     (deleted in round 2) and ``file5.txt`` (deleted) are not."""
@@ -136,7 +136,7 @@ def test_the_delta_pages_own_examples_apply_as_documented(ms: FakeMicrosoft, tmp
         graph_url=ms.graph_url, ca_file=ms.ca_path, sites=(ms.site_url("Direction"),),
     )
 
-    def no_directory():  # noqa: ANN202
+    def no_directory():
         raise AssertionError("no directory")
 
     conn = build(cfg, SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=tmp_path))

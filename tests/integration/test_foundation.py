@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ancre.config import load_settings
-from ancre.app.runtime import Runtime
 from support.corpus import CORPUS, USERS, copy_corpus, readable_paths, write_config
+
+from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 
 QUESTIONS = json.loads((CORPUS / "questions.json").read_text(encoding="utf-8"))
 EXTRA_QUESTIONS = [

@@ -20,9 +20,9 @@ from support.httpserver import Request, ScriptedServer, ndjson
 from typer.testing import CliRunner
 
 from ancre.acl.directory import FileDirectory
-from ancre.config import Settings, load_settings
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
+from ancre.config import Settings, load_settings
 from ancre.errors import DirectoryError
 from ancre.models import COLLECTIONS, Acl
 from ancre.query.answer import ERROR_INTERRUPTED, ERROR_MODEL, Answer, AnswerService
@@ -640,10 +640,11 @@ def test_unknown_identity_is_logged_for_the_admin(caplog: pytest.LogCaptureFixtu
     the logs, so a mis-mapped e-mail can be diagnosed."""
     import logging
 
+    from support.corpus import CORPUS
+
     from ancre.acl.directory import FileDirectory
     from ancre.config import Settings
     from ancre.query.answer import CONTROL_UNKNOWN_USER, AnswerService
-    from support.corpus import CORPUS
 
     class _NoRetrieval:
         def retrieve(self, *a, **k):  # pragma: no cover - must not be reached for no principals

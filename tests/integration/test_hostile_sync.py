@@ -7,12 +7,12 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-
-from ancre.config import load_settings
-from ancre.ingest.worker import ExtractionPool
-from ancre.app.runtime import Runtime
-from ancre.daemon.sync import SyncEngine
 from support.hostile import make_hostile_files
+
+from ancre.app.runtime import Runtime
+from ancre.config import load_settings
+from ancre.daemon.sync import SyncEngine
+from ancre.ingest.worker import ExtractionPool
 
 
 @pytest.fixture()
@@ -58,8 +58,8 @@ def test_hostile_folder(hostile) -> None:
     assert states["plantage.crash"].reason.startswith("crashed")
     assert "MARQUEURSAIN" in texts["normal.md"]
 
-    for name, exp in expect.items():
-        name = unicodedata.normalize("NFC", name)
+    for raw_name, exp in expect.items():
+        name = unicodedata.normalize("NFC", raw_name)
         if exp.status == "ignored":
             assert name not in states and name not in texts, name
             continue

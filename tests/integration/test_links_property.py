@@ -17,14 +17,14 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.rights_tree import USERS, write_acl, write_config, write_directory
 
 from ancre.acl.directory import FileDirectory
 from ancre.acl.manifest import AclManifest
+from ancre.app.runtime import Runtime
 from ancre.config import load_settings
 from ancre.connectors.folder import FolderConnector
-from ancre.app.runtime import Runtime
 from ancre.models import COLLECTIONS
-from support.rights_tree import USERS, write_acl, write_config, write_directory
 
 EXAMPLES = int(os.environ.get("ANCRE_LINK_EXAMPLES", "25"))
 FOLDERS = ("A", "B", "A/SUB")
@@ -71,7 +71,7 @@ _world: World | None = None
 
 
 def _get_world() -> World:
-    global _world
+    global _world  # noqa: PLW0603 - one world per test session, built on first use
     if _world is None:
         _world = World()
     return _world
@@ -184,7 +184,7 @@ def test_links_never_widen_what_a_user_may_read(t: dict) -> None:
 
 
 def teardown_module() -> None:
-    global _world
+    global _world  # noqa: PLW0603 - one world per test session, built on first use
     if _world is not None:
         _world.rt.close()
         shutil.rmtree(_world.tmp, ignore_errors=True)

@@ -15,9 +15,9 @@ import pytest
 from support.corpus import copy_corpus, write_config
 from typer.testing import CliRunner
 
-from ancre.config import load_settings
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 from ancre.errors import SourceUnavailableError
 from ancre.models import COLLECTIONS, Acl
 from ancre.query.answer import CONTROL_RIGHTS_UNVERIFIED, AnswerService, unverified_note

@@ -131,7 +131,7 @@ def test_ollama_stream_errors(srv: ScriptedServer) -> None:
     with pytest.raises(LlmError):
         list(client.stream(MESSAGES, temperature=0.2))
     srv.route("POST", "/api/chat", (404, {"error": "model 'qwen2.5:14b' not found"}))
-    with pytest.raises(LlmError, match="HTTP 404: model 'qwen2.5:14b' not found"):
+    with pytest.raises(LlmError, match=r"HTTP 404: model 'qwen2.5:14b' not found"):
         list(client.stream(MESSAGES, temperature=0.2))
     client.close()
 
@@ -163,7 +163,7 @@ def test_ollama_timeout_raises_llm_error(srv: ScriptedServer) -> None:
     srv.route("POST", "/api/chat", slow)
     client = OllamaChat(srv.url, timeout_s=0.2)
     try:
-        with pytest.raises(LlmError, match="no answer within 0.2 s"):
+        with pytest.raises(LlmError, match=r"no answer within 0.2 s"):
             client.chat(MESSAGES, temperature=0.2)
     finally:
         release.set()
@@ -261,8 +261,8 @@ JUDGE_SHAPES = [
     # (content, thinking, ancree, unsourced)
     ('{"ancree": true, "affirmations_non_sourcees": []}', None, True, ()),
     (
-        '<think>Le montant {"ancree": true} semble…</think>\n{"ancree": false, '
-        '"affirmations_non_sourcees": ["CHF 3 000 HT"]}',
+        ('<think>Le montant {"ancree": true} semble…</think>\n{"ancree": false, '
+         '"affirmations_non_sourcees": ["CHF 3 000 HT"]}'),
         None,
         False,
         ("CHF 3 000 HT",),

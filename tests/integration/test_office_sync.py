@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.hostile import SENTENCES, expanding_docx, make_office_files, simple_docx
+from support.measure import measure_sync, office_config
 from typer.testing import CliRunner
 
 from ancre.app.cli import app
-from support.hostile import SENTENCES, expanding_docx, make_office_files, simple_docx
-from support.measure import measure_sync, office_config
 
 runner = CliRunner()
 
@@ -61,8 +61,8 @@ def test_macros_are_never_indexed(office_cfg: tuple[Path, dict]) -> None:
     cfg, _ = office_cfg
     res = run("search", "AutoOpen MsgBox MARQUEURMACRO", "--as", "zoe", "--json", "--limit", "20", "--config", str(cfg))
     assert res.exit_code == 0
-    from ancre.config import load_settings
     from ancre.app.runtime import Runtime
+    from ancre.config import load_settings
 
     with Runtime(load_settings(cfg)) as rt:
         texts = [p.payload.text for p in rt.store.scroll("documents")]

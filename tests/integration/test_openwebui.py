@@ -52,8 +52,8 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,7 @@ def _report(config: pytest.Config, line: str) -> None:
 
 def _extract_names(prompt: str) -> list[str]:
     """The documents the model was shown: the ``[file name]`` line heading each extract block."""
-    return re.findall(r"^\[([^\]\n]+)\]$", prompt, re.M)
+    return re.findall(r"^\[([^\]\n]+)\]$", prompt, re.MULTILINE)
 
 
 SLOW_TEXT = " ".join(f"Point {i} du contrat." for i in range(40)) + f" [{BAUMONT}]"
@@ -326,7 +326,7 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "ANCRE_CONFIG", "WATCHDOG_USEC")}
     env.update(ANCRE_API_KEY=key, ANCRE_OWUI_JWT_SECRET=jwt_secret, ANCRE_API__PORT=str(ancre_port),
                ANCRE_DAEMON__LOG_FORMAT="text", ANCRE_DAEMON__STATUS_INTERVAL_S="0.5", OMP_WAIT_POLICY="passive")
-    check = subprocess.run(_ancre("check", "--config", str(config)), capture_output=True, text=True, env=env,
+    check = subprocess.run(_ancre("check", "--config", str(config)), check=False, capture_output=True, text=True, env=env,
                            cwd=config.parent, timeout=600)
     assert check.returncode == 0, check.stdout + check.stderr
     fingerprint = subprocess.run(["sh", "-c", 'printf %s "$S" | sha256sum | cut -c1-8'], env={"S": jwt_secret},
@@ -468,7 +468,7 @@ def test_one_question_leaves_one_question_record(stack: Stack) -> None:
                     "content": Q_ROCHAT, "timestamp": int(time.time())}
     body = {"model": "ancre", "stream": False, "messages": [{"role": "user", "content": Q_ROCHAT}],
             "parent_id": None, "id": str(uuid.uuid4()), "user_message": user_message,
-            "background_tasks": {t: True for t in SIDE_TASKS}}
+            "background_tasks": dict.fromkeys(SIDE_TASKS, True)}
     r = stack.owui.call("POST", "/api/chat/completions", stack.owui.tokens["alice"], body)
     assert r.status_code == 200, f"{r.status_code} {r.text[:500]}\n{stack.owui.tail()}"
     deadline = time.monotonic() + 120
@@ -540,7 +540,7 @@ def test_an_attachment_is_not_read_and_never_audited(stack: Stack, tmp_path: Pat
     assert text.startswith(ATTACHMENTS_NOTE) and ROCHAT_FEE in text and "2 900" not in text, text
     assert res["answer"]["inline"][0] == ROCHAT  # not linked to the attachment
     stored = stack.chat("alice", res["chat_id"])["messages"]
-    assert [s["source"]["name"] for s in stored[-1]["sources"]][0] == "offre-concurrent.txt"  # Open WebUI's chip first
+    assert next(s["source"]["name"] for s in stored[-1]["sources"]) == "offre-concurrent.txt"  # Open WebUI's chip first
     assert ROCHAT in [s["source"]["name"] for s in stored[-1]["sources"]]
     (record,) = _records(stack, before)
     assert record["question"] == stored[-2]["content"].strip()  # the user's own question, as he typed it

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from support.corpus import copy_corpus, write_config
@@ -25,7 +26,7 @@ Q_SALARIES = "grille salariale 2026 des collaborateurs"
 class _WithProviders(Runtime):
     """A runtime whose sources declared ``extra`` principal providers."""
 
-    extra: list[PrincipalProvider] = []
+    extra: ClassVar[list[PrincipalProvider]] = []
 
     def principal_providers(self) -> list[PrincipalProvider]:
         return list(self.extra)

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from ancre.config import load_settings
-from ancre.app.runtime import Runtime
-from ancre.app.daemon import make_daemon
-from ancre.daemon.service import STATUS_FILE
 from support.daemon_proc import USER, token, write_daemon_config
+
+from ancre.app.daemon import make_daemon
+from ancre.app.runtime import Runtime
+from ancre.config import load_settings
+from ancre.daemon.service import STATUS_FILE
 
 
 @pytest.fixture()

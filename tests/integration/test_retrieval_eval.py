@@ -80,7 +80,7 @@ def test_the_extractive_answer_tells_the_two_rochat_contracts_apart(rt: Runtime)
 
     current, older = "03_Contrat_Maintenance_Etude_Rochat.docx", "03_Contrat_Maintenance_Etude_Rochat_v2024.docx"
     raw = AnswerService(rt.retriever, rt.store, rt.directory, rt.settings).ask("Quelle est la durée du contrat Rochat ?", "alice").raw
-    assert "Deux versions du même document : " f"{current} (`\\\\SRV-FICHIERS\\Partage\\DIRECTION\\`) semble la version en vigueur" in raw
+    assert f"Deux versions du même document : {current} (`\\\\SRV-FICHIERS\\Partage\\DIRECTION\\`) semble la version en vigueur" in raw
     assert f"{older} (`\\\\SRV-FICHIERS\\Partage\\ARCHIVES\\`) est une version antérieure" in raw
     assert raw.index("vingt-quatre mois") < raw.index("trente-six mois")
     labelled = re.findall(r"\*\*(Version [^*]+)\*\* :\n\n(?:>.*\n)+\n\[([^\]]+)\]", raw)

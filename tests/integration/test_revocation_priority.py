@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from ancre.config import load_settings
-from ancre.app.runtime import Runtime
-from ancre.app.daemon import make_daemon
 from support.httpserver import Request, ScriptedServer
 from support.rights_tree import write_acl, write_config, write_directory
+
+from ancre.app.daemon import make_daemon
+from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 
 DIM = 16
 OPEN = {"OUVERT": {"aces": [["ALLOW", "G_TOUS", "READ", "OI|CI"]]}, "RH": {"aces": [["ALLOW", "G_RH", "READ", "OI|CI"]]}}

@@ -18,8 +18,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from ancre.acl.directory import FileDirectory
 from ancre.acl.manifest import AclManifest
-from ancre.config import load_settings
 from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 
 DOMAIN = "S-1-5-21-1-2-3"
 GROUPS = {"G_A": f"{DOMAIN}-1101", "G_B": f"{DOMAIN}-1102", "G_C": f"{DOMAIN}-1103", "G_ALL": f"{DOMAIN}-1104"}

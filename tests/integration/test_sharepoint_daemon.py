@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.corpus import CORPUS
 from support.daemon_proc import DaemonProc
 from support.fake_microsoft import FakeMicrosoft

@@ -329,7 +329,7 @@ def test_in_flight_requests_are_bounded(ms: FakeMicrosoft) -> None:
     def work() -> None:
         try:
             g.get("/users/bruno.favre@axonix.ch")
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
     threads = [threading.Thread(target=work) for _ in range(12)]
@@ -420,8 +420,8 @@ def test_rest_errors(ms: FakeMicrosoft) -> None:
 def test_settings_from_a_source_config(ms: FakeMicrosoft, monkeypatch: pytest.MonkeyPatch) -> None:
     from ancre.connectors.sharepoint.config import SharePointSourceConfig
 
-    common = dict(id="sp", tenant_id=ms.tenant_id, client_id=ms.client_id, authority=ms.authority,
-                  graph_url=ms.graph_url, ca_file=ms.ca_path, max_in_flight=2)
+    common = {"id": "sp", "tenant_id": ms.tenant_id, "client_id": ms.client_id, "authority": ms.authority,
+                  "graph_url": ms.graph_url, "ca_file": ms.ca_path, "max_in_flight": 2}
     pem = settings_from_source(SharePointSourceConfig(
         **common, certificate_path=ms.certificate.key_pem_path, certificate_thumbprint=ms.certificate.thumbprint))
     assert pem.credential == cert(ms) and pem.verify == str(ms.ca_path) and pem.max_in_flight == 2

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fake_microsoft import FakeMicrosoft
 
 from ancre.connectors.base import ChangeEvent, SourceContext, Watchable
 from ancre.connectors.sharepoint import KIND, build
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.connector import SharePointConnector
 from ancre.errors import DirectoryError
-from support.fake_microsoft import FakeMicrosoft
 
 ALICE = "alice.martin@axonix.ch"
 GUEST = "ext.partner_partner.ch#EXT#@axonix.ch"
@@ -37,7 +37,7 @@ def _cfg(ms: FakeMicrosoft, **kw: Any) -> SharePointSourceConfig:
 
 
 def _ctx(tmp_path: Path) -> SourceContext:
-    def no_directory():  # noqa: ANN202
+    def no_directory():
         raise AssertionError("not needed")
 
     return SourceContext(directory=no_directory, ignore=(), private_paths=(), data_dir=tmp_path)
@@ -169,10 +169,11 @@ def test_explain_names_the_grant_and_maps_a_web_url(ms: FakeMicrosoft, tmp_path:
 def test_acl_explain_of_a_sharepoint_item_names_the_grant_and_the_entra_provider(
     ms: FakeMicrosoft, tmp_path: Path
 ) -> None:
+    from support.corpus import CORPUS
+
     from ancre.acl.directory import FileDirectory
     from ancre.acl.explain import explain_trace
     from ancre.acl.providers import DirectoryProvider, PrincipalResolver
-    from support.corpus import CORPUS
 
     assert KIND.providers is not None
     (entra,) = KIND.providers(_cfg(ms), _ctx(tmp_path))

@@ -304,7 +304,7 @@ def test_the_permission_pages_own_examples_map_as_documented() -> None:
     ``0001-01-01T00:00:00Z`` is no expiry."""
     from ancre.connectors.sharepoint.permissions import permission_grants
 
-    kw: dict[str, Any] = dict(site_id="s", tenant_id="t", policy="specific_people", resolve_upn=lambda _u: None)
+    kw: dict[str, Any] = {"site_id": "s", "tenant_id": "t", "policy": "specific_people", "resolve_upn": lambda _u: None}
     got = {name: sorted(g.principal for g in permission_grants(copy_of(name), **kw)) for name in (
         "permission-people-link", "permission-view-link", "permission-edit-link", "permission-existing-link",
         "permission-invite-email", "permission-invite-redeemed")}

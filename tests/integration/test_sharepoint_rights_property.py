@@ -72,7 +72,7 @@ class Site:
 def site_members(site: Site) -> set[str]:
     out: set[str] = set()
     for m in site.members:
-        out |= INTERNAL if m == "everyone" else MEMBERS_OF[m] if m in MEMBERS_OF else {m}
+        out |= INTERNAL if m == "everyone" else MEMBERS_OF.get(m, {m})
     return out
 
 
@@ -168,7 +168,7 @@ def build(sites: list[Site]) -> FakeMicrosoft:
         ], role="Read")
         drive = ms.add_drive(site, "Documents")
 
-        def add(nodes_: list[Node], parent: Any) -> None:
+        def add(nodes_: list[Node], parent: Any, drive: Any = drive, members: Any = members) -> None:
             nonlocal n
             for node in nodes_:
                 if node.folder:

@@ -18,27 +18,27 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import smbclient
 from pydantic import SecretStr
+from support.corpus import CORPUS, USERS, readable_paths
+from support.samba import DNS_DOMAIN, SambaDC, samba_dc  # noqa: F401 - the session fixture
+from support.smb_config import PASSWORD_ENV, write_smb_config
 from typer.testing import CliRunner
 
 import ancre.connectors.smb as smb_module
 from ancre.acl.directory import CachedDirectory
-from ancre.acl.ldap_directory import LdapDirectory
-from ancre.config import load_settings
 from ancre.acl.explain import explain_trace
-from ancre.connectors.base import AclExplainable, ChangeEvent, WatchableConnector
-from ancre.connectors.smb import SmbConnector
+from ancre.acl.ldap_directory import LdapDirectory
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
+from ancre.config import load_settings
+from ancre.connectors.base import AclExplainable, ChangeEvent, WatchableConnector
+from ancre.connectors.smb import SmbConnector
 from ancre.errors import DirectoryError, SourceUnavailableError
 from ancre.models import COLLECTIONS, SourceItem
-from support.corpus import CORPUS, USERS, readable_paths
-from support.samba import DNS_DOMAIN, SambaDC, samba_dc  # noqa: F401 - the session fixture
-from support.smb_config import PASSWORD_ENV, write_smb_config
 
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"
 DENY_QUESTION = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"
@@ -234,7 +234,7 @@ def test_group_membership_change_shows_after_the_cache_ttl(env: Env) -> None:
     now = [0.0]
     ttl = 5.0
     directory = CachedDirectory(env.ldap, ttl, clock=lambda: now[0])
-    names = lambda: {r.filename for r in hits(rt, DENY_QUESTION, directory.principals("chloe"))}  # noqa: E731
+    names = lambda: {r.filename for r in hits(rt, DENY_QUESTION, directory.principals("chloe"))}  # noqa: E731 - a one-line query helper
     assert "test-deny-explicite.docx" not in names()
     dc.remove_from_group("chloe", "GG_Stagiaires")
     try:
@@ -289,7 +289,7 @@ class EventSync:
             threading.Thread(target=self._loop, daemon=True),
         ]
 
-    def __enter__(self) -> EventSync:
+    def __enter__(self) -> Self:
         for t in self.threads:
             t.start()
         assert self.conn.watch_ready.wait(WAIT_S), "CHANGE_NOTIFY never armed"
@@ -320,10 +320,7 @@ class EventSync:
             except queue.Empty:
                 pass
             if (paths or rescan) and time.monotonic() - last >= self.debounce_s:
-                if rescan:
-                    rep = self.rt.engine.run_pass(self.conn)
-                else:
-                    rep = self.rt.engine.sync_paths(self.conn, sorted(paths))
+                rep = self.rt.engine.run_pass(self.conn) if rescan else self.rt.engine.sync_paths(self.conn, sorted(paths))
                 with self.cond:
                     self.done.append((time.monotonic(), set(paths), rescan, rep))
                     self.cond.notify_all()
@@ -906,7 +903,7 @@ def test_kerberos_ticket_from_the_dc_kdc_lists_and_reads_the_share(
     try:
         import gssapi
         import gssapi.raw
-        import krb5  # noqa: F401 - pyspnego's Kerberos provider needs it
+        import krb5  # pyspnego's Kerberos provider needs it
     except ImportError as e:
         msg = (
             f"Kerberos over SMB needs the gssapi and krb5 packages ({e}): apt install libkrb5-dev gcc, "

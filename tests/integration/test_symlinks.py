@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
+from support.rights_tree import GROUPS, write_acl, write_config, write_directory
 from typer.testing import CliRunner
 
-from ancre.config import load_settings
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
-from support.rights_tree import GROUPS, write_acl, write_config, write_directory
+from ancre.config import load_settings
 
 SALARY = "grille salariale confidentielle zorblax"
 OUTSIDE = "secret hors du partage quimbrel"
@@ -68,7 +68,7 @@ def test_links_are_skipped_by_default_with_a_status(tmp_path: Path) -> None:
         rep = rt.engine.run_pass(rt.connectors()[0])
         assert rep.outcome == "ok", rep
         rows = _rows(rt)
-        assert {p: rows[p] for p in LINKS} == {p: ("skipped", "symlink") for p in LINKS}
+        assert {p: rows[p] for p in LINKS} == dict.fromkeys(LINKS, ("skipped", "symlink"))
         assert {p for p, (s, _) in rows.items() if s == "indexed"} == {"PUBLIC/info.txt", "RH/grille.txt"}
         assert sorted(p for p, *_ in rep.problems) == sorted(LINKS)
         # staff (open folder only) never gets the salary, nor anything from outside the root

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from ancre.config import load_settings
-from ancre.app.runtime import Runtime
 from support.daemon_proc import token, write_daemon_config
+
+from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 
 
 def _tree(root: Path) -> None:
@@ -102,7 +102,7 @@ def test_mass_deletion_guard_applies_to_events(env) -> None:
 
 
 def test_paths_outside_the_source_are_ignored(env) -> None:
-    root, rt, conn = env
+    _root, rt, conn = env
     rep = rt.engine.sync_paths(conn, ["../tree/a.txt", "", "/"])
     assert rep.listed == 0 and not rep.changed_index
 

@@ -10,12 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.daemon_proc import write_daemon_config
 
 from ancre.app.runtime import Runtime
 from ancre.config import load_settings
 from ancre.models import COLLECTIONS
-
-from support.daemon_proc import write_daemon_config
 
 N_FILES = 72  # more than two batches (32 documents each)
 

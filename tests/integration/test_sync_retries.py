@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.hostile import SENTENCES, word_variant
 
-from ancre.config import load_settings
-from ancre.ingest.worker import ExtractionPool
 from ancre.app.runtime import Runtime
-from ancre.index.state import ItemState
+from ancre.config import load_settings
 from ancre.daemon.sync import SyncEngine
 from ancre.errors import EmbedderError
-from support.hostile import SENTENCES, word_variant
+from ancre.index.state import ItemState
+from ancre.ingest.worker import ExtractionPool
 
 DIRECTORY = '{"domain_sid": "S-1-5-21-9", "netbios": "H", "groups": {}, "users": {"zoe": {"sid": "S-1-5-21-9-1001", "groups": []}}}'
 
@@ -135,13 +135,13 @@ def _sync_process(cfg: Path, crash_at: str | None) -> subprocess.CompletedProces
     env.pop("ANCRE_TEST_CRASH_AT", None)
     if crash_at:
         env["ANCRE_TEST_CRASH_AT"] = crash_at
-    return subprocess.run([sys.executable, "-c", _SYNC, str(cfg)], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run([sys.executable, "-c", _SYNC, str(cfg)], check=False, capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_a_document_that_kills_the_sync_three_times_is_marked_failed(tmp_path: Path) -> None:
     cfg = _setup(tmp_path, "[sync]\nmax_attempts = 3\n")
     (tmp_path / "share" / "D" / "poison.md").write_text("# Poison\n\nCe document tue la synchro.\n", encoding="utf-8")
-    for attempt in range(1, 4):  # killed (SIGKILL) each time its chunks are in the store, row still pending
+    for _attempt in range(1, 4):  # killed (SIGKILL) each time its chunks are in the store, row still pending
         out = _sync_process(cfg, "after_upsert:1")
         assert out.returncode == -9, out.stderr[-500:]
     from typer.testing import CliRunner
@@ -173,7 +173,7 @@ class _Spy:
         self.real, self.fail_at, self.calls = real, fail_at, []  # type: list[int]
         self.name, self.dim = real.name, real.dim  # type: ignore[attr-defined]
 
-    def embed_documents(self, texts):  # noqa: ANN001, ANN201 - the Embedder protocol
+    def embed_documents(self, texts):
         self.calls.append(len(texts))
         if self.fail_at is not None and len(self.calls) >= self.fail_at:
             raise EmbedderError("connection refused")

@@ -5,27 +5,26 @@ answer-side controls read the same extracts a synced index would show."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import PurePosixPath
-
-from support.corpus import CORPUS
 
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extract_bytes
 from ancre.query.context import Context, Extract, Source, find_versions
 from ancre.settings import ChunkingConfig
+from support.corpus import CORPUS
 
 UNC = "\\\\SRV-FICHIERS\\Partage\\"
 SHARE = CORPUS / "share"
 
 
-@lru_cache(maxsize=None)
+@cache
 def paths() -> dict[str, str]:
     """File name → path relative to the share (POSIX)."""
     return {p.name: p.relative_to(SHARE).as_posix() for p in SHARE.rglob("*") if p.is_file()}
 
 
-@lru_cache(maxsize=None)
+@cache
 def extracts(filename: str) -> tuple[Extract, ...]:
     """Every chunk of the share's ``filename`` as an :class:`Extract` (reading order)."""
     path = paths()[filename]

@@ -253,8 +253,8 @@ def index_truth(config: Path) -> tuple[dict[str, str], dict[str, int], int, list
     """Open the (stopped) daemon's index in-process: ``({path: content_hash} from the store's
     points, {path: number of points}, number of chunks the keyword side answers for — the store's text index when it is ready, else
     the current BM25 snapshot —, state rows)``."""
-    from ancre.config import load_settings
     from ancre.app.runtime import Runtime
+    from ancre.config import load_settings
     from ancre.index.store import KeywordStore
     from ancre.models import COLLECTIONS
 
@@ -267,10 +267,8 @@ def index_truth(config: Path) -> tuple[dict[str, str], dict[str, int], int, list
                 hashes[p.payload.path] = p.payload.content_hash
                 counts[p.payload.path] = counts.get(p.payload.path, 0) + 1
         store = rt.store
-        if isinstance(store, KeywordStore) and store.keywords_ready:
-            # BM25 in the store's own text index: every point it holds is searchable by keywords
-            bm25_len = sum(counts.values())
-        else:
-            bm25_len = len(rt.bm25.get())
+        # BM25 in the store's own text index: every point it holds is searchable by keywords
+        keywords_in_store = isinstance(store, KeywordStore) and store.keywords_ready
+        bm25_len = sum(counts.values()) if keywords_in_store else len(rt.bm25.get())
         rows = rt.state.all_items()
     return hashes, counts, bm25_len, rows

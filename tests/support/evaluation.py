@@ -28,15 +28,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.corpus import CORPUS, copy_corpus, write_config
-
-from ancre.config import load_settings
 from ancre.app.runtime import Runtime
+from ancre.config import load_settings
 from ancre.index.tokenize import fold
 from ancre.query.answer import AnswerService
 from ancre.query.conversation import ConversationResolver
 from ancre.query.grounding import is_refusal
 from ancre.query.retrieval import Retrieval, Retriever
+from support.corpus import CORPUS, copy_corpus, write_config
 
 EVAL_FILE = CORPUS / "eval.json"
 MODES: dict[str, tuple[str, ...]] = {"vector": ("vector",), "bm25": ("bm25",), "hybrid": ("vector", "bm25")}
@@ -250,9 +249,7 @@ def evaluate(rt: Runtime, questions: list[Question], modes: tuple[str, ...] = tu
                 wrong = (res.false_answers, kind.false_answers) if forbidden else ()
             elif q.expect and refused:
                 wrong = res.false_refusals, kind.false_refusals
-            elif not q.expect and not refused:
-                wrong = res.false_answers, kind.false_answers
-            elif q.expect and (not cited & set(q.expect) or (q.expect_all and not set(q.expect) <= cited)):
+            elif (not q.expect and not refused) or (q.expect and (not cited & set(q.expect) or (q.expect_all and not set(q.expect) <= cited))):
                 wrong = res.false_answers, kind.false_answers
             else:
                 wrong = ()

@@ -80,7 +80,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import anyio
@@ -452,7 +452,7 @@ class FakeMicrosoft:
         self.stop()
         self._tmp.cleanup()
 
-    def __enter__(self) -> FakeMicrosoft:
+    def __enter__(self) -> Self:
         if self._server is None:
             self.start()
         return self
@@ -563,7 +563,7 @@ class FakeMicrosoft:
                  sam: str | None = None, mail: str | None = None) -> FakeUser:
         """Add an Entra user (``user_type`` "Member" or "Guest")."""
         with self._lock:
-            u = FakeUser(_guid(), upn, display_name or upn.split("@")[0], mail or (upn if user_type == "Member" else None),
+            u = FakeUser(_guid(), upn, display_name or upn.split("@", maxsplit=1)[0], mail or (upn if user_type == "Member" else None),
                          user_type, sam)
             self.users[u.id] = u
             return u
@@ -970,7 +970,7 @@ class FakeMicrosoft:
                     pass
             elif login.startswith(("c:0t.c|tenant|", "c:0o.c|federateddirectoryclaimprovider|")):
                 gid = login.rsplit("|", 1)[1]
-                base = gid[:-2] if gid.endswith("_o") else gid
+                base = gid.removesuffix("_o")
                 if base in self.groups:
                     identity["group"] = {"id": base, "displayName": self._login_title(login)}
         return {"roles": graph_roles, "grantedToV2": identity}
@@ -986,7 +986,7 @@ class FakeMicrosoft:
         if login == "c:0(.s|true":
             return "Everyone"
         gid = login.rsplit("|", 1)[1]
-        base = gid[:-2] if gid.endswith("_o") else gid
+        base = gid.removesuffix("_o")
         if base in self.groups:
             return self.groups[base].display_name + (" Owners" if gid.endswith("_o") else "")
         return login
@@ -1098,7 +1098,7 @@ class FakeMicrosoft:
                 time.sleep(self.latency_s)
             answer = self._dispatch(method, unquote(raw_path), parse_qs(query, keep_blank_values=True), headers, body,
                                     in_batch=False)
-        except Exception as exc:  # a bug in the fake: answer 500 with the reason, keep serving
+        except Exception as exc:  # noqa: BLE001 - a bug in the fake: answer 500 with the reason, keep serving
             answer = _error(500, "fakeError", f"{type(exc).__name__}: {exc}")
         finally:
             with self._lock:
@@ -1122,7 +1122,7 @@ class FakeMicrosoft:
         fault = self._fault(method, rel)
         if fault is not None:
             return fault
-        rest = re.match(r"(/.+?)/_api/(.*)$", path, re.I) if not in_batch else None
+        rest = re.match(r"(/.+?)/_api/(.*)$", path, re.IGNORECASE) if not in_batch else None
         if rest:
             denied = self._check_token(headers, rest=True)
             if denied is not None:
@@ -1351,7 +1351,7 @@ class FakeMicrosoft:
         found = self._item_or_404(drive, item)
         if isinstance(found, _Answer):
             return found
-        d, it = found
+        _d, it = found
         if it.kind != "file":
             return _error(404, "itemNotFound", "The item has no content stream.")
         # Graph answers 302 to a short-lived pre-authenticated download URL (no Authorization needed).
@@ -1658,10 +1658,8 @@ class FakeMicrosoft:
         pid = site.site_users.setdefault(login, 100 + len(site.site_users))
         title, email, ptype = self._login_title(login), "", 1
         if login.startswith("i:0#.f|membership|"):
-            try:
+            with contextlib.suppress(KeyError):
                 email = self.user(login.rsplit("|", 1)[1]).mail or ""
-            except KeyError:
-                pass
         elif login.startswith("c:0"):
             ptype = 4
         return {"__type": "SP.User", "Id": pid, "Title": title, "LoginName": login, "Email": email,
@@ -1726,7 +1724,7 @@ class FakeMicrosoft:
         pfx_path.write_bytes(pkcs12.serialize_key_and_certificates(
             b"ancre-test-app", key, cert, None, serialization.BestAvailableEncryption(passphrase.encode())))
         return AppCertificate(key_path, cert_path, pfx_path, passphrase,
-                              cert.fingerprint(hashes.SHA1()).hex().upper(),  # noqa: S303 (x5t is SHA-1 by spec)
+                              cert.fingerprint(hashes.SHA1()).hex().upper(),  # x5t is SHA-1 by spec
                               cert.fingerprint(hashes.SHA256()).hex().upper())
 
 

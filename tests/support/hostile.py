@@ -674,7 +674,7 @@ def make_hostile_files(folder: Path) -> dict[str, Expect]:
 
     good = simple_docx("Contrat", ["Texte complet du contrat MARQUEURTRONQUE. " * 40])
     put("tronque.docx", good[: len(good) // 2], Expect("failed", "corrupt"))
-    put("texte_renomme.docx", "Ceci n'est pas un fichier Word.\n".encode(), Expect("failed", "corrupt"))
+    put("texte_renomme.docx", b"Ceci n'est pas un fichier Word.\n", Expect("failed", "corrupt"))
     not_docx = io.BytesIO()
     with zipfile.ZipFile(not_docx, "w") as zf:
         zf.writestr("notes.txt", "une archive zip quelconque")

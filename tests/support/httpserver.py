@@ -47,12 +47,13 @@ Every request is recorded, before its handler runs, in :attr:`ScriptedServer.req
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -144,7 +145,7 @@ def sequence(*answers: Any) -> Handler:
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # streamed chunks leave at once (no Nagle/delayed-ACK stall)
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
@@ -191,16 +192,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(answer)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        except Exception as e:  # a bug in the test's handler: answer 500 and keep it for the test
+        except Exception as e:  # noqa: BLE001 - a bug in the test's handler: answer 500 and keep it for the test
             with scripted._lock:
                 scripted._errors.append(e)
             self.close_connection = True
             if self._headers_sent:  # failed mid-stream: the body can only be cut short
                 return
-            try:
+            with contextlib.suppress(OSError):
                 self._send((500, {"error": f"ScriptedServer handler raised {e!r}"}))
-            except OSError:
-                pass
 
     def _send(self, answer: Any) -> None:
         if answer is DISCONNECT:
@@ -255,7 +254,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    scripted: "ScriptedServer"
+    scripted: ScriptedServer
 
 
 class ScriptedServer:
@@ -275,7 +274,7 @@ class ScriptedServer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         """Bind and serve in a daemon thread. Returns ``self``."""
         if self._httpd is not None:
             return self
@@ -300,7 +299,7 @@ class ScriptedServer:
             self._thread.join()
         self._httpd = None
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -320,7 +319,7 @@ class ScriptedServer:
         """``http://127.0.0.1:<port>``, no trailing slash."""
         return f"http://127.0.0.1:{self.port}"
 
-    def route(self, method: str, path: str, handler: Handler | Any) -> "ScriptedServer":
+    def route(self, method: str, path: str, handler: Handler | Any) -> ScriptedServer:
         """Answer ``method path`` (exact path, query string ignored) with ``handler(request)``, or
         with ``handler`` itself when it is not callable (a fixed answer). Replaces an earlier route
         for the same method and path. Returns ``self`` for chaining."""

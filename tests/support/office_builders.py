@@ -40,8 +40,8 @@ def _notes_xml(kind: str, notes: list[str]) -> bytes:
     ref = "footnoteRef" if kind == "footnote" else "endnoteRef"
     body = [
         f'<w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{kind}>',
-        f'<w:{kind} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/>'
-        f"</w:r></w:p></w:{kind}>",
+        (f'<w:{kind} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/>'
+         f"</w:r></w:p></w:{kind}>"),
     ]
     for i, text in enumerate(notes, 1):
         body.append(
@@ -165,8 +165,8 @@ def xfa_pdf(labels: list[str], data: dict[str, str]) -> bytes:
         b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [] /XFA [(datasets) 6 0 R] >> >>",
         b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
         _FONT,
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
-        b"/Contents 5 0 R >>",
+        (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
+         b"/Contents 5 0 R >>"),
         _stream(b"\n".join(ops)),
         _stream(datasets),
     ]
@@ -253,9 +253,9 @@ def _rtf_escape(text: str) -> str:
             out.append(ch)
         else:
             try:
-                out.append("\\'%02x" % ch.encode("cp1252")[0])
+                out.append(f"\\'{ch.encode('cp1252')[0]:02x}")
             except UnicodeEncodeError:
-                out.append("\\u%d?" % (ord(ch) if ord(ch) < 32768 else ord(ch) - 65536))
+                out.append(f"\\u{ord(ch) if ord(ch) < 32768 else ord(ch) - 65536}?")
     return "".join(out)
 
 

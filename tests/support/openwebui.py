@@ -54,7 +54,7 @@ def venv_dir() -> Path:
 
 
 def _pip(venv: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", *args], capture_output=True, text=True,
+    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", *args], check=False, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -176,6 +176,6 @@ def browser(venv: Path, spec: dict[str, Any], timeout: float = 420) -> dict[str,
     """Run one action of :mod:`support.owui_browser` (Open WebUI's screens in headless Chromium)
     with ``spec``; returns its result. Raises ``AssertionError`` with the script's error output."""
     r = subprocess.run([str(venv / "bin" / "python"), str(BROWSER_SCRIPT), json.dumps(spec)],
-                       capture_output=True, text=True, timeout=timeout)
+                       check=False, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"browser {spec.get('action')} failed:\n{r.stderr[-4000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

@@ -191,7 +191,7 @@ def task_model(page: Page, spec: dict[str, Any]) -> dict[str, Any]:
     return {"text": text}
 
 
-READ_ANSWER = """el => {
+READ_ANSWER = r"""el => {
     const box = el.closest('[id^="message-"]') || el.parentElement;
     const chip = box.querySelector('button[aria-label^="Toggle"]');
     return {

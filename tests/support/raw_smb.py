@@ -11,9 +11,11 @@ real opens by a given user.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Self
 
 from impacket.ldap import ldaptypes
 from smbprotocol.connection import Connection
@@ -26,9 +28,9 @@ from smbprotocol.open import (
     FileAttributes,
     ImpersonationLevel,
     Open,
+    ShareAccess,
     SMB2SetInfoRequest,
     SMB2SetInfoResponse,
-    ShareAccess,
 )
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
@@ -112,7 +114,7 @@ class RawTree:
             self.connection.disconnect(close=True)
             raise
 
-    def __enter__(self) -> RawTree:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -120,10 +122,8 @@ class RawTree:
 
     def close(self) -> None:
         """Disconnect (the session and tree go with the connection)."""
-        try:
+        with contextlib.suppress(Exception):  # a dead connection may fail in any way
             self.connection.disconnect(close=True)
-        except Exception:  # noqa: BLE001 - a dead connection may fail in any way
-            pass
 
     def _open(self, path: str, access: int, *, directory: bool, disposition: int) -> Open:
         handle = Open(self.tree, path.replace("/", "\\"))

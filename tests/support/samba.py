@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import ldap3
 import pytest
@@ -372,7 +372,7 @@ class SambaDC:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> SambaDC:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -872,10 +872,8 @@ class SambaDC:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -905,7 +903,7 @@ def samba_dc() -> Iterator[SambaDC]:
     Skips with the reason when not root or Samba is absent (fails instead under ``CI`` as root).
     Tests that change the directory or ACLs must restore them.
     """
-    global _shared, _shared_users
+    global _shared, _shared_users  # noqa: PLW0603 - one DC per test session, started on first use
     _skip_or_fail_if_unavailable()
     with _shared_lock:
         if _shared is None:

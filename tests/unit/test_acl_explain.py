@@ -13,9 +13,8 @@ import pytest
 from ancre.acl.directory import FileDirectory
 from ancre.acl.explain import PathOutsideSourceError, canonical_path, explain, explain_trace
 from ancre.acl.manifest import AclManifest
-from ancre.connectors.folder import FolderSourceConfig
 from ancre.connectors.base import AclExplainable
-from ancre.connectors.folder import FolderConnector
+from ancre.connectors.folder import FolderConnector, FolderSourceConfig
 from ancre.errors import AncreError
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "axonix"
@@ -60,7 +59,7 @@ def test_canonical_paths(given: str, canonical: str) -> None:
 )
 def test_paths_outside_the_source_are_errors(given: str) -> None:
     unc = "https://sp.example/sites/D/Documents partages" if given.startswith("https:") else UNC
-    with pytest.raises(PathOutsideSourceError, match="outside|not under"):
+    with pytest.raises(PathOutsideSourceError, match=r"outside|not under"):
         canonical_path(given, unc_root=unc, root=Path("/srv/partage"))
     assert issubclass(PathOutsideSourceError, AncreError)
 

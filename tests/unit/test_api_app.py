@@ -244,7 +244,7 @@ def test_health_and_metrics_need_no_key() -> None:
 
 
 def test_no_key_no_api() -> None:
-    with pytest.raises(ConfigError, match="api.api_key is required"):
+    with pytest.raises(ConfigError, match=r"api.api_key is required"):
         create_app(Service(answer()), load_settings(None))
 
 

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 from starlette.datastructures import Headers
 
 from ancre.api.identity import AuthError, Secrets, authenticate, check_api_key, check_signature, directory_user, signature
-from ancre.settings.api import ApiConfig
 from ancre.config import load_settings
 from ancre.errors import ConfigError
+from ancre.settings.api import ApiConfig
 
 KEY = "k-0123456789"
 SECRET = "s3cret"
@@ -129,7 +129,7 @@ def test_directory_user_mapping() -> None:
 
 
 def test_secrets_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConfigError, match="api.api_key is required"):
+    with pytest.raises(ConfigError, match=r"api.api_key is required"):
         Secrets.from_config(ApiConfig())
     monkeypatch.delenv("ANCRE_TEST_KEY", raising=False)
     with pytest.raises(ConfigError, match="ANCRE_TEST_KEY"):
@@ -151,7 +151,7 @@ def test_api_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANCRE_API__PORT", "9001")
     s = load_settings(None)
     assert s.api.port == 9001 and s.api.api_key is not None and s.api.api_key.get_secret_value() == KEY
-    with pytest.raises(ConfigError, match="api.identity"):
+    with pytest.raises(ConfigError, match=r"api.identity"):
         load_settings(None, api={"identity": "guess"})
 
 

@@ -25,11 +25,11 @@ from starlette.testclient import TestClient
 
 from ancre.api.app import create_app
 from ancre.api.identity import AuthError, Secrets, authenticate, check_user_jwt
-from ancre.settings.api import ApiConfig
 from ancre.config import load_settings
 from ancre.errors import ConfigError
 from ancre.query.answer import Answer
 from ancre.query.prompt import REFUSAL
+from ancre.settings.api import ApiConfig
 
 KEY = "unit-key"
 SECRET = "owui-jwt-secret-0123456789-abcdefghij"
@@ -165,7 +165,7 @@ def test_a_long_lived_jwt_is_refused() -> None:
     now = int(time.time())
     assert code(mint(iat=now, exp=now + 10 * 365 * 86400)) == "invalid_user_jwt"
     assert code(mint(iat=now - 3000, exp=now + 600)) == "invalid_user_jwt"  # an hour's token, not expired yet
-    with pytest.raises(AuthError, match="api.user_jwt_max_lifetime_s"):
+    with pytest.raises(AuthError, match=r"api.user_jwt_max_lifetime_s"):
         authenticate(headers(mint(exp=now + 3600)), cfg(), secrets())
     ok = authenticate(headers(mint(iat=now, exp=now + 300)), cfg(), secrets())  # Open WebUI's own
     assert ok.header == EMAIL
@@ -202,7 +202,7 @@ def test_check_user_jwt_returns_the_claims() -> None:
 def test_secret_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OWUI_JWT", f" {SECRET} ")
     assert Secrets.from_config(ApiConfig(api_key=KEY, user_jwt_secret_env="OWUI_JWT")).user_jwt_secret == SECRET
-    with pytest.raises(ConfigError, match="api.user_jwt_secret_env"):
+    with pytest.raises(ConfigError, match=r"api.user_jwt_secret_env"):
         Secrets.from_config(ApiConfig(api_key=KEY, user_jwt_secret_env="NOT_SET_ANYWHERE"))
     with pytest.raises(ConfigError, match="at least 32 bytes"):
         Secrets.from_config(ApiConfig(api_key=KEY, user_jwt_secret="short"))

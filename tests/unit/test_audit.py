@@ -9,7 +9,7 @@ import json
 import os
 import stat
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from ancre.query.context import Source
 from ancre.query.grounding import CONTROL_INVENTED, Verdict
 from ancre.query.live_acl import RightsCheck
 
-T0 = datetime(2026, 1, 15, 8, 30, 0, 123000, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 15, 8, 30, 0, 123000, tzinfo=UTC)
 ACL = Acl(frozenset({"sid:S-1-5-21-1-1001"}), frozenset({"sid:S-1-5-21-1-666"}))
 SRC = Source(
     filename="03_Contrat_Maintenance_Etude_Rochat.docx",
@@ -186,7 +186,7 @@ def test_concurrent_writers_lose_and_mix_no_line(tmp_path: Path) -> None:
 
 def test_current_time_is_used_when_none_given(tmp_path: Path) -> None:
     log = AuditLog(tmp_path)
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     log.append(_record(time=None))
     log.close()
     (f,) = list(tmp_path.glob("audit-*.jsonl"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from ancre.query.audit import AuditLog, AuditRecord
 from ancre.query.audit_chain import CHECKPOINTS, HEAD, Sealer, Tamper, parse_line, seal, verify_chain
 from ancre.query.grounding import Verdict
 
-T0 = datetime(2026, 1, 15, 8, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 15, 8, 30, tzinfo=UTC)
 P = frozenset({"sid:S-1-1-0"})
 
 
@@ -147,19 +147,19 @@ def test_an_inserted_line_is_named(tmp_path: Path) -> None:
     sealer = Sealer()
     prev = json.loads(lines[1])["hash"]
     forged = seal(json.dumps({"time": "2026-01-15T08:31:30.000+00:00", "user": "mallory", "question": "x"}), prev, sealer)
-    _write(_file(tmp_path), lines[:2] + [forged.encode()] + lines[2:])
+    _write(_file(tmp_path), [*lines[:2], forged.encode(), *lines[2:]])
     assert _kinds(tmp_path) == [("inserted", _file(tmp_path).name, 3)]
     # made-up prev, or a plain line without hash, or a copy of a line
     made_up = seal(json.dumps({"question": "y"}), "sha256:" + "1" * 64, sealer).encode()
     for extra in (made_up, b'{"question": "z"}', lines[0]):
-        _write(_file(tmp_path), lines[:2] + [extra] + lines[2:])
+        _write(_file(tmp_path), [*lines[:2], extra, *lines[2:]])
         assert _kinds(tmp_path) == [("inserted", _file(tmp_path).name, 3)], extra
 
 
 def test_reordered_lines_are_named(tmp_path: Path) -> None:
     _log(tmp_path, per_day=6)
     lines = _read(_file(tmp_path))
-    swapped = lines[:2] + [lines[3], lines[2]] + lines[4:]
+    swapped = [*lines[:2], lines[3], lines[2], *lines[4:]]
     _write(_file(tmp_path), swapped)
     ((kind, _, line),) = _kinds(tmp_path)
     assert kind == "reordered" and line in (3, 4)
@@ -172,7 +172,7 @@ def test_a_line_moved_to_another_days_file(tmp_path: Path) -> None:
     _log(tmp_path, days=(0, 1))
     a, b = _read(_file(tmp_path, 0)), _read(_file(tmp_path, 1))
     _write(_file(tmp_path, 0), a[:2] + a[3:])
-    _write(_file(tmp_path, 1), b[:2] + [a[2]] + b[2:])
+    _write(_file(tmp_path, 1), [*b[:2], a[2], *b[2:]])
     assert _kinds(tmp_path) == [("reordered", _file(tmp_path, 1).name, 3)]
 
 
@@ -199,7 +199,7 @@ def test_retention_leaves_a_checkpoint_and_the_chain_verifies(tmp_path: Path) ->
     _log_more.append(_rec(99, T0 + timedelta(days=5)))  # new day: purges day 3 too
     _log_more.close()
     rep = verify_chain(tmp_path)
-    assert rep.ok and rep.checkpoints == 3 and [f for f in rep.files] == [_file(tmp_path, 4).name, _file(tmp_path, 5).name]
+    assert rep.ok and rep.checkpoints == 3 and list(rep.files) == [_file(tmp_path, 4).name, _file(tmp_path, 5).name]
     # and a whole remaining day deleted by hand is still found
     _file(tmp_path, 4).unlink()
     assert [p.kind for p in verify_chain(tmp_path).problems] == [Tamper.MISSING_FILE]

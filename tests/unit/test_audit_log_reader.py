@@ -5,17 +5,24 @@ targets by UNC path, folder, URL or id, periods, and pseudonyms named back with 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from ancre.query.audit import AuditLog
 from ancre.reports.audit_log import (
-    BadPeriodError, Pseudonyms, Target, parse_when, read_entries, stats, user_records, who_saw,
+    BadPeriodError,
+    Pseudonyms,
+    Target,
+    parse_when,
+    read_entries,
+    stats,
+    user_records,
+    who_saw,
 )
 
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 ROOTS = {"partage": "\\\\SRV\\Partage", "sp": "https://t.sharepoint.example/sites/D/Docs"}
 
 
@@ -68,11 +75,11 @@ def test_a_sharepoint_url_target() -> None:
 
 
 def test_periods() -> None:
-    now = datetime(2026, 3, 10, 12, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 10, 12, tzinfo=UTC)
     assert parse_when("7d", now=now) == now - timedelta(days=7)
-    assert parse_when("2026-03-02") == datetime(2026, 3, 2, tzinfo=timezone.utc)
+    assert parse_when("2026-03-02") == datetime(2026, 3, 2, tzinfo=UTC)
     assert parse_when("2026-03-02", end_of_day=True).date().isoformat() == "2026-03-02"
-    assert parse_when("2026-03-02T10:00+01:00") == datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+    assert parse_when("2026-03-02T10:00+01:00") == datetime(2026, 3, 2, 9, tzinfo=UTC)
     with pytest.raises(BadPeriodError, match="hier"):
         parse_when("hier")
 

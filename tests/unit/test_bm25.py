@@ -109,7 +109,7 @@ def test_tokenize_deterministic_and_total() -> None:
 
 def test_accented_text_matches_unaccented_query() -> None:
     idx = Bm25Index.build(
-        [entry(0, "Contrat de maintenance — Étude Rochat & Associés")] + filler_entries(20, 1)
+        [entry(0, "Contrat de maintenance — Étude Rochat & Associés"), *filler_entries(20, 1)]
     )
     hits = idx.search("etude rochat", 5)
     assert hits[0].point_id == "p0"
@@ -126,7 +126,7 @@ def test_code_found_among_many() -> None:
 
 
 def test_file_name_is_indexed() -> None:
-    docs = filler_entries(30) + [entry(77, "Annexe sans mot-clé.", "21_Contrat_Maintenance_Baumont_Industries.docx")]
+    docs = [*filler_entries(30), entry(77, "Annexe sans mot-clé.", "21_Contrat_Maintenance_Baumont_Industries.docx")]
     hits = Bm25Index.build(docs).search("Baumont", 5)
     assert [h.point_id for h in hits] == ["p77"]
 
@@ -141,11 +141,7 @@ def test_term_in_half_or_all_documents_scores_positive() -> None:
 
 
 def test_results_best_first_limited_and_carry_collection() -> None:
-    docs = [
-        entry(0, "pare-feu pare-feu pare-feu OPNsense", collection="documentation"),
-        entry(1, "pare-feu OPNsense"),
-        entry(2, "pare-feu"),
-    ] + filler_entries(10, 3)
+    docs = [entry(0, "pare-feu pare-feu pare-feu OPNsense", collection="documentation"), entry(1, "pare-feu OPNsense"), entry(2, "pare-feu"), *filler_entries(10, 3)]
     idx = Bm25Index.build(docs)
     hits = idx.search("pare-feu OPNsense", 2)
     assert [h.point_id for h in hits] == ["p0", "p1"]
@@ -173,7 +169,7 @@ def test_duplicate_point_ids_rejected() -> None:
 
 def test_save_load_roundtrip(tmp_path: Path) -> None:
     idx = Bm25Index.build(
-        filler_entries(50) + [entry(500, "La règle WD-EXCL-042", collection="documentation")]
+        [*filler_entries(50), entry(500, "La règle WD-EXCL-042", collection="documentation")]
     )
     idx.save(tmp_path / "snap")
     back = Bm25Index.load(tmp_path / "snap")
@@ -206,7 +202,7 @@ def _doc_chunks(path: Path, size: int = 1000) -> list[str]:
             chunks.append(cur)
             cur = ""
         cur += para + "\n\n"
-    return chunks + [cur] if cur.strip() else chunks
+    return [*chunks, cur] if cur.strip() else chunks
 
 
 def test_corpus_exact_code_question() -> None:

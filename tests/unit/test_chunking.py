@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def test_paragraphs_packed_up_to_target_and_continuations_repeat_heading() -> No
     bodies = [line for c in chunks for line in c.text.split("\n")[1:]]
     assert bodies == paragraphs
     # packing: no chunk could have taken the next paragraph
-    for current, following in zip(chunks, chunks[1:], strict=False):
+    for current, following in itertools.pairwise(chunks):
         assert len(current.text) + 1 + len(following.text.split("\n")[1]) > 500
 
 
@@ -115,7 +116,7 @@ def test_overlap_repeats_the_end_of_the_previous_chunk() -> None:
     plain = chunk_blocks("d", blocks, target_chars=300)
     overlapped = chunk_blocks("d", blocks, target_chars=300, overlap_chars=120)
     assert len(overlapped) > len(plain) > 1
-    for previous, current in zip(overlapped, overlapped[1:], strict=False):
+    for previous, current in itertools.pairwise(overlapped):
         repeated = current.text.split("\n")[1]  # after the heading line
         assert repeated in previous.text.split("\n")
         assert len(current.text) <= 300

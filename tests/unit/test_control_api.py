@@ -105,7 +105,7 @@ def _limited(query: RecordingQuery, **limits: Any) -> TestClient:
     from ancre.settings.api import ApiConfig
 
     parts = ControlParts(
-        query=query, index_status=lambda: {}, store_points=lambda: 0,
+        query=query, index_status=dict, store_points=lambda: 0,
         explain=lambda path, user, source, private: [], daemon=None, admin_group="ancre-test-no-such-group",
         limits=ApiConfig(**limits),
     )
@@ -147,7 +147,7 @@ def test_a_client_that_never_sends_its_body_is_answered_408_on_the_socket() -> N
     from ancre.settings.api import ApiConfig
 
     parts = ControlParts(
-        query=RecordingQuery(), index_status=lambda: {}, store_points=lambda: 0,
+        query=RecordingQuery(), index_status=dict, store_points=lambda: 0,
         explain=lambda path, user, source, private: [], daemon=None, admin_group="x",
         limits=ApiConfig(body_timeout_s=0.2),
     )
@@ -172,7 +172,7 @@ def test_a_client_that_never_sends_its_body_is_answered_408_on_the_socket() -> N
 def test_the_exposure_report_is_for_admins() -> None:
     asked: list[tuple[list[str] | None, bool]] = []
     parts = ControlParts(
-        query=RecordingQuery(), index_status=lambda: {}, store_points=lambda: 0, explain=lambda p, u, s, private: [],
+        query=RecordingQuery(), index_status=dict, store_points=lambda: 0, explain=lambda p, u, s, private: [],
         daemon=None, admin_group="ancre-test-no-such-group",
         exposure=lambda sources, explain: asked.append((sources, explain)) or {"exposed": 0},
     )

@@ -81,8 +81,8 @@ def test_an_unresolvable_follow_up_is_answered_as_asked() -> None:
     assert ConversationResolver().resolve("Et sa durée ?", []).method is ResolutionMethod.STANDALONE
 
 
-@pytest.mark.parametrize(("label", "instruction"), list(REGENERATE_PROMPTS.items()) + [("Plus concis", Instruction.CONCISE),
-                                                                                      ("Add Details", Instruction.DETAILS)])
+@pytest.mark.parametrize(("label", "instruction"), [*REGENERATE_PROMPTS.items(), ("Plus concis", Instruction.CONCISE),
+                                                    ("Add Details", Instruction.DETAILS)])
 def test_open_webui_regenerate_labels_are_instructions_on_the_previous_answer(label: str, instruction: Instruction) -> None:
     history = [Q_BAUMONT, "Fais pareil pour l'étude Rochat"]
     res = ConversationResolver().resolve(label, history)

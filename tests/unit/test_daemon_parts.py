@@ -238,7 +238,7 @@ def test_polling_fallback_sees_changes(tmp_path: Path) -> None:
 
 
 def test_auto_mode_polls_network_file_systems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ancre.daemon.watch as watch
+    from ancre.daemon import watch
 
     assert watch.fs_type(Path("/proc")) == "proc"
     w = FolderWatcher("s", tmp_path, mode="auto", poll_interval_s=1, on_change=lambda e: None)

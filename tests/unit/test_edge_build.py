@@ -15,8 +15,8 @@ import qdrant_edge as qe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ancre.index.edge_store as edge_store
 from ancre.errors import StoreError
+from ancre.index import edge_store
 from ancre.index.edge_build import Journal, copy_tree, refresh_copy
 from ancre.index.edge_store import EdgeStore, EdgeTuning
 from ancre.index.store import PointWrite
@@ -281,7 +281,7 @@ def test_reads_and_writes_go_on_during_a_build(store: EdgeStore) -> None:
                 store.search(DOCS, _vec(reads[0]), frozenset({GROUPS[0]}), 5)
                 store.keyword_search(DOCS, "contrat", frozenset({GROUPS[0]}), 5)
                 reads[0] += 1
-            except BaseException as e:  # reported below
+            except BaseException as e:  # noqa: BLE001 - reported below
                 errors.append(e)
                 return
 

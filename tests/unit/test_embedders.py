@@ -174,7 +174,7 @@ def test_e5_concurrent_questions_share_engine_calls(e5: E5LocalEmbedder, monkeyp
     together), each caller getting the vector of his own question."""
     import threading
 
-    import ancre.index.e5_local as e5_local
+    from ancre.index import e5_local
 
     questions = [f"{QUESTION} (variante {i})" for i in range(20)]
     alone = {q: e5.embed_query(q) for q in questions}
@@ -228,7 +228,7 @@ def test_factory_config_errors_name_the_key(cfg: EmbedderConfig, key: str) -> No
 
 
 def test_factory_openai_message_names_kind() -> None:
-    with pytest.raises(ConfigError, match='embedder.model is required for kind "openai"'):
+    with pytest.raises(ConfigError, match=r'embedder.model is required for kind "openai"'):
         make_embedder(EmbedderConfig(kind="openai", url="http://127.0.0.1:9"))
 
 

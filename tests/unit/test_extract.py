@@ -23,11 +23,11 @@ from support.hostile import (
 )
 
 from ancre.config import load_settings
+from ancre.errors import ExtractionError
 from ancre.ingest.extract import extract_bytes
 from ancre.ingest.limits import ExtractionLimits
 from ancre.ingest.textclean import collapse_leaders, normalize_pdf_text
 from ancre.ingest.worker import ExtractionPool
-from ancre.errors import ExtractionError
 from ancre.models import Block, BlockKind
 
 SHARE = Path(__file__).resolve().parents[2] / "examples" / "axonix" / "share"
@@ -153,7 +153,7 @@ def test_markdown_structure() -> None:
 
 
 def test_txt_paragraphs_split_on_blank_lines() -> None:
-    blocks = extract_bytes("un\ndeux\n\n\ntrois\r\n\r\nquatre".encode(), "notes.TXT")
+    blocks = extract_bytes(b"un\ndeux\n\n\ntrois\r\n\r\nquatre", "notes.TXT")
     assert [b.text for b in blocks] == ["un\ndeux", "trois", "quatre"]
     assert {b.kind for b in blocks} == {BlockKind.PARAGRAPH}
 
@@ -383,7 +383,7 @@ def test_strict_docx_needs_the_namespace_mapping(office: tuple[Path, dict[str, E
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         assert b"http://purl.oclc.org/ooxml/wordprocessingml/main" in zf.read("word/document.xml")
         assert b"schemas.openxmlformats.org/wordprocessingml" not in zf.read("word/document.xml")
-    with pytest.raises(Exception):  # python-docx alone does not know Strict Open XML
+    with pytest.raises(Exception):  # noqa: B017 - python-docx alone does not know Strict Open XML; its error type is its own
         docx.Document(io.BytesIO(data))
     blocks = extract_bytes(data, "strict.docx")
     assert blocks[0] == Block(BlockKind.HEADING, "Contrat Strict", level=1)

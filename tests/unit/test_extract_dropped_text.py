@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
+from support.hostile import text_pdf
 from support.office_builders import (
     docx_with_notes,
     form_pdf,
@@ -17,13 +18,12 @@ from support.office_builders import (
     word97_document,
     xfa_pdf,
 )
-from support.hostile import text_pdf
 
+from ancre.daemon.sync import SKIP_REASONS, skip_reason_key
+from ancre.errors import ExtractionError
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import SUPPORTED_EXTENSIONS, ExtractOptions, extract_bytes
 from ancre.ingest.worker import ExtractionPool
-from ancre.daemon.sync import SKIP_REASONS, skip_reason_key
-from ancre.errors import ExtractionError
 from ancre.models import BlockKind
 
 HAS_TESSERACT = shutil.which("tesseract") is not None

@@ -131,104 +131,104 @@ FAITHFUL: list[tuple[tuple[str, ...], str, str]] = [
     (ROCHAT_CTX, "Durée ?", f"Il court du 01.01.2026 pendant vingt-quatre mois [{R}]. Il se renouvelle tacitement par périodes de 12 mois [{R}]."),
     (ROCHAT_CTX, "Préavis ?", f"La résiliation est possible moyennant un préavis de 3 mois [{R}]."),
     (ROCHAT_CTX, "Périmètre Rochat ?",
-     f"Le périmètre comprend l'infogérance de vingt postes Windows 11 Pro et d'un serveur Windows Server 2025 ; "
-     f"le pare-feu OPNsense de l'étude est inclus [{R}]."),
+     (f"Le périmètre comprend l'infogérance de vingt postes Windows 11 Pro et d'un serveur Windows Server 2025 ; "
+      f"le pare-feu OPNsense de l'étude est inclus [{R}].")),
     (ROCHAT_CTX, "Délais Rochat ?",
-     f"Le temps d'intervention garanti est de huit heures ouvrées pour un incident bloquant et de trois jours ouvrés "
-     f"pour une demande standard [{R}]."),
+     (f"Le temps d'intervention garanti est de huit heures ouvrées pour un incident bloquant et de trois jours ouvrés "
+      f"pour une demande standard [{R}].")),
     (ROCHAT_CTX, "Horaires ?",
-     f"Les demandes sont ouvertes par courriel ou par téléphone du lundi au vendredi, de 8 h à 18 h [{R}]. "
-     f"En dehors de ces heures, une astreinte facturée CHF 220 HT de l'heure est disponible [{R}]."),
+     (f"Les demandes sont ouvertes par courriel ou par téléphone du lundi au vendredi, de 8 h à 18 h [{R}]. "
+      f"En dehors de ces heures, une astreinte facturée CHF 220 HT de l'heure est disponible [{R}].")),
     (ROCHAT_CTX, "Heure hors forfait ?", f"Chaque heure hors forfait est facturée CHF 160 HT [{R}]."),
     (ROCHAT_CTX, "Parties ?",
      f"Le contrat lie Axonix SA, société de services informatiques sise à Lausanne, et l'Étude Rochat & Associés [{R}]."),
     (ROCHAT_CTX, "Où est l'original ?", f"L'original signé est archivé sur le site SharePoint Direction d'Axonix SA [{R}]."),
     (ROCHAT_CTX, "Durée du contrat Rochat ?",
-     f"La version en vigueur prévoit 24 mois à partir du 1er janvier 2026 [{R}] ; l'ancienne version, remplacée, "
-     f"prévoyait trente-six mois à partir du 1er janvier 2024 [{R24}]."),
+     (f"La version en vigueur prévoit 24 mois à partir du 1er janvier 2026 [{R}] ; l'ancienne version, remplacée, "
+      f"prévoyait trente-six mois à partir du 1er janvier 2024 [{R24}].")),
     (ROCHAT_CTX, "Forfait Rochat ?",
      f"- Version en vigueur : CHF 3 840 HT par mois [{R}]\n- Version 2024 (remplacée) : CHF 3 100 HT par mois [{R24}]"),
     (ROCHAT_CTX, "Compare les deux contrats",
-     f"| Critère | Baumont Industries | Étude Rochat |\n| --- | --- | --- |\n"
-     f"| Postes | 35 | 20 |\n| Forfait mensuel | CHF 4 200 HT | CHF 3 840 HT |\n| Durée | 36 mois | 24 mois |\n\n"
-     f"Sources : [{B}], [{R}]"),
+     (f"| Critère | Baumont Industries | Étude Rochat |\n| --- | --- | --- |\n"
+      f"| Postes | 35 | 20 |\n| Forfait mensuel | CHF 4 200 HT | CHF 3 840 HT |\n| Durée | 36 mois | 24 mois |\n\n"
+      f"Sources : [{B}], [{R}]")),
     (ROCHAT_CTX, "Compare les deux contrats",
-     f"**Baumont Industries** : 35 postes, forfait de CHF 4 200 HT, durée de trente-six mois dès le 1er mars 2025 [{B}].\n\n"
-     f"**Étude Rochat** : 20 postes, forfait de CHF 3 840 HT, durée de vingt-quatre mois dès le 1er janvier 2026 [{R}]."),
+     (f"**Baumont Industries** : 35 postes, forfait de CHF 4 200 HT, durée de trente-six mois dès le 1er mars 2025 [{B}].\n\n"
+      f"**Étude Rochat** : 20 postes, forfait de CHF 3 840 HT, durée de vingt-quatre mois dès le 1er janvier 2026 [{R}].")),
     (ROCHAT_CTX, "Protection des données ?",
      f"Les parties s'engagent à respecter la nLPD ; le Prestataire tient un registre des accès [{R}]."),
     # Baumont
     ((B,), "Conditions Baumont ?",
-     f"Le contrat de maintenance avec Baumont Industries couvre l'infogérance de 35 postes Windows 11 Pro, d'un "
-     f"serveur Windows Server 2022 et d'un NAS Synology [{B}]. Le forfait mensuel s'élève à CHF 4 200 HT [{B}]."),
+     (f"Le contrat de maintenance avec Baumont Industries couvre l'infogérance de 35 postes Windows 11 Pro, d'un "
+      f"serveur Windows Server 2022 et d'un NAS Synology [{B}]. Le forfait mensuel s'élève à CHF 4 200 HT [{B}].")),
     ((B,), "Réseau ?", f"Le réseau est couvert : firewall OPNsense, trois switches et Wi-Fi industriel [{B}]."),
     ((B,), "Disponibilité ?", f"La disponibilité cible du serveur est de 99.5 % [{B}]."),
     ((B,), "Délais Baumont ?",
      f"Incident bloquant : 4 h ouvrées ; demande standard : deux jours ouvrés [{B}]."),
     ((B,), "Durée Baumont ?",
-     f"Le contrat a pris effet en mars 2025 pour trois ans [{B}]. Il est reconductible tacitement par périodes d'un an, "
-     f"sauf résiliation avec un préavis de trois mois [{B}]."),
+     (f"Le contrat a pris effet en mars 2025 pour trois ans [{B}]. Il est reconductible tacitement par périodes d'un an, "
+      f"sauf résiliation avec un préavis de trois mois [{B}].")),
     ((B,), "Résumé Baumont",
-     f"Voici les principales conditions :\n\n1. Forfait : CHF 4 200 HT par mois, payable à 30 jours.\n"
-     f"2. Durée : 36 mois dès le 1er mars 2025.\n3. Préavis : trois mois.\n\n[{B}]"),
+     (f"Voici les principales conditions :\n\n1. Forfait : CHF 4 200 HT par mois, payable à 30 jours.\n"
+      f"2. Durée : 36 mois dès le 1er mars 2025.\n3. Préavis : trois mois.\n\n[{B}]")),
     ((B,), "Le contrat Baumont prévoit-il des pénalités ?",
-     f"Les extraits ne mentionnent aucune pénalité pour le contrat Baumont Industries [{B}]. Ils indiquent seulement un "
-     f"temps d'intervention garanti de 4 heures ouvrées [{B}]."),
+     (f"Les extraits ne mentionnent aucune pénalité pour le contrat Baumont Industries [{B}]. Ils indiquent seulement un "
+      f"temps d'intervention garanti de 4 heures ouvrées [{B}].")),
     ((B, P), "Quel est le montant mensuel du contrat de Dupont Logistique SA ?",
-     f"Aucun contrat de Dupont Logistique SA ne figure dans les extraits ; seul le contrat de Baumont Industries "
-     f"indique un forfait de CHF 4 200 HT [{B}]."),
+     (f"Aucun contrat de Dupont Logistique SA ne figure dans les extraits ; seul le contrat de Baumont Industries "
+      f"indique un forfait de CHF 4 200 HT [{B}].")),
     # Sarrasin
     ((S,), "Chiffrage Sarrasin ?",
      f"Le chiffrage total de la migration s'élève à CHF 44 800 HT pour 28 jours-homme [{S}]."),
     ((S,), "Détail du chiffrage ?",
-     f"Audit et conception : 6 jours, CHF 9 600 HT ; migration des machines virtuelles : 18 jours, CHF 28 800 HT ; "
-     f"tests et bascule : 4 jours, CHF 6 400 HT [{S}]."),
+     (f"Audit et conception : 6 jours, CHF 9 600 HT ; migration des machines virtuelles : 18 jours, CHF 28 800 HT ; "
+      f"tests et bascule : 4 jours, CHF 6 400 HT [{S}].")),
     ((S,), "Consommation Azure ?", f"La consommation Azure est estimée à CHF 2'350 HT par mois, en sus du chiffrage [{S}]."),
     ((S,), "Périmètre ?",
-     f"La migration porte sur douze machines virtuelles, dont deux contrôleurs de domaine, un serveur de fichiers de "
-     f"3 To et l'application de comptabilité Abacus [{S}]."),
+     (f"La migration porte sur douze machines virtuelles, dont deux contrôleurs de domaine, un serveur de fichiers de "
+      f"3 To et l'application de comptabilité Abacus [{S}].")),
     ((S,), "Région ?",
      f"Sarrasin Fiduciaire SA migre vers Microsoft Azure, région Switzerland North, pour garder ses données en Suisse [{S}]."),
     ((S,), "Planning ?",
      f"La bascule est prévue sur un week-end, avec retour arrière possible jusqu'au lundi à 7h00 [{S}]."),
     # policy
     ((P,), "Mot de passe ?",
-     f"Le mot de passe doit compter au moins quatorze caractères et l'authentification multifacteur est exigée pour "
-     f"tout accès distant [{P}]."),
+     (f"Le mot de passe doit compter au moins quatorze caractères et l'authentification multifacteur est exigée pour "
+      f"tout accès distant [{P}].")),
     ((P,), "Correctifs ?", f"Les postes des clients sont mis à jour dans les 14 jours suivant la publication des correctifs [{P}]."),
     ((P,), "Sauvegardes ?",
-     f"Les sauvegardes suivent la règle 3-2-1 : 3 copies, 2 supports et une copie hors site [{P}]. La restauration est "
-     f"testée chaque mois [{P}]."),
+     (f"Les sauvegardes suivent la règle 3-2-1 : 3 copies, 2 supports et une copie hors site [{P}]. La restauration est "
+      f"testée chaque mois [{P}].")),
     ((P,), "Télétravail ?",
-     f"Le télétravail est autorisé depuis un poste géré par Axonix SA, au travers du VPN WireGuard ; un poste personnel "
-     f"est interdit pour accéder aux données des clients [{P}]."),
+     (f"Le télétravail est autorisé depuis un poste géré par Axonix SA, au travers du VPN WireGuard ; un poste personnel "
+      f"est interdit pour accéder aux données des clients [{P}].")),
     ((P,), "Incidents ?",
-     f"Un incident de sécurité est signalé au responsable sécurité dans l'heure, et une violation de données est "
-     f"annoncée au PFPDT lorsque la nLPD l'exige [{P}]."),
+     (f"Un incident de sécurité est signalé au responsable sécurité dans l'heure, et une violation de données est "
+      f"annoncée au PFPDT lorsque la nLPD l'exige [{P}].")),
     ((P,), "BitLocker ?", f"Oui : le chiffrement BitLocker est obligatoire sur tous les portables [{P}]."),
     ((P,), "Revue des accès ?", f"Les accès aux systèmes des clients sont nominatifs et revus chaque trimestre [{P}]."),
     # salaries, code, pipeline, rules
     ((G,), "Salaires ?",
-     f"Selon la grille salariale 2026, un technicien gagne CHF 78 000, un ingénieur système CHF 104 000 et un "
-     f"directeur technique CHF 165 000 bruts par an [{G}]."),
+     (f"Selon la grille salariale 2026, un technicien gagne CHF 78 000, un ingénieur système CHF 104 000 et un "
+      f"directeur technique CHF 165 000 bruts par an [{G}].")),
     ((D,), "Code salle serveur ?", f"Le code d'accès temporaire de la salle serveur de Baumont Industries est 4471-ZETA [{D}]."),
     ((L,), "Modèles ?",
      f"La génération utilise qwen2.5:14b à une température de 0,2 ; le juge d'ancrage utilise qwen3:4b [{L}]."),
     ((L,), "Délais LABO-G9 ?",
-     f"Sur le serveur LABO-G9 sans GPU, une question prend de 3 à 5 minutes et le contrôle d'ancrage entre 2,4 et "
-     f"huit secondes [{L}]."),
+     (f"Sur le serveur LABO-G9 sans GPU, une question prend de 3 à 5 minutes et le contrôle d'ancrage entre 2,4 et "
+      f"huit secondes [{L}].")),
     ((L,), "Embeddings ?", f"Les embeddings sont calculés par nomic-embed-text au travers d'Ollama [{L}]."),
     ((Y,), "WD-EXCL-042 ?",
-     f"La règle WD-EXCL-042 exclut le dossier C:\\Axonix\\Agent des analyses de Windows Defender, car l'agent de "
-     f"sauvegarde y écrit des fichiers temporaires chiffrés [{Y}]."),
+     (f"La règle WD-EXCL-042 exclut le dossier C:\\Axonix\\Agent des analyses de Windows Defender, car l'agent de "
+      f"sauvegarde y écrit des fichiers temporaires chiffrés [{Y}].")),
     ((Y,), "Seuil de W-001 ?",
      f"La règle W-001 se déclenche au-delà de 3 événements en 2 minutes sur un même hôte (sévérité medium) [{Y}]."),
     # partial answers and stated absences
     (ROCHAT_CTX, "Quel est le forfait et la date de signature du contrat Rochat ?",
      f"Le forfait mensuel est de CHF 3 840 HT [{R}]. La date de signature ne figure pas dans les documents disponibles."),
     ((G, P), "Quel est le chiffre d'affaires 2025 d'Axonix ?",
-     f"Le chiffre d'affaires 2025 d'Axonix n'apparaît dans aucun des extraits ; la grille salariale 2026 ne donne que "
-     f"des salaires, par exemple CHF 78 000 pour un technicien [{G}]."),
+     (f"Le chiffre d'affaires 2025 d'Axonix n'apparaît dans aucun des extraits ; la grille salariale 2026 ne donne que "
+      f"des salaires, par exemple CHF 78 000 pour un technicien [{G}].")),
 ]
 
 

@@ -8,12 +8,12 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from support.corpus import CORPUS
 
 from ancre.acl.directory import FileDirectory
 from ancre.config import DEFAULT_IGNORE
 from ancre.connectors.folder import FolderConnector, FolderSourceConfig, unc_folder
 from ancre.errors import SourceUnavailableError
-from support.corpus import CORPUS
 
 DIRECTORY = FileDirectory(CORPUS / "directory.json")
 SID = json.loads((CORPUS / "directory.json").read_text(encoding="utf-8"))

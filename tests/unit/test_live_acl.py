@@ -18,9 +18,9 @@ from ancre.acl.directory import FileDirectory
 from ancre.config import QueryConfig
 from ancre.connectors.folder import FolderConnector, FolderSourceConfig
 from ancre.connectors.smb import SmbConnector, SmbSourceConfig
-from ancre.index.state import ItemState, StateDB
 from ancre.errors import ConfigError
 from ancre.index.edge_store import EdgeStore
+from ancre.index.state import ItemState, StateDB
 from ancre.models import Acl, ChunkPayload
 from ancre.query.live_acl import LiveAclChecker, RightsCheck, _slices, unverified
 

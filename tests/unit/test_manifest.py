@@ -264,7 +264,7 @@ def test_explain_refusals(manifest: AclManifest, directory: FileDirectory, tmp_p
 
 def test_explain_with_a_descriptor_getter(directory: FileDirectory) -> None:
     sds = {"a.docx": SecurityDescriptor(dacl=(Ace(AceType.ACCESS_ALLOWED, f"{DOM}-1202", READ),))}
-    e = explain(directory, lambda p: sds.get(p), "bruno", "a.docx")
+    e = explain(directory, sds.get, "bruno", "a.docx")
     assert e.readable and e.origin is None and "this is bruno's own account" in e.summary
-    e = explain(directory, lambda p: sds.get(p), "bruno", "b.docx")
+    e = explain(directory, sds.get, "bruno", "b.docx")
     assert not e.readable and e.rule.startswith("unreadable security descriptor")

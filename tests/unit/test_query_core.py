@@ -20,6 +20,6 @@ def test_open_without_a_path_reads_ancre_config(tmp_path: Path, monkeypatch: pyt
     cfg = tmp_path / "ancre.toml"
     cfg.write_text('data_dir = "data"\n[store]\nkind = "nope"\n', encoding="utf-8")
     monkeypatch.setenv("ANCRE_CONFIG", str(cfg))
-    with pytest.raises(ConfigError, match="store.kind"):
+    with pytest.raises(ConfigError, match=r"store.kind"):
         QueryCore.open()
     assert not (tmp_path / "data").exists()

@@ -137,7 +137,7 @@ def test_a_trainee_gets_no_contract_duration_for_a_leave_question() -> None:
     ctx = _context(("21_Contrat_Maintenance_Baumont_Industries.docx", DUREE))
     q = "Quelle est la durée du congé maternité ?"
     for idx in (_company(), _company(Bm25Entry("l", "documents", LEAVE, "Conges.docx", (RH,)))):
-        stats = lambda terms, idx=idx: idx.term_stats(terms, frozenset({STAG}))  # noqa: E731
+        stats = lambda terms, idx=idx: idx.term_stats(terms, frozenset({STAG}))  # noqa: E731 - a one-line helper bound to idx
         assert stats(["dur", "cong"]) == (199, {"dur": 1, "cong": 0})
         assert ExtractiveAnswerer().answer(ctx, q, stats) == REFUSAL
     hr = _company(Bm25Entry("l", "documents", LEAVE, "Conges.docx", (RH,)))

@@ -194,7 +194,7 @@ def test_sid_overrunning_its_ace_is_nobody() -> None:
     body = struct.pack("<I", READ) + sid_bytes(TECH)
     short = struct.pack("<BBH", ALLOW, 0, 4 + 12) + body[:12]  # AceSize says 16, the SID needs 24
     raw = sd(acl(short, padding=body[12:] + b"\0" * 4))
-    with pytest.raises(AclError, match="SID .* overruns"):
+    with pytest.raises(AclError, match=r"SID .* overruns"):
         parse_security_descriptor(raw)
 
 

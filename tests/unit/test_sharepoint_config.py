@@ -30,7 +30,7 @@ def test_registered_kind_and_defaults() -> None:
     ],
 )
 def test_exactly_one_credential(extra: dict) -> None:
-    with pytest.raises(ConfigError, match="sources.0"):
+    with pytest.raises(ConfigError, match=r"sources.0"):
         load_settings(None, sources=[{**BASE, **extra}])
 
 

@@ -41,7 +41,7 @@ class RA:
 
 READ = Role("Read", 0x1 | 0x1000 | 0x20000)
 LIMITED = Role("Limited Access", 0x1000 | 0x20000 | 0x10000)  # Open, ViewFormPages... no ViewListItems
-KW = dict(tenant_id=TENANT, resolve_upn=resolve)
+KW = {"tenant_id": TENANT, "resolve_upn": resolve}
 
 
 def test_login_names() -> None:
@@ -111,7 +111,7 @@ def test_direct_grants_by_identity_kind() -> None:
 def test_an_items_own_list_decides_inherited_or_not() -> None:
     """Graph lists an item's effective permissions (own or inherited alike, no inheritedFrom in
     SharePoint libraries): the list decides, and an empty one is nobody."""
-    common = dict(site_id=SITE_A, tenant_id=TENANT, policy="specific_people", resolve_upn=resolve)
+    common = {"site_id": SITE_A, "tenant_id": TENANT, "policy": "specific_people", "resolve_upn": resolve}
     folder_perm = {"id": "f", "roles": ["read"], "grantedToV2": {"group": {"id": "gdir"}}}
     assert item_acl([folder_perm], **common).acl.allow == {"aad:gdir"}
     nobody = item_acl([], **common).acl

@@ -3,6 +3,7 @@ QdrantStore on qdrant-client's local mode (speaks the server API)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -76,19 +77,14 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[]
 
     def factory() -> Store:
         store: Store
-        if request.param == "edge":
-            store = EdgeStore(tmp_path / "data")
-        else:
-            store = QdrantStore.local(tmp_path / "local")
+        store = EdgeStore(tmp_path / "data") if request.param == "edge" else QdrantStore.local(tmp_path / "local")
         made.append(store)
         return store
 
     yield factory
     for store in made:
-        try:
+        with contextlib.suppress(StoreError):
             store.close()
-        except StoreError:
-            pass
 
 
 @pytest.fixture
@@ -466,7 +462,7 @@ _CHILD = textwrap.dedent(
 def _child(data_dir: Path, mode: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", _CHILD, str(data_dir), mode],
-        capture_output=True,
+        check=False, capture_output=True,
         text=True,
         timeout=120,
     )
@@ -527,10 +523,7 @@ def sparse(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EdgeStore
     index (the default), or qdrant-client local mode with sparse vectors and the IDF modifier (as
     a Qdrant server with ``kind = "qdrant"``)."""
     s: EdgeStore | QdrantStore
-    if request.param == "edge":
-        s = EdgeStore(tmp_path / "edge")
-    else:
-        s = QdrantStore.local(tmp_path / "sparse", sparse_bm25=True)
+    s = EdgeStore(tmp_path / "edge") if request.param == "edge" else QdrantStore.local(tmp_path / "sparse", sparse_bm25=True)
     s.open(EMBEDDER, DIM)
     assert isinstance(s, KeywordStore) and s.keywords_ready
     yield s

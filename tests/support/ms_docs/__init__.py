@@ -32,37 +32,37 @@ ROLE_ASSIGNMENTS = "https://learn.microsoft.com/sharepoint/dev/sp-add-ins/set-cu
 HAS_UNIQUE = "https://learn.microsoft.com/dotnet/api/microsoft.sharepoint.client.securableobject.hasuniqueroleassignments"
 
 RULES: dict[str, tuple[str, str]] = {
-    "no-inherited-from": (PERMISSION, "OneDrive for Business and SharePoint document libraries do not return the "
-                          "inheritedFrom property."),
-    "effective": (LIST_PERMISSIONS, "List the effective sharing permissions on a driveItem. [...] Effective sharing "
+    "no-inherited-from": (PERMISSION, ("OneDrive for Business and SharePoint document libraries do not return the "
+                          "inheritedFrom property.")),
+    "effective": (LIST_PERMISSIONS, ("List the effective sharing permissions on a driveItem. [...] Effective sharing "
                   "permissions of a DriveItem can come from two sources: Sharing permissions applied directly on the "
-                  "DriveItem itself; Sharing permissions inherited from the DriveItem's ancestors"),
-    "expiration": (PERMISSION, "expirationDateTime: A format of yyyy-MM-ddTHH:mm:ssZ of DateTimeOffset indicates the "
+                  "DriveItem itself; Sharing permissions inherited from the DriveItem's ancestors")),
+    "expiration": (PERMISSION, ("expirationDateTime: A format of yyyy-MM-ddTHH:mm:ssZ of DateTimeOffset indicates the "
                    "expiration time of the permission. DateTime.MinValue indicates there is no expiration set for "
-                   "this permission."),
-    "people-link": (PERMISSION, "Specific people link: This link provides read and write access to the specific "
-                    "people in the grantedToIdentities collection."),
-    "existing-access": (PERMISSION, "Existing access link: This link does not grant any additional privileges to "
-                        "the user."),
-    "link-scopes": (SHARING_LINK, "scope: anonymous (anyone), organization (anyone signed into the same tenant), "
-                    "existingAccess (only people who already have access), users (a specific list of people)"),
-    "site-group": (SP_IDENTITY_SET, "siteGroup: The SharePoint group associated with this action, identified by a "
-                   "principal ID that is unique only within the site."),
-    "delta-deleted": (DELTA, "Deleted items are returned with the deleted facet. [...] Delete: ctag, name "
-                      "(properties omitted by delta query, OneDrive for Business)"),
-    "delta-no-path": (DELTA, "The parentReference property on items won't include a value for path. [...] When "
-                      "using delta you should always track items by id."),
-    "delta-last": (DELTA, "The same item may appear more than once in a delta feed [...] You should use the last "
-                   "occurrence you see."),
-    "batch-order": (BATCH, "Individual responses might appear in a different order than the requests. The id "
-                    "property can be used to correlate individual requests and responses."),
+                   "this permission.")),
+    "people-link": (PERMISSION, ("Specific people link: This link provides read and write access to the specific "
+                    "people in the grantedToIdentities collection.")),
+    "existing-access": (PERMISSION, ("Existing access link: This link does not grant any additional privileges to "
+                        "the user.")),
+    "link-scopes": (SHARING_LINK, ("scope: anonymous (anyone), organization (anyone signed into the same tenant), "
+                    "existingAccess (only people who already have access), users (a specific list of people)")),
+    "site-group": (SP_IDENTITY_SET, ("siteGroup: The SharePoint group associated with this action, identified by a "
+                   "principal ID that is unique only within the site.")),
+    "delta-deleted": (DELTA, ("Deleted items are returned with the deleted facet. [...] Delete: ctag, name "
+                      "(properties omitted by delta query, OneDrive for Business)")),
+    "delta-no-path": (DELTA, ("The parentReference property on items won't include a value for path. [...] When "
+                      "using delta you should always track items by id.")),
+    "delta-last": (DELTA, ("The same item may appear more than once in a delta feed [...] You should use the last "
+                   "occurrence you see.")),
+    "batch-order": (BATCH, ("Individual responses might appear in a different order than the requests. The id "
+                    "property can be used to correlate individual requests and responses.")),
     "batch-limit": (BATCH, "JSON batch requests are currently limited to 20 individual requests."),
-    "package": (PACKAGE, "An example of a package is a OneNote notebook. [...] DriveItems with the package facet "
-                "do not include a folder or file facet"),
-    "owners-claim": (GROUP_CLAIMS, "<group id>_o: this claim represents the Office 365 Group owners; <group id>: "
-                     "this claim represents the Office 365 Group members"),
-    "has-unique": (HAS_UNIQUE, "HasUniqueRoleAssignments: whether the role assignments are uniquely defined for "
-                   "this securable object or inherited from a parent securable object"),
+    "package": (PACKAGE, ("An example of a package is a OneNote notebook. [...] DriveItems with the package facet "
+                "do not include a folder or file facet")),
+    "owners-claim": (GROUP_CLAIMS, ("<group id>_o: this claim represents the Office 365 Group owners; <group id>: "
+                     "this claim represents the Office 365 Group members")),
+    "has-unique": (HAS_UNIQUE, ("HasUniqueRoleAssignments: whether the role assignments are uniquely defined for "
+                   "this securable object or inherited from a parent securable object")),
 }
 """Rules the fake follows: ``name -> (page, what the page says)``."""
 
