@@ -91,10 +91,10 @@ from ancre.connectors.base import (
     SourceContext,
     SourceKind,
 )
-from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
+from ancre.connectors.folder import is_ignored, path_selected, unc_folder
 from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
-from ancre.models import Acl, SourceItem
+from ancre.models import Acl, SourceItem, nfc
 from ancre.settings import resolve_secret
 from ancre.settings.sources import SmbSourceConfig
 

@@ -27,15 +27,26 @@ import os
 import re
 import stat
 import threading
-import unicodedata
 from pathlib import Path
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    EVENT_TYPE_ATTRIB,
+    EVENT_TYPE_CLOSED,
+    EVENT_TYPE_CLOSED_NO_WRITE,
+    EVENT_TYPE_CREATED,
+    EVENT_TYPE_DELETED,
+    EVENT_TYPE_MODIFIED,
+    EVENT_TYPE_MOVED,
+    EVENT_TYPE_OPENED,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from ancre.connectors.base import ChangeCallback, ChangeEvent, WatchableConnector
 from ancre.connectors.folder import is_ignored
+from ancre.models import ChangeKind, nfc
 
 log = logging.getLogger("ancre.daemon.watch")
 
@@ -46,6 +57,16 @@ NETWORK_FS = frozenset(
 """File system types on which inotify does not see changes made elsewhere: polled in ``auto``."""
 
 _SUPERVISE_S = 1.0
+
+_WATCHDOG_KINDS = {
+    EVENT_TYPE_CREATED: ChangeKind.CREATED,
+    EVENT_TYPE_DELETED: ChangeKind.DELETED,
+    EVENT_TYPE_MODIFIED: ChangeKind.MODIFIED,
+    EVENT_TYPE_CLOSED: ChangeKind.MODIFIED,
+    EVENT_TYPE_ATTRIB: ChangeKind.MODIFIED,
+}
+"""watchdog's event types → the change they report (a moved event is handled apart; any other
+type counts as a modification of its path)."""
 
 
 def fs_type(path: Path) -> str | None:
@@ -80,7 +101,7 @@ def _rel(root: str, path: bytes | str) -> str | None:
         return "."
     if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
         return None
-    return unicodedata.normalize("NFC", rel.replace(os.sep, "/"))
+    return nfc(rel.replace(os.sep, "/"))
 
 
 class _Handler(FileSystemEventHandler):
@@ -215,7 +236,7 @@ class FolderWatcher:
             if sig != self._manifest_sig:
                 self._manifest_sig = sig
                 log.info("watch %s: ACL manifest %s changed; re-reading every ACL", self.source_id, self.acl_manifest)
-                self.on_change(ChangeEvent(self.source_id, None, "acl"))  # the rights lane, not a rescan
+                self.on_change(ChangeEvent(self.source_id, None, ChangeKind.ACL))  # the rights lane, not a rescan
             ident = self._identity()
             with self._lock:
                 if self._stop.is_set():
@@ -240,7 +261,7 @@ class FolderWatcher:
 
     def rescan(self) -> None:
         """Report that events may have been lost (a full pass follows)."""
-        self.on_change(ChangeEvent(self.source_id, None, "rescan"))
+        self.on_change(ChangeEvent(self.source_id, None, ChangeKind.RESCAN))
 
     def _keep(self, rel: str | None, is_dir: bool) -> str | None:
         if rel is None or rel == ".":
@@ -251,29 +272,30 @@ class FolderWatcher:
 
     def _translate(self, event: FileSystemEvent) -> None:
         kind = event.event_type
-        if kind in ("opened", "closed_no_write") or (event.is_directory and kind in ("modified", "attrib", "closed")):
+        if kind in (EVENT_TYPE_OPENED, EVENT_TYPE_CLOSED_NO_WRITE) or (
+            event.is_directory and kind in (EVENT_TYPE_MODIFIED, EVENT_TYPE_ATTRIB, EVENT_TYPE_CLOSED)
+        ):
             return
         root = str(self.root)
         src = _rel(root, event.src_path)
-        if src == "." and kind in ("deleted", "moved"):
+        if src == "." and kind in (EVENT_TYPE_DELETED, EVENT_TYPE_MOVED):
             self.rescan()  # the root itself went away: the supervisor takes it from here
             return
-        if kind == "moved":
+        if kind == EVENT_TYPE_MOVED:
             dest = self._keep(_rel(root, event.dest_path), event.is_directory)
             # a move from an ignored temp file to a real name is a change of the destination only
             src_k = self._keep(src, event.is_directory)
             if src_k is None and dest is None:
                 return
             if src_k is None:
-                self.on_change(ChangeEvent(self.source_id, dest, "created"))
+                self.on_change(ChangeEvent(self.source_id, dest, ChangeKind.CREATED))
             else:
-                self.on_change(ChangeEvent(self.source_id, src_k, "moved", dest))
+                self.on_change(ChangeEvent(self.source_id, src_k, ChangeKind.MOVED, dest))
             return
         rel = self._keep(src, event.is_directory)
         if rel is None:
             return
-        mapped = {"closed": "modified", "attrib": "modified"}.get(kind, kind)
-        self.on_change(ChangeEvent(self.source_id, rel, mapped))
+        self.on_change(ChangeEvent(self.source_id, rel, _WATCHDOG_KINDS.get(kind, ChangeKind.MODIFIED)))
 
 
 class _OverflowHook(logging.Handler):
@@ -344,7 +366,7 @@ class ConnectorWatcher:
             if self._stop.is_set():
                 return
             self.effective_mode = "down"
-            self.on_change(ChangeEvent(self.source_id, None, "rescan"))
+            self.on_change(ChangeEvent(self.source_id, None, ChangeKind.RESCAN))
             if self._stop.wait(backoff):
                 return
             backoff = min(backoff * 2, 60.0)
