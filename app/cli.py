@@ -31,7 +31,7 @@ from ancre.app.runtime import Runtime
 from ancre.config import Settings, config_path, load_settings
 from ancre.errors import AncreError
 from ancre.index.store_factory import make_store
-from ancre.models import COLLECTIONS, PassOutcome
+from ancre.models import COLLECTIONS, PassOutcome, PassScope
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
@@ -179,7 +179,7 @@ def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> 
                 if all(s in got for s in ticket["sources"]):
                     break
                 cur = (owner.get("/v1/status")["daemon"] or {}).get("current")
-                if cur is not None and cur["scope"] == "full" and cur["source"] in ticket["sources"]:
+                if cur is not None and cur["scope"] == PassScope.FULL and cur["source"] in ticket["sources"]:
                     prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
                                 description=(cur["path"] or "listing…")[-60:])
                 time.sleep(0.5)

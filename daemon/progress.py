@@ -47,7 +47,7 @@ class ProgressBook:
         self._progress_pushed = 0.0
 
     # ------------------------------------------------------------------ the running task
-    def begin(self, source: str, trigger: str, scope: str) -> None:
+    def begin(self, source: str, trigger: str, scope: PassScope) -> None:
         """A pass (``scope`` ``full``) or batch (``paths``) of ``source`` starts."""
         with self._mu:
             self._current = {
