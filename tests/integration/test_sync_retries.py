@@ -1,4 +1,4 @@
-"""Issue 11: no poison pill, bounded embedding, a pass that always records its end.
+"""No poison pill, bounded embedding, a pass that always records its end.
 
 A document whose extraction crashes the worker is tried ``sync.max_attempts`` times with backoff,
 then left ``failed`` until its content changes; a document whose indexing kills the whole sync

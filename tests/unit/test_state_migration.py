@@ -1,4 +1,4 @@
-"""The state DB of an older ancre is migrated in place (issue 11: retry columns, pass pid), and
+"""The state DB of an older ancre is migrated in place (retry columns, pass pid), and
 a pass left open by a process that died is closed as ``crashed``."""
 
 from __future__ import annotations
