@@ -315,9 +315,10 @@ def point_id(doc_id: str, chunk_index: int) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, f"{doc_id}:{chunk_index}"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChunkPayload:
-    """The Qdrant payload of one point (docs/ARCHITECTURE.md "Data model and the rights filter"). ``location`` is the UNC folder
+    """The Qdrant payload of one point (docs/ARCHITECTURE.md "Data model and the rights filter"),
+    built by keyword only. ``location`` is the UNC folder
     (``\\\\SRV\\Partage\\Dossier\\``) or SharePoint folder URL; ``indexed_at`` in epoch seconds;
     ``ocr``: the chunk's text was (partly) read by OCR from a scanned page."""
 
@@ -424,7 +425,7 @@ class StoredPoint:
     score: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchResult:
     """One fused retrieval result (query core output). ``score`` is the RRF score in [0, ~0.033];
     ``found_by`` lists which candidate lists had it (``"vector"``, ``"bm25"``)."""

@@ -142,7 +142,7 @@ _BATCH_CHUNKS = 128
 embedder call and one upsert never hold more than ``_BATCH_CHUNKS`` chunks."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Planned:
     """A document whose content was extracted and chunked, waiting to be embedded and written."""
 
@@ -581,7 +581,10 @@ class SyncEngine:
             self._record_failure(item, prev, collection, acl_hash, rep, e, content_hash)
             return None
 
-        return _Planned(item, prev, collection, acl, acl_hash, content_hash, chunks, epoch)
+        return _Planned(
+            item=item, prev=prev, collection=collection, acl=acl, acl_hash=acl_hash, content_hash=content_hash,
+            chunks=chunks, epoch=epoch,
+        )
 
     def _chunks_of(self, item: SourceItem, blocks: tuple[Block, ...]) -> list[Chunk]:
         """The chunks of ``item``'s extracted ``blocks``. Raises

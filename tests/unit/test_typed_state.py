@@ -15,7 +15,7 @@ import pytest
 from ancre.daemon.progress import index_status
 from ancre.daemon.sync import PassReport
 from ancre.index.state import ItemState, StateDB
-from ancre.models import ChangeKind, ItemStatus, PassOutcome, PassScope, nfc
+from ancre.models import ChangeKind, ChunkPayload, ItemStatus, PassOutcome, PassScope, SearchResult, nfc
 
 PACKAGE = Path(__file__).resolve().parents[2]
 
@@ -117,3 +117,10 @@ def test_one_nfc_normaliser_in_the_package() -> None:
         if 'normalize("NFC"' in line
     ]
     assert copies == []
+
+
+def test_wide_payload_dataclasses_take_keywords_only() -> None:
+    with pytest.raises(TypeError):
+        ChunkPayload("src", "K", "K.txt", "K.txt", "", 0, "t", ("g",), (), "h", 0.0)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        SearchResult("p", "d", "f", "p", "", 0, 0.1, ("bm25",))  # type: ignore[misc]
