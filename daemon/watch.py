@@ -29,18 +29,7 @@ import stat
 import threading
 from pathlib import Path
 
-from watchdog.events import (
-    EVENT_TYPE_ATTRIB,
-    EVENT_TYPE_CLOSED,
-    EVENT_TYPE_CLOSED_NO_WRITE,
-    EVENT_TYPE_CREATED,
-    EVENT_TYPE_DELETED,
-    EVENT_TYPE_MODIFIED,
-    EVENT_TYPE_MOVED,
-    EVENT_TYPE_OPENED,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
@@ -59,14 +48,15 @@ NETWORK_FS = frozenset(
 _SUPERVISE_S = 1.0
 
 _WATCHDOG_KINDS = {
-    EVENT_TYPE_CREATED: ChangeKind.CREATED,
-    EVENT_TYPE_DELETED: ChangeKind.DELETED,
-    EVENT_TYPE_MODIFIED: ChangeKind.MODIFIED,
-    EVENT_TYPE_CLOSED: ChangeKind.MODIFIED,
-    EVENT_TYPE_ATTRIB: ChangeKind.MODIFIED,
+    "created": ChangeKind.CREATED,
+    "deleted": ChangeKind.DELETED,
+    "modified": ChangeKind.MODIFIED,
+    "closed": ChangeKind.MODIFIED,
+    "attrib": ChangeKind.MODIFIED,
 }
-"""watchdog's event types → the change they report (a moved event is handled apart; any other
-type counts as a modification of its path)."""
+"""watchdog's ``event_type`` values (its ``EVENT_TYPE_*`` strings; ``attrib`` and
+``closed_no_write`` exist in its newer releases only) → the change they report (a ``moved`` event
+is handled apart; any other type counts as a modification of its path)."""
 
 
 def fs_type(path: Path) -> str | None:
@@ -272,16 +262,14 @@ class FolderWatcher:
 
     def _translate(self, event: FileSystemEvent) -> None:
         kind = event.event_type
-        if kind in (EVENT_TYPE_OPENED, EVENT_TYPE_CLOSED_NO_WRITE) or (
-            event.is_directory and kind in (EVENT_TYPE_MODIFIED, EVENT_TYPE_ATTRIB, EVENT_TYPE_CLOSED)
-        ):
+        if kind in ("opened", "closed_no_write") or (event.is_directory and kind in ("modified", "attrib", "closed")):
             return
         root = str(self.root)
         src = _rel(root, event.src_path)
-        if src == "." and kind in (EVENT_TYPE_DELETED, EVENT_TYPE_MOVED):
+        if src == "." and kind in ("deleted", "moved"):
             self.rescan()  # the root itself went away: the supervisor takes it from here
             return
-        if kind == EVENT_TYPE_MOVED:
+        if kind == "moved":
             dest = self._keep(_rel(root, event.dest_path), event.is_directory)
             # a move from an ignored temp file to a real name is a change of the destination only
             src_k = self._keep(src, event.is_directory)
