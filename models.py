@@ -204,6 +204,71 @@ class SourceItem:
         return f"{self.source}:{self.native_id}"
 
 
+class ItemStatus(StrEnum):
+    """The status of one source item in the sync state DB (``items.status``); the values are
+    the strings stored there and printed by ``ancre status --json``."""
+
+    INDEXED = "indexed"
+    """In the store; an ``indexed`` row with a ``reason`` has an ACL that could not be read
+    (readable by nobody)."""
+    PENDING = "pending"
+    """Written before the store is touched: a crash between the two writes leaves a row the next
+    pass reconciles."""
+    FAILED = "failed"
+    """Extraction or reading failed (``reason`` says why); retried with backoff."""
+    SKIPPED = "skipped"
+    """Never indexed, by a property of the file (encrypted, empty, too large, unsupported, a
+    symbolic link…); ``reason`` says which."""
+
+
+class PassOutcome(StrEnum):
+    """How a sync pass ended (``passes.outcome`` in the state DB, ``outcome`` in reports)."""
+
+    OK = "ok"
+    PARTIAL = "partial"
+    """Done except under subtrees the source reported unreachable (nothing purged under them)."""
+    SUSPECT = "suspect"
+    """Root unreachable or mass deletion: nothing purged."""
+    INTERRUPTED = "interrupted"
+    """A stop was requested: nothing purged."""
+    ERROR = "error"
+    """An exception stopped the pass (store or embedder down); what was committed stays."""
+    CRASHED = "crashed"
+    """The process running the pass ended before it did (closed on the next open)."""
+
+
+class PassScope(StrEnum):
+    """What a sync pass covered."""
+
+    FULL = "full"
+    """Every item of the source."""
+    PATHS = "paths"
+    """The paths named by change events."""
+    ACL = "acl"
+    """Only the rights of indexed documents."""
+
+
+class ChangeKind(StrEnum):
+    """The kind of a change reported by a source's watcher (``ChangeEvent.kind``)."""
+
+    CREATED = "created"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+    MOVED = "moved"
+    """Renamed or moved: ``dest_path`` is the new path."""
+    ACL = "acl"
+    """The rights changed (without a path: possibly every document's)."""
+    RESCAN = "rescan"
+    """The watcher lost track: a full reconciliation is needed."""
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode NFC (composed) form: paths, file names and account names are stored
+    and compared NFC, whatever form the source spells them in (macOS and some tools write NFD).
+    Pure normalisation: no separator, case or whitespace change."""
+    return unicodedata.normalize("NFC", text)
+
+
 class BlockKind(StrEnum):
     """Kinds of extracted text blocks, used by the structure-aware chunker."""
 
@@ -250,9 +315,10 @@ def point_id(doc_id: str, chunk_index: int) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, f"{doc_id}:{chunk_index}"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChunkPayload:
-    """The Qdrant payload of one point (docs/ARCHITECTURE.md "Data model and the rights filter"). ``location`` is the UNC folder
+    """The Qdrant payload of one point (docs/ARCHITECTURE.md "Data model and the rights filter"),
+    built by keyword only. ``location`` is the UNC folder
     (``\\\\SRV\\Partage\\Dossier\\``) or SharePoint folder URL; ``indexed_at`` in epoch seconds;
     ``ocr``: the chunk's text was (partly) read by OCR from a scanned page."""
 
@@ -359,7 +425,7 @@ class StoredPoint:
     score: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchResult:
     """One fused retrieval result (query core output). ``score`` is the RRF score in [0, ~0.033];
     ``found_by`` lists which candidate lists had it (``"vector"``, ``"bm25"``)."""
@@ -385,4 +451,4 @@ def fold_name(name: str) -> str:
     only ASCII ``A``–``Z`` lowercased. Never Unicode case folding: ``str.casefold`` turns
     ``jeß.rossi`` and ``jeſs.rossi`` into ``jess.rossi``, two accounts that Open WebUI (and AD's
     sign-in) keep apart; exact matching after this fold cannot merge them."""  # noqa: RUF002 - the long s is the example
-    return unicodedata.normalize("NFC", name).strip().translate(_ASCII_LOWER)
+    return nfc(name).strip().translate(_ASCII_LOWER)

@@ -15,7 +15,6 @@ principal that decided (:mod:`ancre.acl.providers`).
 from __future__ import annotations
 
 import ntpath
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -27,7 +26,7 @@ from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.acl.share import explain_share
 from ancre.acl.token import DIRECTORY_RULES, TokenRules, well_known_name
 from ancre.errors import AclError, AncreError
-from ancre.models import Acl
+from ancre.models import Acl, nfc
 
 SdGetter = Callable[[str], "SecurityDescriptor | None"]
 """``rel_path → SecurityDescriptor`` (``None`` if unreadable; may raise ``AclError``)."""
@@ -61,8 +60,8 @@ def _under(prefix: str, path: str) -> str | None:
     """The rest of ``path`` after ``prefix`` (both NFC, ``/`` or ``\\`` separators, ASCII letters
     compared case-insensitively as server and share names are), ``None`` when ``path`` is not
     under it. The fold keeps lengths (no ``ß`` → ``ss``), so the rest is cut at the right place."""
-    norm_prefix = unicodedata.normalize("NFC", prefix).replace("\\", "/").rstrip("/")
-    norm_path = unicodedata.normalize("NFC", path).replace("\\", "/")
+    norm_prefix = nfc(prefix).replace("\\", "/").rstrip("/")
+    norm_path = nfc(path).replace("\\", "/")
     folded_prefix, folded_path = norm_prefix.translate(_ASCII_LOWER), norm_path.translate(_ASCII_LOWER)
     if folded_path == folded_prefix:
         return ""

@@ -31,7 +31,6 @@ import math
 import re
 import ssl
 import threading
-import unicodedata
 from collections import deque
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -44,7 +43,7 @@ from ldap3.utils.conv import escape_filter_chars
 
 from ancre.acl.directory import WELL_KNOWN, fold_name
 from ancre.errors import ConfigError, DirectoryError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, sid_principal
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, nfc, sid_principal
 from ancre.settings import DirectoryConfig, resolve_secret
 
 log = logging.getLogger("ancre.acl.ldap")
@@ -365,7 +364,7 @@ class LdapDirectory:
         answer is re-checked here: a value must equal ``name`` exactly after :func:`fold_name`
         (NFC, ASCII-only lowercasing) — AD's own matching is wider. A name with ``@`` is a UPN:
         it is never matched against ``sAMAccountName``."""
-        name = unicodedata.normalize("NFC", name).strip()
+        name = nfc(name).strip()
         if not name:
             return None
         domain, sep, short = name.rpartition("\\")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ from ancre.acl.engine import (
     read_acl,
 )
 from ancre.errors import AclError
-from ancre.models import Acl
+from ancre.models import Acl, nfc
 
 _FLAG_LETTERS = {
     "OI": OBJECT_INHERIT_ACE,
@@ -65,7 +64,7 @@ def _fold(s: str) -> str:
 def path_parts(rel_path: str) -> tuple[str, ...]:
     """``"Clients\\\\x.docx"`` → ``("Clients", "x.docx")``: NFC, ``/`` or ``\\`` separators, empty
     and ``.`` components dropped. ``""`` → ``()`` (the share root)."""
-    norm = unicodedata.normalize("NFC", rel_path).replace("\\", "/")
+    norm = nfc(rel_path).replace("\\", "/")
     return tuple(p for p in norm.split("/") if p not in ("", "."))
 
 

@@ -51,7 +51,7 @@ from urllib.parse import unquote
 import jwt
 
 from ancre.errors import AncreError, ConfigError
-from ancre.models import fold_name
+from ancre.models import fold_name, nfc
 from ancre.settings import resolve_secret
 from ancre.settings.api import ApiConfig
 
@@ -296,7 +296,7 @@ def _jwt_identity(headers: Mapping[str, str], cfg: ApiConfig, secret: str) -> Id
     claims = check_user_jwt(headers.get(cfg.user_jwt_header), secret, cfg.user_jwt_leeway_s,
                             cfg.user_jwt_max_lifetime_s)
     # the same mapping as the e-mail header: stripped, NFC, bounded, no control character
-    email = unicodedata.normalize("NFC", claims["email"].strip())
+    email = nfc(claims["email"].strip())
     if not email:
         raise AuthError("missing_identity", "missing user identity: the JWT's email claim is empty")
     if len(email) > MAX_IDENTITY_CHARS or any(unicodedata.category(c)[0] == "C" for c in email):
@@ -322,7 +322,7 @@ def authenticate(
     if secrets.user_jwt_secret is not None:
         return _jwt_identity(headers, cfg, secrets.user_jwt_secret)
     raw_email = headers.get(cfg.user_email_header)
-    email = unicodedata.normalize("NFC", _header_text(raw_email).strip()) if raw_email else ""
+    email = nfc(_header_text(raw_email).strip()) if raw_email else ""
     if not email:
         raise AuthError("missing_identity", f"missing user identity: the {cfg.user_email_header} header is required")
     if len(email) > MAX_IDENTITY_CHARS or any(unicodedata.category(c)[0] == "C" for c in email):

@@ -37,9 +37,9 @@ would show. The same holds for quoted document text (:mod:`ancre.query.markdown`
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
 
+from ancre.models import nfc
 from ancre.query.answer import Answer, AnswerSource
 from ancre.query.citations import DOC_EXTENSIONS, scan_citations
 from ancre.query.markdown import escape_line, extract_blocks
@@ -60,7 +60,7 @@ def citation_key(name: str) -> str:
     """What identifies the file a citation names: NFC, case-folded, without a ``#N`` chunk
     suffix, folders or a document extension (``[X.docx]``, ``[x]``, ``[x.docx#3]`` name the
     same file)."""
-    name = _SUFFIX_RE.sub("", unicodedata.normalize("NFC", name).strip())
+    name = _SUFFIX_RE.sub("", nfc(name).strip())
     name = re.split(r"[\\/]", name)[-1].strip()
     stem, dot, ext = name.rpartition(".")
     if dot and stem and ext.casefold() in DOC_EXTENSIONS:

@@ -31,7 +31,7 @@ from ancre.app.runtime import Runtime
 from ancre.config import Settings, config_path, load_settings
 from ancre.errors import AncreError
 from ancre.index.store_factory import make_store
-from ancre.models import COLLECTIONS
+from ancre.models import COLLECTIONS, PassOutcome, PassScope
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
@@ -179,7 +179,7 @@ def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> 
                 if all(s in got for s in ticket["sources"]):
                     break
                 cur = (owner.get("/v1/status")["daemon"] or {}).get("current")
-                if cur is not None and cur["scope"] == "full" and cur["source"] in ticket["sources"]:
+                if cur is not None and cur["scope"] == PassScope.FULL and cur["source"] in ticket["sources"]:
                     prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
                                 description=(cur["path"] or "listing…")[-60:])
                 time.sleep(0.5)
@@ -200,7 +200,7 @@ def _finish_sync(reports: list[Any], as_json: bool) -> None:
         console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
     else:
         _print_reports(reports)
-    if any(r.outcome != "ok" for r in reports):
+    if any(r.outcome != PassOutcome.OK for r in reports):
         raise typer.Exit(1)
 
 
@@ -211,7 +211,8 @@ def _print_reports(reports: list[Any]) -> None:
         t.add_column(col, justify="right" if col not in ("source", "outcome") else "left")
     for r in reports:
         t.add_row(
-            r.source, r.outcome if r.outcome == "ok" else f"[red]{r.outcome}[/]", str(r.listed), str(r.new), str(r.changed),
+            r.source, r.outcome if r.outcome == PassOutcome.OK else f"[red]{r.outcome}[/]", str(r.listed), str(r.new),
+            str(r.changed),
             str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped),
             str(r.acl_unreadable) if not r.acl_unreadable else f"[red]{r.acl_unreadable}[/]", str(r.embedded_chunks),
             f"{r.duration_s:.1f}",

@@ -2,7 +2,7 @@
 API in one process, sharing one :class:`~ancre.app.runtime.Runtime`). The API is given the
 runtime's :class:`~ancre.query.core.QueryCore` and its readiness check, never the runtime.
 
-The embedded store (qdrant-edge) can be opened by one process only (issue "daemon", point 5):
+The embedded store (qdrant-edge) can be opened by one process only:
 with it, run ``ancre serve``, or ``ancre api`` while no daemon runs. With a Qdrant server
 (``store.kind = "qdrant"``) the daemon and ``ancre api`` run apart; the API reloads the BM25
 snapshot whenever the daemon publishes a new generation (:meth:`Bm25Manager.get`).

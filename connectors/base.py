@@ -17,7 +17,7 @@ from ancre.acl.explain import AclTrace
 from ancre.acl.providers import PrincipalProvider
 from ancre.errors import ConfigError
 from ancre.index.state import StateDB
-from ancre.models import Acl, SourceItem
+from ancre.models import Acl, ChangeKind, SourceItem
 from ancre.settings.sources import SourceSettings
 
 
@@ -57,7 +57,7 @@ class ChangeEvent:
 
     source: str
     path: str | None
-    kind: str
+    kind: ChangeKind
     dest_path: str | None = None
 
 

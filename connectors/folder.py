@@ -11,7 +11,6 @@ import fnmatch
 import os
 import stat
 import threading
-import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -20,13 +19,8 @@ from ancre.acl.explain import AclTrace, canonical_path, trace_manifest
 from ancre.acl.manifest import AclManifest
 from ancre.connectors.base import CollectionFromConfig, Connector, SourceContext, SourceKind
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
-from ancre.models import Acl, SourceItem
+from ancre.models import Acl, SourceItem, nfc
 from ancre.settings.sources import FolderSourceConfig
-
-
-def nfc(s: str) -> str:
-    """Unicode NFC form: paths are compared and stored NFC (macOS and some tools write NFD)."""
-    return unicodedata.normalize("NFC", s)
 
 
 def is_ignored(filename: str, patterns: tuple[str, ...]) -> bool:

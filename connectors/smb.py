@@ -7,7 +7,7 @@
   links and junctions (reparse points) are never followed: each is listed as an item with
   ``skip`` set (``symlink`` / ``junction``: status ``skipped`` in ``ancre status``), as in the folder
   connector.
-- **DFS links** (issue 9: a link is never a way around an ACL): each link met is asked for its
+- **DFS links** (a link is never a way around an ACL): each link met is asked for its
   referral (FSCTL_DFS_GET_REFERRALS on ``IPC$``, :func:`dfs_referral`) and followed (by
   smbclient) only when every target lies inside the source — the same share on the same server
   (:func:`dfs_target_inside`: same name, or names resolving to a common address). A link to
@@ -91,10 +91,10 @@ from ancre.connectors.base import (
     SourceContext,
     SourceKind,
 )
-from ancre.connectors.folder import is_ignored, nfc, path_selected, unc_folder
+from ancre.connectors.folder import is_ignored, path_selected, unc_folder
 from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
-from ancre.models import Acl, SourceItem
+from ancre.models import Acl, SourceItem, nfc
 from ancre.settings import resolve_secret
 from ancre.settings.sources import SmbSourceConfig
 
@@ -250,7 +250,7 @@ def dfs_target_inside(
     target: DfsTarget,
     resolve: Callable[[str], Iterable[str]] = host_addresses,
 ) -> bool:
-    """Whether a DFS referral ``target`` lies inside the source ``\\\\server\\share`` (issue 9 rule:
+    """Whether a DFS referral ``target`` lies inside the source ``\\\\server\\share`` (the rule:
     a link is never a way around an ACL, so a link is followed only inside the source's root).
 
     Inside = the same share name (compared case-insensitively, ASCII only: SMB share names are

@@ -12,7 +12,7 @@ Events: ``created``/``modified``/``deleted`` for FILE_ACTION_ADDED/MODIFIED (and
 REMOVED; ``moved`` with ``dest_path`` for a RENAMED_OLD_NAME + RENAMED_NEW_NAME pair; ``acl`` for a
 security change. Paths may be folders: an ``acl`` event on a folder means every file that inherits
 from it may have new rights, and the sync engine re-reads its subtree (``SmbConnector.list_under``).
-``ChangeEvent(path=None, kind="rescan")`` when events were lost: STATUS_NOTIFY_ENUM_DIR (the
+``ChangeEvent(path=None, kind=ChangeKind.RESCAN)`` when events were lost: STATUS_NOTIFY_ENUM_DIR (the
 server's buffer overflowed) or a lost session (emitted once the watch is armed again, so that the
 full reconciliation sees what happened meanwhile). Names matching the ignore rules (Office lock
 files, temp files) are dropped, except as one side of a rename.
@@ -39,7 +39,8 @@ from smbprotocol.open import (
 )
 
 from ancre.connectors.base import ChangeCallback, ChangeEvent
-from ancre.connectors.folder import is_ignored, nfc
+from ancre.connectors.folder import is_ignored
+from ancre.models import ChangeKind, nfc
 
 if TYPE_CHECKING:
     from ancre.connectors.smb import SmbConnector
@@ -140,14 +141,14 @@ class ShareWatcher:
         if not self._pending:
             self._first_pending = time.monotonic()
         path = event.path or ""
-        if event.kind in ("created", "modified", "deleted"):
+        if event.kind in (ChangeKind.CREATED, ChangeKind.MODIFIED, ChangeKind.DELETED):
             # one content event per path, the latest wins (created → deleted = deleted)
             prev = self._pending.pop(("content", path), None)
             kind = event.kind
-            if prev is not None and prev.kind == "deleted" and kind != "deleted":
-                kind = "modified"
+            if prev is not None and prev.kind == ChangeKind.DELETED and kind != ChangeKind.DELETED:
+                kind = ChangeKind.MODIFIED
             self._pending[("content", path)] = ChangeEvent(event.source, event.path, kind)
-        elif event.kind == "acl":
+        elif event.kind == ChangeKind.ACL:
             self._pending[("acl", path)] = event
         else:
             self._pending[(event.kind, f"{path}\0{event.dest_path}")] = event
@@ -164,7 +165,7 @@ class ShareWatcher:
             ignored = is_ignored(path.rsplit("/", 1)[-1], ignore)
             if security:
                 if not ignored:
-                    self._add(ChangeEvent(src, path, "acl"))
+                    self._add(ChangeEvent(src, path, ChangeKind.ACL))
                 continue
             if action == FileAction.FILE_ACTION_RENAMED_OLD_NAME:
                 old_name = path
@@ -175,23 +176,23 @@ class ShareWatcher:
                 if old_ignored and ignored:
                     continue
                 if old_ignored:
-                    self._add(ChangeEvent(src, path, "modified"))  # a temp file renamed over a document
+                    self._add(ChangeEvent(src, path, ChangeKind.MODIFIED))  # a temp file renamed over a document
                 elif ignored:
-                    self._add(ChangeEvent(src, old, "deleted"))  # a document renamed to a temp name
+                    self._add(ChangeEvent(src, old, ChangeKind.DELETED))  # a document renamed to a temp name
                 else:
-                    self._add(ChangeEvent(src, old, "moved", dest_path=path))
+                    self._add(ChangeEvent(src, old, ChangeKind.MOVED, dest_path=path))
                 continue
             if ignored:
                 continue
             if action == FileAction.FILE_ACTION_ADDED:
-                kind = "created"
+                kind = ChangeKind.CREATED
             elif action in _DELETED:
-                kind = "deleted"
+                kind = ChangeKind.DELETED
             else:
-                kind = "modified"
+                kind = ChangeKind.MODIFIED
             self._add(ChangeEvent(src, path, kind))
         if old_name is not None and not is_ignored(old_name.rsplit("/", 1)[-1], ignore):
-            self._add(ChangeEvent(src, old_name, "deleted"))  # renamed out of sight
+            self._add(ChangeEvent(src, old_name, ChangeKind.DELETED))  # renamed out of sight
 
     def _flush(self, *, force: bool = False) -> None:
         if not self._pending:
@@ -216,7 +217,7 @@ class ShareWatcher:
             self.conn.watch_ready.set()
             self.armed_at = time.monotonic()
             if after_loss:
-                self._emit(ChangeEvent(self.conn.source_id, None, "rescan"))
+                self._emit(ChangeEvent(self.conn.source_id, None, ChangeKind.RESCAN))
             while not self.stop.is_set():
                 fired = False
                 for i, (op, flt, security) in enumerate(handles):
@@ -229,7 +230,7 @@ class ShareWatcher:
                     self._last_answer = time.monotonic()
                     if not records:  # STATUS_NOTIFY_ENUM_DIR: too many changes to tell
                         self._flush(force=True)
-                        self._emit(ChangeEvent(self.conn.source_id, None, "rescan"))
+                        self._emit(ChangeEvent(self.conn.source_id, None, ChangeKind.RESCAN))
                         continue
                     self._records(records, security=security)
                 self._flush()

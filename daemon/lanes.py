@@ -15,6 +15,7 @@ from ancre.daemon.bm25_rebuild import Bm25Rebuilder
 from ancre.daemon.progress import ProgressBook
 from ancre.daemon.queue import ChangeQueue, FullPass, Task
 from ancre.daemon.sync import SyncEngine
+from ancre.models import PassOutcome, PassScope
 
 log = logging.getLogger("ancre.daemon")
 
@@ -71,7 +72,7 @@ class Lanes:
                     t0 = time.time()
                     rep = self.engine.refresh_acls(conn, task.paths, should_stop=self._stop.is_set)
                     self.book.record(rep, task.trigger, t0)
-                    if rep.outcome == "suspect":
+                    if rep.outcome == PassOutcome.SUSPECT:
                         self._retry_later(task.source)
             except Exception:
                 log.exception("ACL refresh failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
@@ -91,7 +92,7 @@ class Lanes:
         full = isinstance(task, FullPass)
         trigger = task.trigger if isinstance(task, FullPass) else "event"
         t0 = time.time()
-        self.book.begin(task.source, trigger, "full" if full else "paths")
+        self.book.begin(task.source, trigger, PassScope.FULL if full else PassScope.PATHS)
         self._refresh(True)
         self.bm25.begin()
         try:

@@ -29,6 +29,7 @@ from prometheus_client.exposition import start_http_server
 
 from ancre.daemon.sync import PassReport
 from ancre.index.state import ItemState
+from ancre.models import ItemStatus, PassOutcome
 
 DELAY_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -99,7 +100,7 @@ class DaemonMetrics:
                 self.items.labels(src, result).inc(n)
         if rep.embedded_chunks:
             self.embedded.labels(src).inc(rep.embedded_chunks)
-        if rep.outcome == "ok":
+        if rep.outcome == PassOutcome.OK:
             self.last_success.labels(src).set(finished_at)
 
     def progress(self, source: str, done: int, total: int) -> None:
@@ -116,9 +117,9 @@ class DaemonMetrics:
         problems: dict[tuple[str, str, str], int] = {}
         for it in items:
             docs[(it.source, it.status)] = docs.get((it.source, it.status), 0) + 1
-            chunks[it.source] = chunks.get(it.source, 0) + (it.chunk_count if it.status == "indexed" else 0)
-            if it.status != "indexed" or it.reason:  # an indexed row's reason: its ACL is unreadable
-                key = (it.source, it.status if it.status != "indexed" else "acl_unreadable", reason_class(it.reason))
+            chunks[it.source] = chunks.get(it.source, 0) + (it.chunk_count if it.status == ItemStatus.INDEXED else 0)
+            if it.status != ItemStatus.INDEXED or it.reason:  # an indexed row's reason: its ACL is unreadable
+                key = (it.source, it.status if it.status != ItemStatus.INDEXED else "acl_unreadable", reason_class(it.reason))
                 problems[key] = problems.get(key, 0) + 1
         with self._lock:
             for dkey in self._doc_keys - docs.keys():

@@ -19,6 +19,7 @@ from typing import Any
 from ancre.daemon.metrics import DaemonMetrics
 from ancre.daemon.sync import PassReport, skip_reason_key
 from ancre.index.state import StateDB
+from ancre.models import ItemStatus, PassOutcome, PassScope
 
 log = logging.getLogger("ancre.daemon")
 
@@ -46,7 +47,7 @@ class ProgressBook:
         self._progress_pushed = 0.0
 
     # ------------------------------------------------------------------ the running task
-    def begin(self, source: str, trigger: str, scope: str) -> None:
+    def begin(self, source: str, trigger: str, scope: PassScope) -> None:
         """A pass (``scope`` ``full``) or batch (``paths``) of ``source`` starts."""
         with self._mu:
             self._current = {
@@ -100,19 +101,19 @@ class ProgressBook:
             self._embedded_total += rep.embedded_chunks
             src = self._sources.setdefault(rep.source, {})
             src["last"] = summary
-            if rep.scope == "full":
+            if rep.scope == PassScope.FULL:
                 src["last_full"] = summary
                 self._reports[rep.source] = (started_at if started_at is not None else now - rep.duration_s, rep)
-            elif rep.scope == "acl":
+            elif rep.scope == PassScope.ACL:
                 src["last_acl"] = summary
-            if rep.outcome == "ok":
+            if rep.outcome == PassOutcome.OK:
                 src["last_ok_at"] = now
             self._counts = None
         self.metrics.record(rep, trigger, now)
-        level = logging.INFO if rep.outcome in ("ok", "interrupted") else logging.WARNING
+        level = logging.INFO if rep.outcome in (PassOutcome.OK, PassOutcome.INTERRUPTED) else logging.WARNING
         log.log(
             level, "%s %s of %s: %s",
-            trigger, {"full": "pass", "acl": "ACL refresh"}.get(rep.scope, "batch"), rep.source, rep.outcome,
+            trigger, {PassScope.FULL: "pass", PassScope.ACL: "ACL refresh"}.get(rep.scope, "batch"), rep.source, rep.outcome,
             extra={"trigger": trigger, "outcome": rep.outcome, "reason": rep.reason, "embedded_chunks": rep.embedded_chunks},
         )
 
@@ -156,7 +157,7 @@ class ProgressBook:
         for it in items:
             d = docs.setdefault(it.source, {})
             d[it.status] = d.get(it.status, 0) + 1
-            chunks[it.source] = chunks.get(it.source, 0) + (it.chunk_count if it.status == "indexed" else 0)
+            chunks[it.source] = chunks.get(it.source, 0) + (it.chunk_count if it.status == ItemStatus.INDEXED else 0)
         self.metrics.refresh_state(items)
         counts = {"documents": docs, "chunks": chunks}
         with self._mu:
@@ -191,7 +192,7 @@ class ProgressBook:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last)) if last else "none yet"
         doing = ""
         if cur is not None:
-            what = "pass" if cur["scope"] == "full" else "batch"
+            what = "pass" if cur["scope"] == PassScope.FULL else "batch"
             count = f"{cur['done']}/{cur['total']} done, {cur['to_do']} to do" if cur["total"] is not None else "listing"
             doing = f"; {cur['trigger']} {what} of {cur['source']}: {count}"
         return f"{state}{doing}; last sync {when} ({'/'.join(outcomes) or '-'}); queue {queue_depth}"
@@ -211,15 +212,17 @@ def index_status(state: StateDB, bm25_generation: int) -> dict[str, Any]:
     skipped: dict[tuple[str, str], int] = {}
     for it in items:
         counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
-        chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == "indexed")
-        if it.status == "skipped":
+        chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == ItemStatus.INDEXED)
+        if it.status == ItemStatus.SKIPPED:
             key = (it.source, skip_reason_key(it.reason))
             skipped[key] = skipped.get(key, 0) + 1
     # (source, path, status, problem, reason): failed/skipped/pending documents, and indexed ones
     # whose ACL could not be read (their row's reason; readable by nobody)
     problems = [
-        (i.source, i.path, i.status, i.status if i.status != "indexed" else "acl_unreadable", i.reason)
-        for i in items if i.status in ("failed", "skipped", "pending") or (i.status == "indexed" and i.reason)
+        (i.source, i.path, i.status, i.status if i.status != ItemStatus.INDEXED else "acl_unreadable", i.reason)
+        for i in items
+        if i.status in (ItemStatus.FAILED, ItemStatus.SKIPPED, ItemStatus.PENDING)
+        or (i.status == ItemStatus.INDEXED and i.reason)
     ]
     acl_unreadable: dict[str, int] = {}
     for p in problems:

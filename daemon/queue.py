@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ancre.connectors.base import ChangeEvent
+from ancre.models import ChangeKind
 
 TRIGGER_PRIORITY = ("sighup", "startup", "rescan", "overflow", "retry", "periodic", "acl_sweep")
 """When requests merge, the pending full pass keeps the first of these triggers that it got."""
@@ -126,16 +127,16 @@ class ChangeQueue:
         path or of kind ``rescan`` requests a full pass (trigger ``rescan``). An ``acl`` event
         requests an :class:`AclRefresh` in the rights lane — of its path (and below), or of the
         whole source without a path — and, with a path, also queues the path."""
-        if ev.kind == "acl":  # rights first (the rights lane), then content consequences
+        if ev.kind == ChangeKind.ACL:  # rights first (the rights lane), then content consequences
             self.request_acl(ev.source, "acl_event" if ev.path else "acl_manifest", None if ev.path is None else [ev.path])
             if ev.path is not None:
                 self.add_path(ev.source, ev.path)
             return
-        if ev.path is None or ev.kind == "rescan":
+        if ev.path is None or ev.kind == ChangeKind.RESCAN:
             self.request_full(ev.source, "rescan")
             return
         self.add_path(ev.source, ev.path)
-        if ev.kind == "moved" and ev.dest_path:
+        if ev.kind == ChangeKind.MOVED and ev.dest_path:
             self.add_path(ev.source, ev.dest_path)
 
     def request_full(self, source: str, trigger: str, *, force: bool = False) -> None:

@@ -69,6 +69,7 @@ from ancre.daemon.sync import PassReport, SyncEngine
 from ancre.daemon.wiring import Watcher, feed, start_watchers
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.state import StateDB
+from ancre.models import PassScope
 
 log = logging.getLogger("ancre.daemon")
 
@@ -296,7 +297,7 @@ class Daemon:
         """Why the index is busy (a pass or batch running or queued), or ``None`` when idle."""
         cur = self.book.current()
         if cur is not None:
-            what = "pass" if cur["scope"] == "full" else "batch"
+            what = "pass" if cur["scope"] == PassScope.FULL else "batch"
             count = f"{cur['done']}/{cur['total']}" if cur["total"] is not None else "listing"
             return f"a {cur['trigger']} {what} of {cur['source']} is running ({count})"
         if self.queue.pending():

@@ -40,7 +40,6 @@ import os
 import sqlite3
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,7 +58,7 @@ from ancre.index.store import KeywordStore, Maintainable, PointWrite, Store
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extractor_version
 from ancre.ingest.worker import ExtractionPool
-from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, SourceItem
+from ancre.models import COLLECTIONS, Acl, Block, Chunk, ChunkPayload, ItemStatus, PassOutcome, PassScope, SourceItem, nfc
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,13 +95,13 @@ class PassReport:
     """Outcome of one pass over one source. Counts are documents unless named ``chunks``."""
 
     source: str
-    outcome: str = "ok"
+    outcome: PassOutcome = PassOutcome.OK
     """``ok``; ``partial`` (full pass done except under subtrees the connector reported
     unreachable, e.g. dead DFS links: nothing purged under them, ``reason`` names them);
     ``suspect`` (root unreachable or mass deletion: nothing purged); ``interrupted`` (stop
     requested: nothing purged); ``error`` (an exception stopped the pass — store or embedder
     down —; ``reason`` says which; what was committed stays)."""
-    scope: str = "full"
+    scope: PassScope = PassScope.FULL
     """``full`` (:meth:`SyncEngine.run_pass`), ``paths`` (:meth:`SyncEngine.sync_paths`) or ``acl``
     (:meth:`SyncEngine.refresh_acls`)."""
     reason: str | None = None
@@ -143,7 +142,7 @@ _BATCH_CHUNKS = 128
 embedder call and one upsert never hold more than ``_BATCH_CHUNKS`` chunks."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Planned:
     """A document whose content was extracted and chunked, waiting to be embedded and written."""
 
@@ -269,7 +268,7 @@ class SyncEngine:
                 if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
                     rep.bm25_generation = self.rebuild_bm25()
             except BaseException as e:  # recorded, then raised: the pass never stays open
-                rep.outcome, rep.reason = "error", f"{type(e).__name__}: {e}"[:500]
+                rep.outcome, rep.reason = PassOutcome.ERROR, f"{type(e).__name__}: {e}"[:500]
                 raise
             finally:
                 rep.duration_s = time.monotonic() - t0
@@ -291,7 +290,7 @@ class SyncEngine:
             if force and isinstance(connector, PermissionSweep):
                 connector.sweep_permissions()  # its fetch_acl answers from them: re-read them all now
         except SourceUnavailableError as e:
-            rep.outcome, rep.reason = "suspect", str(e)
+            rep.outcome, rep.reason = PassOutcome.SUSPECT, str(e)
             return
         unreachable = connector.unreachable if isinstance(connector, ReportsUnreachable) else ()
         rep.listed = len(listing)
@@ -305,8 +304,8 @@ class SyncEngine:
             if nid not in seen and not st.path.startswith(kept) and "/" not in kept  # "" = the root: keep all
         ]
         self._purge(vanished, len(known), rep)
-        if unreachable and rep.outcome == "ok":
-            rep.outcome = "partial"
+        if unreachable and rep.outcome == PassOutcome.OK:
+            rep.outcome = PassOutcome.PARTIAL
             rep.reason = f"unreachable, left as indexed: {', '.join(unreachable)}"
 
     def _bm25_stale(self) -> bool:
@@ -326,7 +325,7 @@ class SyncEngine:
             return
         cfg = self.settings.sync
         if indexed_before >= cfg.mass_delete_min_items and len(vanished) > cfg.mass_delete_ratio * indexed_before:
-            rep.outcome = "suspect"
+            rep.outcome = PassOutcome.SUSPECT
             rep.reason = (
                 f"{len(vanished)} of {indexed_before} items vanished in one pass "
                 f"(> {cfg.mass_delete_ratio:.0%}): nothing purged"
@@ -336,7 +335,7 @@ class SyncEngine:
             self.store.delete_doc(st.collection, st.doc_id)
             crash_point("purge")
             self.state.delete(st.source, st.native_id)
-            if st.status in ("indexed", "pending"):
+            if st.status in (ItemStatus.INDEXED, ItemStatus.PENDING):
                 rep.deleted += 1
 
     # ------------------------------------------------------------------------------------------
@@ -366,7 +365,7 @@ class SyncEngine:
         wanted = [p for p in dict.fromkeys(clean_rel_path(p) for p in paths) if p is not None]
         with self._lock:
             t0 = time.monotonic()
-            rep = PassReport(source=connector.source_id, scope="paths")
+            rep = PassReport(source=connector.source_id, scope=PassScope.PATHS)
             try:
                 self._sync_paths(connector, wanted, rep, should_stop=should_stop, progress=progress)
                 if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
@@ -406,7 +405,7 @@ class SyncEngine:
                 for sub in _items_under(connector, p):
                     items[sub.native_id] = sub
         except SourceUnavailableError as e:
-            rep.outcome, rep.reason = "suspect", str(e)
+            rep.outcome, rep.reason = PassOutcome.SUSPECT, str(e)
             return
         rep.listed = len(items)
         for nid in items:
@@ -448,7 +447,7 @@ class SyncEngine:
                 if should_stop is not None and should_stop():
                     pipe.submit(batch)
                     pipe.wait()
-                    rep.outcome, rep.reason = "interrupted", "stop requested"
+                    rep.outcome, rep.reason = PassOutcome.INTERRUPTED, "stop requested"
                     return False
                 if progress is not None:
                     progress(item.path, i, len(items))
@@ -459,7 +458,7 @@ class SyncEngine:
                     # the source went away mid-pass: keep what was done, purge nothing, retry later
                     pipe.submit(batch)
                     pipe.wait()
-                    rep.outcome, rep.reason = "suspect", f"source unreachable during the pass: {e}"
+                    rep.outcome, rep.reason = PassOutcome.SUSPECT, f"source unreachable during the pass: {e}"
                     return False
                 except (StoreError, EmbedderError, sqlite3.Error):
                     raise  # the index itself is in trouble: stop the pass (recorded as "error")
@@ -498,7 +497,7 @@ class SyncEngine:
         chunks must be (re-)embedded is returned for :meth:`_commit`."""
         collection = connector.collection_for(item)
         if item.skip is not None:  # a link not followed: reported, never read (its old points go)
-            self._record_problem(item, prev, collection, "", rep, "skipped", item.skip, drop=True)
+            self._record_problem(item, prev, collection, "", rep, ItemStatus.SKIPPED, item.skip, drop=True)
             return None
         epoch = self._epoch(item.source)
         acl = connector.fetch_acl(item)
@@ -516,17 +515,17 @@ class SyncEngine:
 
         if item.size > max_bytes:
             self._record_problem(
-                item, prev, collection, acl_hash, rep, "skipped",
+                item, prev, collection, acl_hash, rep, ItemStatus.SKIPPED,
                 f"too_large: {item.size / 2**20:.1f} MiB > sources.{item.source}.max_size_mb ({max_bytes / 2**20:g})",
                 drop=True,
             )
             return None
 
         if same_stat and not force and prev is not None:
-            if prev.status in ("failed", "skipped") and not self._may_retry(prev):
+            if prev.status in (ItemStatus.FAILED, ItemStatus.SKIPPED) and not self._may_retry(prev):
                 self._count_problem(rep, item.path, prev.status, prev.reason or "")
                 return None
-            if prev.status == "indexed":
+            if prev.status == ItemStatus.INDEXED:
                 self._acl_only(connector, item, prev, collection, acl, epoch, rep)
                 return None
             # pending: a previous pass died half-way → redo below (or give up, see below)
@@ -535,13 +534,13 @@ class SyncEngine:
             data = connector.fetch_content(item)
         except OSError as e:
             # Unreadable now: keep what is indexed (it may be a transient error), report it.
-            self._count_problem(rep, item.path, "failed", f"unreadable: {e}")
+            self._count_problem(rep, item.path, ItemStatus.FAILED, f"unreadable: {e}")
             return None
         content_hash = hashlib.sha256(data).hexdigest()
 
         if (
             prev is not None
-            and prev.status == "indexed"
+            and prev.status == ItemStatus.INDEXED
             and prev.content_hash == content_hash
             and prev.collection == collection
             and prev.path == item.path
@@ -552,15 +551,21 @@ class SyncEngine:
             )
             return None
         same_version = prev is not None and prev.content_hash == content_hash
-        if same_version and prev is not None and not force and prev.status in ("failed", "skipped") and not self._may_retry(prev):
+        if (
+            same_version and prev is not None and not force
+            and prev.status in (ItemStatus.FAILED, ItemStatus.SKIPPED) and not self._may_retry(prev)
+        ):
             # touched but identical bytes of a document that failed: same outcome, no new try
             self.state.put(_replace(prev, size=item.size, mtime=item.mtime, etag=item.etag, acl_hash=acl_hash, path=item.path))
             self._count_problem(rep, item.path, prev.status, prev.reason or "")
             return None
-        if same_version and prev is not None and prev.status == "pending" and prev.attempts >= self.settings.sync.max_attempts:
+        if (
+            same_version and prev is not None and prev.status == ItemStatus.PENDING
+            and prev.attempts >= self.settings.sync.max_attempts
+        ):
             # indexing this version died half-way max_attempts times (the process was killed): a poison pill
             self._record_problem(
-                item, prev, collection, acl_hash, rep, "failed",
+                item, prev, collection, acl_hash, rep, ItemStatus.FAILED,
                 f"crashed: indexing stopped half-way {prev.attempts} times (the process died); "
                 "tried again when the file changes",
                 drop=True, content_hash=content_hash, attempts=prev.attempts,
@@ -576,7 +581,10 @@ class SyncEngine:
             self._record_failure(item, prev, collection, acl_hash, rep, e, content_hash)
             return None
 
-        return _Planned(item, prev, collection, acl, acl_hash, content_hash, chunks, epoch)
+        return _Planned(
+            item=item, prev=prev, collection=collection, acl=acl, acl_hash=acl_hash, content_hash=content_hash,
+            chunks=chunks, epoch=epoch,
+        )
 
     def _chunks_of(self, item: SourceItem, blocks: tuple[Block, ...]) -> list[Chunk]:
         """The chunks of ``item``'s extracted ``blocks``. Raises
@@ -598,7 +606,7 @@ class SyncEngine:
             return True
         reason = (prev.reason or "").split(":", 1)[0]
         return (
-            prev.status == "failed"
+            prev.status == ItemStatus.FAILED
             and reason in RETRYABLE_REASONS
             and prev.attempts < self.settings.sync.max_attempts
             and time.time() >= (prev.retry_at or 0.0)
@@ -611,7 +619,7 @@ class SyncEngine:
         """Record an extraction (or indexing) failure: ``skipped`` for :data:`SKIP_REASONS`, else
         ``failed``; a transient failure counts one more try of this version and, with tries left,
         gets a ``retry_at`` (``sync.retry_backoff_s`` doubled per try)."""
-        status = "skipped" if error.reason in SKIP_REASONS else "failed"
+        status = ItemStatus.SKIPPED if error.reason in SKIP_REASONS else ItemStatus.FAILED
         reason = error.reason if not error.detail else f"{error.reason}: {error.detail}"
         attempts, retry_at = 0, None
         if error.reason in RETRYABLE_REASONS:
@@ -646,12 +654,13 @@ class SyncEngine:
         pending: list[ItemState] = []
         for p in batch:
             it = p.item
-            retried = p.prev is not None and p.prev.status == "pending" and p.prev.content_hash == p.content_hash
+            retried = p.prev is not None and p.prev.status == ItemStatus.PENDING and p.prev.content_hash == p.content_hash
             tries = (p.prev.attempts if retried and p.prev is not None else 0) + 1
             row = ItemState(
-                it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
-                p.content_hash, None, max(len(p.chunks), p.prev.chunk_count if p.prev else 0), "pending", None,
-                time.time(), attempts=tries,
+                source=it.source, native_id=it.native_id, path=it.path, doc_id=it.doc_id, collection=p.collection,
+                size=it.size, mtime=it.mtime, etag=it.etag, content_hash=p.content_hash, acl_hash=None,
+                chunk_count=max(len(p.chunks), p.prev.chunk_count if p.prev else 0), status=ItemStatus.PENDING,
+                reason=None, updated_at=time.time(), attempts=tries,
             )
             self.state.put(row)
             pending.append(row)
@@ -671,12 +680,14 @@ class SyncEngine:
                 acl_issue = acl_problem(p.acl)
                 self.state.put(
                     ItemState(
-                        it.source, it.native_id, it.path, it.doc_id, p.collection, it.size, it.mtime, it.etag,
-                        p.content_hash, p.acl_hash, len(p.chunks), "indexed", acl_issue, now,
+                        source=it.source, native_id=it.native_id, path=it.path, doc_id=it.doc_id,
+                        collection=p.collection, size=it.size, mtime=it.mtime, etag=it.etag,
+                        content_hash=p.content_hash, acl_hash=p.acl_hash, chunk_count=len(p.chunks),
+                        status=ItemStatus.INDEXED, reason=acl_issue, updated_at=now,
                     )
                 )
                 self._count_acl_problem(rep, it.path, acl_issue)
-                if p.prev is None or p.prev.status != "indexed":
+                if p.prev is None or p.prev.status != ItemStatus.INDEXED:
                     rep.new += 1
                 else:
                     rep.changed += 1
@@ -757,7 +768,7 @@ class SyncEngine:
         collection: str,
         acl_hash: str | None,
         rep: PassReport,
-        status: str,
+        status: ItemStatus,
         reason: str,
         *,
         drop: bool,
@@ -765,14 +776,15 @@ class SyncEngine:
         attempts: int = 0,
         retry_at: float | None = None,
     ) -> None:
-        if drop and prev is not None and prev.status in ("indexed", "pending"):
+        if drop and prev is not None and prev.status in (ItemStatus.INDEXED, ItemStatus.PENDING):
             # the file no longer yields valid content: its old chunks must not answer questions
             self.store.delete_doc(prev.collection, item.doc_id)
         self.state.put(
             ItemState(
-                item.source, item.native_id, item.path, item.doc_id, collection, item.size, item.mtime, item.etag,
-                content_hash, acl_hash, 0, status, reason, time.time(),
-                attempts=attempts, retry_at=retry_at, extractor=extractor_version(),
+                source=item.source, native_id=item.native_id, path=item.path, doc_id=item.doc_id,
+                collection=collection, size=item.size, mtime=item.mtime, etag=item.etag,
+                content_hash=content_hash, acl_hash=acl_hash, chunk_count=0, status=status, reason=reason,
+                updated_at=time.time(), attempts=attempts, retry_at=retry_at, extractor=extractor_version(),
             )
         )
         self._count_problem(rep, item.path, status, reason)
@@ -784,8 +796,8 @@ class SyncEngine:
             rep.problems.append((path, "acl_unreadable", issue))
 
     @staticmethod
-    def _count_problem(rep: PassReport, path: str, status: str, reason: str) -> None:
-        if status == "skipped":
+    def _count_problem(rep: PassReport, path: str, status: ItemStatus, reason: str) -> None:
+        if status == ItemStatus.SKIPPED:
             rep.skipped += 1
         else:
             rep.failed += 1
@@ -815,12 +827,12 @@ class SyncEngine:
         """
         t0 = time.monotonic()
         source = connector.source_id
-        rep = PassReport(source=source, scope="acl")
+        rep = PassReport(source=source, scope=PassScope.ACL)
         self.acl.begin_refresh(source)
         wanted = None if paths is None else [p for p in (clean_rel_path(x) for x in paths) if p is not None]
         rows = [
             st for st in self.state.items(source).values()
-            if st.status in ("indexed", "pending")
+            if st.status in (ItemStatus.INDEXED, ItemStatus.PENDING)
             and (wanted is None or any(st.path == p or st.path.startswith(p + "/") for p in wanted))
         ]
         rep.listed = len(rows)
@@ -829,7 +841,7 @@ class SyncEngine:
                 connector.sweep_permissions()  # a full refresh (the ACL sweep) reads them at the source
             for st in rows:
                 if should_stop is not None and should_stop():
-                    rep.outcome, rep.reason = "interrupted", "stop requested"
+                    rep.outcome, rep.reason = PassOutcome.INTERRUPTED, "stop requested"
                     break
                 item = SourceItem(st.source, st.native_id, st.path, st.size, st.mtime, st.etag)
                 ticket = self.acl.ticket()
@@ -837,22 +849,22 @@ class SyncEngine:
                 acl_hash = acl.digest()
                 with self._acl_mu:
                     cur = self.state.get(st.source, st.native_id)
-                    if cur is None or cur.status not in ("indexed", "pending"):
+                    if cur is None or cur.status not in (ItemStatus.INDEXED, ItemStatus.PENDING):
                         continue
                     if not self.acl.current(cur.source, cur.doc_id, ticket):
                         rep.unchanged += 1  # a newer reading (the live check's) was written meanwhile: it stands
                         continue
-                    if cur.status == "indexed" and cur.acl_hash == acl_hash:
+                    if cur.status == ItemStatus.INDEXED and cur.acl_hash == acl_hash:
                         self.acl.observe(cur.source, cur.doc_id, ticket)
                         rep.unchanged += 1
                         continue
                     self.store.set_acl(cur.collection, cur.doc_id, acl)
-                    if cur.status == "indexed":
+                    if cur.status == ItemStatus.INDEXED:
                         self.state.set_acl_hash(cur.source, cur.doc_id, acl_hash, reason=acl_problem(acl))
                     self.acl.observe(cur.source, cur.doc_id, ticket)
                     rep.acl_only += 1
         except SourceUnavailableError as e:
-            rep.outcome, rep.reason = "suspect", f"source unreachable during the ACL refresh: {e}"
+            rep.outcome, rep.reason = PassOutcome.SUSPECT, f"source unreachable during the ACL refresh: {e}"
         rep.duration_s = time.monotonic() - t0
         log.info("ACLs refreshed", extra={"report": asdict(rep)})
         return rep
@@ -957,7 +969,7 @@ def clean_rel_path(path: str) -> str | None:
     """``path`` as a relative POSIX path in NFC without leading or trailing ``/`` (always read
     relative to the source root); ``None`` when it is empty or has an empty, ``.`` or ``..``
     segment (which could point outside the source)."""
-    rel = unicodedata.normalize("NFC", path).strip("/")
+    rel = nfc(path).strip("/")
     if not rel or any(part in ("", ".", "..") for part in rel.split("/")):
         return None
     return rel

@@ -27,7 +27,6 @@ import os
 import re
 import stat
 import threading
-import unicodedata
 from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -36,6 +35,7 @@ from watchdog.observers.polling import PollingObserver
 
 from ancre.connectors.base import ChangeCallback, ChangeEvent, WatchableConnector
 from ancre.connectors.folder import is_ignored
+from ancre.models import ChangeKind, nfc
 
 log = logging.getLogger("ancre.daemon.watch")
 
@@ -46,6 +46,17 @@ NETWORK_FS = frozenset(
 """File system types on which inotify does not see changes made elsewhere: polled in ``auto``."""
 
 _SUPERVISE_S = 1.0
+
+_WATCHDOG_KINDS = {
+    "created": ChangeKind.CREATED,
+    "deleted": ChangeKind.DELETED,
+    "modified": ChangeKind.MODIFIED,
+    "closed": ChangeKind.MODIFIED,
+    "attrib": ChangeKind.MODIFIED,
+}
+"""watchdog's ``event_type`` values (its ``EVENT_TYPE_*`` strings; ``attrib`` and
+``closed_no_write`` exist in its newer releases only) → the change they report (a ``moved`` event
+is handled apart; any other type counts as a modification of its path)."""
 
 
 def fs_type(path: Path) -> str | None:
@@ -80,7 +91,7 @@ def _rel(root: str, path: bytes | str) -> str | None:
         return "."
     if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
         return None
-    return unicodedata.normalize("NFC", rel.replace(os.sep, "/"))
+    return nfc(rel.replace(os.sep, "/"))
 
 
 class _Handler(FileSystemEventHandler):
@@ -215,7 +226,7 @@ class FolderWatcher:
             if sig != self._manifest_sig:
                 self._manifest_sig = sig
                 log.info("watch %s: ACL manifest %s changed; re-reading every ACL", self.source_id, self.acl_manifest)
-                self.on_change(ChangeEvent(self.source_id, None, "acl"))  # the rights lane, not a rescan
+                self.on_change(ChangeEvent(self.source_id, None, ChangeKind.ACL))  # the rights lane, not a rescan
             ident = self._identity()
             with self._lock:
                 if self._stop.is_set():
@@ -240,7 +251,7 @@ class FolderWatcher:
 
     def rescan(self) -> None:
         """Report that events may have been lost (a full pass follows)."""
-        self.on_change(ChangeEvent(self.source_id, None, "rescan"))
+        self.on_change(ChangeEvent(self.source_id, None, ChangeKind.RESCAN))
 
     def _keep(self, rel: str | None, is_dir: bool) -> str | None:
         if rel is None or rel == ".":
@@ -265,15 +276,14 @@ class FolderWatcher:
             if src_k is None and dest is None:
                 return
             if src_k is None:
-                self.on_change(ChangeEvent(self.source_id, dest, "created"))
+                self.on_change(ChangeEvent(self.source_id, dest, ChangeKind.CREATED))
             else:
-                self.on_change(ChangeEvent(self.source_id, src_k, "moved", dest))
+                self.on_change(ChangeEvent(self.source_id, src_k, ChangeKind.MOVED, dest))
             return
         rel = self._keep(src, event.is_directory)
         if rel is None:
             return
-        mapped = {"closed": "modified", "attrib": "modified"}.get(kind, kind)
-        self.on_change(ChangeEvent(self.source_id, rel, mapped))
+        self.on_change(ChangeEvent(self.source_id, rel, _WATCHDOG_KINDS.get(kind, ChangeKind.MODIFIED)))
 
 
 class _OverflowHook(logging.Handler):
@@ -344,7 +354,7 @@ class ConnectorWatcher:
             if self._stop.is_set():
                 return
             self.effective_mode = "down"
-            self.on_change(ChangeEvent(self.source_id, None, "rescan"))
+            self.on_change(ChangeEvent(self.source_id, None, ChangeKind.RESCAN))
             if self._stop.wait(backoff):
                 return
             backoff = min(backoff * 2, 60.0)

@@ -1,4 +1,4 @@
-"""BM25 as Qdrant sparse vectors (``[store] bm25 = "qdrant"``, issue 12): the keyword side for an API
+"""BM25 as Qdrant sparse vectors (``[store] bm25 = "qdrant"``): the keyword side for an API
 running on several machines with no local snapshot.
 
 Each chunk carries a sparse vector named :data:`VECTOR_NAME` next to its dense one, written by the

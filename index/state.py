@@ -24,6 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from ancre.models import ItemStatus, PassOutcome
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -70,9 +73,10 @@ _ADDED_COLUMNS = {
 """Columns added after the first schema: ``ALTER TABLE … ADD COLUMN`` on an older database."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ItemState:
-    """One row of ``items`` (see module docstring); ``mtime``/``updated_at`` in epoch seconds."""
+    """One row of ``items`` (see module docstring); ``mtime``/``updated_at`` in epoch seconds.
+    Built by keyword only."""
 
     source: str
     native_id: str
@@ -85,7 +89,7 @@ class ItemState:
     content_hash: str | None
     acl_hash: str | None
     chunk_count: int
-    status: str
+    status: ItemStatus
     reason: str | None
     updated_at: float
     attempts: int = 0
@@ -130,13 +134,13 @@ class StateDB:
         """All rows of ``source`` keyed by ``native_id``."""
         with self._lock:
             cur = self._db.execute(f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items WHERE source = ?", (source,))
-            return {row[1]: ItemState(*row) for row in cur.fetchall()}
+            return {row[1]: _row(row) for row in cur.fetchall()}
 
     def all_items(self) -> list[ItemState]:
         """Every row of every source."""
         with self._lock:
             cur = self._db.execute(f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items ORDER BY source, path")
-            return [ItemState(*row) for row in cur.fetchall()]
+            return [_row(row) for row in cur.fetchall()]
 
     def put(self, st: ItemState) -> None:
         """Insert or replace one row, durably (committed before returning)."""
@@ -155,7 +159,7 @@ class StateDB:
                 (source, native_id),
             )
             row = cur.fetchone()
-            return None if row is None else ItemState(*row)
+            return None if row is None else _row(row)
 
     def set_acl_hash(self, source: str, doc_id: str, acl_hash: str, *, reason: str | None = None) -> bool:
         """Record a new ACL digest for the *indexed* document ``doc_id`` of ``source`` (its new ACL
@@ -167,8 +171,8 @@ class StateDB:
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE items SET acl_hash = ?, reason = ?, updated_at = ? "
-                "WHERE source = ? AND doc_id = ? AND status = 'indexed'",
-                (acl_hash, reason, time.time(), source, doc_id),
+                "WHERE source = ? AND doc_id = ? AND status = ?",
+                (acl_hash, reason, time.time(), source, doc_id, ItemStatus.INDEXED),
             )
             return cur.rowcount > 0
 
@@ -198,16 +202,16 @@ class StateDB:
         with self._tx() as db:
             rows = db.execute("SELECT id, pid FROM passes WHERE finished_at IS NULL").fetchall()
             stale = [pid_row for pid_row in rows if not _alive(pid_row[1])]
-            summary = json.dumps({"outcome": "crashed", "reason": "the process running the pass ended before it did"})
+            summary = json.dumps({"outcome": PassOutcome.CRASHED, "reason": "the process running the pass ended before it did"})
             for pass_id, _pid in stale:
                 db.execute(
-                    "UPDATE passes SET finished_at = ?, outcome = 'crashed', summary = ? WHERE id = ?",
-                    (time.time(), summary, pass_id),
+                    "UPDATE passes SET finished_at = ?, outcome = ?, summary = ? WHERE id = ?",
+                    (time.time(), PassOutcome.CRASHED, summary, pass_id),
                 )
             return len(stale)
 
-    def end_pass(self, pass_id: int, outcome: str, summary: str) -> None:
-        """Record the end of a pass (``outcome``: ``ok`` / ``suspect`` / ``error``; ``summary`` JSON)."""
+    def end_pass(self, pass_id: int, outcome: PassOutcome, summary: str) -> None:
+        """Record the end of a pass (``outcome`` stored as its string; ``summary`` JSON)."""
         with self._tx() as db:
             db.execute(
                 "UPDATE passes SET finished_at = ?, outcome = ?, summary = ? WHERE id = ?",
@@ -238,6 +242,13 @@ class StateDB:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def _row(row: tuple[Any, ...]) -> ItemState:
+    """An ``items`` row (columns in :class:`ItemState` field order) as an :class:`ItemState`."""
+    fields = dict(zip(ItemState.__dataclass_fields__, row, strict=True))
+    fields["status"] = ItemStatus(fields["status"])
+    return ItemState(**fields)
 
 
 def _alive(pid: int | None) -> bool:

@@ -51,7 +51,6 @@ import io
 import os
 import re
 import time
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -67,7 +66,7 @@ from ancre.ingest.office import (
     read_workbook,
 )
 from ancre.ingest.textclean import collapse_leaders, normalize_pdf_text
-from ancre.models import Block, BlockKind
+from ancre.models import Block, BlockKind, nfc
 
 __all__ = [
     "EXTRACTOR_REVISION", "SUPPORTED_EXTENSIONS", "DocxNotes", "ExtractOptions", "extract_bytes", "extractor_version",
@@ -170,7 +169,7 @@ _NL_RUNS = re.compile(r"\s*\n\s*")
 
 def _clean(text: str) -> str:
     """NFC, leaders collapsed, runs of spaces/tabs → one space, stripped; line breaks kept."""
-    text = unicodedata.normalize("NFC", text).replace("\x00", "")
+    text = nfc(text).replace("\x00", "")
     text = collapse_leaders(text)
     text = _WS.sub(" ", text)
     return _NL_RUNS.sub("\n", text).strip()
@@ -890,7 +889,7 @@ def _read_markdown(data: bytes) -> list[Block]:
                 source = ""
             cleaned = _clean(source) if tok.type not in ("fence", "code_block") else source.strip()
             if cleaned:
-                out.append(Block(BlockKind.PARAGRAPH, unicodedata.normalize("NFC", cleaned)))
+                out.append(Block(BlockKind.PARAGRAPH, nfc(cleaned)))
         i += 1
     return out
 

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import logging
 import time
-import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
@@ -70,7 +69,7 @@ from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.providers import DirectoryProvider, PrincipalResolver
 from ancre.config import Settings
 from ancre.index.store import Store
-from ancre.models import SearchResult
+from ancre.models import SearchResult, nfc
 from ancre.query.audit import AuditKind, AuditLog, AuditOutcome, AuditRecord, new_question_id
 from ancre.query.context import Context, Source, broad_topic, build_context
 from ancre.query.conversation import INSTRUCTION_TEXT, ConversationResolver, Instruction, Resolution
@@ -205,10 +204,6 @@ def _ms(since: float) -> float:
     return (time.perf_counter() - since) * 1000.0
 
 
-def _nfc(s: str) -> str:
-    return unicodedata.normalize("NFC", s)
-
-
 def _as_source(s: Source, context: Context) -> AnswerSource:
     passages = tuple(e.text for e in context.extracts if (e.collection, e.doc_id) == (s.collection, s.doc_id))
     return AnswerSource(s.filename, s.location, s.path, s.doc_id, passages)
@@ -218,7 +213,7 @@ def shown_sources(verdict: Verdict, context: Context) -> tuple[AnswerSource, ...
     """The sources listed with an answer (see :attr:`Answer.sources`)."""
     if CONTROL_NO_CHUNK in verdict.controls or CONTROL_REFUSAL in verdict.controls:
         return ()
-    by_name = {_nfc(s.filename): s for s in context.sources}
+    by_name = {nfc(s.filename): s for s in context.sources}
     cited = [by_name[n] for n in verdict.cited if n in by_name]
     return tuple(_as_source(s, context) for s in (cited or context.sources))
 

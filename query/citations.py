@@ -22,10 +22,11 @@ chunk suffix (``name#12``, no spaces), or follows the numbered-file pattern ``22
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
+
+from ancre.models import nfc
 
 DOC_EXTENSIONS = frozenset(
     {
@@ -95,12 +96,8 @@ class CitationScan:
         return tuple(dict.fromkeys(c.filename for c in self.citations if c.filename is not None))
 
 
-def _nfc(s: str) -> str:
-    return unicodedata.normalize("NFC", s)
-
-
 def _key(s: str) -> str:
-    return _nfc(s).strip().casefold()
+    return nfc(s).strip().casefold()
 
 
 def _stem(filename: str) -> str:
@@ -167,7 +164,7 @@ def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
 
 def scan_citations(answer: str, sources: Iterable[Named]) -> CitationScan:
     """All citations of ``answer`` against the shown ``sources`` (see the module doc)."""
-    text = _nfc(answer)
+    text = nfc(answer)
     sources_list = list(sources)
     labels = _labels(sources_list)
     found: list[Citation] = []
@@ -182,7 +179,7 @@ def scan_citations(answer: str, sources: Iterable[Named]) -> CitationScan:
                 name=name,
                 start=start,
                 end=end,
-                filename=_nfc(src.filename) if src else None,
+                filename=nfc(src.filename) if src else None,
                 doc_id=src.doc_id if src else None,
                 chunk_index=index,
             )
@@ -192,7 +189,7 @@ def scan_citations(answer: str, sources: Iterable[Named]) -> CitationScan:
     # 1. known names first, longest first (a name may contain another one, or brackets)
     masked = text
     if labels:
-        written = {_nfc(n).strip() for s in sources_list for n in (s.filename, _stem(s.filename), s.doc_id)}
+        written = {nfc(n).strip() for s in sources_list for n in (s.filename, _stem(s.filename), s.doc_id)}
         alternatives = "|".join(re.escape(n) for n in sorted(written, key=len, reverse=True) if n)
         known_re = re.compile(
             r"\[\s*((?:" + alternatives + r")(?:\s*#\s*\d+)?)\s*\]", re.IGNORECASE

@@ -32,13 +32,12 @@ chooses among chunks that read returned.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ancre.index.store import Store
 from ancre.index.tokenize import fold, tokenize
-from ancre.models import SearchResult, StoredPoint
+from ancre.models import SearchResult, StoredPoint, nfc
 from ancre.query.versions import Versioned, VersionGroup, version_groups
 from ancre.settings.query import ContextConfig
 
@@ -142,11 +141,11 @@ def find_versions(extracts: Sequence[Extract], sources: Sequence[Source]) -> tup
 
 def name_key(filename: str) -> str:
     """File-name identity for copy detection: NFC, case-folded."""
-    return unicodedata.normalize("NFC", filename).casefold()
+    return nfc(filename).casefold()
 
 
 def _text_key(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    return " ".join(nfc(text).split())
 
 
 def _window(points: Sequence[StoredPoint], center: int, size: int) -> list[StoredPoint]:

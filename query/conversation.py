@@ -44,12 +44,12 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from ancre.index.tokenize import fold
+from ancre.models import nfc
 from ancre.query.llm import ChatClient, LlmError
 from ancre.query.prompt import ChatMessage
 from ancre.query.relevance import question_terms
@@ -148,7 +148,6 @@ class Resolution:
 
 # ----------------------------------------------------------------------------- reading questions
 
-_NFC = lambda s: unicodedata.normalize("NFC", s)  # noqa: E731 - a one-line alias
 
 _SAME_FOR = re.compile(
     r"^\s*(?:et\s+)?(?:(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me\s+chose|"
@@ -412,7 +411,7 @@ def rule_resolve(question: str, history: Sequence[str]) -> str | None:
 
 def regenerate_instruction(text: str) -> Instruction | None:
     """The :class:`Instruction` of an Open WebUI regenerate label, or ``None``."""
-    return REGENERATE_PROMPTS.get(" ".join(_NFC(text).split()).casefold().rstrip(" .!"))
+    return REGENERATE_PROMPTS.get(" ".join(nfc(text).split()).casefold().rstrip(" .!"))
 
 
 def _introduces_nothing(candidate: str, sources: Sequence[str]) -> bool:

@@ -54,13 +54,13 @@ from __future__ import annotations
 
 import itertools
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
 from ancre.index.tokenize import STOP_WORDS, fold, tokenize
+from ancre.models import nfc
 from ancre.query.citations import CitationScan, scan_citations
 from ancre.query.context import Context, Extract
 
@@ -201,10 +201,6 @@ _OPENER_CHARS = set(":;(«\"“|—–-/*#>[•+")
 
 
 # ----------------------------------------------------------------------------- normalising
-
-
-def _nfc(text: str) -> str:
-    return unicodedata.normalize("NFC", text)
 
 
 def _dec(text: str) -> Decimal | None:
@@ -458,7 +454,7 @@ def known_names(texts: Iterable[str]) -> frozenset[str]:
     (not opening a sentence or line), with an inner capital, or in capitals."""
     out: set[str] = set()
     for raw in texts:
-        text = _nfc(raw)
+        text = nfc(raw)
         for m in _NAME_WORD.finditer(text):
             w = m.group(0)
             if not w[0].isupper() and not any(c.isupper() for c in w[1:]):
@@ -517,7 +513,7 @@ def scan_facts(text: str, names: frozenset[str] = frozenset(), *, answer: bool =
     words), then names. ``names``: folded words known to be names (see :func:`known_names`), so a
     capitalised one is checked even in an opening position. ``answer=False`` reads evidence:
     small counts and articles (« un », « une ») count as numbers too."""
-    text = _nfc(text)
+    text = nfc(text)
     scan = _Scan(text, [], [False] * len(text))
     for line in re.finditer(r"^.*$", text, re.MULTILINE):  # a numbered list's markers are no facts
         lm = _LIST_MARKER.match(line.group(0))
@@ -546,7 +542,7 @@ class Evidence:
     def of(cls, texts: Iterable[str]) -> Evidence:
         keys: set[str] = set()
         for raw in texts:
-            text = _nfc(raw)
+            text = nfc(raw)
             for f in scan_facts(text, answer=False):
                 for ks in f.keys:
                     keys |= ks
@@ -665,10 +661,10 @@ def _negative(sentence: str) -> bool:
 
 
 def _doc_texts(extracts: Sequence[Extract], filename: str) -> list[str]:
-    key = _nfc(filename).casefold()
-    texts = [e.text for e in extracts if _nfc(e.filename).casefold() == key]
+    key = nfc(filename).casefold()
+    texts = [e.text for e in extracts if nfc(e.filename).casefold() == key]
     for e in extracts:
-        if _nfc(e.filename).casefold() == key:
+        if nfc(e.filename).casefold() == key:
             texts += [e.filename, e.path, e.location]
             break
     return texts

@@ -24,10 +24,10 @@ verbatim extractive quotes, or the judge. A missing, failing or unreadable judge
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
+from ancre.models import nfc
 from ancre.query.citations import scan_citations
 from ancre.query.context import Context
 from ancre.query.facts import UnsupportedFact, unsupported_facts
@@ -71,7 +71,7 @@ class Verdict:
 
 
 def _normalized(text: str) -> str:
-    text = unicodedata.normalize("NFC", text).replace("\u2019", "'").replace("\u00a0", " ")
+    text = nfc(text).replace("\u2019", "'").replace("\u00a0", " ")
     return re.sub(r"\s+", " ", text).strip()
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from ancre.models import nfc
 from ancre.query.context import Context
 from ancre.query.llm import ChatClient, OllamaChat
 from ancre.query.prompt import ChatMessage, format_extracts
@@ -68,7 +68,7 @@ _FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
 def _verdict_from(obj: Any) -> JudgeVerdict | None:
     if not isinstance(obj, dict):
         return None
-    keys = {unicodedata.normalize("NFC", str(k)).casefold(): v for k, v in obj.items()}
+    keys = {nfc(str(k)).casefold(): v for k, v in obj.items()}
     ancree = keys.get("ancree", keys.get("ancrée"))
     if not isinstance(ancree, bool):
         return None

@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import json
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.errors import AncreError, AuditError, DirectoryError
-from ancre.models import fold_name
+from ancre.models import fold_name, nfc
 from ancre.query.audit_chain import CHAIN_FIELDS, daily_files, file_day
 from ancre.query.grounding import CONTROL_NO_CHUNK, CONTROL_REFUSAL
 
@@ -197,7 +196,7 @@ class Pseudonyms:
 def _norm(path: str) -> str:
     """A path, UNC path or URL as compared: NFC, ``/`` separators, no trailing ``/``, ASCII
     letters lowercased (share, server and SharePoint names are case-insensitive)."""
-    p = unicodedata.normalize("NFC", path).replace("\\", "/").rstrip("/")
+    p = nfc(path).replace("\\", "/").rstrip("/")
     return p.translate(str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"))
 
 
@@ -290,7 +289,7 @@ def who_saw(
     for e in entries:
         if not e.is_question:
             continue
-        cited = {unicodedata.normalize("NFC", str(c)) for c in e.data.get("cited") or ()}
+        cited = {nfc(str(c)) for c in e.data.get("cited") or ()}
         for s in e.data.get("sources") or ():
             if not isinstance(s, dict) or not target.matches(s):
                 continue
@@ -303,7 +302,7 @@ def who_saw(
                 account=pseudonyms.reveal(e.data.get("account")), asked_for=pseudonyms.reveal(e.data.get("asked_for")),
                 question=str(e.data.get("question")), filename=str(s.get("filename") or ""),
                 location=str(s.get("location") or ""), doc_id=doc_id, acl=s.get("acl"), outcome=e.outcome,
-                cited=unicodedata.normalize("NFC", str(s.get("filename") or "")) in cited, now=now,
+                cited=nfc(str(s.get("filename") or "")) in cited, now=now,
                 record=f"{e.file}:{e.line}",
             ))
     people = sorted({r.account or r.user or "?" for r in rows})

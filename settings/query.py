@@ -1,4 +1,4 @@
-"""Configuration sections of the query core's grounding half (issue 3), to be hooked into
+"""Configuration sections of the query core's grounding half, to be hooked into
 :class:`ancre.config.Settings` as ``llm``, ``judge``, ``context`` and ``audit``.
 
 The numbers are the seed lab's (docs/ARCHITECTURE.md "Data flow of a question" steps 4-10).

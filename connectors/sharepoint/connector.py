@@ -53,7 +53,6 @@ import fnmatch
 import json
 import logging
 import threading
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -70,7 +69,7 @@ from ancre.connectors.sharepoint.permissions import Grant, Mapped, item_acl
 from ancre.connectors.sharepoint.rest import RestError
 from ancre.errors import AncreError, ConfigError, SourceUnavailableError
 from ancre.index.state import StateDB
-from ancre.models import Acl, SourceItem
+from ancre.models import Acl, ChangeKind, SourceItem, nfc
 
 log = logging.getLogger("ancre.sharepoint")
 
@@ -89,10 +88,6 @@ RestFactory = Callable[[str], Any]
 """``site URL -> SharePointRest`` (its ``role_assignments(list_id)``)."""
 
 
-def _nfc(s: str) -> str:
-    return unicodedata.normalize("NFC", s)
-
-
 def _epoch(iso: str | None) -> float:
     if not iso:
         return 0.0
@@ -109,7 +104,7 @@ def site_segment(url: str) -> str:
     NFC; ``""`` for the root site."""
     from urllib.parse import unquote
 
-    return _nfc(unquote(urlsplit(url).path).strip("/"))
+    return nfc(unquote(urlsplit(url).path).strip("/"))
 
 
 def site_ref(url: str) -> str:
@@ -189,7 +184,7 @@ class _Drive:
 
     @property
     def prefix(self) -> str:
-        return "/".join(x for x in (self.site_seg, _nfc(self.name)) if x)
+        return "/".join(x for x in (self.site_seg, nfc(self.name)) if x)
 
 
 @dataclass(frozen=True)
@@ -440,7 +435,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             parent = (it.get("parentReference") or {}).get("id")
             hashes = (it.get("file") or {}).get("hashes") or {}
             e = _Entry(
-                name=_nfc(str(it.get("name") or (prev.name if prev else iid))),
+                name=nfc(str(it.get("name") or (prev.name if prev else iid))),
                 parent=str(parent) if parent else (prev.parent if prev else drive.root),
                 kind=kind, size=int(it.get("size") or 0),
                 qxh=hashes.get("quickXorHash") or hashes.get("sha256Hash") or it.get("cTag") or it.get("eTag"),
@@ -697,7 +692,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         """The current entry at ``path``: the delta of its library is applied first (one request
         when nothing changed), ``None`` if there is no such file. Raises
         ``SourceUnavailableError`` when Graph can't be reached."""
-        rel = _nfc(path.strip("/"))
+        rel = nfc(path.strip("/"))
         with self._lock:
             self._load_saved()
             drive = next((d for d in self._drives.values() if rel.startswith(d.prefix + "/")), None)
@@ -715,7 +710,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
 
     def list_under(self, prefix: str) -> list[SourceItem]:
         """The files below the folder ``prefix`` in the snapshot."""
-        pre = _nfc(prefix.strip("/")) + "/"
+        pre = nfc(prefix.strip("/")) + "/"
         with self._lock:
             self._load_saved()
             out = []
@@ -787,13 +782,13 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
 
         p = path.strip()
         if "://" not in p:
-            return _nfc(p.strip("/"))
+            return nfc(p.strip("/"))
         with self._lock:
             self._load_saved()
             for d in self._drives.values():
                 base = unquote(d.url).rstrip("/") + "/"
                 if unquote(p).startswith(base):
-                    return _nfc(f"{d.prefix}/{unquote(p)[len(base):]}".strip("/"))
+                    return nfc(f"{d.prefix}/{unquote(p)[len(base):]}".strip("/"))
         raise ValueError(f"{path}: not under a library of source {self.source_id}")
 
     def explain_acl(self, path: str) -> AclTrace:
@@ -822,7 +817,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         (:meth:`read_acls_by_id`): a path names what is there now, an id what was indexed."""
         ids: dict[str, str] = {}
         for path in paths:
-            hit = self._find(_nfc(path.strip("/")))
+            hit = self._find(nfc(path.strip("/")))
             if hit is not None:
                 ids[path] = f"{hit[0].drive_id}/{hit[1]}"
         got = self.read_acls_by_id(list(ids.values()))
@@ -925,10 +920,10 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         for iid, entry in d.items.items():
             p = self._path(d, iid) if entry.kind != "root" else None
             if p is not None:
-                by_ref[_nfc(f"{base}/{p[len(d.prefix) + 1:]}").casefold()] = iid
+                by_ref[nfc(f"{base}/{p[len(d.prefix) + 1:]}").casefold()] = iid
         out: dict[str, bool] = {}
         for ref, uniq in rows:
-            found = by_ref.get(_nfc(ref).casefold())
+            found = by_ref.get(nfc(ref).casefold())
             if found is not None:
                 out[found] = uniq
         return out
@@ -958,15 +953,16 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             for d, touched in self.refresh():
                 old = before.get(d.drive_id, {})
                 if LIBRARY_CHANGED in touched and old:
-                    out.append(ChangeEvent(self.source_id, None, "acl"))  # every inheriting item's rights
+                    out.append(ChangeEvent(self.source_id, None, ChangeKind.ACL))  # every inheriting item's rights
                 for iid in sorted(touched - {LIBRARY_CHANGED}):
                     e = d.items.get(iid)
                     new_path = self._path(d, iid) if e is not None else None
                     old_path = old.get(iid)
                     if old_path and old_path != new_path:
-                        out.append(ChangeEvent(self.source_id, old_path, "deleted"))
+                        out.append(ChangeEvent(self.source_id, old_path, ChangeKind.DELETED))
                     if new_path is not None:
-                        out.append(ChangeEvent(self.source_id, new_path, "acl" if e and e.kind != "file" else "modified"))
+                        kind = ChangeKind.ACL if e and e.kind != "file" else ChangeKind.MODIFIED
+                        out.append(ChangeEvent(self.source_id, new_path, kind))
             return out
 
     def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
@@ -985,7 +981,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         def sweep() -> None:
             try:
                 for p in self.sweep_permissions():
-                    on_change(ChangeEvent(self.source_id, p, "acl"))
+                    on_change(ChangeEvent(self.source_id, p, ChangeKind.ACL))
             except (AncreError, OSError) as e:
                 log.warning("permission sweep of %s failed: %s", self.source_id, e)
 

@@ -1,4 +1,4 @@
-"""Rights-aware BM25 candidates (issue 12) at 100k chunks: does a user who may read 1 %, 10 % or
+"""Rights-aware BM25 candidates at 100k chunks: does a user who may read 1 %, 10 % or
 100 % of the index get the keyword matches an index of only *his* chunks would give, and what does
 the rights mask cost?
 
@@ -11,7 +11,7 @@ holds Everyone, Authenticated Users and a dozen unrelated groups, as real tokens
 - **Planted codes**: for each of 20 queries a code appears in 5 chunks the 1 % user may read and,
   three times each, in 60 chunks of departments only the 100 % user reads. Recall@30 is the share
   of the relevant chunks (those with the code that the user may read, at most 30) in his top 30:
-  with the mask, with an index built of his chunks alone, and as before issue 12 (top 30 over
+  with the mask, with an index built of his chunks alone, and unmasked (top 30 over
   everything, then the rights re-read).
 - **Natural queries** (Zipfian words): overlap of his masked top 30 with the top 30 of the index
   of his chunks alone (IDF differs: the whole snapshot's vs his chunks'; ranks barely move).

@@ -1,5 +1,5 @@
-"""Daemon benchmark: event-to-searchable delay of ``ancre daemon`` (issue 5: p95 ≤ 3 s, excluding
-the embedding of large files), and "revocation under load" (issue 9: an ACL manifest edit takes
+"""Daemon benchmark: event-to-searchable delay of ``ancre daemon`` (p95 ≤ 3 s, excluding
+the embedding of large files), and "revocation under load" (an ACL manifest edit takes
 effect within 5 s while 10,000 chunks wait to be embedded; ``--revocation`` runs it alone).
 
 Run: ``.venv/bin/python tests/bench/bench_daemon.py`` (a command, not a test), or through

@@ -1,4 +1,4 @@
-"""Retrieval evaluation (issue 12) as a bench table: recall@3, MRR and the extractive ``ask``'s
+"""Retrieval evaluation as a bench table: recall@3, MRR and the extractive ``ask``'s
 false refusals / false answers for vector only, BM25 only and hybrid, over
 ``examples/axonix/eval.json`` on the synced Axonix corpus (e5-local, embedded store). Targets for
 hybrid: recall@3 ≥ 0.95, 0 false answers, 0 false refusals (asserted in

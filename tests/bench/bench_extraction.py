@@ -1,4 +1,4 @@
-"""Extraction limits benchmark (issue 11): peak memory and seconds of ``ancre sync`` on a folder
+"""Extraction limits benchmark: peak memory and seconds of ``ancre sync`` on a folder
 holding a document that inflates enormously, next to a normal one.
 
 Run: ``.venv/bin/python tests/bench/bench_extraction.py`` (a command, not a test), or through

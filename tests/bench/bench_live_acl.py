@@ -1,4 +1,4 @@
-"""Live ACL check benchmark (issue 10): what re-reading each candidate document's ACL from its
+"""Live ACL check benchmark: what re-reading each candidate document's ACL from its
 SMB source costs a question — per document and per question with 30 candidates — against the
 Samba AD DC of the tests (tests/support/samba.py) on loopback.
 

@@ -1,4 +1,4 @@
-"""SharePoint delta benchmark (issue 14): what a pass over a 10,000-item library costs when
+"""SharePoint delta benchmark: what a pass over a 10,000-item library costs when
 nothing changed — Graph requests made and seconds — against the fake tenant of the tests
 (tests/support/fake_microsoft.py) on loopback.
 

@@ -1,5 +1,5 @@
 """The one bench command: runs every ``bench_*.py`` module of this folder and prints its table,
-then a summary against the targets of issue 2.
+then a summary against the performance targets.
 
     .venv/bin/python tests/bench/run.py [--sizes 10000,100000] [--quick] [--only bm25,retrieval,...] [--scale-1m]
 
@@ -33,7 +33,7 @@ ORDER = ("bm25", "bm25_rights", "retrieval", "scale", "ingest", "eval", "answer"
 QUICK_SIZES = (2_000,)
 DEFAULT_SIZES = (10_000, 100_000)
 TARGET_SIZE = 100_000
-"""Issue 2's targets are stated at 100k chunks."""
+"""The targets are stated at 100k chunks."""
 
 
 def available() -> list[str]:

@@ -25,8 +25,9 @@ from support.source_harness import SourceHarness
 
 from ancre.acl.directory import FileDirectory
 from ancre.config import DEFAULT_IGNORE
-from ancre.connectors.folder import FolderConnector, FolderSourceConfig, nfc
+from ancre.connectors.folder import FolderConnector, FolderSourceConfig
 from ancre.connectors.smb import SmbConnector, SmbSourceConfig
+from ancre.models import nfc
 
 HARNESSES = ["folder_source", "smb_source", "sharepoint_source"]
 """The fixtures the ``source`` fixture is parametrised over (one per source kind)."""

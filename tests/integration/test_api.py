@@ -1,4 +1,4 @@
-"""Issue 6 end to end: the RAG API served by uvicorn on 127.0.0.1 (started by the tests in a
+"""End to end: the RAG API served by uvicorn on 127.0.0.1 (started by the tests in a
 thread), over the REAL Axonix corpus synced once for the module, with a scripted Ollama on
 127.0.0.1 answering as the model and as the judge. Clients: the official ``openai`` SDK, httpx,
 schemathesis; and ``ancre serve`` run as a subprocess for co-location."""
@@ -310,7 +310,7 @@ def test_signature_required_when_a_secret_is_configured(served: Served, srv: Scr
             "malformed": ({**h, "X-Ancre-Signature": "deadbeef"}, b, "invalid_signature"),
             "stale": ({**h, "X-Ancre-Signature": _sig(email, now - 600, path, b)}, b, "stale_signature"),
             "future": ({**h, "X-Ancre-Signature": _sig(email, now + 600, path, b)}, b, "stale_signature"),
-            # issue 9: a captured signature is good for its own question and endpoint only
+            # a captured signature is good for its own question and endpoint only
             "another question": ({**h, "X-Ancre-Signature": _sig(email, now, path, b)},
                                  _body(path, "Quel est le salaire de la directrice ?"), "invalid_signature"),
             "another endpoint": ({**h, "X-Ancre-Signature": _sig(email, now, "/query" if path != "/query" else "/v1/chat/completions", b)},
@@ -475,7 +475,7 @@ BAD_TEXT = [
 
 
 def test_bad_text_is_422_everywhere_and_every_answered_question_is_audited(served: Served, srv: ScriptedServer) -> None:
-    """Issue 9: a lone surrogate crashed the embedder or the audit writer (500); it is refused at
+    """A lone surrogate crashed the embedder or the audit writer (500); it is refused at
     the edge with 422 on every endpoint, and each question that is answered leaves its audit line."""
     script(srv, CASE1, GROUNDED)
     before = served.audit_count()
@@ -499,7 +499,7 @@ def test_bad_text_is_422_everywhere_and_every_answered_question_is_audited(serve
 
 
 def test_lookalike_identities_get_nothing_and_the_audit_names_both(served: Served, srv: ScriptedServer, tmp_path: Path) -> None:
-    """Issue 9: the forwarded jeß.rossi@ (or with ſ) is not the directory's jess.rossi@; the audit
+    """The forwarded jeß.rossi@ (or with ſ) is not the directory's jess.rossi@; the audit
     line keeps the header as received and the resolved account apart."""
     data = json.loads((served.root / "directory.json").read_text("utf-8"))
     sid = data["users"]["alice"]["sid"].rsplit("-", 1)[0] + "-1299"
@@ -730,7 +730,7 @@ principals = ["sid:S-1-1-0"]
         metrics = httpx.get(f"{url}/metrics").text
         assert "ancre_api_requests_total" in metrics and "ancre_passes_total" in metrics  # API and daemon
 
-        # the CLI of another process goes through the control socket of `ancre serve` (issue 16)
+        # the CLI of another process goes through the control socket of `ancre serve`
         other = subprocess.run(_ancre("search", "coffre vorxbbbb", "--as", "alice", "--json", "--config", str(config)),
                                check=False, capture_output=True, env=env, cwd=tmp_path, timeout=120)
         assert other.returncode == 0, other

@@ -1,4 +1,4 @@
-"""Issue 9, items 6 and the access log: the API under clients that hold connections open, against
+"""The API under clients that hold connections open, against
 a real uvicorn server on 127.0.0.1 started by the test (:class:`ancre.app.server.ApiServer`),
 spoken to with raw sockets. No query core is needed: nothing here reaches one."""
 

@@ -1,4 +1,4 @@
-"""Issue 12, rights-aware keyword candidates, end to end (folder source, e5-local, embedded store):
+"""Rights-aware keyword candidates, end to end (folder source, e5-local, embedded store):
 60 technician notes that a commercial user may not read repeat a code; the one commercial note he
 may read mentions it once. BM25 must find *his* note (``found_by`` has ``bm25``) and rank it first,
 and he must never see a technician note — with BM25 in the embedded store's text index (the

@@ -1,4 +1,4 @@
-"""A first hour with a real domain controller (issue 10), on the Samba AD DC fixture:
+"""A first hour with a real domain controller, on the Samba AD DC fixture:
 
 - descriptors written by ``smbcacls --set``, ``--sddl --set`` and ``--add`` (ACL revision 3
   included) read back through the connector's reader and parsed;
@@ -135,7 +135,7 @@ def test_descriptors_written_by_smbcacls_are_parsed(dc: SambaDC) -> None:
             assert f"sid:{rh}" in acl.allow, how
             if how == "--add":
                 assert f"sid:{direction}" in acl.allow
-        assert 3 in revisions.values(), revisions  # the revision the parser used to reject
+        assert 3 in revisions.values(), revisions  # revision 3, which the parser must accept
         assert set(revisions.values()) <= {2, 3, 4}, revisions
 
         # still closed on what is truly malformed

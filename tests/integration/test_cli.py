@@ -173,7 +173,7 @@ SALARIES = "RH/Grille_Salariale_2026.docx"
 @pytest.mark.parametrize("path", [f"CLIENTS/../{SALARIES}", f"CLIENTS\\..\\{SALARIES.replace('/', chr(92))}",
                                   f"\\\\SRV-FICHIERS\\Partage\\CLIENTS\\..\\{SALARIES.replace('/', chr(92))}"])
 def test_acl_explain_answers_for_the_canonical_path(unsynced: Path, path: str) -> None:
-    """Issue 9: bruno reads CLIENTS, not RH; CLIENTS/../RH/x is RH/x, answered as RH/x is."""
+    """Bruno reads CLIENTS, not RH; CLIENTS/../RH/x is RH/x, answered as RH/x is."""
     canonical = run("acl", "explain", "--as", "bruno", SALARIES, "--config", str(unsynced))
     res = run("acl", "explain", "--as", "bruno", path, "--config", str(unsynced))
     assert res.exit_code == 0 and canonical.exit_code == 0, res.output

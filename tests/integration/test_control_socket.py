@@ -1,4 +1,4 @@
-"""Issue 16: with ``ancre daemon`` running on the embedded store, the admin's CLI and the imported
+"""With ``ancre daemon`` running on the embedded store, the admin's CLI and the imported
 query core work through the daemon's local control socket.
 
 - each CLI command (``status``, ``search``, ``ask``, ``acl explain``, with and without ``--json``)

@@ -1,4 +1,4 @@
-"""Issue 5: ``ancre daemon`` as a subprocess on a temporary folder source (e5-local, embedded store).
+"""``ancre daemon`` as a subprocess on a temporary folder source (e5-local, embedded store).
 
 The embedded store has one owner, so while the daemon runs the tests look inside it through its
 status file and its local control socket (``/v1/status``, ``/v1/search``); once it is

@@ -1,4 +1,4 @@
-"""Issue 11: while a long pass runs, the daemon's status file, ``/status``, systemd ``STATUS=``
+"""While a long pass runs, the daemon's status file, ``/status``, systemd ``STATUS=``
 and its metrics show the items done / to do and the queue depth — not only once it ended."""
 
 from __future__ import annotations

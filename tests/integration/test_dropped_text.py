@@ -1,4 +1,4 @@
-"""End to end (issue 17): a share holding a footnote, an endnote, a filled-in form, a French scan,
+"""End to end: a share holding a footnote, an endnote, a filled-in form, a French scan,
 an .odt, an .rtf and a Word 97 .doc — ``ancre sync`` indexes each, ``ancre search`` finds each
 sentence in its document, the scan's chunks are marked OCR'd; with ``[extraction] ocr = false``
 the scan is ``skipped: no_text_layer`` and ``ancre status`` counts it by reason."""

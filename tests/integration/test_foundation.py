@@ -1,4 +1,4 @@
-"""Issue 2 end to end on the real corpus: sync with e5-local into the embedded store, then
+"""End to end on the real corpus: sync with e5-local into the embedded store, then
 permission-trimmed hybrid search for every user of visibility.json."""
 
 from __future__ import annotations

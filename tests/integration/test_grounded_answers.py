@@ -1,4 +1,4 @@
-"""Issue 3 end to end: grounded answers on the REAL synced Axonix corpus, with a scripted
+"""End to end: grounded answers on the REAL synced Axonix corpus, with a scripted
 Ollama-compatible server on 127.0.0.1 (real HTTP) answering as the model (qwen2.5:14b) and as the
 judge (qwen3:4b), and with no model at all (extractive mode). Every question leaves one audit line,
 read back from the audit file."""

@@ -1,4 +1,4 @@
-"""Issue 9, property: for random trees with symbolic links (to files, to folders, outside the
+"""Property: for random trees with symbolic links (to files, to folders, outside the
 root, into ancre's data directory, to an ancestor, to themselves, to nothing), with links skipped
 or followed, the set of (user, document) pairs readable through ancre equals the set readable
 through the target files' own ACLs (the manifest's rights of each real file inside the root) —

@@ -1,4 +1,4 @@
-"""Issue 10, live rights before grounding, on folder sources (the real synced Axonix corpus,
+"""Live rights before grounding, on folder sources (the real synced Axonix corpus,
 e5-local, embedded store): an ACL manifest change is seen at the next question without any sync,
 the index is updated at once (store payload and state DB, so the next pass finds nothing to do),
 the TTL cache, an unreachable source (default: left out and said; ``stored``: the index decides),

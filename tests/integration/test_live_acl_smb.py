@@ -1,4 +1,4 @@
-"""Issue 10, live rights before grounding, against the real Samba AD DC (tests/support/samba.py):
+"""Live rights before grounding, against the real Samba AD DC (tests/support/samba.py):
 
 - a file-only ACL change made with ``smbcacls`` (Samba sends no change notification for a
   file's own security descriptor; no watcher runs here, no sync is made) stops the document from
@@ -79,7 +79,7 @@ def test_file_only_acl_change_stops_the_document_at_the_next_query(world: World)
     ace = f"ACL:{dc.sid_of('GG_Techniciens')}:DENIED/0x0/READ"
     dc.smbcacls(DENY_FILE, "-a", ace)  # on the file only: Samba notifies nothing
     try:
-        # the index alone still says yes (what every query said before issue 10)
+        # the index alone still says yes (what a query with no live check would say)
         blind = Retriever(rt.store, rt.embedder, rt.bm25, rt.settings.query.model_copy(update={"live_acl": False}))
         assert DENY_FILE in world.paths("bruno", blind)
 

@@ -1,4 +1,4 @@
-"""Issue 11 end to end: Word variants, Strict Word, Excel and PowerPoint files are found by
+"""End to end: Word variants, Strict Word, Excel and PowerPoint files are found by
 ``ancre search``; a document that inflates to ~300 MB is skipped within seconds and bounded
 memory; the hostile Office files get their status and reason in ``ancre status``."""
 

@@ -1,4 +1,4 @@
-"""Open WebUI as its users expect it, end to end (issues 15 and 25): a real Open WebUI 0.12.4 (from
+"""Open WebUI as its users expect it, end to end: a real Open WebUI 0.12.4 (from
 PyPI, in its own cached environment) started offline on 127.0.0.1 in front of a real
 ``ancre serve`` over the bundled Axonix corpus, set up and used through its own screens in
 Debian's Chromium (installed as root by ``.ci/setup-test-deps.sh``).

@@ -1,4 +1,4 @@
-"""Attachments set aside, checked against Open WebUI's own code (issue 25, point 2): many
+"""Attachments set aside, checked against Open WebUI's own code: many
 questions with attached sources, rendered by Open WebUI 0.12 itself (its RAG template, its
 ``<source id>`` tags, its ``<attached_files>`` block: :mod:`support.owui_rag`, run in the cached
 Open WebUI environment), then read by :func:`ancre.api.attachments.user_turn`: the question

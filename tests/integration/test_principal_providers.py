@@ -1,4 +1,4 @@
-"""Principal providers on the query path (issue 13), over the synced Axonix corpus with the real
+"""Principal providers on the query path, over the synced Axonix corpus with the real
 embedder and store: the principals a query runs with are the union of every provider's (the
 Runtime's hook for providers declared by sources), and a provider that fails makes the question
 fail closed — no answer, no document, no audit line of an answer."""

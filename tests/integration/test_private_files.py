@@ -1,4 +1,4 @@
-"""Issue 9: ancre's files under ``data_dir`` are private (folders 0700, files 0600) whatever the
+"""Ancre's files under ``data_dir`` are private (folders 0700, files 0600) whatever the
 umask it was started with — the store, the state DB, BM25 snapshots, the daemon's status file,
 the audit log and the locks — and an existing data directory left readable is tightened."""
 

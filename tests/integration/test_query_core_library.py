@@ -1,4 +1,4 @@
-"""Issue 13, "the query core as a library": a third-party FastAPI service written here imports
+"""The query core as a library: a third-party FastAPI service written here imports
 ``from ancre.query import QueryCore``, opens it on the bundled Axonix corpus synced for the module
 (e5-local, embedded store, extractive mode) and serves ``GET /ask`` and ``GET /search`` from its
 typed results. Who sees what is checked against ``visibility.json`` (computed independently of

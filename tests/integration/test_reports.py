@@ -1,4 +1,4 @@
-"""The admin's reports on the real Axonix corpus (issue 27).
+"""The admin's reports on the real Axonix corpus.
 
 - ``ancre report exposure`` finds exactly the planted exposures — an AVS number and an IBAN in
   ``COMMUN`` (Everyone reads it), a salary table in ``INTRANET`` (all staff, through

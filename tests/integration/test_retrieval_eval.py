@@ -1,4 +1,4 @@
-"""Issue 12: the retrieval evaluation (``examples/axonix/eval.json``, 50+ French questions by
+"""The retrieval evaluation (``examples/axonix/eval.json``, 50+ French questions by
 five users, refusals included) on the real synced corpus, asserting the targets for hybrid
 retrieval with the extractive ``ask``: recall@3 ≥ 0.95, no false answer, no false refusal. The
 same evaluation prints the vector-only / BM25-only / hybrid table in ``make bench`` (``--only

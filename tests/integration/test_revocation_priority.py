@@ -1,4 +1,4 @@
-"""Issue 9, item 2: a revocation never waits behind embedding.
+"""A revocation never waits behind embedding.
 
 The daemon runs in process (as under ``ancre serve``) on a folder source with an ACL manifest;
 its embedder is an Ollama-compatible server on 127.0.0.1 that holds every request for a

@@ -1,4 +1,4 @@
-"""SharePoint Online scenarios (issue 14) through the sync engine: the ``sharepoint`` source kind
+"""SharePoint Online scenarios through the sync engine: the ``sharepoint`` source kind
 against :class:`FakeMicrosoft` (token endpoint, Graph v1.0 and SharePoint REST on 127.0.0.1 over
 TLS, driven by msal, httpx and office365-rest-python-client), e5-local and the embedded store.
 

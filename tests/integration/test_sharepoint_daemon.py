@@ -1,4 +1,4 @@
-"""Issue 14 "Daemon": the SharePoint source runs under the real ``ancre daemon`` (a subprocess)
+"""The SharePoint source runs under the real ``ancre daemon`` (a subprocess)
 like the others — startup pass, delta polling, the permission sweep, SIGHUP, status, metrics.
 
 One ``kind = "sharepoint"`` source reads the Direction site of :class:`FakeMicrosoft` (HTTPS on

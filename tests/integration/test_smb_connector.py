@@ -1,4 +1,4 @@
-"""Issue 4 against a real Samba AD DC (tests/support/samba.py): the corpus synced over SMB with its
+"""Against a real Samba AD DC (tests/support/samba.py): the corpus synced over SMB with its
 NT ACLs, users resolved over LDAP (``tokenGroups``), change notification, outages, ``acl explain``.
 
 The module shares one Runtime (e5-local, embedded store, LDAPS directory, one SMB source read as
@@ -126,7 +126,7 @@ def test_ldap_finds_users_by_sam_upn_mail_and_domain_name(env: Env) -> None:
     assert f"sid:{sid('GG_Direction')}" not in chloe and f"sid:{sid('GG_RH')}" not in chloe
     assert d.principals("chloe.rey@axonix.ch") == chloe  # UPN (the fixture's mail is the same address)
     assert d.principals("AXONIX\\chloe") == chloe == d.principals("CHLOE")
-    # issue 9: the account a name designates, matched exactly after NFC and ASCII lowercasing
+    # the account a name designates, matched exactly after NFC and ASCII lowercasing
     assert d.account_of("CHLOE.Rey@axonix.ch") == d.account_of("axonix\\chloe") == "chloe"
     for other in ("chlo\u0113.rey@axonix.ch", "chloe.rey@axonix.ch.evil", "chloe@axonix.ch", "mallory"):
         assert d.account_of(other) is None and d.principals(other) == frozenset(), other
@@ -669,7 +669,7 @@ def test_smbd_stopped_during_a_sync_purges_nothing_and_the_next_pass_completes(
 
 
 # ---------------------------------------------------------------- DFS links (after the outages)
-# inside the share (another name of the same server, issue 9: only such links are followed), but
+# inside the share (another name of the same server: only such links are followed), but
 # the folder does not exist: the referral is followed and fails
 DEAD_DFS_TARGET = "msdfs:localhost\\Partage\\absent-folder"
 
@@ -708,7 +708,7 @@ def test_dfs_referral_is_followed_and_one_that_cannot_be_is_reported(env: Env) -
 
 
 def test_dfs_links_outside_the_share_are_skipped_never_followed(env: Env) -> None:
-    """Issue 9: a DFS link to another share of the same server (``netlogon``) or to another
+    """A DFS link to another share of the same server (``netlogon``) or to another
     server is never followed: nothing of its target is listed, read or given an ACL; the link is
     a skipped item naming its target, and a sync reports it as such."""
     rt, dc = env.rt, env.dc
@@ -951,7 +951,7 @@ def test_kerberos_ticket_from_the_dc_kdc_lists_and_reads_the_share(
         subprocess.run([a.format("delete") for a in spn], check=True, capture_output=True)
 
 
-# ---------------------------------------------------------------- links on the server (issue 9)
+# ---------------------------------------------------------------- links on the server
 def test_server_side_links_never_widen_rights(env: Env, tmp_path: Path) -> None:
     """Unix links on the Samba share: a reparse point (symlink, junction) is reported, never
     read; a link Samba resolves itself (``follow symlinks``, ``wide links = no``) is read with

@@ -1,4 +1,4 @@
-"""Issue 9, item 1: a symbolic link in a folder source is never a way around a right.
+"""A symbolic link in a folder source is never a way around a right.
 
 A real folder tree with an NT-style manifest (an open folder PUBLIC, a restricted folder RH),
 links to a restricted file, to a restricted folder, outside the root, into ancre's data

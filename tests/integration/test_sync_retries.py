@@ -1,4 +1,4 @@
-"""Issue 11: no poison pill, bounded embedding, a pass that always records its end.
+"""No poison pill, bounded embedding, a pass that always records its end.
 
 A document whose extraction crashes the worker is tried ``sync.max_attempts`` times with backoff,
 then left ``failed`` until its content changes; a document whose indexing kills the whole sync
@@ -26,6 +26,7 @@ from ancre.daemon.sync import SyncEngine
 from ancre.errors import EmbedderError
 from ancre.index.state import ItemState
 from ancre.ingest.worker import ExtractionPool
+from ancre.models import ItemStatus
 
 DIRECTORY = '{"domain_sid": "S-1-5-21-9", "netbios": "H", "groups": {}, "users": {"zoe": {"sid": "S-1-5-21-9-1001", "groups": []}}}'
 
@@ -115,8 +116,11 @@ def test_a_file_skipped_by_an_older_extractor_is_read_again(tmp_path: Path) -> N
     try:
         item = e.rt.connectors()[0].get_item("D/macros.docm")
         assert item is not None
-        old = ItemState(item.source, item.native_id, item.path, item.doc_id, "documents", item.size, item.mtime,
-                        item.etag, None, None, 0, "skipped", "unsupported: extension '.docm'", time.time())
+        old = ItemState(
+            source=item.source, native_id=item.native_id, path=item.path, doc_id=item.doc_id, collection="documents",
+            size=item.size, mtime=item.mtime, etag=item.etag, content_hash=None, acl_hash=None, chunk_count=0,
+            status=ItemStatus.SKIPPED, reason="unsupported: extension '.docm'", updated_at=time.time(),
+        )
         e.rt.state.put(old)  # as an ancre that did not read .docm left it (no extractor version)
         rep = e.pass_()
         assert rep.new == 1 and e.row("macros.docm").status == "indexed"

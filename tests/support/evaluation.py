@@ -1,4 +1,4 @@
-"""The retrieval evaluation of issue 12 over the bundled Axonix corpus (``examples/axonix/eval.json``):
+"""The retrieval evaluation over the bundled Axonix corpus (``examples/axonix/eval.json``):
 shared by ``tests/integration/test_retrieval_eval.py`` (asserts the targets for hybrid retrieval)
 and ``tests/bench/bench_eval.py`` (prints the table for vector only, BM25 only and hybrid).
 
@@ -41,7 +41,7 @@ EVAL_FILE = CORPUS / "eval.json"
 MODES: dict[str, tuple[str, ...]] = {"vector": ("vector",), "bm25": ("bm25",), "hybrid": ("vector", "bm25")}
 DEPTH = 30
 TARGETS = {"recall_at_3": 0.95, "false_answers": 0, "false_refusals": 0}
-"""Issue 12's targets for hybrid retrieval."""
+"""The targets for hybrid retrieval."""
 
 
 @dataclass(frozen=True)

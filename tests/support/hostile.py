@@ -12,7 +12,7 @@ Status vocabulary (what a sync records for an item):
 * ``failed`` — the file could not be read: reasons ``corrupt``, ``timeout``, ``crashed``;
 * ``ignored`` — never listed by a connector (Office lock files ``~$*``), so no status at all.
 
-:func:`make_office_files` does the same for issue 11's Office files (``.docm``/``.dotx``/``.dotm``,
+:func:`make_office_files` does the same for the Office files (``.docm``/``.dotx``/``.dotm``,
 Strict Open XML, Excel, PowerPoint, and their hostile cases: a part inflating to 300 MB, a huge
 sheet, a formula-only sheet, an encrypted workbook, a deck of pictures only).
 
@@ -309,7 +309,7 @@ def tricky_docx() -> bytes:
     return _save(document)
 
 
-# ------------------------------------------------------------------- Office packages (issue 11)
+# ------------------------------------------------------------------- Office packages
 
 
 def rezip(data: bytes, replace: dict[str, bytes | None] | None = None, add: dict[str, bytes] | None = None) -> bytes:
@@ -566,7 +566,7 @@ def pptx_bytes(slides: list[dict[str, object]], *, macro_enabled: bool = False) 
 
 def make_office_files(folder: Path) -> dict[str, Expect]:
     """Write the Word variants, Strict, Excel and PowerPoint files (normal and hostile) into
-    ``folder`` and return what must become of each (issue 11). The sentences named
+    ``folder`` and return what must become of each. The sentences named
     ``SENTENCES`` are the ones a search must find."""
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, tuple[bytes, Expect]] = {

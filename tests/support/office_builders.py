@@ -1,4 +1,4 @@
-"""Office files built by the tests for the "dropped text" cases (issue 17): Word footnotes and
+"""Office files built by the tests for the "dropped text" cases: Word footnotes and
 endnotes, PDF form fields (AcroForm and XFA), scanned (image-only) PDF pages, OpenDocument text,
 RTF and Word 97 binary documents. Nothing is downloaded; each builder returns the file's bytes.
 

@@ -124,7 +124,7 @@ def test_write_masks_neither_grant_nor_deny(mask: int) -> None:
         assert not grants_read(mask) and not denies_read(mask)
 
 
-# --- the ordered walk (issue point 3) -----------------------------------------------------------------
+# --- the ordered walk -----------------------------------------------------------------
 def test_explicit_allow_before_inherited_deny_is_readable() -> None:
     """The canonical DACL Windows' editors write for "explicit allow overrides inherited deny"."""
     dacl = sd(allow(RH), deny(STAGIAIRES, READ, INHERITED_ACE), allow(PERSONNEL, READ, INHERITED_ACE))
@@ -155,7 +155,7 @@ def test_deny_of_write_only_does_not_deny_read() -> None:
     assert acl.readable_by(p(STAGIAIRES))
 
 
-# --- which right is read (issue point 5) --------------------------------------------------------------
+# --- which right is read --------------------------------------------------------------
 @pytest.mark.parametrize("bit", [FILE_READ_DATA, READ_CONTROL, SYNCHRONIZE, FILE_READ_EA, FILE_READ_ATTRIBUTES])
 def test_every_bit_of_file_generic_read_is_needed(bit: int) -> None:
     assert not readable(sd(allow(RH, FILE_GENERIC_READ & ~bit)), p(RH))
@@ -195,7 +195,7 @@ def test_read_attributes_from_the_parent_folder() -> None:
     assert d.bits[-1].source == "parent" and d.bits[-1].granted
 
 
-# --- the owner and OWNER RIGHTS (issue point 2) ---------------------------------------------------
+# --- the owner and OWNER RIGHTS ---------------------------------------------------
 def test_the_owner_gets_read_control_implicitly() -> None:
     no_rc = FILE_GENERIC_READ & ~READ_CONTROL
     assert not readable(sd(allow(ALICE, no_rc), owner=BOB), p(ALICE))

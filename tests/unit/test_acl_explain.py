@@ -1,4 +1,4 @@
-"""``acl explain`` canonicalises paths as sync does (issue 9, item 3): ``..`` is resolved and may
+"""``acl explain`` canonicalises paths as sync does: ``..`` is resolved and may
 not leave the source; absolute, UNC and URL paths must be under the source."""
 
 from __future__ import annotations

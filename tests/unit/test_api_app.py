@@ -248,7 +248,7 @@ def test_no_key_no_api() -> None:
         create_app(Service(answer()), load_settings(None))
 
 
-# ----------------------------------------------------------------------------- bad text, bad bodies (issue 9)
+# ----------------------------------------------------------------------------- bad text, bad bodies
 
 
 BAD_TEXT_BODIES = [

@@ -74,7 +74,7 @@ def test_signature_checks() -> None:
 
 
 def test_a_captured_signature_is_good_for_its_own_request_only() -> None:
-    """Issue 9: the signature binds the method, the path and the body, not only e-mail and time."""
+    """The signature binds the method, the path and the body, not only e-mail and time."""
     good = signature(SECRET, EMAIL, NOW, **REQ)
     other_question = {**REQ, "body": b'{"question": "Quel est le salaire de la directrice ?"}'}
     assert code_of(check_signature, good, EMAIL, SECRET, 300, now=NOW, **other_question) == "invalid_signature"
@@ -156,7 +156,7 @@ def test_api_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_identity_upn_accepts_upns_only() -> None:
-    """Issue 9: with identity = "upn" the e-mail must be a UPN; an account name or DOMAIN\\sam in
+    """With identity = "upn" the e-mail must be a UPN; an account name or DOMAIN\\sam in
     the e-mail header is refused (the directory would match it against account names)."""
     cfg, secrets = ApiConfig(identity="upn"), Secrets(KEY, None)
     for not_upn in ("bruno", "AXONIX\\bruno", "bruno@", "@axonix.ch", "AXONIX\\bruno@axonix.ch"):

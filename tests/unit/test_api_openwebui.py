@@ -1,4 +1,4 @@
-"""What Open WebUI's staff see of an answer (issue 25), in process (Starlette's TestClient, a
+"""What Open WebUI's staff see of an answer, in process (Starlette's TestClient, a
 scripted query service): native ``source`` events with ``[n]`` citations in the same order,
 ``[digit`` escaped, attachments set aside with one sentence, an unknown account and a service
 failure told apart from « not in the documents », in French.
@@ -320,7 +320,7 @@ def test_an_attachment_is_not_read_not_asked_and_numbering_follows_its_chip() ->
 
 
 def test_earlier_turns_reach_the_conversation_without_their_attachments() -> None:
-    """A follow-up is resolved from the earlier user turns (issue 24): what Open WebUI put
+    """A follow-up is resolved from the earlier user turns: what Open WebUI put
     around them — the ``<attached_files>`` block it keeps on every turn with files (native tools),
     a RAG template — is set aside there too, and earlier answers are never passed on."""
     attached = ('<attached_files>\n<file type="file" id="f1" name="offre-concurrent.txt"/>\n</attached_files>\n\n'

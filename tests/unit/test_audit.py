@@ -217,7 +217,7 @@ def test_text_that_is_not_unicode_is_still_audited(tmp_path: Path) -> None:
 
 
 def test_the_identity_as_received_and_the_resolved_account_are_apart(tmp_path: Path) -> None:
-    """Issue 9: ``user`` is the raw identity (the e-mail header), ``account`` the directory
+    """``user`` is the raw identity (the e-mail header), ``account`` the directory
     account it resolved to (null when unknown); both pseudonymised with a key."""
     from dataclasses import replace
 

@@ -217,7 +217,7 @@ def test_corpus_exact_code_question() -> None:
     assert "WD-EXCL-042" in top_text
 
 
-# --- rights-aware candidates (issue 12) ----------------------------------------------------------
+# --- rights-aware candidates ----------------------------------------------------------
 
 TECH, COM, STAG, BAD = "sid:S-1-5-21-9-1102", "sid:S-1-5-21-9-1104", "sid:S-1-5-21-9-1103", "sid:S-1-5-21-9-666"
 

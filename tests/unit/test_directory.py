@@ -243,7 +243,7 @@ def test_cache_delegates_lookups(corpus: FileDirectory) -> None:
     assert cached.membership_path("chloe", f"{DOM}-1103") == ("GG_Stagiaires",)
 
 
-# ----------------------------------------------------------------------------- lookalike identities (issue 9)
+# ----------------------------------------------------------------------------- lookalike identities
 
 
 def _with_jess(write: Writer) -> FileDirectory:
@@ -261,7 +261,7 @@ def _with_jess(write: Writer) -> FileDirectory:
     "jess.ro\u017f\u017fi@axonix.ch",
 ])
 def test_lookalike_identities_never_match(write: Writer, lookalike: str) -> None:
-    """Issue 9: names are matched exactly after NFC and ASCII-only lowercasing, never by Unicode
+    """Names are matched exactly after NFC and ASCII-only lowercasing, never by Unicode
     case folding — Open WebUI treats jeß.rossi@ and jess.rossi@ as two accounts."""
     d = _with_jess(write)
     assert d.account_of("jess.rossi@axonix.ch") == "jess" and d.principals("jess.rossi@axonix.ch")

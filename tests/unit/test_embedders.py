@@ -144,7 +144,7 @@ def test_e5_nul_characters_do_not_cut_the_text(e5: E5LocalEmbedder) -> None:
 
 def test_e5_question_does_not_wait_behind_passages(e5: E5LocalEmbedder) -> None:
     """A question asked while a batch of long passages is being embedded is answered before that
-    batch is done (it runs alongside; it used to wait for the batch in progress)."""
+    batch is done (it runs alongside, never waiting for the batch in progress)."""
     import threading
 
     long_text = " ".join([MAINTENANCE, SALARIES] * 6)  # several engine windows each

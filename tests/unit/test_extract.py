@@ -323,7 +323,7 @@ def test_pool_rejects_bad_arguments() -> None:
         ExtractionPool(target="no_colon")
 
 
-# ------------------------------------------------- Office packages, limits (issue 11)
+# ------------------------------------------------- Office packages, limits
 
 
 @pytest.fixture(scope="module")

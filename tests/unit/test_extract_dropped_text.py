@@ -1,4 +1,4 @@
-"""Text that used to be dropped without a word (issue 17): Word footnotes and endnotes, PDF form
+"""Text that must never be dropped without a word: Word footnotes and endnotes, PDF form
 fields, scanned pages (OCR or ``skipped: no_text_layer``), and .odt / .rtf / .doc files. Every
 input is built by the test (tests/support/office_builders.py)."""
 

@@ -21,7 +21,7 @@ from ancre.connectors.smb import SmbConnector, SmbSourceConfig
 from ancre.errors import ConfigError
 from ancre.index.edge_store import EdgeStore
 from ancre.index.state import ItemState, StateDB
-from ancre.models import Acl, ChunkPayload
+from ancre.models import Acl, ChunkPayload, ItemStatus
 from ancre.query.live_acl import LiveAclChecker, RightsCheck, _slices, unverified
 
 G1, G2 = "sid:S-1-5-21-1-1001", "sid:S-1-5-21-1-1002"
@@ -155,9 +155,12 @@ def test_folder_read_acls_rereads_the_manifest_and_leaves_out_missing_files(tmp_
 def test_state_acl_digest_update_touches_only_indexed_rows(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "state.sqlite3")
     try:
-        row = ItemState("s", "n1", "a.md", "s:n1", "documents", 1, 1.0, None, "h", "old", 1, "indexed", None, 1.0)
+        common = {"source": "s", "collection": "documents", "size": 1, "mtime": 1.0, "etag": None, "acl_hash": "old",
+                  "chunk_count": 1, "reason": None, "updated_at": 1.0}
+        row = ItemState(**common, native_id="n1", path="a.md", doc_id="s:n1", content_hash="h", status=ItemStatus.INDEXED)
         db.put(row)
-        db.put(ItemState("s", "n2", "b.md", "s:n2", "documents", 1, 1.0, None, None, "old", 1, "pending", None, 1.0))
+        db.put(ItemState(**common, native_id="n2", path="b.md", doc_id="s:n2", content_hash=None,
+                         status=ItemStatus.PENDING))
         assert db.set_acl_hash("s", "s:n1", "new") is True
         assert db.set_acl_hash("s", "s:n2", "new") is False  # a pass holds it: left to the pass
         assert db.set_acl_hash("other", "s:n1", "new") is False

@@ -1,4 +1,4 @@
-"""Principal providers (issue 13): P(user) is the union of what every provider says; a provider
+"""Principal providers: P(user) is the union of what every provider says; a provider
 that fails makes the whole resolution fail (closed); an identity nobody knows gets the empty set,
 which reads nothing. ``acl explain`` names the principal that decided and its provider."""
 

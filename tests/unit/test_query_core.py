@@ -1,5 +1,5 @@
 """``QueryCore.open`` refuses a bad configuration with a ConfigError naming it, before opening
-anything (the query core as a library, issue 13)."""
+anything (the query core as a library)."""
 
 from __future__ import annotations
 

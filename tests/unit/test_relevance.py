@@ -1,4 +1,4 @@
-"""Issue 12: the extractive gate. Named terms and rare terms (by the snapshot's document
+"""The extractive gate. Named terms and rare terms (by the snapshot's document
 frequencies) decide whether a document is on topic; common words never make it refuse; a
 question nothing anchors is refused when its words are unknown to the index; rare terms anchor it
 only when they weigh enough against its unknown ones, by the asking user's counts alone."""

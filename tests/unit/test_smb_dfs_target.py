@@ -1,4 +1,4 @@
-"""Issue 9, DFS links: the inside/outside decision of :func:`ancre.connectors.smb.dfs_target_inside`
+"""DFS links: the inside/outside decision of :func:`ancre.connectors.smb.dfs_target_inside`
 (a referral target is followed only inside the source's own share on the same server)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The state DB of an older ancre is migrated in place (issue 11: retry columns, pass pid), and
+"""The state DB of an older ancre is migrated in place (retry columns, pass pid), and
 a pass left open by a process that died is closed as ``crashed``."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ancre.index.state import ItemState, StateDB
+from ancre.models import ItemStatus, PassOutcome
 
 OLD_SCHEMA = """
 CREATE TABLE items (
@@ -42,8 +43,11 @@ def test_old_database_is_migrated_and_its_open_pass_closed(tmp_path: Path) -> No
     state = StateDB(path)
     try:
         (row,) = state.all_items()
-        assert row == ItemState("s", "a.docm", "a.docm", "s:a.docm", "documents", 10, 1.0, None, "h", None, 0,
-                                "skipped", "unsupported: extension '.docm'", 2.0, attempts=0, retry_at=None, extractor=None)
+        assert row == ItemState(
+            source="s", native_id="a.docm", path="a.docm", doc_id="s:a.docm", collection="documents", size=10,
+            mtime=1.0, etag=None, content_hash="h", acl_hash=None, chunk_count=0, status=ItemStatus.SKIPPED,
+            reason="unsupported: extension '.docm'", updated_at=2.0, attempts=0, retry_at=None, extractor=None,
+        )
         state.put(ItemState(**{**row.__dict__, "attempts": 2, "retry_at": 5.0, "extractor": "2:x"}))
         assert state.all_items()[0].attempts == 2
         new_id = state.begin_pass("s")
@@ -51,7 +55,7 @@ def test_old_database_is_migrated_and_its_open_pass_closed(tmp_path: Path) -> No
         assert passes[0][2] is None  # the new pass, running
         old = passes[1]
         assert old[3] == "crashed" and old[2] is not None and "ended before" in json.loads(old[4])["reason"]
-        state.end_pass(new_id, "ok", "{}")
+        state.end_pass(new_id, PassOutcome.OK, "{}")
     finally:
         state.close()
     StateDB(path).close()  # opening a migrated database again changes nothing
@@ -74,6 +78,6 @@ def test_open_pass_of_a_live_process_is_left_alone(tmp_path: Path) -> None:
         finally:
             sleeper.kill()
             sleeper.wait()
-        state.end_pass(mine, "ok", "{}")
+        state.end_pass(mine, PassOutcome.OK, "{}")
     finally:
         state.close()

@@ -447,7 +447,10 @@ _CHILD = textwrap.dedent(
         store.close()
         sys.exit(0)
     # mode == "kill": write, then die without closing or flushing anything else
-    payload = ChunkPayload("src", "K", "K.txt", "K.txt", "", 0, "t", ("g",), (), "h", 0.0)
+    payload = ChunkPayload(
+        source="src", doc_id="K", path="K.txt", filename="K.txt", location="", chunk_index=0, text="t", acl_allow=("g",),
+        acl_deny=(), content_hash="h", indexed_at=0.0,
+    )
     pts = []
     for i in range(50):
         v = np.random.default_rng(i).normal(size=8).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Issue 12: one normalisation order, so that the inflected, accented, unaccented, capitalised,
+"""One normalisation order, so that the inflected, accented, unaccented, capitalised,
 elided, ligatured and hyphen-variant spellings of a French word give the same index terms, in the
 documents and in the questions alike (a property test over a French word list)."""
 
@@ -124,7 +124,7 @@ def test_equal_words_give_equal_terms(case: tuple[str, str, str]) -> None:
 
 
 def test_the_issue_pairs() -> None:
-    """The pairs named by issue 12, in a sentence: question and document share their terms."""
+    """The inflected/accented pairs, in a sentence: question and document share their terms."""
     question = "A combien est estimée la consommation Azure mensuelle de Sarrasin ?"
     document = "La consommation Azure mensuelle, estimé par Axonix pour SARRASIN"
     shared = set(tokenize(question)) & set(tokenize(document))
