@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from ancre.acl.directory import Directory, MembershipTracer
 from ancre.acl.engine import Ace, BitVerdict, Decision, SecurityDescriptor, describe_ace, explain_read
 from ancre.acl.manifest import AclManifest, path_parts
-from ancre.acl.providers import DirectoryProvider, PrincipalResolver
+from ancre.acl.providers import PrincipalResolver, directory_resolver
 from ancre.acl.share import explain_share
 from ancre.acl.token import DIRECTORY_RULES, TokenRules, well_known_name
 from ancre.errors import AclError, AncreError
@@ -310,7 +310,7 @@ def explain_trace(
     """Explain whether ``user`` may read ``trace.path``, from the rights its connector traced.
 
     ``resolver`` gives the user's principals and the provider of each (default: ``directory``
-    alone, :class:`~ancre.acl.providers.DirectoryProvider`); ``directory`` names ``sid:``
+    alone, :func:`~ancre.acl.providers.directory_resolver`); ``directory`` names ``sid:``
     principals and, when it can (:class:`MembershipTracer`), the group route to the deciding one.
     The verdicts are the engine's (:func:`~ancre.acl.engine.explain_read`, the walk sync indexes,
     with the trace's token rules), for the file and, when the trace has them, for the share; the
@@ -318,7 +318,7 @@ def explain_trace(
     reads nothing. Raises
     :class:`~ancre.errors.DirectoryError` when the directory or a provider can't be read.
     """
-    resolver = resolver if resolver is not None else PrincipalResolver([DirectoryProvider(directory)])
+    resolver = resolver if resolver is not None else directory_resolver(directory)
     origins = resolver.origins(user)
     principals = frozenset(origins)
     if not principals:

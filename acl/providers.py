@@ -134,4 +134,11 @@ class PrincipalResolver:
         return out
 
 
-__all__ = ["DirectoryProvider", "PrincipalProvider", "PrincipalProviderError", "PrincipalResolver"]
+def directory_resolver(directory: Directory) -> PrincipalResolver:
+    """P(user) from ``directory`` alone (one :class:`DirectoryProvider`): the resolver of a
+    caller given no other providers (an explanation, an answer service built by hand). The
+    composition root (:class:`ancre.query.bootstrap.Bootstrap`) adds every source's providers."""
+    return PrincipalResolver([DirectoryProvider(directory)])
+
+
+__all__ = ["DirectoryProvider", "PrincipalProvider", "PrincipalProviderError", "PrincipalResolver", "directory_resolver"]

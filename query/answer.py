@@ -66,7 +66,7 @@ from types import TracebackType
 from typing import Self
 
 from ancre.acl.directory import Directory, resolve_account
-from ancre.acl.providers import DirectoryProvider, PrincipalResolver
+from ancre.acl.providers import PrincipalResolver, directory_resolver
 from ancre.config import Settings
 from ancre.index.store import Store
 from ancre.models import SearchResult, nfc
@@ -226,7 +226,7 @@ class AnswerService:
     ``ancree = None``, ``verification = "non_effectuee"``); ``audit``: where the one line per
     question goes, ``None`` for no audit. ``settings`` gives the context knobs and the answering
     temperature. ``directory`` resolves the account a user name designates; ``resolver`` gives
-    that account's principal set (default: the directory's own, :class:`DirectoryProvider`).
+    that account's principal set (default: the directory's own, :func:`~ancre.acl.providers.directory_resolver`).
     """
 
     def __init__(
@@ -244,7 +244,7 @@ class AnswerService:
         self.retriever = retriever
         self.store = store
         self.directory = directory
-        self.resolver = resolver if resolver is not None else PrincipalResolver([DirectoryProvider(directory)])
+        self.resolver = resolver if resolver is not None else directory_resolver(directory)
         self.settings = settings
         self.chat_client = chat_client
         self.judge = judge

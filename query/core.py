@@ -13,14 +13,10 @@ snapshots, state DB, directory, connector factory) and wires the query side once
 check (:class:`~ancre.query.live_acl.LiveAclChecker`, unless ``query.live_acl = false``), the
 hybrid :class:`~ancre.query.retrieval.Retriever` and the
 :class:`~ancre.query.answer.AnswerService` with its answering model, judge and audit log.
-ancre's own entry points build it the same way: the composition root
-(:class:`ancre.app.runtime.Runtime`) hands it the parts it built, the API
-(:func:`ancre.api.app.create_app`) serves it, and :meth:`QueryCore.open` builds the parts from a
-config with the same factories (:func:`~ancre.index.store_factory.open_store`,
-:func:`~ancre.index.embedder_factory.make_embedder`,
-:func:`~ancre.acl.directory_factory.make_directory`,
-:func:`~ancre.connectors.registry.make_connector`,
-:func:`~ancre.connectors.registry.principal_providers`).
+ancre's own entry points build it the same way, from the parts of the one composition root
+(:class:`~ancre.query.bootstrap.Bootstrap`): :class:`ancre.app.runtime.Runtime` (a bootstrap
+that adds the sync engine) hands it its parts, the API (:func:`ancre.api.app.create_app`) serves
+the runtime's core, and :meth:`QueryCore.open` builds a bootstrap of its own from the config.
 
 Every result is trimmed to what the user may read *now*: an unknown user gets nothing, a
 directory that can't be read raises :class:`~ancre.errors.DirectoryError` (fail closed, never
@@ -31,32 +27,17 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
-from ancre.acl.directory import Directory, resolve_account
-from ancre.acl.directory_factory import make_directory
-from ancre.acl.providers import DirectoryProvider, PrincipalResolver
+from ancre.acl.directory import resolve_account
 from ancre.config import Settings, config_path, load_settings
-from ancre.connectors.base import Connector, SourceContext
-from ancre.connectors.registry import make_connector, principal_providers
-from ancre.index.acl_writer import AclWriter
-from ancre.index.bm25 import Bm25Manager
-from ancre.index.embedder_factory import make_embedder
-from ancre.index.embedders import Embedder
-from ancre.index.private import make_private
-from ancre.index.state import StateDB
-from ancre.index.store import Store
-from ancre.index.store_factory import open_store
 from ancre.models import COLLECTIONS
 from ancre.query.answer import Answer, AnswerService, AnswerStream
-from ancre.query.audit import open_audit_log
-from ancre.query.judge import Judge
+from ancre.query.bootstrap import QueryParts, build_answer_service
 from ancre.query.live_acl import LiveAclChecker, Unverified
-from ancre.query.llm import make_chat_client
 from ancre.query.retrieval import Retriever
 
 if TYPE_CHECKING:
@@ -108,87 +89,6 @@ class SearchResult:
     account: str | None
     hits: tuple[SearchHit, ...]
     unverified: tuple[Unverified, ...] = ()
-
-
-@dataclass(frozen=True)
-class QueryParts:
-    """The index-side parts the query core reads, built by the composition root
-    (:class:`ancre.app.runtime.Runtime`) or by :meth:`from_settings`.
-
-    ``store``: opened and checked against ``embedder``; ``bm25``: the keyword snapshots
-    (``<data_dir>/bm25``); ``state``: the sync state DB (passes finished, ACL digests the live
-    check updates); ``directory``: resolves the account a user name designates; ``connector``:
-    source id → a connector of that configured source (called once per source, at the first
-    question whose results need a live rights check; raises :class:`~ancre.errors.ConfigError`
-    for an unknown id); ``principals``: P(user), the union of the principal providers (the
-    directory's ``sid:``, and those the sources bring, e.g. Entra ``aad:``/``sp:``); ``None``:
-    the directory alone. ``acl_writer``: the process's ACL writer, shared with its sync engine
-    (:mod:`ancre.index.acl_writer`); ``None``: the live check has one of its own.
-    """
-
-    store: Store
-    embedder: Embedder
-    bm25: Bm25Manager
-    state: StateDB
-    directory: Directory
-    connector: Callable[[str], Connector]
-    principals: PrincipalResolver | None = None
-    acl_writer: AclWriter | None = None
-
-    @property
-    def resolver(self) -> PrincipalResolver:
-        """:attr:`principals`, or the directory alone when not given."""
-        return self.principals if self.principals is not None else PrincipalResolver([DirectoryProvider(self.directory)])
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> QueryParts:
-        """Build and open every part from ``settings``, as the composition root does.
-
-        Raises :class:`~ancre.errors.ConfigError` (a bad ``[embedder]``, ``[store]``,
-        ``[directory]`` section), :class:`~ancre.errors.StoreLockedError` (another process owns
-        the embedded store), :class:`~ancre.errors.EmbedderMismatchError`,
-        :class:`~ancre.errors.StoreError`, :class:`~ancre.errors.EmbedderError`; nothing is left
-        open when it raises.
-        """
-        data_dir = Path(settings.data_dir)
-        directory = make_directory(settings.directory)
-        embedder = make_embedder(settings.embedder)
-        store = open_store(settings.store, data_dir, embedder)
-        try:
-            state = StateDB(data_dir / "state.sqlite3")
-        except BaseException:
-            store.close()
-            raise
-
-        ctx = SourceContext(
-            directory=lambda: directory, ignore=settings.ignore, private_paths=settings.private_paths(),
-            data_dir=data_dir, state=lambda: state,
-        )
-
-        def connector(source_id: str) -> Connector:
-            return make_connector(settings.source(source_id), ctx)
-
-        resolver = PrincipalResolver([DirectoryProvider(directory), *principal_providers(settings.sources, ctx)])
-        # no sync engine here: with a Qdrant server the daemon elsewhere is the one ACL writer
-        writer = AclWriter(store, state, read_only=settings.store.kind != "edge")
-        return cls(store, embedder, Bm25Manager(data_dir / "bm25"), state, directory, connector, resolver, writer)
-
-
-def build_answer_service(
-    settings: Settings, retriever: Retriever, store: Store, directory: Directory, resolver: PrincipalResolver | None = None
-) -> AnswerService:
-    """Grounded answers (issue 3): the chat client of ``llm`` (none: extractive mode), the judge of
-    ``judge`` when a model is configured and ``judge.enabled``, and the audit log of ``audit``
-    (default folder ``<data_dir>/audit``, key ``<data_dir>/audit.key``, created 0600 when
-    pseudonymising and missing). Raises :class:`~ancre.errors.ConfigError` naming ``llm.url`` /
-    ``llm.model`` when missing."""
-    chat = make_chat_client(settings.llm)
-    judge = Judge.from_config(settings.judge, settings.llm) if chat is not None and settings.judge.enabled else None
-    audit = None
-    a = settings.audit
-    if a.enabled:
-        audit = open_audit_log(a, Path(settings.data_dir))
-    return AnswerService(retriever, store, directory, settings, chat, judge, audit, resolver=resolver)
 
 
 class QueryCore:
@@ -248,8 +148,7 @@ class QueryCore:
             client = ControlClient.find(settings)
             if client is not None:
                 return RemoteQueryCore(client)
-        make_private(Path(settings.data_dir), Path(settings.audit.dir) if settings.audit.dir is not None else None)
-        parts = QueryParts.from_settings(settings)
+        parts = QueryParts.from_settings(settings)  # makes ancre's files private first
         try:
             return cls(settings, parts, owns_parts=True)
         except BaseException:
