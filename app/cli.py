@@ -13,9 +13,12 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -152,10 +155,36 @@ def sync(
     _finish_sync(reports, as_json)  # after the runtime is closed (exit 1 unless every pass was ok)
 
 
+@contextmanager
+def _ctrl_c_as_flag() -> Iterator[threading.Event]:
+    """While the block runs, Ctrl-C (SIGINT) sets the returned event instead of raising
+    ``KeyboardInterrupt`` wherever the main thread happens to be: an interrupt raised inside an
+    HTTP call to the control socket can leave httpcore's connection pool lock held, and closing
+    the client then waits on it for ever. A second Ctrl-C raises as usual. Main thread only."""
+    stop = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> None:
     """``ancre sync`` when a running ancre owns the index: ask it for a pass (queued behind the
     running one, if any), follow its progress, print the same reports. Ctrl-C stops following,
-    not the pass."""
+    not the pass (exit status 130), checked between two requests to the running ancre."""
+    with _ctrl_c_as_flag() as stop:
+        _follow_remote(owner, source, force, as_json, stop)
+
+
+def _follow_remote(owner: Any, source: str | None, force: bool, as_json: bool, stop: threading.Event) -> None:
+    """:func:`_sync_remote`'s work; ``stop`` set: stop following (exit 130)."""
     from ancre.daemon.sync import PassReport
 
     ticket = owner.post("/v1/sync", {"source": source, "force": force})
@@ -174,7 +203,7 @@ def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> 
             TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True, disable=not show,
         ) as prog:
             task = prog.add_task("queued…", total=None, source=",".join(ticket["sources"]))
-            while True:
+            while not stop.is_set():
                 got = owner.get("/v1/sync/reports", since=ticket["requested_at"])
                 if all(s in got for s in ticket["sources"]):
                     break
@@ -182,12 +211,15 @@ def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> 
                 if cur is not None and cur["scope"] == PassScope.FULL and cur["source"] in ticket["sources"]:
                     prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
                                 description=(cur["path"] or "listing…")[-60:])
-                time.sleep(0.5)
+                stop.wait(0.5)
+            if stop.is_set():
+                raise KeyboardInterrupt
             reports = [PassReport(**{**got[s], "problems": [tuple(p) for p in got[s]["problems"]]}) for s in ticket["sources"]]
             # as in-process: done once the keyword index includes the changes too
             prog.update(task, description="BM25…")
             while any(r.changed_index for r in reports) and (owner.get("/v1/status")["daemon"] or {}).get("bm25_dirty"):
-                time.sleep(0.5)
+                if stop.wait(0.5):
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         err.print("stopped following; the pass goes on in the running ancre (`ancre status` shows it)")
         raise typer.Exit(130) from None
