@@ -118,7 +118,7 @@ def check_source(rt: Runtime, src: SourceSettings) -> CheckResult:
             res = conn.check()
             return CheckResult(part, res.ok, res.detail, res.fix or None)
         where = str(conn.root) if isinstance(conn, LocalTree) else src.id
-        items = list(conn.list_items())
+        items = conn.list_items().items
         if not items:
             return CheckResult(part, True, f"{where}: listed, no indexable file")
         acl = conn.fetch_acl(items[0])

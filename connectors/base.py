@@ -1,8 +1,9 @@
 """The one ``Connector`` protocol every source implements (folder, SMB, SharePoint), the optional
 capabilities the sync engine, the daemon and the CLI check with ``isinstance`` (never ``getattr``):
-:class:`Watchable`, :class:`SubtreeListing`, :class:`LocalTree`, :class:`ReportsUnreachable`,
-:class:`Closeable`, :class:`Checkable`; and what a connector factory receives
-(:class:`SourceContext`). README "Adding a source", docs/ARCHITECTURE.md."""
+:class:`Watchable`, :class:`ChangeFeed`, :class:`SubtreeListing`, :class:`LocalTree`,
+:class:`Closeable`, :class:`Checkable`; what a listing returns (:class:`Listing`), what a change feed
+returns (:class:`ChangeBatch`); and what a connector factory receives (:class:`SourceContext`).
+README "Adding a source", docs/ARCHITECTURE.md."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
 
 from ancre.acl.directory import Directory
 from ancre.acl.explain import AclTrace
@@ -64,12 +67,57 @@ class ChangeEvent:
 ChangeCallback = Callable[[ChangeEvent], None]
 
 
+@dataclass(frozen=True)
+class Unreachable:
+    """A part of a source its listing had to leave out: ``path``, the relative POSIX folder path
+    (``""`` = the whole source), and ``reason``, why (prose for ``ancre status``)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What :meth:`Connector.list_items` returns: every indexable ``items`` entry of the source,
+    and the ``unreachable`` parts it could not list while the rest answered (a DFS link whose
+    target is down, a SharePoint site that refuses the app). Nothing indexed under an unreachable
+    part may be purged. Iterating a listing iterates its items."""
+
+    items: tuple[SourceItem, ...]
+    unreachable: tuple[Unreachable, ...] = ()
+
+    @property
+    def unreachable_paths(self) -> tuple[str, ...]:
+        """The relative paths of :attr:`unreachable`, in listing order."""
+        return tuple(u.path for u in self.unreachable)
+
+    def __iter__(self) -> Iterator[SourceItem]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+CursorT = TypeVar("CursorT", bound=BaseModel)
+"""A change feed's cursor: a pydantic model the engine persists as JSON between calls."""
+
+
+@dataclass(frozen=True)
+class ChangeBatch(Generic[CursorT]):
+    """What :meth:`ChangeFeed.changes` returns: the ``events`` seen since the cursor it was given,
+    in order, and the ``cursor`` to give next time (the engine persists it only once the events
+    are queued, so a crash replays them rather than losing them)."""
+
+    events: tuple[ChangeEvent, ...]
+    cursor: CursorT
+
+
 @runtime_checkable
 class Connector(Protocol):
     """A source of documents.
 
-    ``list_items`` yields every indexable item (ignore rules, include/exclude globs and the max
-    size already applied) and raises :class:`~ancre.errors.SourceUnavailableError` when the root
+    ``list_items`` returns every indexable item (ignore rules, include/exclude globs and the max
+    size already applied) as a :class:`Listing` and raises :class:`~ancre.errors.SourceUnavailableError` when the root
     can't be listed — never an empty listing for an unreachable root. Content and ACL are fetched
     lazily, item by item.
     """
@@ -84,8 +132,10 @@ class Connector(Protocol):
         """The source's default collection (``documents`` / ``documentation``)."""
         ...
 
-    def list_items(self) -> Iterator[SourceItem]:
-        """Every indexable item of the source. Raises ``SourceUnavailableError``."""
+    def list_items(self) -> Listing:
+        """Every indexable item of the source, with the parts that could not be listed (see
+        :class:`Listing`). Raises ``SourceUnavailableError`` when the source itself can't be
+        listed."""
         ...
 
     def fetch_content(self, item: SourceItem) -> bytes:
@@ -217,13 +267,28 @@ class LocalTree(Protocol):
 
 
 @runtime_checkable
-class ReportsUnreachable(Protocol):
-    """A connector whose listing may leave parts out because they can't be reached (a DFS link
-    whose target is down) while the rest answers."""
+class ChangeFeed(Protocol[CursorT]):
+    """A connector that reports its changes when asked, from a cursor the engine keeps (Graph
+    delta links, a snapshot-diff poller's last listing). The daemon calls :meth:`changes` every
+    :attr:`poll_interval_s` seconds with the cursor the previous call returned (persisted across
+    restarts), and queues the events like a watcher's."""
 
-    unreachable: tuple[str, ...]
-    """Relative paths left out of the last ``list_items``: nothing indexed under them may be
-    purged (``""`` = everything)."""
+    cursor_type: type[CursorT]
+    """The cursor's model, to read a persisted cursor back (``cursor_type.model_validate_json``)."""
+
+    @property
+    def poll_interval_s(self) -> float:
+        """Seconds between two calls of :meth:`changes`."""
+        ...
+
+    def changes(self, cursor: CursorT | None) -> ChangeBatch[CursorT]:
+        """The changes since ``cursor``. ``None`` (no cursor kept yet, or the kept one is
+        unreadable): the feed takes its baseline now and returns no event — the engine runs a
+        full pass at start, which covers what came before. An expired cursor (e.g. Graph 410
+        ``resyncRequired``) gives a ``rescan`` event and a fresh cursor. Raises
+        :class:`~ancre.errors.SourceUnavailableError` when the source can't be reached (the
+        engine keeps the old cursor and tries again at the next interval)."""
+        ...
 
 
 @runtime_checkable

@@ -11,13 +11,13 @@ import fnmatch
 import os
 import stat
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ancre.acl.directory import Directory
 from ancre.acl.explain import AclTrace, canonical_path, trace_manifest
 from ancre.acl.manifest import AclManifest
-from ancre.connectors.base import CollectionFromConfig, Connector, SourceContext, SourceKind
+from ancre.connectors.base import CollectionFromConfig, Connector, Listing, SourceContext, SourceKind
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem, nfc
 from ancre.settings.sources import FolderSourceConfig
@@ -176,7 +176,7 @@ class FolderConnector(CollectionFromConfig[FolderSourceConfig]):
             canon[rel] = canonical
             out.append(SourceItem(self.source_id, rel, rel, st.st_size, st.st_mtime))
 
-    def list_items(self) -> Iterator[SourceItem]:
+    def list_items(self) -> Listing:
         """Every indexable file under the root (ignored names and include/exclude applied; the size
         limit is the sync engine's, which records a status), and every link not followed as an
         item with ``skip`` set (see the class doc). Raises ``SourceUnavailableError``."""
@@ -195,7 +195,7 @@ class FolderConnector(CollectionFromConfig[FolderSourceConfig]):
         if not self.root.is_dir():  # unmounted during the walk
             raise SourceUnavailableError(f"source {self.source_id}: root {self.root} disappeared during listing")
         self._real, self._canon = real, canon
-        return iter(found)
+        return Listing(tuple(found))
 
     def _resolve_path(self, rel: str) -> tuple[str | None, str | None, os.stat_result | None]:
         """Follow ``rel`` component by component from the root: ``(real path, None, None)`` when

@@ -19,8 +19,8 @@
   without the DFS capability needs none).
   ``dfs = false`` follows none (``skipped: dfs link (dfs = false)``). An inside link that can't
   be followed (target folder gone, server down) while the share itself still answers is
-  recorded in :attr:`SmbConnector.unreachable` and skipped: the sync engine keeps what it
-  indexed under it.
+  an ``unreachable`` part of the :class:`~ancre.connectors.base.Listing` and skipped: the sync
+  engine keeps what it indexed under it.
 - **Rights**, fetched lazily per file: one compound CREATE(READ_CONTROL) + QUERY_INFO(security:
   OWNER|GROUP|DACL, [MS-SMB2] 2.2.37) + CLOSE, parsed by :mod:`ancre.acl.sd_parse` and walked by
   the ACL engine for FILE_GENERIC_READ with the server's network-logon token
@@ -48,7 +48,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -87,9 +87,11 @@ from ancre.connectors.base import (
     ChangeCallback,
     CollectionFromConfig,
     Connector,
+    Listing,
     SourceCheck,
     SourceContext,
     SourceKind,
+    Unreachable,
 )
 from ancre.connectors.folder import is_ignored, path_selected, unc_folder
 from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
@@ -418,7 +420,7 @@ def _retire(entry: _ServerRights | None) -> None:
 class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over one SMB share; also
     :class:`~ancre.connectors.base.Watchable`, :class:`~ancre.connectors.base.SubtreeListing`,
-    :class:`~ancre.connectors.base.ReportsUnreachable`, :class:`~ancre.connectors.base.Closeable`
+    :class:`~ancre.connectors.base.Closeable`
     and :class:`~ancre.connectors.base.Checkable`.
 
     ``cfg``: a ``kind = "smb"`` source (server, port, share, username, password or password_env,
@@ -464,10 +466,6 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         self._wire: dict[str, str] = {}
         """NFC relative path → the path as the server spells it, for the paths whose names are not
         NFC on the share (written NFD by a macOS client): listings and stats fill it."""
-        self.unreachable: tuple[str, ...] = ()
-        """Relative paths (NFC, ``/``-separated) of the DFS links inside the share whose referral
-        the last :meth:`list_items` could not follow: nothing of the listing lies under them, and what was
-        indexed there must be kept (the sync engine purges nothing under these prefixes)."""
 
     # ---------------------------------------------------------------- sessions
     def session_kwargs(self, cache: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -806,9 +804,9 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
             return False
         return True
 
-    def list_items(self) -> Iterator[SourceItem]:
+    def list_items(self) -> Listing:
         """Every indexable file of the share, except those under a DFS link whose referral can't
-        be followed: those links are in :attr:`unreachable` once this returns. Raises
+        be followed: those links are the listing's ``unreachable`` parts. Raises
         :class:`SourceUnavailableError` when the share, or any folder in it, can't be listed
         (the message names the folder)."""
         self._refresh_server_rights()  # share permissions and local groups re-read once per full pass
@@ -822,8 +820,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
             return out, unreachable
 
         items, unreachable = self._call("list the share", walk)
-        self.unreachable = tuple(unreachable)
-        return iter(items)
+        return Listing(tuple(items), tuple(Unreachable(p, "DFS link target unreachable") for p in unreachable))
 
     def list_under(self, prefix: str) -> list[SourceItem]:
         """The indexable files below the folder ``prefix`` (``[]`` when it is not an existing
@@ -833,7 +830,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         followed gives ``[]``. Raises :class:`SourceUnavailableError`."""
         rel = nfc(prefix.strip("/"))
         if not rel:
-            return list(self.list_items())
+            return list(self.list_items().items)
 
         def walk(kw: dict[str, Any]) -> list[SourceItem]:
             out: list[SourceItem] = []

@@ -40,14 +40,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings
-from ancre.connectors.base import Connector, LocalTree, PermissionSweep, ReportsUnreachable, SubtreeListing
+from ancre.connectors.base import Connector, LocalTree, PermissionSweep, SubtreeListing
 from ancre.daemon.faults import crash_point
 from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
 from ancre.index.acl_writer import AclWriter
@@ -254,10 +254,9 @@ class SyncEngine:
         an interrupted pass purges nothing). Never raises for a bad file or an unreachable root:
         the report says what happened.
 
-        A connector may expose ``unreachable: tuple[str, ...]`` (relative folder paths, read
-        once ``list_items()`` has been consumed): subtrees it could not list. Everything listed
-        is synced, nothing indexed under those prefixes is purged, and the outcome is
-        ``partial`` with the prefixes in ``reason``.
+        A listing may name ``unreachable`` parts (:class:`~ancre.connectors.base.Listing`):
+        subtrees the source could not list. Everything listed is synced, nothing indexed under
+        those prefixes is purged, and the outcome is ``partial`` with the prefixes in ``reason``.
         """
         with self._lock:
             t0 = time.monotonic()
@@ -286,13 +285,13 @@ class SyncEngine:
         should_stop: Callable[[], bool] | None,
     ) -> None:
         try:
-            listing = list(connector.list_items())
+            listed = connector.list_items()
             if force and isinstance(connector, PermissionSweep):
                 connector.sweep_permissions()  # its fetch_acl answers from them: re-read them all now
         except SourceUnavailableError as e:
             rep.outcome, rep.reason = PassOutcome.SUSPECT, str(e)
             return
-        unreachable = connector.unreachable if isinstance(connector, ReportsUnreachable) else ()
+        listing, unreachable = listed.items, listed.unreachable_paths
         rep.listed = len(listing)
         known = self.state.items(connector.source_id)
         if not self._sync_items(connector, listing, known, rep, force=force, progress=progress, should_stop=should_stop):
@@ -426,7 +425,7 @@ class SyncEngine:
     def _sync_items(
         self,
         connector: Connector,
-        items: list[SourceItem],
+        items: Sequence[SourceItem],
         known: dict[str, ItemState],
         rep: PassReport,
         *,

@@ -42,7 +42,7 @@ groups read are ``Acl.nobody`` with that reason (``ancre status``, ``ancre check
 dropped).
 
 **Faults.** A site (or library) answering 401/403/404 is left out with its reason in
-:attr:`unreachable` / :attr:`unreachable_reasons` (nothing under it is purged; the rest syncs);
+an ``unreachable`` part of the listing (nothing under it is purged; the rest syncs);
 Graph unreachable raises :class:`~ancre.errors.SourceUnavailableError` (the pass stops as
 ``suspect`` and revokes nothing).
 """
@@ -53,14 +53,14 @@ import fnmatch
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ancre.acl.explain import AclTrace
-from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, SourceCheck
+from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, Listing, SourceCheck, Unreachable
 from ancre.connectors.folder import is_ignored, path_selected
 from ancre.connectors.sharepoint.auth import SecretCredential
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
@@ -222,7 +222,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
     ``permission_sweep_interval_s``), ``PermissionSweep`` (``sweep_permissions``: a forced pass
     re-reads every permission), ``AclsByNativeId`` (the live check reads by drive id + item id),
-    ``SubtreeListing``, ``ReportsUnreachable`` and ``Closeable``.
+    ``SubtreeListing`` and ``Closeable``.
     Thread-safe: one lock guards the snapshots."""
 
     def __init__(
@@ -246,10 +246,9 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         self.state = state
         self._own_state = own_state
         self.ignore = ignore
-        self.unreachable: tuple[str, ...] = ()
-        """Relative path prefixes (``<site>`` or ``<site>/<library>``) left out of the last listing."""
         self.unreachable_reasons: dict[str, str] = {}
-        """prefix → why (``403 accessDenied: …``)."""
+        """Relative path prefix (``<site>`` or ``<site>/<library>``) left out of the last
+        listing → why (``403 accessDenied: …``)."""
         self._drives: dict[str, _Drive] = {}
         self._lock = threading.RLock()
         self._upn: dict[str, str | None] = {}
@@ -645,11 +644,10 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             for prefix, why in sorted(unreachable.items()):
                 log.warning("source %s: %s skipped (nothing under it purged): %s", self.source_id, prefix, why)
             self.unreachable_reasons = unreachable
-            self.unreachable = tuple(sorted(unreachable))
             self._listed = [d.drive_id for d in drives if d.prefix not in unreachable]
             return out
 
-    def list_items(self) -> Iterator[SourceItem]:
+    def list_items(self) -> Listing:
         """Every file of every selected library (module doc), after applying the deltas.
         Raises ``SourceUnavailableError`` when Graph can't be reached."""
         try:
@@ -661,7 +659,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             for drive_id in self._listed:
                 d = self._drives[drive_id]
                 out += [it for it in (self._item(d, i) for i in d.items) if it is not None]
-        return iter(sorted(out, key=lambda it: it.path))
+            refused = tuple(Unreachable(p, why) for p, why in sorted(self.unreachable_reasons.items()))
+        return Listing(tuple(sorted(out, key=lambda it: it.path)), refused)
 
     def _find(self, path: str) -> tuple[_Drive, str] | None:
         """The drive and item id at ``path``; a miss re-reads the saved snapshots once (a

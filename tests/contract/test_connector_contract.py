@@ -11,7 +11,7 @@ import pytest
 from support.source_harness import SourceHarness
 
 from ancre.acl.engine import acl_problem
-from ancre.connectors.base import Connector
+from ancre.connectors.base import Connector, Listing
 from ancre.errors import SourceUnavailableError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, SourceItem
 
@@ -34,7 +34,9 @@ def version(item: SourceItem) -> tuple[object, ...]:
 
 
 def listing(conn: Connector) -> dict[str, SourceItem]:
-    items = list(conn.list_items())
+    out = conn.list_items()
+    assert isinstance(out, Listing), "list_items returns a Listing (items and unreachable parts)"
+    items = list(out.items)
     paths = [i.path for i in items]
     assert len(paths) == len(set(paths)), "a path is listed twice"
     return {i.path: i for i in items}

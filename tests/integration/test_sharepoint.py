@@ -389,7 +389,8 @@ def test_site_refusing_us_is_skipped_with_a_reason_the_rest_syncs(env_factory, m
     rep = env.sync()
     assert rep.outcome == "partial" and "Direction" in (rep.reason or "") and rep.changed == 1, rep
     assert env.stored() == DIRECTION | PROJETS  # nothing under the refused site purged
-    assert "403" in env.conn.unreachable_reasons["sites/Direction"]
+    refused = {u.path: u.reason for u in env.conn.list_items().unreachable}
+    assert "403" in refused["sites/Direction"]
 
 
 def test_graph_outage_mid_pass_is_suspect_and_revokes_nothing(env_factory, ms: FakeMicrosoft) -> None:

@@ -694,9 +694,10 @@ def test_dfs_referral_is_followed_and_one_that_cannot_be_is_reported(env: Env) -
     ]
     try:
         dc.smbclient('mkdir "DFS-CIBLE"', f'put "{CORPUS / "share" / DENY_FILE}" "DFS-CIBLE/cible.docx"')
-        items = {it.path: it for it in conn.list_items()}
+        listing = conn.list_items()
+        items = {it.path: it for it in listing}
         assert set(items) == set(indexed_docs(env.rt)) | {"LIEN-OK/cible.docx"}
-        assert conn.unreachable == ("LIEN-SELF",)
+        assert listing.unreachable_paths == ("LIEN-SELF",)
         item = items["LIEN-OK/cible.docx"]
         assert conn.fetch_content(item) == (CORPUS / "share" / DENY_FILE).read_bytes()
         assert conn.fetch_acl(item).allow  # the target's descriptor, read through the referral
@@ -730,9 +731,10 @@ def test_dfs_links_outside_the_share_are_skipped_never_followed(env: Env) -> Non
         # the other share does serve the file: a followed link would have reached it
         assert "hors-partage.md" in smbclient.listdir(f"\\\\{dc.host}\\netlogon", connection_cache=cache, **env.admin)
 
-        items = {it.path: it for it in env.conn.list_items()}
+        listing = env.conn.list_items()
+        items = {it.path: it for it in listing}
         assert {p: it.skip for p, it in items.items() if p.startswith("LIEN-")} == reasons
-        assert set(items) == before | set(reasons) and env.conn.unreachable == ()
+        assert set(items) == before | set(reasons) and listing.unreachable == ()
         # path by path, the same rule
         assert env.conn.get_item("LIEN-HORS/hors-partage.md") is None
         assert env.conn.get_item("LIEN-HORS").skip == reasons["LIEN-HORS"]  # type: ignore[union-attr]
@@ -814,13 +816,14 @@ def test_dfs_links_leading_to_each_other_end_the_walk(env: Env) -> None:
         (dc.share_path / here / f"VERS-{there[-1]}").symlink_to(f"msdfs:localhost\\Partage\\{there}")
     (dc.share_path / "DFS-X" / "VERS-SOI").symlink_to("msdfs:localhost\\Partage\\DFS-X")
     try:
-        items = {it.path: it for it in env.conn.list_items()}
+        listing = env.conn.list_items()
+        items = {it.path: it for it in listing}
         seen = {p: it.skip for p, it in items.items() if p.startswith("DFS-")}
         assert seen == {
             "DFS-X/VERS-SOI": "dfs link loop (\\\\localhost\\Partage\\DFS-X)",
             "DFS-Y/VERS-X/VERS-SOI": "dfs link loop (\\\\localhost\\Partage\\DFS-X)",
         }, seen
-        assert set(env.conn.unreachable) == {"DFS-X/VERS-Y/VERS-X", "DFS-Y/VERS-X/VERS-Y"}
+        assert set(listing.unreachable_paths) == {"DFS-X/VERS-Y/VERS-X", "DFS-Y/VERS-X/VERS-Y"}
     finally:
         for d in ("DFS-X", "DFS-Y"):
             shutil.rmtree(dc.share_path / d, ignore_errors=True)
@@ -838,7 +841,7 @@ def test_dead_dfs_link_purges_nothing_while_other_changes_apply(env: Env) -> Non
         rep = env.sync()
         assert rep.outcome == "partial" and "LIEN-MORT" in (rep.reason or ""), rep
         assert (rep.new, rep.deleted) == (1, 0) and rep.listed == N_FILES + 1, rep
-        assert env.conn.unreachable == ("LIEN-MORT",)
+        assert env.conn.list_items().unreachable_paths == ("LIEN-MORT",)
         assert indexed_docs(rt) == before | {new}
         # a deletion elsewhere is still applied while the link stays dead
         smbclient.remove(env.conn.unc_of(new), connection_cache=cache, **env.admin)
@@ -850,7 +853,7 @@ def test_dead_dfs_link_purges_nothing_while_other_changes_apply(env: Env) -> Non
         link.unlink()
         (dc.share_path / new).unlink(missing_ok=True)
     rep = env.sync()
-    assert rep.outcome == "ok" and env.conn.unreachable == () and indexed_docs(rt) == before, rep
+    assert rep.outcome == "ok" and env.conn.list_items().unreachable == () and indexed_docs(rt) == before, rep
 
 
 def test_indexed_subtree_that_becomes_a_dead_dfs_link_stays_indexed(env: Env, tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from ancre.connectors.base import (
     Closeable,
     Connector,
     LocalTree,
-    ReportsUnreachable,
     SubtreeListing,
     Watchable,
     collection_for,
@@ -128,7 +127,7 @@ def test_capabilities_are_protocols_checked_with_isinstance(tmp_path: Path) -> N
     for conn in (folder, smb):
         assert isinstance(conn, Connector) and isinstance(conn, SubtreeListing)
     assert isinstance(folder, LocalTree) and not isinstance(smb, LocalTree)
-    for cap in (Watchable, ReportsUnreachable, Closeable, Checkable):
+    for cap in (Watchable, Closeable, Checkable):
         assert isinstance(smb, cap) and not isinstance(folder, cap), cap
 
 
