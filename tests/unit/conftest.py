@@ -29,6 +29,17 @@ SLOW = {
     },
     "test_extract_dropped_text.py": {
         "test_pool_grants_the_extra_time_asked_for_up_to_its_maximum": "waits for extraction timeouts",
+        "test_ocr_of_a_french_scan_at_300_dpi_finds_its_sentence": "Tesseract on a 300 dpi page",
+    },
+    "test_extract.py": {
+        "test_pool_timeout_kills_and_recovers": "waits for an extraction timeout, then a fresh worker",
+        "test_pool_crash_and_errors_recover": "kills extraction workers and starts new ones",
+        "test_office_files_through_pool_with_configured_limits": "every office format through the worker pool",
+    },
+    "test_store_contract.py": {
+        "test_edge_keywords_are_filled_in_for_a_store_written_without_them": "rewrites a store's keywords",
+        "test_edge_second_process_gets_store_locked_error": "a second Python process opens the store",
+        "test_edge_writes_survive_kill_9": "a child process killed mid-write",
     },
 }
 """Test file → test function → why it is slow."""
