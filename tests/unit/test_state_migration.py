@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ancre.index.state import ItemState, StateDB
-from ancre.models import ItemStatus, PassOutcome
+from ancre.models import ItemStatus, PassOutcome, ReasonCode
 
 OLD_SCHEMA = """
 CREATE TABLE items (
@@ -46,7 +46,7 @@ def test_old_database_is_migrated_and_its_open_pass_closed(tmp_path: Path) -> No
         assert row == ItemState(
             source="s", native_id="a.docm", path="a.docm", doc_id="s:a.docm", collection="documents", size=10,
             mtime=1.0, etag=None, content_hash="h", acl_hash=None, chunk_count=0, status=ItemStatus.SKIPPED,
-            reason="unsupported: extension '.docm'", updated_at=2.0, attempts=0, retry_at=None, extractor=None,
+            reason_code=ReasonCode.UNSUPPORTED, detail="extension '.docm'", updated_at=2.0, attempts=0, retry_at=None, extractor=None,
         )
         state.put(ItemState(**{**row.__dict__, "attempts": 2, "retry_at": 5.0, "extractor": "2:x"}))
         assert state.all_items()[0].attempts == 2
