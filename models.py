@@ -257,11 +257,14 @@ class ReasonCode(StrEnum):
         return self in _RETRYABLE_CODES
 
     def text(self, detail: str | None) -> str:
-        """The human-readable reason: ``"corrupt: bad xref"``; ``"corrupt"`` without detail; for
+        """The human-readable reason: ``"corrupt: bad xref"``; ``"corrupt"`` without detail;
+        ``"timeout (try 1 of 3)"`` for a detail that is only a parenthesised note; for
         :attr:`NOT_READ`, the source's own words."""
         if self is ReasonCode.NOT_READ:
             return detail or "not read"
-        return f"{self.value}: {detail}" if detail else self.value
+        if not detail:
+            return self.value
+        return f"{self.value} {detail}" if detail.startswith("(") else f"{self.value}: {detail}"
 
 
 _SKIP_CODES = frozenset({
