@@ -209,16 +209,69 @@ class ItemStatus(StrEnum):
     the strings stored there and printed by ``ancre status --json``."""
 
     INDEXED = "indexed"
-    """In the store; an ``indexed`` row with a ``reason`` has an ACL that could not be read
+    """In the store; an ``indexed`` row with an ``acl_problem`` has an ACL that could not be read
     (readable by nobody)."""
     PENDING = "pending"
     """Written before the store is touched: a crash between the two writes leaves a row the next
     pass reconciles."""
     FAILED = "failed"
-    """Extraction or reading failed (``reason`` says why); retried with backoff."""
+    """Extraction or reading failed (``reason_code`` and ``detail`` say why); retried with backoff."""
     SKIPPED = "skipped"
     """Never indexed, by a property of the file (encrypted, empty, too large, unsupported, a
-    symbolic link…); ``reason`` says which."""
+    symbolic link…); ``reason_code`` and ``detail`` say which."""
+
+
+class ReasonCode(StrEnum):
+    """Why a document is ``failed`` or ``skipped`` (``items.reason_code`` in the state DB), or why
+    a pass could not read it; the per-file prose goes to ``detail``. The extraction codes are
+    those of :class:`~ancre.errors.ExtractionError`."""
+
+    CORRUPT = "corrupt"
+    ENCRYPTED = "encrypted"
+    EMPTY = "empty"
+    TOO_LARGE = "too_large"
+    """Over ``sources.<id>.max_size_mb`` or ``extraction.max_chunks``."""
+    UNSUPPORTED = "unsupported"
+    NO_TEXT_LAYER = "no_text_layer"
+    """A PDF of scanned pages without text, OCR off."""
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    """The extraction worker died, or indexing stopped half-way ``sync.max_attempts`` times."""
+    ERROR = "error"
+    """An unexpected exception while syncing this one document."""
+    UNREADABLE = "unreadable"
+    """The source refused to give the bytes (an ``OSError``); reported, never stored."""
+    NOT_READ = "not_read"
+    """The source listed the item without reading it (``SourceItem.skip``: a symbolic link,
+    junction, DFS link not followed, a OneNote notebook…); ``detail`` is the source's words."""
+
+    @property
+    def is_skip(self) -> bool:
+        """Whether it is a property of the file (status ``skipped``), not an error (``failed``)."""
+        return self in _SKIP_CODES
+
+    @property
+    def is_retryable(self) -> bool:
+        """Whether the failure may be transient (a busy machine, a worker killed by the OOM
+        killer, a bug hit by a rare path): retried with backoff up to ``sync.max_attempts``."""
+        return self in _RETRYABLE_CODES
+
+    def text(self, detail: str | None) -> str:
+        """The human-readable reason: ``"corrupt: bad xref"``; ``"corrupt"`` without detail;
+        ``"timeout (try 1 of 3)"`` for a detail that is only a parenthesised note; for
+        :attr:`NOT_READ`, the source's own words."""
+        if self is ReasonCode.NOT_READ:
+            return detail or "not read"
+        if not detail:
+            return self.value
+        return f"{self.value} {detail}" if detail.startswith("(") else f"{self.value}: {detail}"
+
+
+_SKIP_CODES = frozenset({
+    ReasonCode.ENCRYPTED, ReasonCode.EMPTY, ReasonCode.TOO_LARGE, ReasonCode.UNSUPPORTED, ReasonCode.NO_TEXT_LAYER,
+    ReasonCode.NOT_READ,
+})
+_RETRYABLE_CODES = frozenset({ReasonCode.TIMEOUT, ReasonCode.CRASHED, ReasonCode.ERROR})
 
 
 class PassOutcome(StrEnum):

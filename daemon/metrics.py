@@ -36,11 +36,12 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0
 _RESULTS = ("new", "changed", "acl_only", "deleted", "unchanged", "failed", "skipped")
 
 
-def reason_class(reason: str | None) -> str:
-    """The machine part of a status reason: ``"corrupt: bad xref"`` → ``"corrupt"``."""
-    if not reason:
-        return "none"
-    return reason.split(":", 1)[0].strip()[:40] or "none"
+def reason_class(item: ItemState) -> str:
+    """The ``reason`` label of a row in ``ancre_item_problems``: its reason code (``corrupt``,
+    ``timeout``…), ``acl_problem`` for an indexed row whose ACL could not be read, else ``none``."""
+    if item.reason_code is not None:
+        return item.reason_code.value
+    return "acl_problem" if item.status == ItemStatus.INDEXED and item.acl_problem else "none"
 
 
 class DaemonMetrics:
@@ -118,8 +119,8 @@ class DaemonMetrics:
         for it in items:
             docs[(it.source, it.status)] = docs.get((it.source, it.status), 0) + 1
             chunks[it.source] = chunks.get(it.source, 0) + (it.chunk_count if it.status == ItemStatus.INDEXED else 0)
-            if it.status != ItemStatus.INDEXED or it.reason:  # an indexed row's reason: its ACL is unreadable
-                key = (it.source, it.status if it.status != ItemStatus.INDEXED else "acl_unreadable", reason_class(it.reason))
+            if it.status != ItemStatus.INDEXED or it.acl_problem:  # an indexed row's acl_problem: readable by nobody
+                key = (it.source, it.status if it.status != ItemStatus.INDEXED else "acl_unreadable", reason_class(it))
                 problems[key] = problems.get(key, 0) + 1
         with self._lock:
             for dkey in self._doc_keys - docs.keys():

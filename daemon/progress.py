@@ -214,15 +214,15 @@ def index_status(state: StateDB, bm25_generation: int) -> dict[str, Any]:
         counts[(it.source, it.status)] = counts.get((it.source, it.status), 0) + 1
         chunks[it.source] = chunks.get(it.source, 0) + it.chunk_count * (it.status == ItemStatus.INDEXED)
         if it.status == ItemStatus.SKIPPED:
-            key = (it.source, skip_reason_key(it.reason))
+            key = (it.source, skip_reason_key(it.reason_code, it.detail))
             skipped[key] = skipped.get(key, 0) + 1
     # (source, path, status, problem, reason): failed/skipped/pending documents, and indexed ones
-    # whose ACL could not be read (their row's reason; readable by nobody)
+    # whose ACL could not be read (their row's acl_problem; readable by nobody)
     problems = [
         (i.source, i.path, i.status, i.status if i.status != ItemStatus.INDEXED else "acl_unreadable", i.reason)
         for i in items
         if i.status in (ItemStatus.FAILED, ItemStatus.SKIPPED, ItemStatus.PENDING)
-        or (i.status == ItemStatus.INDEXED and i.reason)
+        or (i.status == ItemStatus.INDEXED and i.acl_problem)
     ]
     acl_unreadable: dict[str, int] = {}
     for p in problems:

@@ -117,7 +117,7 @@ class AclWriter:
                 return AclWrite.STALE
             self.store.set_acl(collection, doc_id, acl)
             if self.state is not None:
-                self.state.set_acl_hash(source, doc_id, acl.digest(), reason=reason)
+                self.state.set_acl_hash(source, doc_id, acl.digest(), acl_problem=reason)
             self.observe(source, doc_id, ticket)
             return AclWrite.WRITTEN
 

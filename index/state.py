@@ -1,8 +1,9 @@
 """SQLite state DB of the sync engine (stdlib sqlite3, WAL): what was indexed, per item.
 
 A row is the engine's memory of one source item: size, mtime, content hash, ACL hash, chunk
-count, status (``indexed`` / ``failed`` / ``skipped`` / ``pending``) and a reason: why it failed or
-was skipped, or, on an ``indexed`` row, why its ACL could not be read (readable by nobody).
+count, status (``indexed`` / ``failed`` / ``skipped`` / ``pending``), why it failed or was skipped
+(``reason_code``, a :class:`~ancre.models.ReasonCode`, and ``detail``, the per-file prose) and, on an
+``indexed`` row, why its ACL could not be read (``acl_problem``: readable by nobody).
 ``pending`` is written *before* the store is touched for a document, so that a crash between the
 store write and the state write leaves a row that the next pass reconciles (no ghost points).
 
@@ -10,13 +11,15 @@ store write and the state write leaves a row that the next pass reconciles (no g
 half-way (the sync engine's poison-pill guard), ``retry_at`` is the earliest time the next try may
 run, ``extractor`` the extractor version that produced a failure (a new one retries it). Passes
 record the ``pid`` that ran them so that a pass left open by a dead process is closed as
-``crashed``. Databases of an older schema are migrated in place on open (columns added).
+``crashed``. Databases of an older schema are migrated in place on open (columns added; the
+single ``reason`` column of old databases split once into those three, see :func:`split_legacy_reason`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ancre.models import ItemStatus, PassOutcome
+from ancre.models import ItemStatus, PassOutcome, ReasonCode
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -42,7 +45,9 @@ CREATE TABLE IF NOT EXISTS items (
     acl_hash TEXT,
     chunk_count INTEGER NOT NULL DEFAULT 0,
     status TEXT NOT NULL,
-    reason TEXT,
+    reason_code TEXT,
+    detail TEXT,
+    acl_problem TEXT,
     updated_at REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     retry_at REAL,
@@ -67,6 +72,9 @@ _ADDED_COLUMNS = {
         ("attempts", "INTEGER NOT NULL DEFAULT 0"),
         ("retry_at", "REAL"),
         ("extractor", "TEXT"),
+        ("reason_code", "TEXT"),
+        ("detail", "TEXT"),
+        ("acl_problem", "TEXT"),
     ),
     "passes": (("pid", "INTEGER"),),
 }
@@ -90,11 +98,25 @@ class ItemState:
     acl_hash: str | None
     chunk_count: int
     status: ItemStatus
-    reason: str | None
+    reason_code: ReasonCode | None = None
+    """Why a ``failed`` / ``skipped`` row is so; ``None`` on other rows."""
+    detail: str | None = None
+    """The per-file prose of ``reason_code`` (sizes, page counts, the try count…)."""
+    acl_problem: str | None = None
+    """On an ``indexed`` row: why its ACL admits nobody (:func:`ancre.acl.engine.acl_problem`)."""
     updated_at: float
     attempts: int = 0
     retry_at: float | None = None
     extractor: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """The human-readable reason shown to admins: ``"<code>: <detail>"`` on a ``failed`` /
+        ``skipped`` row (:meth:`ReasonCode.text <ancre.models.ReasonCode.text>`), the ACL problem
+        on an ``indexed`` one, else ``None``. For display only: code reads the columns."""
+        if self.reason_code is not None:
+            return self.reason_code.text(self.detail)
+        return self.acl_problem
 
 
 class StateDB:
@@ -111,13 +133,17 @@ class StateDB:
         self._migrate()
 
     def _migrate(self) -> None:
-        """Add the columns a database created by an older ancre lacks (values: their defaults)."""
+        """Add the columns a database created by an older ancre lacks (values: their defaults),
+        then move its ``reason`` column into ``reason_code`` / ``detail`` / ``acl_problem`` and
+        drop it (:meth:`_split_reasons`). One transaction: a crash leaves the old schema."""
         with self._tx() as db:
             for table, columns in _ADDED_COLUMNS.items():
                 have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
                 for name, decl in columns:
                     if name not in have:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+            if "reason" in {row[1] for row in db.execute("PRAGMA table_info(items)")}:
+                _split_reasons(db)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -161,18 +187,18 @@ class StateDB:
             row = cur.fetchone()
             return None if row is None else _row(row)
 
-    def set_acl_hash(self, source: str, doc_id: str, acl_hash: str, *, reason: str | None = None) -> bool:
+    def set_acl_hash(self, source: str, doc_id: str, acl_hash: str, *, acl_problem: str | None = None) -> bool:
         """Record a new ACL digest for the *indexed* document ``doc_id`` of ``source`` (its new ACL
         was already written to the store: by the query core's live check, or the daemon's rights
-        lane), so that the next pass sees no ACL-only change left to apply; ``reason``: why that
-        ACL admits nobody when it could not be read (:func:`ancre.acl.engine.acl_problem`), else
-        ``None``. One atomic UPDATE: a row a pass holds as ``pending`` (or failed/skipped) is left
-        to that pass. Returns whether a row changed."""
+        lane), so that the next pass sees no ACL-only change left to apply; ``acl_problem``: why
+        that ACL admits nobody when it could not be read (:func:`ancre.acl.engine.acl_problem`),
+        else ``None``. One atomic UPDATE: a row a pass holds as ``pending`` (or failed/skipped) is
+        left to that pass. Returns whether a row changed."""
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE items SET acl_hash = ?, reason = ?, updated_at = ? "
+                "UPDATE items SET acl_hash = ?, acl_problem = ?, updated_at = ? "
                 "WHERE source = ? AND doc_id = ? AND status = ?",
-                (acl_hash, reason, time.time(), source, doc_id, ItemStatus.INDEXED),
+                (acl_hash, acl_problem, time.time(), source, doc_id, ItemStatus.INDEXED),
             )
             return cur.rowcount > 0
 
@@ -248,7 +274,49 @@ def _row(row: tuple[Any, ...]) -> ItemState:
     """An ``items`` row (columns in :class:`ItemState` field order) as an :class:`ItemState`."""
     fields = dict(zip(ItemState.__dataclass_fields__, row, strict=True))
     fields["status"] = ItemStatus(fields["status"])
+    if fields["reason_code"] is not None:
+        fields["reason_code"] = ReasonCode(fields["reason_code"])
     return ItemState(**fields)
+
+
+_CODES = frozenset(c.value for c in ReasonCode)
+
+
+def split_legacy_reason(reason: str) -> tuple[ReasonCode, str | None]:
+    """The ``(reason_code, detail)`` of a ``failed`` / ``skipped`` row's ``reason`` written by an
+    older ancre (``"<code>: <detail>"``, ``"<code> (try 1 of 3)"`` or a source's own words such as
+    ``"symlink"``): its leading word when that is a :class:`~ancre.models.ReasonCode`, the rest as
+    detail (``None`` when empty); otherwise :attr:`~ancre.models.ReasonCode.NOT_READ` with the
+    whole text. Used once, by the migration; ``"corrupt: bad xref"`` → ``(CORRUPT, "bad xref")``."""
+    m = re.match(r"\s*([a-z_]+)(?=:|\s|$)[:\s]*(.*)", reason, re.DOTALL)
+    if m is not None and m.group(1) in _CODES:
+        return ReasonCode(m.group(1)), m.group(2).strip() or None
+    return ReasonCode.NOT_READ, reason
+
+
+def _split_reasons(db: sqlite3.Connection) -> None:
+    """Move each row's old ``reason`` into the new columns — ``acl_problem`` on ``indexed`` rows,
+    ``reason_code`` + ``detail`` (:func:`split_legacy_reason`) on ``failed`` / ``skipped`` ones,
+    ``detail`` on any other — then drop the ``reason`` column."""
+    rows = db.execute("SELECT source, native_id, status, reason FROM items WHERE reason IS NOT NULL").fetchall()
+    for source, native_id, status, reason in rows:
+        code: ReasonCode | None = None
+        detail: str | None = None
+        problem: str | None = None
+        if status == ItemStatus.INDEXED:
+            problem = reason
+        elif status in (ItemStatus.FAILED, ItemStatus.SKIPPED):
+            code, detail = split_legacy_reason(reason)
+        else:
+            detail = reason
+        db.execute(
+            "UPDATE items SET reason_code = ?, detail = ?, acl_problem = ? WHERE source = ? AND native_id = ?",
+            (code, detail, problem, source, native_id),
+        )
+    if sqlite3.sqlite_version_info >= (3, 35, 0):
+        db.execute("ALTER TABLE items DROP COLUMN reason")
+    else:  # no DROP COLUMN before SQLite 3.35: the emptied column stays, unread
+        db.execute("UPDATE items SET reason = NULL")
 
 
 def _alive(pid: int | None) -> bool:

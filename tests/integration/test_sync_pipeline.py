@@ -1,4 +1,4 @@
-"""The sync engine's pipeline (daemon/sync.py ``_CommitPipe``): files are extracted by the worker
+"""The sync engine's pipeline (daemon/sync/commit.py ``CommitPipe``): files are extracted by the worker
 process while the previous batch is embedded and written, and the pass ends the same as one done
 step by step — same reports, same points, same state rows (real folder source, extraction worker,
 e5-local, embedded store)."""

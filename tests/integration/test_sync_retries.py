@@ -26,7 +26,7 @@ from ancre.daemon.sync import SyncEngine
 from ancre.errors import EmbedderError
 from ancre.index.state import ItemState
 from ancre.ingest.worker import ExtractionPool
-from ancre.models import ItemStatus
+from ancre.models import ItemStatus, ReasonCode
 
 DIRECTORY = '{"domain_sid": "S-1-5-21-9", "netbios": "H", "groups": {}, "users": {"zoe": {"sid": "S-1-5-21-9-1001", "groups": []}}}'
 
@@ -119,7 +119,7 @@ def test_a_file_skipped_by_an_older_extractor_is_read_again(tmp_path: Path) -> N
         old = ItemState(
             source=item.source, native_id=item.native_id, path=item.path, doc_id=item.doc_id, collection="documents",
             size=item.size, mtime=item.mtime, etag=item.etag, content_hash=None, acl_hash=None, chunk_count=0,
-            status=ItemStatus.SKIPPED, reason="unsupported: extension '.docm'", updated_at=time.time(),
+            status=ItemStatus.SKIPPED, reason_code=ReasonCode.UNSUPPORTED, detail="extension '.docm'", updated_at=time.time(),
         )
         e.rt.state.put(old)  # as an ancre that did not read .docm left it (no extractor version)
         rep = e.pass_()

@@ -24,7 +24,7 @@ from ancre.errors import ExtractionError
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import SUPPORTED_EXTENSIONS, ExtractOptions, extract_bytes
 from ancre.ingest.worker import ExtractionPool
-from ancre.models import BlockKind
+from ancre.models import BlockKind, ReasonCode
 
 HAS_TESSERACT = shutil.which("tesseract") is not None
 needs_tesseract = pytest.mark.skipif(
@@ -315,7 +315,7 @@ def test_doc_without_antiword_is_unsupported_legacy_doc(monkeypatch: pytest.Monk
     with pytest.raises(ExtractionError) as exc:
         extract_bytes(word97_document(["Texte."]), "ancien.doc")
     assert exc.value.reason == "unsupported" and exc.value.detail.startswith("legacy .doc")
-    assert skip_reason_key(f"unsupported: {exc.value.detail}").startswith("unsupported: legacy .doc")
+    assert skip_reason_key(ReasonCode.UNSUPPORTED, exc.value.detail).startswith("unsupported: legacy .doc")
 
 
 def test_rtf_saved_as_doc_is_read_as_rtf() -> None:
@@ -325,7 +325,8 @@ def test_rtf_saved_as_doc_is_read_as_rtf() -> None:
 
 def test_supported_extensions_and_skip_keys() -> None:
     assert {".odt", ".rtf", ".doc"} <= SUPPORTED_EXTENSIONS
-    assert skip_reason_key("no_text_layer: 3 of 3 pages are images without text; OCR disabled") == "no_text_layer"
-    assert skip_reason_key("unsupported: extension '.png'") == "unsupported: extension '.png'"
-    assert skip_reason_key("empty: no text") == "empty"
-    assert skip_reason_key(None) == "(none)"
+    assert skip_reason_key(ReasonCode.NO_TEXT_LAYER, "3 of 3 pages are images without text; OCR disabled") == "no_text_layer"
+    assert skip_reason_key(ReasonCode.UNSUPPORTED, "extension '.png'") == "unsupported: extension '.png'"
+    assert skip_reason_key(ReasonCode.EMPTY, "no text") == "empty"
+    assert skip_reason_key(ReasonCode.NOT_READ, "symlink") == "symlink"
+    assert skip_reason_key(None, None) == "(none)"

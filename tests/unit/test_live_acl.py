@@ -156,7 +156,7 @@ def test_state_acl_digest_update_touches_only_indexed_rows(tmp_path: Path) -> No
     db = StateDB(tmp_path / "state.sqlite3")
     try:
         common = {"source": "s", "collection": "documents", "size": 1, "mtime": 1.0, "etag": None, "acl_hash": "old",
-                  "chunk_count": 1, "reason": None, "updated_at": 1.0}
+                  "chunk_count": 1, "updated_at": 1.0}
         row = ItemState(**common, native_id="n1", path="a.md", doc_id="s:n1", content_hash="h", status=ItemStatus.INDEXED)
         db.put(row)
         db.put(ItemState(**common, native_id="n2", path="b.md", doc_id="s:n2", content_hash=None,

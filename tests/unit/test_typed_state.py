@@ -15,7 +15,7 @@ import pytest
 from ancre.daemon.progress import index_status
 from ancre.daemon.sync import PassReport
 from ancre.index.state import ItemState, StateDB
-from ancre.models import ChangeKind, ChunkPayload, ItemStatus, PassOutcome, PassScope, SearchResult, nfc
+from ancre.models import ChangeKind, ChunkPayload, ItemStatus, PassOutcome, PassScope, ReasonCode, SearchResult, nfc
 
 PACKAGE = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def _row(**kw: object) -> ItemState:
     base: dict[str, object] = {
         "source": "s", "native_id": "n", "path": "a.md", "doc_id": "s:n", "collection": "documents", "size": 1,
         "mtime": 1.0, "etag": None, "content_hash": "h", "acl_hash": "a", "chunk_count": 1,
-        "status": ItemStatus.INDEXED, "reason": None, "updated_at": 1.0,
+        "status": ItemStatus.INDEXED, "updated_at": 1.0,
     }
     return ItemState(**{**base, **kw})  # type: ignore[arg-type]
 
@@ -71,7 +71,7 @@ def test_old_state_db_rows_read_as_members_and_new_rows_store_the_old_strings(tm
         assert {nid: (type(r.status), r.status.value) for nid, r in rows.items()} == {
             s: (ItemStatus, s) for s in ("indexed", "pending", "failed", "skipped")
         }
-        db.put(_row(native_id="new", status=ItemStatus.FAILED, reason="corrupt: bad xref"))
+        db.put(_row(native_id="new", status=ItemStatus.FAILED, reason_code=ReasonCode.CORRUPT, detail="bad xref"))
         pass_id = db.begin_pass("s")
         db.end_pass(pass_id, PassOutcome.PARTIAL, PassReport(source="s", outcome=PassOutcome.PARTIAL).to_json())
         assert db.set_acl_hash("old", "old:indexed", "b") is True  # its WHERE status = indexed matches old rows
@@ -89,8 +89,8 @@ def test_old_state_db_rows_read_as_members_and_new_rows_store_the_old_strings(tm
 def test_status_json_holds_the_old_strings(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "state.sqlite3")
     try:
-        db.put(_row(native_id="a", status=ItemStatus.SKIPPED, reason="empty: no text found"))
-        db.put(_row(native_id="b", reason="acl_unreadable: truncated descriptor"))
+        db.put(_row(native_id="a", status=ItemStatus.SKIPPED, reason_code=ReasonCode.EMPTY, detail="no text found"))
+        db.put(_row(native_id="b", acl_problem="acl_unreadable: truncated descriptor"))
         out = json.loads(json.dumps(index_status(db, 0)))
     finally:
         db.close()

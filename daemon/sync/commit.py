@@ -1,0 +1,233 @@
+"""The sync engine's writing side: documents to embed are written in batches (up to 32 documents /
+128 chunks; a document with more chunks goes alone, embedded and upserted 128 chunks at a time, so
+memory stays bounded whatever its size), each batch embedded and written on a thread of its own
+while the next files are extracted (:class:`CommitPipe`, one batch in flight).
+
+Crash safety: every row of a batch is ``pending`` before its first upsert, and becomes ``indexed``
+only after the store confirmed; a document's points always have ``chunk_index`` below the chunk
+count of its state row (pending rows record the larger of the old and new counts).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ancre.acl.engine import acl_problem
+from ancre.connectors.base import Connector
+from ancre.daemon.faults import crash_point
+from ancre.daemon.sync.base import EngineBase
+from ancre.daemon.sync.report import PassReport
+from ancre.index.state import ItemState
+from ancre.index.store import PointWrite
+from ancre.models import Acl, Chunk, ChunkPayload, ItemStatus, SourceItem
+
+if TYPE_CHECKING:
+    import numpy as np
+
+BATCH_DOCS = 32
+BATCH_CHUNKS = 128
+"""Documents to embed are written in batches of at most this many documents or chunks; one
+embedder call and one upsert never hold more than ``BATCH_CHUNKS`` chunks."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Planned:
+    """A document whose content was extracted and chunked, waiting to be embedded and written."""
+
+    item: SourceItem
+    prev: ItemState | None
+    collection: str
+    acl: Acl
+    acl_hash: str
+    content_hash: str
+    chunks: list[Chunk]
+    epoch: int
+    """The ticket taken before ``acl`` was read (:meth:`AclWriter.ticket <ancre.index.acl_writer.AclWriter.ticket>`)."""
+
+
+def _pending_row(p: Planned) -> ItemState:
+    """The ``pending`` row of ``p`` written before the store is touched: the larger of its old
+    and new chunk counts, one more try counted when it was already ``pending`` (a previous try
+    died half-way)."""
+    it = p.item
+    retried = p.prev is not None and p.prev.status == ItemStatus.PENDING and p.prev.content_hash == p.content_hash
+    tries = (p.prev.attempts if retried and p.prev is not None else 0) + 1
+    return ItemState(
+        source=it.source, native_id=it.native_id, path=it.path, doc_id=it.doc_id, collection=p.collection,
+        size=it.size, mtime=it.mtime, etag=it.etag, content_hash=p.content_hash, acl_hash=None,
+        chunk_count=max(len(p.chunks), p.prev.chunk_count if p.prev else 0), status=ItemStatus.PENDING,
+        updated_at=time.time(), attempts=tries,
+    )
+
+
+class Writer(EngineBase):
+    """Embedding and writing of planned documents (:meth:`_commit`)."""
+
+    def _commit(self, connector: Connector, batch: list[Planned], rep: PassReport) -> None:
+        """Embed and write a batch of planned documents.
+
+        Order (crash safety): every document's row becomes ``pending`` (:func:`_pending_row`) →
+        chunks embedded and upserted ``BATCH_CHUNKS`` at a time (one embedder call, one upsert
+        per collection each) → each document's chunks beyond its new count deleted (only when it
+        had more: a document's points always have ``chunk_index`` below its recorded count) →
+        each row ``indexed``. When an exception (store or embedder down) stops it, the pending
+        rows get their former try count back: that is not the document's fault.
+        """
+        if not batch:
+            return
+        pending: list[ItemState] = []
+        for p in batch:
+            row = _pending_row(p)
+            self.state.put(row)
+            pending.append(row)
+        try:
+            batch = self._write_chunks(connector, batch, rep)
+        except BaseException:
+            for row in pending:
+                self.state.put(replace(row, attempts=row.attempts - 1))
+            raise
+        crash_point("after_upsert")
+        with self._acl_mu:  # a rights refresh since the last slice: the rows get the re-read ACL
+            self._mark_indexed(self._refreshed(connector, batch), rep, time.time())
+
+    def _mark_indexed(self, batch: list[Planned], rep: PassReport, now: float) -> None:
+        """Each document of ``batch`` (written) trimmed to its new chunk count, its row
+        ``indexed`` with its ACL problem if any, counted as new or changed."""
+        for p in batch:
+            it = p.item
+            if p.prev is not None and p.prev.chunk_count > len(p.chunks):
+                self.store.delete_doc(p.collection, it.doc_id, from_chunk_index=len(p.chunks))
+            acl_issue = acl_problem(p.acl)
+            self.state.put(
+                ItemState(
+                    source=it.source, native_id=it.native_id, path=it.path, doc_id=it.doc_id,
+                    collection=p.collection, size=it.size, mtime=it.mtime, etag=it.etag,
+                    content_hash=p.content_hash, acl_hash=p.acl_hash, chunk_count=len(p.chunks),
+                    status=ItemStatus.INDEXED, acl_problem=acl_issue, updated_at=now,
+                )
+            )
+            rep.count_acl_problem(it.path, acl_issue)
+            if p.prev is None or p.prev.status != ItemStatus.INDEXED:
+                rep.new += 1
+            else:
+                rep.changed += 1
+
+    def _refreshed(self, connector: Connector, batch: list[Planned]) -> list[Planned]:
+        """``batch`` with the ACL of each document re-read when a rights refresh of its source
+        started since it was read (``_acl_mu`` held); the points already written for a document
+        whose ACL changed get the new one (:meth:`Store.set_acl`), so no point keeps an ACL read
+        before a revocation."""
+        out: list[Planned] = []
+        for p in batch:
+            acl, ticket = self._current_acl(connector, p.item, p.acl, p.epoch)
+            if ticket == p.epoch:
+                out.append(p)
+                continue
+            fresh = replace(p, acl=acl, acl_hash=acl.digest(), epoch=ticket)
+            if fresh.acl_hash != p.acl_hash:
+                self.store.set_acl(p.collection, p.item.doc_id, acl)
+                self.acl.observe(p.item.source, p.item.doc_id, ticket)
+            out.append(fresh)
+        return out
+
+    def _write_chunks(self, connector: Connector, batch: list[Planned], rep: PassReport) -> list[Planned]:
+        """Embed and upsert the chunks of ``batch``, ``BATCH_CHUNKS`` at a time. Embedding runs
+        unlocked; each slice is written under ``_acl_mu`` with the documents' ACLs re-read if a
+        rights refresh started meanwhile (:meth:`_refreshed`). Returns ``batch`` with those ACLs."""
+        now = time.time()
+        current = {p.item.doc_id: p for p in batch}
+        work = [(p.item.doc_id, c) for p in batch for c in p.chunks]
+        locations = {p.item.doc_id: connector.location(p.item) for p in batch}
+        for start in range(0, len(work), BATCH_CHUNKS):
+            part = work[start : start + BATCH_CHUNKS]
+            vectors = self.embedder.embed_documents([c.text for _, c in part])
+            rep.embedded_chunks += len(vectors)
+            with self._acl_mu:
+                for p in self._refreshed(connector, [current[d] for d in dict.fromkeys(d for d, _ in part)]):
+                    current[p.item.doc_id] = p
+                self._upsert_slice(part, vectors, current, locations, now)
+                for d in dict.fromkeys(d for d, _ in part):
+                    self.acl.observe(current[d].item.source, d, current[d].epoch)
+        return [current[p.item.doc_id] for p in batch]
+
+    def _upsert_slice(
+        self,
+        part: list[tuple[str, Chunk]],
+        vectors: np.ndarray,
+        current: dict[str, Planned],
+        locations: dict[str, str],
+        now: float,
+    ) -> None:
+        """One upsert per collection of the chunks ``part`` (``(doc_id, chunk)``) with their
+        ``vectors`` (``(len(part), d)`` float32), each with its document's current ACL."""
+        by_collection: dict[str, list[PointWrite]] = {}
+        for (doc_id, c), vector in zip(part, vectors, strict=True):
+            p = current[doc_id]
+            it, acl = p.item, p.acl
+            by_collection.setdefault(p.collection, []).append(
+                PointWrite(
+                    c.point_id,
+                    vector,
+                    ChunkPayload(
+                        source=it.source, doc_id=it.doc_id, path=it.path, filename=it.filename,
+                        location=locations[doc_id], chunk_index=c.chunk_index, text=c.text,
+                        acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
+                        acl_grants=acl.grants_payload(),
+                        content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
+                        collection=p.collection, ocr=c.ocr, modified_at=it.mtime,
+                    ),
+                )
+            )
+        for collection, points in by_collection.items():
+            self.store.upsert(collection, points)
+
+
+class CommitPipe:
+    """Embeds and writes one batch (:meth:`Writer._commit`) on a thread of its own while the
+    caller plans the next one (extraction in the worker process, chunking): the extraction of
+    the next files overlaps the embedding of the previous ones. At most one batch is in flight
+    (:meth:`submit` waits for the previous one), so memory stays that of two batches. The batch's
+    counts go to a report of its own, added to the pass's report when it is done; an error
+    (store or embedder down) is raised by the next :meth:`submit` or :meth:`wait`."""
+
+    def __init__(self, engine: Writer, connector: Connector, rep: PassReport) -> None:
+        self._engine, self._connector, self._rep = engine, connector, rep
+        self._thread: threading.Thread | None = None
+        self._part: PassReport | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, batch: list[Planned]) -> None:
+        """Wait for the batch in flight, then start embedding and writing ``batch`` (if any; in
+        the caller's thread when the engine does not overlap)."""
+        self.wait()
+        if not batch:
+            return
+        if not self._engine.overlap:
+            self._engine._commit(self._connector, batch, self._rep)
+            return
+        part = PassReport(source=self._rep.source, scope=self._rep.scope)
+
+        def run() -> None:
+            try:
+                self._engine._commit(self._connector, batch, part)
+            except BaseException as exc:  # noqa: BLE001 - everything is re-raised in the caller's thread
+                self._error = exc
+
+        self._part = part
+        self._thread = threading.Thread(target=run, name="sync-commit", daemon=True)
+        self._thread.start()
+
+    def wait(self, *, raise_error: bool = True) -> None:
+        """Wait for the batch in flight and add its counts to the pass's report; raise its error."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._part is not None:
+            part, self._part = self._part, None
+            self._rep.add(part)
+        if self._error is not None and raise_error:
+            error, self._error = self._error, None
+            raise error
