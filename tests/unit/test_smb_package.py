@@ -55,7 +55,7 @@ def test_the_wire_module_is_where_they_are() -> None:
 
 
 def test_the_connector_package_keeps_its_public_names() -> None:
-    import ancre.connectors.smb as smb
+    from ancre.connectors import smb
     from ancre.connectors.registry import source_kind
 
     assert source_kind("smb") is smb.KIND
