@@ -2,7 +2,7 @@
 
 A French A4 page of ~30 lines (11 pt, DejaVu Sans) is drawn with Pillow and wrapped as an
 image-only PDF at 300 dpi (and 200 dpi for comparison); the extractor's OCR path
-(:func:`ancre.ingest.extract.ocr_pdf_pages`: PDFium rendering + Tesseract ``fra+eng``) reads
+(:func:`ancre.ingest.formats.ocr.ocr_pdf_pages`: PDFium rendering + Tesseract ``fra+eng``) reads
 it, single-threaded as in the extractor. Rendering and recognition are timed apart, per page, and each run checks that a known
 sentence of the page was recognised word for word. Without Tesseract the bench prints a row
 saying so.
@@ -48,14 +48,15 @@ def run(quick: bool = False) -> list[dict]:
     import pypdfium2
     import pytesseract
 
-    from ancre.ingest.extract import ExtractOptions, _tesseract_languages
+    from ancre.ingest.extract import ExtractOptions
+    from ancre.ingest.formats.ocr import tesseract_languages
 
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # as the extractor does (ocr_pdf_pages)
     pages = 1 if quick else 3
     rows = []
     for dpi in (300,) if quick else (300, 200):
         data = scanned_pdf([_page_lines()] * pages, dpi=300)
-        langs = _tesseract_languages(ExtractOptions().ocr_languages)
+        langs = tesseract_languages(ExtractOptions().ocr_languages)
         render_s = ocr_s = 0.0
         found = 0
         pdf = pypdfium2.PdfDocument(data)

@@ -28,7 +28,7 @@ from support.samba import DNS_DOMAIN, SambaDC, samba_dc  # noqa: F401 - the sess
 from support.smb_config import PASSWORD_ENV, write_smb_config
 from typer.testing import CliRunner
 
-import ancre.connectors.smb as smb_module
+import ancre.connectors.smb.wire as smb_wire
 from ancre.acl.directory import CachedDirectory
 from ancre.acl.explain import explain_trace
 from ancre.acl.ldap_directory import LdapDirectory
@@ -608,7 +608,7 @@ def test_smbd_stopped_during_a_sync_purges_nothing_and_the_next_pass_completes(
         assert watcher.watch_ready.wait(WAIT_S)
 
         # 1. smbd goes away in the middle of the listing: suspect, nothing purged
-        real_list_dir = smb_module.list_dir
+        real_list_dir = smb_wire.list_dir
         calls = [0]
 
         def list_dir(*a: Any, **kw: Any) -> Any:
@@ -617,7 +617,7 @@ def test_smbd_stopped_during_a_sync_purges_nothing_and_the_next_pass_completes(
                 dc.stop_smbd()
             return real_list_dir(*a, **kw)
 
-        monkeypatch.setattr(smb_module, "list_dir", list_dir)
+        monkeypatch.setattr(smb_wire, "list_dir", list_dir)
         rep = env.sync()
         monkeypatch.undo()
         assert rep.outcome == "suspect" and rep.deleted == 0, rep

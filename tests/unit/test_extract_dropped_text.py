@@ -91,7 +91,7 @@ def test_notes_are_read_from_any_word_body_package(content_type: str) -> None:
     from docx.opc.package import OpcPackage
     from lxml import etree
 
-    from ancre.ingest.extract import DocxNotes, _DocxWalker, _style_levels
+    from ancre.ingest.formats.docx import DocxNotes, _DocxWalker, _style_levels
 
     data = docx_with_notes([("Clause de garantie.", ["Garantie de 24 mois MARQUEURDOCM."], ["Fin MARQUEURFIN."])])
     src, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()

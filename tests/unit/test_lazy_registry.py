@@ -17,7 +17,8 @@ from ancre.errors import ConfigError
 from ancre.settings.sources import FolderSourceConfig
 
 CLIENT_LIBRARIES = ("smbprotocol", "smbclient", "spnego", "impacket", "msal", "office365")
-CONNECTOR_MODULES = ("ancre.connectors.smb", "ancre.connectors.smb_rpc", "ancre.connectors.sharepoint.connector",
+CONNECTOR_MODULES = ("ancre.connectors.smb", "ancre.connectors.smb.connector", "ancre.connectors.smb.rpc",
+                     "ancre.connectors.smb.wire", "ancre.connectors.sharepoint.connector",
                      "ancre.connectors.sharepoint.graph", "ancre.connectors.sharepoint.auth",
                      "ancre.connectors.sharepoint.rest")
 

@@ -1,6 +1,11 @@
 """SMB connector: a Windows (or Samba) share read with smbprotocol, NT ACLs from the server.
 
-- **Listing** walks the share with :func:`list_dir` (FILE_ID_FULL_DIRECTORY_INFORMATION): each
+The connector holds the listing rules, the ACL computation and the checks; the wire calls are in
+:mod:`ancre.connectors.smb.wire`, the session and retry policy in
+:mod:`ancre.connectors.smb.session`, DFS referrals and link targets in
+:mod:`ancre.connectors.smb.dfs`.
+
+- **Listing** walks the share with :func:`~ancre.connectors.smb.wire.list_dir` (FILE_ID_FULL_DIRECTORY_INFORMATION): each
   file gives its FileId (the server's stable file id, ``native_id = "fid:<16 hex>"``; the relative
   path when the server returns 0), its size (EndOfFile, bytes) and mtime (LastWriteTime, epoch
   seconds). Ignore rules, include/exclude globs and NFC paths as in the folder connector. Symbolic
@@ -8,9 +13,9 @@
   ``skip`` set (``symlink`` / ``junction``: status ``skipped`` in ``ancre status``), as in the folder
   connector.
 - **DFS links** (a link is never a way around an ACL): each link met is asked for its
-  referral (FSCTL_DFS_GET_REFERRALS on ``IPC$``, :func:`dfs_referral`) and followed (by
+  referral (FSCTL_DFS_GET_REFERRALS on ``IPC$``, :func:`~ancre.connectors.smb.dfs.dfs_referral`) and followed (by
   smbclient) only when every target lies inside the source — the same share on the same server
-  (:func:`dfs_target_inside`: same name, or names resolving to a common address). A link to
+  (:func:`~ancre.connectors.smb.dfs.dfs_target_inside`: same name, or names resolving to a common address). A link to
   another share or server, a loop, or a link whose referral can't be read is never followed: it
   is listed as a skipped item (``dfs link outside the share (\\\\srv\\share\\path)``, ``dfs link
   loop (…)``, ``dfs link referral unreadable (…)``), and a path at or under it gives no item, no
@@ -29,7 +34,7 @@
   does not decide FILE_READ_ATTRIBUTES like the other bits; then joined with the share's own
   security descriptor (SRVSVC NetShareGetInfo 502, or ``share_allow`` / ``share_deny``), walked
   with the same token (:mod:`ancre.acl.share`). Both are re-read once per pass, and every
-  :data:`SHARE_REFRESH_S` seconds for the live check (:mod:`ancre.connectors.smb_rpc`).
+  :data:`SHARE_REFRESH_S` seconds for the live check (:mod:`ancre.connectors.smb.rpc`).
   Unreadable (ACCESS_DENIED on READ_CONTROL, malformed, server gone, share descriptor withheld) →
   ``Acl.nobody(reason)``.
 - **Resilience**: every call runs on a pooled session; a connection-level failure (socket closed,
@@ -39,36 +44,20 @@
   the sync engine purges nothing; only an inside DFS link that can't be followed is left out,
   see above).
 - **Changes**: :meth:`SmbConnector.watch` — SMB2 CHANGE_NOTIFY on the share root with
-  WATCH_TREE, see :mod:`ancre.connectors.smb_notify`.
+  WATCH_TREE, see :mod:`ancre.connectors.smb.notify`.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-import smbclient
-from smbclient._io import SMBDirectoryIO, SMBFileTransaction, SMBRawIO
-from smbclient._os import SMBDirEntryInformation
-from smbprotocol import MAX_PAYLOAD_SIZE
-from smbprotocol.dfs import DFSReferralRequest, DFSReferralResponse, DFSServerTypes
-from smbprotocol.exceptions import (
-    SMBAuthenticationError,
-    SMBConnectionClosed,
-    SMBException,
-    SMBOSError,
-    SMBResponseException,
-)
-from smbprotocol.file_info import FileAttributes, FileInformationClass, InfoType
-from smbprotocol.header import NtStatus
-from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse
-from smbprotocol.open import FilePipePrinterAccessMask, SMB2QueryInfoRequest, SMB2QueryInfoResponse
-from smbprotocol.tree import TreeConnect
+from smbprotocol.exceptions import SMBOSError
+from smbprotocol.file_info import FileAttributes
 
 from ancre.acl.directory import Directory, directory_domain_sid
 from ancre.acl.engine import (
@@ -94,7 +83,19 @@ from ancre.connectors.base import (
     Unreachable,
 )
 from ancre.connectors.folder import is_ignored, path_selected, unc_folder
-from ancre.connectors.smb_rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
+from ancre.connectors.smb import wire as smb_wire
+from ancre.connectors.smb.dfs import MAX_DFS_HOPS, DfsResolver
+from ancre.connectors.smb.rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
+from ancre.connectors.smb.session import (
+    Blocked,
+    Gone,
+    SmbSession,
+    drop_connections,
+    is_access_denied,
+    is_auth_error,
+    is_connection_error,
+    is_not_found,
+)
 from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
 from ancre.models import Acl, SourceItem, nfc
 from ancre.settings import resolve_secret
@@ -102,286 +103,9 @@ from ancre.settings.sources import SmbSourceConfig
 
 log = logging.getLogger("ancre.connectors.smb")
 
-T = TypeVar("T")
-
-# Security information of the QUERY_INFO ([MS-SMB2] 2.2.37, [MS-DTYP] 2.4.7)
-OWNER_SECURITY_INFORMATION = 0x1
-GROUP_SECURITY_INFORMATION = 0x2
-DACL_SECURITY_INFORMATION = 0x4
-
-# Reparse tags ([MS-FSCC] 2.1.2.1); FILE_ID_FULL_DIRECTORY_INFORMATION carries the tag in EaSize
-IO_REPARSE_TAG_MOUNT_POINT = 0xA0000003
-IO_REPARSE_TAG_SYMLINK = 0xA000000C
-IO_REPARSE_TAG_DFS = 0x8000000A
-
-_ENOENT_STATUSES = frozenset(
-    {
-        NtStatus.STATUS_OBJECT_NAME_NOT_FOUND,
-        NtStatus.STATUS_OBJECT_PATH_NOT_FOUND,
-        NtStatus.STATUS_NOT_FOUND,
-        NtStatus.STATUS_NO_SUCH_FILE,
-        NtStatus.STATUS_NOT_A_DIRECTORY,
-        NtStatus.STATUS_DELETE_PENDING,
-    }
-)
-_DEAD_SESSION_STATUSES = frozenset(
-    {
-        0xC0000203,  # STATUS_USER_SESSION_DELETED
-        0xC000035C,  # STATUS_NETWORK_SESSION_EXPIRED
-        0xC00000C9,  # STATUS_NETWORK_NAME_DELETED
-        0xC000020C,  # STATUS_CONNECTION_DISCONNECTED
-        0xC000020D,  # STATUS_CONNECTION_RESET
-        0xC0000241,  # STATUS_CONNECTION_ABORTED
-        0xC000023C,  # STATUS_NETWORK_UNREACHABLE
-        0xC00000B5,  # STATUS_IO_TIMEOUT
-        0xC0000466,  # STATUS_SERVER_UNAVAILABLE
-        0xC00000BE,  # STATUS_BAD_NETWORK_PATH
-        0xC00000CC,  # STATUS_BAD_NETWORK_NAME (share gone)
-        0xC0000205,  # STATUS_INSUFF_SERVER_RESOURCES
-        0xC000009A,  # STATUS_INSUFFICIENT_RESOURCES
-        0xC0000128,  # STATUS_FILE_CLOSED (handle lost with its session)
-    }
-)
-"""NTSTATUS codes meaning the session, tree or connection is gone rather than the file."""
-_AUTH_STATUSES = frozenset({0xC000006D, 0xC000006A, 0xC0000064, 0xC0000071, 0xC0000072, 0xC0000234, 0xC000006E})
-"""LOGON_FAILURE, WRONG_PASSWORD, NO_SUCH_USER, PASSWORD_EXPIRED, ACCOUNT_DISABLED,
-ACCOUNT_LOCKED_OUT, ACCOUNT_RESTRICTION: a retry won't help."""
-
 SHARE_REFRESH_S = 60.0
 """The live ACL check (:meth:`SmbConnector.read_acls`) re-reads the share permissions and the
 file server's local groups at most this often, in seconds (a sync pass does it once per pass)."""
-
-
-class _Gone(Exception):
-    """The path does not exist on the share (any more)."""
-
-
-class _Blocked(_Gone):
-    """The path lies under (or is) a DFS link that is not followed: no item, no ACL, no content."""
-
-
-FAIL_FAST_S = 10.0
-"""After a failed reconnection, content and ACL reads fail at once for this many seconds (a pass
-over thousands of files against a dead server must not wait a timeout per file); listings and
-``get_item`` always try again."""
-
-
-def _status(e: BaseException) -> int | None:
-    if isinstance(e, SMBOSError):
-        return int(e.ntstatus)
-    if isinstance(e, SMBResponseException):
-        return int(e.status)
-    return None
-
-
-def is_auth_error(e: BaseException) -> bool:
-    """Whether ``e`` is an authentication failure (bad credentials, disabled account)."""
-    return isinstance(e, SMBAuthenticationError) or _status(e) in _AUTH_STATUSES
-
-
-def is_connection_error(e: BaseException) -> bool:
-    """Whether ``e`` means the connection or session is unusable (as opposed to an error about one
-    file, e.g. ACCESS_DENIED or OBJECT_NAME_NOT_FOUND). smbprotocol reports a refused
-    (re)connection as ``ValueError("Failed to connect to …")``."""
-    status = _status(e)
-    if status is not None:
-        return status in _DEAD_SESSION_STATUSES
-    if isinstance(e, SMBConnectionClosed | ConnectionError | TimeoutError | socket.timeout | socket.gaierror):
-        return True
-    if isinstance(e, ValueError):
-        return str(e).startswith("Failed to connect")
-    if isinstance(e, SMBException):
-        return not isinstance(e, SMBAuthenticationError)
-    return isinstance(e, OSError)
-
-
-def is_not_found(e: BaseException) -> bool:
-    """Whether ``e`` says the path does not exist (or a parent is not a folder)."""
-    return isinstance(e, FileNotFoundError) or _status(e) in _ENOENT_STATUSES
-
-
-# --------------------------------------------------------------------------------------------------
-MAX_DFS_HOPS = 8
-"""Links followed one after the other (a link whose target holds another link) before a path is
-refused as a chain too long."""
-
-
-@dataclass(frozen=True)
-class DfsTarget:
-    """One target of a DFS referral: ``\\\\server\\share\\path`` ([MS-DFSC] 2.2.5.3, the
-    NetworkAddress of a referral entry). ``path`` is backslash-separated, ``""`` for the share root."""
-
-    server: str
-    share: str
-    path: str = ""
-
-    @classmethod
-    def parse(cls, network_address: str) -> DfsTarget:
-        """``"\\srv\\share\\a\\b"`` (one or two leading backslashes) → ``DfsTarget("srv",
-        "share", "a\\b")``. Raises ``ValueError`` when the server or share is missing."""
-        parts = [p for p in network_address.split("\\") if p]
-        if len(parts) < 2:
-            raise ValueError(f"DFS target {network_address!r} names no server and share")
-        return cls(parts[0], parts[1], "\\".join(parts[2:]))
-
-    @property
-    def unc(self) -> str:
-        """``\\\\srv\\share\\a\\b``, as reported in skip reasons."""
-        return "\\\\" + "\\".join(p for p in (self.server, self.share, self.path) if p)
-
-    @property
-    def rel(self) -> str:
-        """The target path as a relative path of its share (``/``-separated, NFC)."""
-        return nfc(self.path.replace("\\", "/").strip("/"))
-
-
-def host_addresses(host: str) -> frozenset[str]:
-    """The addresses ``host`` resolves to (``socket.getaddrinfo``, any family). Raises ``OSError``
-    (``socket.gaierror``) or ``UnicodeError`` when it can't be resolved."""
-    return frozenset(str(info[4][0]) for info in socket.getaddrinfo(host, None))
-
-
-def _ascii_lower(text: str) -> str:
-    # names compared without Unicode case folding (a lookalike never matches; a miss fails closed)
-    return text.translate({c: c + 32 for c in range(ord("A"), ord("Z") + 1)})
-
-
-def dfs_target_inside(
-    server: str,
-    share: str,
-    target: DfsTarget,
-    resolve: Callable[[str], Iterable[str]] = host_addresses,
-) -> bool:
-    """Whether a DFS referral ``target`` lies inside the source ``\\\\server\\share`` (the rule:
-    a link is never a way around an ACL, so a link is followed only inside the source's root).
-
-    Inside = the same share name (compared case-insensitively, ASCII only: SMB share names are
-    case-insensitive, [MS-SMB2] 3.3.5.7) on the same server: the same name (ASCII
-    case-insensitive), or names that ``resolve`` (host → addresses; by default
-    :func:`host_addresses`) maps to at least one common address (``localhost`` and
-    ``127.0.0.1``). A name that can't be resolved (any exception) counts as another server:
-    outside (fail closed). Pure apart from ``resolve``."""
-    if _ascii_lower(target.share) != _ascii_lower(share):
-        return False
-    if _ascii_lower(target.server) == _ascii_lower(server):
-        return True
-    try:
-        ours = frozenset(resolve(server))
-        theirs = frozenset(resolve(target.server))
-    except Exception as e:  # noqa: BLE001 - any resolution failure: another server
-        log.debug("DFS target %s: %s does not resolve (%s): outside", target.unc, target.server, e)
-        return False
-    return bool(ours & theirs)
-
-
-def dfs_referral(tree: TreeConnect, path: str) -> DFSReferralResponse:
-    """Ask the server for the DFS referral of ``path`` (``\\server\\share\\a\\b``, one leading
-    backslash): FSCTL_DFS_GET_REFERRALS ([MS-SMB2] 2.2.31, [MS-DFSC] 2.2.2 REQ_GET_DFS_REFERRAL)
-    sent on ``tree`` (the server's ``IPC$``). The answer's ``path_consumed`` (bytes, UTF-16) and
-    referral entries (each with ``dfs_path`` and ``network_address``: the target) are those of
-    the link the path lies under. Raises ``SMBResponseException`` (STATUS_OBJECT_PATH_NOT_FOUND
-    / STATUS_NOT_FOUND: no link on that path) or connection errors."""
-    request = DFSReferralRequest()
-    request["request_file_name"] = path
-    ioctl = SMB2IOCTLRequest()
-    ioctl["ctl_code"] = CtlCode.FSCTL_DFS_GET_REFERRALS
-    ioctl["file_id"] = b"\xff" * 16
-    ioctl["max_output_response"] = 56 * 1024
-    ioctl["flags"] = IOCTLFlags.SMB2_0_IOCTL_IS_FSCTL
-    ioctl["buffer"] = request
-    connection = tree.session.connection
-    sent = connection.send(ioctl, sid=tree.session.session_id, tid=tree.tree_connect_id)
-    answer = SMB2IOCTLResponse()
-    answer.unpack(connection.receive(sent)["data"].get_value())
-    response = DFSReferralResponse()
-    response.unpack(answer["buffer"].get_value())
-    return response
-
-
-@dataclass(frozen=True)
-class _DfsLink:
-    """The DFS link a path lies under: its path in the share (``/``-separated) and its targets."""
-
-    rel: str
-    targets: tuple[DfsTarget, ...]
-
-
-@dataclass(frozen=True)
-class _Reach:
-    """Where a relative path leads once the DFS links on it are resolved: ``real`` (its path in
-    the source's own share), or ``blocked`` (the skip reason of the link that is not followed)."""
-
-    real: str
-    blocked: str | None = None
-
-
-def list_dir(unc_path: str, search_pattern: str = "*", **kwargs: Any) -> list[SMBDirEntryInformation]:
-    """The entries of the folder ``unc_path`` matching ``search_pattern`` (``.``/``..`` left out),
-    from SMB2 QUERY_DIRECTORY with FILE_ID_FULL_DIRECTORY_INFORMATION ([MS-FSCC] 2.4.18; EaSize
-    holds the reparse tag of a reparse point). ``kwargs``: smbclient session arguments.
-
-    Unlike ``smbclient.scandir``, which opens a tree for every entry's path (and so, once a DFS
-    referral to a dead server is cached, fails on the folder holding the link), only the folder
-    itself is opened (its own referral, if any, is followed). Raises ``SMBOSError`` or
-    connection errors."""
-    out: list[SMBDirEntryInformation] = []
-    with SMBDirectoryIO(unc_path, share_access="rwd", **kwargs) as fd:
-        for raw in fd.query_directory(search_pattern, FileInformationClass.FILE_ID_FULL_DIRECTORY_INFORMATION):
-            name = raw["file_name"].get_value().decode("utf-16-le")
-            if name in (".", ".."):
-                continue
-            out.append(
-                SMBDirEntryInformation(
-                    creation_time=raw["creation_time"].get_value(),
-                    last_access_time=raw["last_access_time"].get_value(),
-                    last_write_time=raw["last_write_time"].get_value(),
-                    change_time=raw["change_time"].get_value(),
-                    end_of_file=raw["end_of_file"].get_value(),
-                    allocation_size=raw["allocation_size"].get_value(),
-                    file_attributes=raw["file_attributes"].get_value(),
-                    ea_size=raw["ea_size"].get_value(),
-                    file_id=raw["file_id"].get_value(),
-                    file_name=name,
-                )
-            )
-    return out
-
-
-def read_security_descriptor(
-    unc_path: str,
-    *,
-    security_information: int = OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
-    **kwargs: Any,
-) -> bytes:
-    """The raw self-relative SECURITY_DESCRIPTOR (``security_information``, by default
-    OWNER|GROUP|DACL; the SACL would need ACCESS_SYSTEM_SECURITY) of a file or folder, in one
-    compound CREATE (READ_CONTROL; opens files and folders alike) + QUERY_INFO
-    (SMB2_0_INFO_SECURITY, [MS-SMB2] 2.2.37) + CLOSE. ``kwargs``: smbclient session arguments.
-    Output buffer 65536 bytes (the single-credit payload; an ACL is at most 65535 bytes).
-    Raises ``SMBOSError`` (ACCESS_DENIED, OBJECT_NAME_NOT_FOUND, ...) or connection errors."""
-    raw = SMBRawIO(
-        unc_path,
-        mode="r",
-        share_access="rwd",
-        desired_access=FilePipePrinterAccessMask.READ_CONTROL,
-        create_options=0,
-        **kwargs,
-    )
-    request = SMB2QueryInfoRequest()
-    request["info_type"] = InfoType.SMB2_0_INFO_SECURITY
-    request["output_buffer_length"] = MAX_PAYLOAD_SIZE
-    request["additional_information"] = security_information
-    request["file_id"] = raw.fd.file_id
-
-    def receive(sent: Any) -> bytes:
-        response = raw.fd.connection.receive(sent)
-        answer = SMB2QueryInfoResponse()
-        answer.unpack(response["data"].get_value())
-        return bytes(answer["buffer"].get_value())
-
-    with SMBFileTransaction(raw) as transaction:
-        transaction += (request, receive)  # noqa: PLW2901 - smbprotocol's idiom: += queues a request on the transaction
-    return transaction.results[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -447,14 +171,16 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         self.unc_root = cfg.unc_root or self.unc
         """The share's UNC root as users know it (citations)."""
         self._password = resolve_secret(cfg.password, cfg.password_env, f"sources.{cfg.id}.password")
-        self._cache: dict[str, Any] = {}
+        self.session = SmbSession(cfg, self._password, self.unc)
+        """The pooled session every call runs on (retry and fail-fast policy)."""
+        self.dfs = DfsResolver(cfg.server, cfg.share, follow=cfg.dfs,
+                               tree=lambda share, kw: smb_wire.tree_connect(cfg.server or "", share, **kw))
+        """The DFS links of the share: which are followed, where they lead."""
         self._cache_lock = threading.Lock()
-        self._addr_cache: dict[str, frozenset[str]] = {}
         self._listed_dirs: dict[str, str] = {}
         """Folders (relative paths as listed) the last listing walked, each with the path it leads
         to in the share: their DFS links were checked by that listing, so :meth:`fetch_acl` and
         :meth:`fetch_content` of its items need no referral request of their own."""
-        self._down_until = 0.0
         self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
 
         self._share_at = time.monotonic()
@@ -471,61 +197,20 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
     def session_kwargs(self, cache: dict[str, Any] | None = None) -> dict[str, Any]:
         """smbclient keyword arguments of this source (credentials, port, security, the
         connection cache — this connector's own unless ``cache`` is given)."""
-        return {
-            "username": self.cfg.username,
-            "password": self._password,
-            "port": self.cfg.port,
-            "auth_protocol": self.cfg.auth,
-            "require_signing": self.cfg.require_signing,
-            "encrypt": True if self.cfg.encrypt else None,
-            "connection_timeout": self.cfg.timeout_s,
-            "connection_cache": self._cache if cache is None else cache,
-        }
+        return self.session.kwargs(cache)
 
     @staticmethod
     def drop_connections(cache: dict[str, Any]) -> None:
         """Close every connection of ``cache`` without waiting for the server (it may be gone)."""
-        for key in list(cache):
-            conn = cache.pop(key, None)
-            if conn is None:
-                continue
-            try:
-                conn.disconnect(close=False)
-            except Exception as e:  # noqa: BLE001 - a dead connection may fail in any way
-                log.debug("dropping SMB connection %s: %s", key, e)
+        drop_connections(cache)
 
-    def _call(self, what: str, fn: Callable[[dict[str, Any]], T], *, fail_fast: bool = False) -> T:
-        """Run ``fn(session_kwargs)``; on a connection-level error drop the pooled connection and
-        retry once. Raises :class:`SourceUnavailableError` when that fails too (or on bad
-        credentials); any other exception (file-level ``SMBOSError``…) propagates."""
-        if fail_fast and time.monotonic() < self._down_until:
-            raise SourceUnavailableError(f"source {self.source_id}: {self.unc} unreachable (recent failure): {what}")
-        for attempt in (0, 1):
-            try:
-                result = fn(self.session_kwargs())
-                self._down_until = 0.0
-                return result
-            except Exception as e:
-                if is_auth_error(e):
-                    raise SourceUnavailableError(
-                        f"source {self.source_id}: authentication to {self.unc} failed: {e}"
-                    ) from None
-                if not is_connection_error(e):
-                    raise
-                with self._cache_lock:
-                    self.drop_connections(self._cache)
-                if attempt:
-                    self._down_until = time.monotonic() + FAIL_FAST_S
-                    raise SourceUnavailableError(
-                        f"source {self.source_id}: {self.unc} unreachable ({what}): {type(e).__name__}: {e}"
-                    ) from None
-                log.info("source %s: %s: connection lost (%s), reconnecting", self.source_id, what, e)
-        raise AssertionError("unreachable")  # pragma: no cover
+    @property
+    def _cache(self) -> dict[str, Any]:
+        return self.session.cache
 
     def close(self) -> None:
         """Close this connector's SMB connections."""
-        with self._cache_lock:
-            self.drop_connections(self._cache)
+        self.session.close()
 
     def unc_of(self, rel_path: str) -> str:
         """``"CLIENTS/x.docx"`` → ``\\\\server\\share\\CLIENTS\\x.docx`` (``""`` → the share)."""
@@ -547,7 +232,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         parent, _, name = rel.rpartition("/")
         wire_parent = self._wire_of(parent, kw) if parent else ""
         try:
-            entries = list_dir(self.unc_of(wire_parent), **kw)
+            entries = smb_wire.list_dir(self.unc_of(wire_parent), **kw)
         except Exception as e:
             if is_not_found(e) and not is_connection_error(e):
                 return rel
@@ -573,137 +258,40 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         if not info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT:
             return None
         tag = int(info.ea_size)
-        if tag == IO_REPARSE_TAG_SYMLINK:
+        if tag == smb_wire.IO_REPARSE_TAG_SYMLINK:
             return "symlink"
-        if tag == IO_REPARSE_TAG_MOUNT_POINT:
+        if tag == smb_wire.IO_REPARSE_TAG_MOUNT_POINT:
             return "junction"
-        if tag == IO_REPARSE_TAG_DFS and not self.cfg.dfs:
+        if tag == smb_wire.IO_REPARSE_TAG_DFS and not self.cfg.dfs:
             return "dfs link (dfs = false)"
         return None
 
     @staticmethod
     def _is_dfs(info: Any) -> bool:
         reparse = bool(info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT)
-        return reparse and int(info.ea_size) == IO_REPARSE_TAG_DFS
+        return reparse and int(info.ea_size) == smb_wire.IO_REPARSE_TAG_DFS
 
     # ---------------------------------------------------------------- DFS links
-    def _tree(self, share: str, kw: dict[str, Any]) -> TreeConnect:
-        """The pooled tree connect of ``\\\\server\\<share>`` on this source's session (made if
-        needed). Raises connection errors."""
-        server = self.cfg.server or ""
-        session = smbclient.register_session(server, **kw)
-        name = f"\\\\{server}\\{share}"
-        tree = next((t for t in list(session.tree_connect_table.values()) if t.share_name == name), None)
-        if tree is None:
-            tree = TreeConnect(session, name)
-            tree.connect()
-        return tree
-
-    def _referral(self, real: str, kw: dict[str, Any]) -> _DfsLink | None:
-        """The DFS link the share path ``real`` lies under (or is), from the server's referral
-        (:func:`dfs_referral` on ``IPC$``); ``None`` when the server says no link covers it.
-        Raises :class:`_Blocked` when the referral can't be read or makes no sense (fail
-        closed), connection errors as they are."""
-        base = f"\\{self.cfg.server}\\{self.cfg.share}"
-        request = base + ("\\" + real.replace("/", "\\") if real else "")
-        try:
-            response = dfs_referral(self._tree("IPC$", kw), request)
-        except Exception as e:
-            if is_connection_error(e) or is_auth_error(e):
-                raise
-            if is_not_found(e):
-                return None
-            raise _Blocked(f"dfs link referral unreadable ({type(e).__name__}: {e})") from None
-        try:
-            entries = list(response["referral_entries"].get_value())
-            if not entries:
-                raise ValueError("no referral entry")
-            if all(e["server_type"].get_value() & DFSServerTypes.ROOT_TARGETS for e in entries):
-                return None  # the share's own root referral: no link on the path
-            dfs_path = getattr(entries[0], "dfs_path", None)
-            if dfs_path is None:  # a V1 entry: PathConsumed (bytes of UTF-16) tells the link's extent
-                dfs_path = request[: int(response["path_consumed"].get_value()) // 2]
-            link = "/".join([p for p in str(dfs_path).split("\\") if p][2:])
-            targets = tuple(DfsTarget.parse(str(e.network_address)) for e in entries)
-        except Exception as e:  # noqa: BLE001 - a referral we can't read: not followed
-            raise _Blocked(f"dfs link referral unreadable ({type(e).__name__}: {e})") from None
-        if not link:
-            return None
-        return _DfsLink(nfc(link), targets)
-
-    def _link_target(self, link: _DfsLink) -> tuple[str | None, str]:
-        """``(reason, target)`` for a DFS link met on the way: ``reason`` ``None`` and the
-        target's path in this share when every referral target is inside the share
-        (:func:`dfs_target_inside`; a link with several targets is followed only if all are, since
-        smbclient tries them in turn); otherwise the skip reason naming the first target outside."""
-        if not self.cfg.dfs:
-            return "dfs link (dfs = false)", ""
-        server, share = self.cfg.server or "", self.cfg.share or ""
-        for target in link.targets:
-            if not dfs_target_inside(server, share, target, self._addresses):
-                return f"dfs link outside the share ({target.unc})", ""
-        target = link.targets[0]
-        mine, theirs = link.rel.casefold(), target.rel.casefold()
-        if theirs in ("", mine) or mine.startswith(theirs + "/") or theirs.startswith(mine + "/"):
-            return f"dfs link loop ({target.unc})", ""
-        return None, target.rel
-
-    def _addresses(self, host: str) -> frozenset[str]:
-        with self._cache_lock:
-            hit = self._addr_cache.get(host)
-        if hit is None:
-            hit = host_addresses(host)
-            with self._cache_lock:
-                self._addr_cache[host] = hit
-        return hit
-
-    def _reach(self, rel: str, kw: dict[str, Any]) -> _Reach:
-        """Resolve the DFS links on the relative path ``rel`` as smbclient would follow them: on a
-        share that is not a DFS root (no SMB2_SHARE_CAP_DFS) nothing redirects; otherwise one
-        referral request per link crossed. A link that is not followed (outside the share,
-        ``dfs = false``, loop, unreadable referral, chain over :data:`MAX_DFS_HOPS`) gives
-        ``blocked``. Raises connection errors."""
-        if not rel or not self._tree(self.cfg.share or "", kw).is_dfs_share:
-            return _Reach(rel)
-        real = rel
-        for _ in range(MAX_DFS_HOPS):
-            try:
-                link = self._referral(real, kw)
-            except _Blocked as e:
-                return _Reach(real, str(e))
-            if link is None:
-                return _Reach(real)
-            depth = link.rel.count("/") + 1
-            parts = real.split("/")
-            if depth > len(parts) or "/".join(parts[:depth]).casefold() != link.rel.casefold():
-                return _Reach(real, f"dfs link referral unreadable (answered for {link.rel!r})")
-            rest = parts[depth:]
-            reason, target = self._link_target(link)
-            if reason is not None:
-                return _Reach(real, reason)
-            real = "/".join(p for p in (target, *rest) if p)
-        return _Reach(real, f"dfs link chain longer than {MAX_DFS_HOPS} links")
-
     def _guard(self, rel: str, kw: dict[str, Any], *, listed: bool = False) -> None:
-        """Raise :class:`_Blocked` when ``rel`` is, or lies under, a DFS link that is not followed.
+        """Raise :class:`Blocked` when ``rel`` is, or lies under, a DFS link that is not followed.
         ``listed``: ``rel`` is an item of this connector's listing; when its folder was walked by
         the last listing (whose links were checked then), no referral is asked again."""
         if listed:
             with self._cache_lock:
                 if rel.rpartition("/")[0] in self._listed_dirs:
                     return
-        reach = self._reach(rel, kw)
+        reach = self.dfs.reach(rel, kw)
         if reach.blocked is not None:
-            raise _Blocked(f"{rel!r}: {reach.blocked}")
+            raise Blocked(f"{rel!r}: {reach.blocked}")
 
     def _descend(self, info: Any) -> bool:
         """Whether a folder entry is walked: not a symlink/junction; a DFS link only with ``dfs``."""
         if not info.file_attributes & FileAttributes.FILE_ATTRIBUTE_REPARSE_POINT:
             return True
         tag = int(info.ea_size)
-        if tag == IO_REPARSE_TAG_DFS:
+        if tag == smb_wire.IO_REPARSE_TAG_DFS:
             return self.cfg.dfs
-        return tag not in (IO_REPARSE_TAG_SYMLINK, IO_REPARSE_TAG_MOUNT_POINT)
+        return tag not in (smb_wire.IO_REPARSE_TAG_SYMLINK, smb_wire.IO_REPARSE_TAG_MOUNT_POINT)
 
     def _walk(
         self, rel_dir: str, kw: dict[str, Any], out: list[SourceItem], unreachable: list[str], real_dir: str | None = None
@@ -727,7 +315,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         while stack:
             cur, wire_cur, real, is_link, via = stack.pop()
             try:
-                entries = sorted(list_dir(self.unc_of(wire_cur), **kw), key=lambda e: e.file_name)
+                entries = sorted(smb_wire.list_dir(self.unc_of(wire_cur), **kw), key=lambda e: e.file_name)
                 with self._cache_lock:
                     self._listed_dirs[cur] = real
             except Exception as e:
@@ -755,7 +343,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
                 self._remember(rel, wire)
                 child = f"{real}/{name}" if real else name
                 if self._is_dfs(info) and self.cfg.dfs:
-                    reason, target = self._dfs_entry(child, kw)
+                    reason, target = self.dfs.entry(child, kw)
                     folded = target.casefold()
                     if reason is None and any(folded == v or v.startswith(folded + "/") for v in via):
                         reason = f"dfs link loop (leads back to {target!r})"
@@ -779,26 +367,11 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
                 out.append(self._item(rel, info, skip=reason))
             stack.extend(reversed(subdirs))
 
-    def _dfs_entry(self, real: str, kw: dict[str, Any]) -> tuple[str | None, str]:
-        """For a DFS link entry at the share path ``real``: ``(None, target path in the share)``
-        when it is followed, else ``(skip reason, "")`` — outside the share, loop, or a referral
-        that can't be read or does not answer for this very link (fail closed: not followed)."""
-        if not self.cfg.dfs:
-            return "dfs link (dfs = false)", ""
-        try:
-            link = self._referral(real, kw)
-        except _Blocked as e:
-            return str(e), ""
-        if link is None or link.rel.casefold() != real.casefold():
-            answered = "no link" if link is None else repr(link.rel)
-            return f"dfs link referral unreadable (the server answered {answered})", ""
-        return self._link_target(link)
-
     def _share_answers(self, kw: dict[str, Any]) -> bool:
         """Whether the share's root can still be read (after a DFS link failed: its target is at
         fault, not this server)."""
         try:
-            smbclient.stat(self.unc, **kw)
+            smb_wire.stat(self.unc, **kw)
         except Exception as e:  # noqa: BLE001 - any failure: the server itself is in doubt
             log.debug("source %s: share root check failed: %s", self.source_id, e)
             return False
@@ -810,8 +383,9 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         :class:`SourceUnavailableError` when the share, or any folder in it, can't be listed
         (the message names the folder)."""
         self._refresh_server_rights()  # share permissions and local groups re-read once per full pass
-        with self._cache_lock:  # DFS targets are checked afresh too
-            self._addr_cache, self._listed_dirs = {}, {}
+        self.dfs.forget_addresses()  # DFS targets are checked afresh too
+        with self._cache_lock:
+            self._listed_dirs = {}
 
         def walk(kw: dict[str, Any]) -> tuple[list[SourceItem], list[str]]:
             out: list[SourceItem] = []
@@ -819,7 +393,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
             self._walk("", kw, out, unreachable)
             return out, unreachable
 
-        items, unreachable = self._call("list the share", walk)
+        items, unreachable = self.session.call("list the share", walk)
         return Listing(tuple(items), tuple(Unreachable(p, "DFS link target unreachable") for p in unreachable))
 
     def list_under(self, prefix: str) -> list[SourceItem]:
@@ -834,7 +408,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
 
         def walk(kw: dict[str, Any]) -> list[SourceItem]:
             out: list[SourceItem] = []
-            reach = self._reach(rel, kw)
+            reach = self.dfs.reach(rel, kw)
             if reach.blocked is not None:
                 return []  # under (or at) a DFS link that is not followed: nothing of it is listed
             try:
@@ -850,7 +424,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
                 raise e
             return out
 
-        return self._call(f"list {rel!r}", walk)
+        return self.session.call(f"list {rel!r}", walk)
 
     def _stat(self, rel: str, kw: dict[str, Any]) -> Any:
         """The directory entry information of ``rel`` (via its parent's listing, so that size and
@@ -858,9 +432,9 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         parent, _, name = rel.rpartition("/")
         wire_parent = self._wire_of(parent, kw) if parent else ""
         try:
-            found = list_dir(self.unc_of(wire_parent), name, **kw)
+            found = smb_wire.list_dir(self.unc_of(wire_parent), name, **kw)
             if not found and not name.isascii():  # the server may spell it NFD: compare NFC forms
-                found = list_dir(self.unc_of(wire_parent), **kw)
+                found = smb_wire.list_dir(self.unc_of(wire_parent), **kw)
             hits = [e for e in found if nfc(e.file_name).casefold() == name.casefold()]
         except Exception as e:
             if is_not_found(e) and not is_connection_error(e):
@@ -887,7 +461,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
 
         def stat(kw: dict[str, Any]) -> SourceItem | None:
             parent = rel.rpartition("/")[0]
-            reach = self._reach(parent, kw)
+            reach = self.dfs.reach(parent, kw)
             if reach.blocked is not None:
                 return None  # under a DFS link that is not followed
             info = self._stat(rel, kw)
@@ -895,7 +469,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
                 return None
             real = nfc(info.file_name)
             if self._is_dfs(info) and self.cfg.dfs:
-                reason, _ = self._dfs_entry(f"{reach.real}/{real}" if reach.real else real, kw)
+                reason, _ = self.dfs.entry(f"{reach.real}/{real}" if reach.real else real, kw)
                 if reason is None:
                     return None  # a followed link: a folder
                 return self._item(f"{parent}/{real}" if parent else real, info, skip=reason)
@@ -905,7 +479,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
             return self._item(f"{parent}/{real}" if parent else real, info, skip=reason)
 
         try:
-            return self._call(f"stat {rel!r}", stat)
+            return self.session.call(f"stat {rel!r}", stat)
         except SMBOSError as e:
             raise SourceUnavailableError(f"source {self.source_id}: {rel!r} can't be read: {e}") from None
 
@@ -917,12 +491,11 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
 
         def read(kw: dict[str, Any]) -> bytes:
             self._guard(item.path, kw, listed=True)
-            with smbclient.open_file(self.unc_of(self._wire_of(item.path, kw)), mode="rb", share_access="rwd", **kw) as fh:
-                return fh.read()
+            return smb_wire.read_file(self.unc_of(self._wire_of(item.path, kw)), **kw)
 
         try:
-            return self._call(f"read {item.path!r}", read, fail_fast=True)
-        except _Blocked as e:
+            return self.session.call(f"read {item.path!r}", read, fail_fast=True)
+        except Blocked as e:
             raise PermissionError(f"source {self.source_id}: {e}") from None
 
     def security_descriptor(self, rel_path: str) -> SecurityDescriptor:
@@ -934,16 +507,16 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
 
         def read(kw: dict[str, Any]) -> bytes:
             self._guard(rel, kw)
-            return read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw)
+            return smb_wire.read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw)
 
         try:
-            raw = self._call(f"read the security of {rel!r}", read)
-        except _Blocked as e:
+            raw = self.session.call(f"read the security of {rel!r}", read)
+        except Blocked as e:
             raise AclError(f"{e} on {self.unc_root}") from None
         except SMBOSError as e:
             if is_not_found(e):
                 raise AclError(f"{rel!r} does not exist on {self.unc_root}") from None
-            if e.ntstatus == NtStatus.STATUS_ACCESS_DENIED:
+            if is_access_denied(e):
                 raise AclError(f"access denied on READ_CONTROL for {rel!r} (the service account can't read its ACL)") from None
             raise AclError(f"{rel!r}: {e}") from None
         return parse_security_descriptor(raw)
@@ -955,19 +528,19 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         :class:`SourceUnavailableError` (the pass stops as suspect instead of revoking rights)."""
         try:
             return self._acl_at(item.path, listed=True)
-        except _Gone as e:
+        except Gone as e:
             return Acl.nobody(f"acl_unreadable: {e}")
 
     def _acl_at(self, rel: str, *, listed: bool = False) -> Acl:
         """:meth:`fetch_acl` of a relative path (``listed``: see :meth:`_guard`); raises
-        :class:`_Gone` when it does not exist or lies under a DFS link that is not followed
-        (:class:`_Blocked`)."""
+        :class:`Gone` when it does not exist or lies under a DFS link that is not followed
+        (:class:`Blocked`)."""
         return self.read_rights(rel, listed=listed).acl()
 
     def read_rights(self, rel: str, *, listed: bool = False) -> ReadRights:
         """The compiled read rights of a relative path (``""``: the share root): its descriptor
         (and its parent's, when FILE_READ_ATTRIBUTES depends on it) walked with
-        :meth:`token_rules`, joined with :meth:`share_layer`. Raises :class:`_Gone` (absent, or
+        :meth:`token_rules`, joined with :meth:`share_layer`. Raises :class:`Gone` (absent, or
         under a DFS link that is not followed) and :class:`SourceUnavailableError`."""
         sd, reason = self._descriptor_at(rel, listed=listed)
         if sd is None:
@@ -982,20 +555,20 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
 
     def _descriptor_at(self, rel: str, *, listed: bool = False) -> tuple[SecurityDescriptor | None, str | None]:
         """The parsed descriptor of ``rel``, or ``(None, why)`` when it can't be read or parsed.
-        Raises :class:`_Gone` and :class:`SourceUnavailableError`."""
+        Raises :class:`Gone` and :class:`SourceUnavailableError`."""
         def read(kw: dict[str, Any]) -> bytes:
             self._guard(rel, kw, listed=listed)
-            return read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw)
+            return smb_wire.read_security_descriptor(self.unc_of(self._wire_of(rel, kw)), **kw)
 
         try:
-            raw = self._call(f"read the security of {rel!r}", read, fail_fast=True)
-        except (SourceUnavailableError, _Gone):
+            raw = self.session.call(f"read the security of {rel!r}", read, fail_fast=True)
+        except (SourceUnavailableError, Gone):
             raise
         except SMBOSError as e:
-            if e.ntstatus == NtStatus.STATUS_ACCESS_DENIED:
+            if is_access_denied(e):
                 return None, "access denied on READ_CONTROL"
             if is_not_found(e):
-                raise _Gone(str(e)) from None
+                raise Gone(str(e)) from None
             return None, str(e)
         except Exception as e:  # noqa: BLE001 - whatever went wrong, fail closed
             return None, f"{type(e).__name__}: {e}"
@@ -1018,7 +591,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
             return hit[1]
         try:
             sd, _ = self._descriptor_at(parent)
-        except _Gone:
+        except Gone:
             sd = None
         with self._rights_lock:
             if len(self._parents) > 4096:
@@ -1039,16 +612,15 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
             now = time.monotonic()
             if now - self._share_at > SHARE_REFRESH_S:
                 self._refresh_server_rights()
-                with self._cache_lock:
-                    self._addr_cache = {}  # DFS target names resolved afresh as well
+                self.dfs.forget_addresses()  # DFS target names resolved afresh as well
             # one session for the concurrent batches (smbclient's pool is not safe against two
             # threads registering the same server at once)
-            self._call("connect", lambda kw: smbclient.register_session(self.cfg.server or "", **kw), fail_fast=True)
+            self.session.call("connect", lambda kw: smb_wire.register_session(self.cfg.server or "", **kw), fail_fast=True)
         out: dict[str, Acl] = {}
         for path in paths:
             try:
                 out[path] = self._acl_at(nfc(path.strip("/")))
-            except _Gone:
+            except Gone:
                 continue
         return out
 
@@ -1242,8 +814,8 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
     # ---------------------------------------------------------------- changes
     def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
         """Block until ``stop`` is set, reporting changes from SMB2 CHANGE_NOTIFY (recursive, on
-        its own session): see :class:`ancre.connectors.smb_notify.ShareWatcher`."""
-        from ancre.connectors.smb_notify import ShareWatcher
+        its own session): see :class:`ancre.connectors.smb.notify.ShareWatcher`."""
+        from ancre.connectors.smb.notify import ShareWatcher
 
         ShareWatcher(self, on_change, stop).run()
 
@@ -1253,7 +825,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         reduce it to a usable ACL (share permissions applied). Never raises."""
         where = self.unc_of("")
         try:
-            entries = list_dir(where, **self.session_kwargs())
+            entries = smb_wire.list_dir(where, **self.session_kwargs())
         except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
             fix = (
                 f"check sources.{self.source_id}.username and its password (password / password_env)"
@@ -1315,17 +887,4 @@ KIND = SourceKind("smb", SmbSourceConfig, build)
 """The ``smb`` source kind (:data:`ancre.connectors.registry.REGISTRY`)."""
 
 
-__all__ = [
-    "KIND",
-    "DfsTarget",
-    "SmbConnector",
-    "SmbSourceConfig",
-    "dfs_referral",
-    "dfs_target_inside",
-    "host_addresses",
-    "is_auth_error",
-    "is_connection_error",
-    "is_not_found",
-    "list_dir",
-    "read_security_descriptor",
-]
+__all__ = ["KIND", "SHARE_REFRESH_S", "SmbConnector", "SmbSourceConfig", "build"]

@@ -26,24 +26,16 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from smbclient._pool import get_smb_tree
-from smbprotocol.change_notify import ChangeNotifyFlags, CompletionFilter, FileAction, FileSystemWatcher
-from smbprotocol.open import (
-    CreateDisposition,
-    CreateOptions,
-    DirectoryAccessMask,
-    FileAttributes,
-    ImpersonationLevel,
-    Open,
-    ShareAccess,
-)
+from smbprotocol.change_notify import CompletionFilter, FileAction, FileSystemWatcher
+from smbprotocol.open import Open
 
 from ancre.connectors.base import ChangeCallback, ChangeEvent
 from ancre.connectors.folder import is_ignored
+from ancre.connectors.smb import wire
 from ancre.models import ChangeKind, nfc
 
 if TYPE_CHECKING:
-    from ancre.connectors.smb import SmbConnector
+    from ancre.connectors.smb.connector import SmbConnector
 
 log = logging.getLogger("ancre.connectors.smb")
 
@@ -76,7 +68,7 @@ class _Lost(Exception):
 
 
 class ShareWatcher:
-    """Runs the watch of one :class:`~ancre.connectors.smb.SmbConnector` until ``stop`` is set.
+    """Runs the watch of one :class:`~ancre.connectors.smb.connector.SmbConnector` until ``stop`` is set.
 
     ``coalesce_s``: an answer is held this long (seconds) for more answers to merge with.
     Reconnects with exponential back-off (1 s … 30 s) after a lost session. Sets and clears
@@ -104,28 +96,14 @@ class ShareWatcher:
         except Exception:  # a consumer bug must not stop the watch
             log.exception("source %s: change callback failed for %s", self.conn.source_id, event)
 
-    def _open_root(self, tree: Any) -> Open:
-        op = Open(tree, "")
-        op.create(
-            ImpersonationLevel.Impersonation,
-            DirectoryAccessMask.FILE_LIST_DIRECTORY | DirectoryAccessMask.SYNCHRONIZE,
-            FileAttributes.FILE_ATTRIBUTE_DIRECTORY,
-            ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess.FILE_SHARE_DELETE,
-            CreateDisposition.FILE_OPEN,
-            CreateOptions.FILE_DIRECTORY_FILE,
-        )
-        return op
-
     def _arm(self, op: Open, completion_filter: int) -> FileSystemWatcher:
-        w = FileSystemWatcher(op)
-        w.start(completion_filter, flags=ChangeNotifyFlags.SMB2_WATCH_TREE, output_buffer_length=self.conn.notify_buffer_size)
-        return w
+        return wire.arm_notify(op, completion_filter, self.conn.notify_buffer_size)
 
     @staticmethod
     def _answer(w: FileSystemWatcher) -> list[Any]:
         """The records of a completed request; ``[]`` for STATUS_NOTIFY_ENUM_DIR (changes lost).
         Raises :class:`_Lost` when the request failed or the session died."""
-        exc = getattr(w, "_t_exc", None)
+        exc = wire.notify_failure(w)
         if exc is not None:
             raise _Lost(f"{type(exc).__name__}: {exc}")
         try:
@@ -210,8 +188,8 @@ class ShareWatcher:
         """One armed session: returns when ``stop`` is set, raises on loss. ``after_loss``: emit a
         rescan once armed (changes made while the watch was down are unknown)."""
         kw = self.conn.session_kwargs(cache)
-        tree, _ = get_smb_tree(self.conn.unc, **kw)
-        handles = [(self._open_root(tree), DATA_FILTER, False), (self._open_root(tree), SECURITY_FILTER, True)]
+        tree = wire.share_tree(self.conn.unc, **kw)
+        handles = [(wire.open_share_root(tree), DATA_FILTER, False), (wire.open_share_root(tree), SECURITY_FILTER, True)]
         watchers = [self._arm(op, flt) for op, flt, _ in handles]
         try:
             self.conn.watch_ready.set()

@@ -1,5 +1,5 @@
 """Office Open XML packages (ECMA-376 / ISO/IEC 29500): the checks every package goes through,
-and the Excel and PowerPoint readers. Word bodies are walked by :mod:`ancre.ingest.extract`.
+and the Excel and PowerPoint readers. Word bodies are walked by :mod:`ancre.ingest.formats.docx`.
 
 Before a package is parsed (:func:`open_package`):
 
@@ -44,6 +44,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ancre.errors import ExtractionError
+from ancre.ingest.formats.base import DEFAULT_OPTIONS, ExtractOptions, clean
 from ancre.ingest.limits import RATIO_GRACE_BYTES, CharBudget, check_pages, current_limits, mib, too_large
 from ancre.models import Block, BlockKind
 
@@ -234,14 +235,14 @@ def _sheet_rows(wb: Any, ws: Any) -> Iterator[list[object]]:
             yield [c["value"] for c in cells]
 
 
-def read_workbook(data: bytes) -> list[Block]:
-    """Blocks of an Excel workbook (see the module docstring). Raises ``too_large`` as soon as
-    the text passes ``extraction.max_chars``; parser errors propagate (the caller makes them
-    ``corrupt``)."""
+def read_workbook(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Block]:
+    """Blocks of an Excel workbook (see the module docstring), the package checked first
+    (:func:`open_package`). Raises ``too_large`` as soon as the text passes
+    ``extraction.max_chars``; parser errors propagate (the caller makes them ``corrupt``).
+    ``options`` are not used."""
     from openpyxl import load_workbook
 
-    from ancre.ingest.extract import _clean
-
+    data = open_package(data)
     budget = CharBudget()
     wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True, keep_links=False, keep_vba=False)
     out: list[Block] = []
@@ -249,11 +250,11 @@ def read_workbook(data: bytes) -> list[Block]:
         for ws in wb.worksheets:
             heading = False
             for values in _sheet_rows(wb, ws):
-                cells = [t for t in (_clean(_cell_text(v)).replace("\n", " ") for v in values) if t]
+                cells = [t for t in (clean(_cell_text(v)).replace("\n", " ") for v in values) if t]
                 if not cells:
                     continue
                 if not heading:
-                    out.append(Block(BlockKind.HEADING, budget.add(_clean(ws.title) or "Feuille"), level=1))
+                    out.append(Block(BlockKind.HEADING, budget.add(clean(ws.title) or "Feuille"), level=1))
                     heading = True
                 out.append(Block(BlockKind.TABLE_ROW, budget.add(" | ".join(cells))))
     finally:
@@ -264,13 +265,13 @@ def read_workbook(data: bytes) -> list[Block]:
 # ------------------------------------------------------------------------------- PowerPoint
 
 
-def read_presentation(data: bytes) -> list[Block]:
-    """Blocks of a PowerPoint deck (see the module docstring). Raises ``too_large`` for more
-    slides than ``extraction.max_pages`` or more text than ``extraction.max_chars``."""
+def read_presentation(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Block]:
+    """Blocks of a PowerPoint deck (see the module docstring), the package checked first
+    (:func:`open_package`). Raises ``too_large`` for more slides than ``extraction.max_pages`` or
+    more text than ``extraction.max_chars``. ``options`` are not used."""
     from pptx import Presentation
 
-    from ancre.ingest.extract import _clean
-
+    data = open_package(data)
     budget = CharBudget()
     slides = Presentation(io.BytesIO(data)).slides
     check_pages(len(slides), "slides")
@@ -278,7 +279,7 @@ def read_presentation(data: bytes) -> list[Block]:
 
     def paragraphs(frame: Any, page: int) -> None:
         for p in frame.paragraphs:
-            text = _clean(p.text.replace("\v", "\n"))
+            text = clean(p.text.replace("\v", "\n"))
             if text:
                 out.append(Block(BlockKind.PARAGRAPH, budget.add(text), page=page))
 
@@ -290,7 +291,7 @@ def read_presentation(data: bytes) -> list[Block]:
                 shapes(shape.shapes, page, skip)  # a group
             elif getattr(shape, "has_table", False):
                 for row in shape.table.rows:
-                    cells = [_clean(c.text).replace("\n", " ") for c in row.cells if not c.is_spanned]
+                    cells = [clean(c.text).replace("\n", " ") for c in row.cells if not c.is_spanned]
                     text = " | ".join(c for c in cells if c)
                     if text:
                         out.append(Block(BlockKind.TABLE_ROW, budget.add(text), page=page))
@@ -301,7 +302,7 @@ def read_presentation(data: bytes) -> list[Block]:
         if number > 1:
             out.append(Block(BlockKind.PAGE_BREAK, "", page=number))
         title = slide.shapes.title
-        title_text = _clean(title.text_frame.text).replace("\n", " ") if title is not None and title.has_text_frame else ""
+        title_text = clean(title.text_frame.text).replace("\n", " ") if title is not None and title.has_text_frame else ""
         if title_text:
             out.append(Block(BlockKind.HEADING, budget.add(title_text), level=1, page=number))
         shapes(slide.shapes, number, title.shape_id if title is not None else None)
