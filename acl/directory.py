@@ -143,6 +143,80 @@ def _bare(sid: str) -> str:
     return sid.removeprefix("sid:")
 
 
+def _validated(text: bytes, where: str) -> _DirectoryFile:
+    """The file's JSON ``text`` checked against its schema; raises ``DirectoryError`` naming the
+    first offending key (``where``: the file, for the message)."""
+    try:
+        return _DirectoryFile.model_validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "(root)"
+        raise DirectoryError(f"{where}: {loc}: {first['msg']} ({e.error_count()} error(s))") from None
+
+
+def _claim_accounts(
+    f: _DirectoryFile, where: str, well_known: dict[str, str], short: dict[str, str], display: dict[str, str]
+) -> dict[str, str]:
+    """``{folded name: SID}`` of the file's groups then users, each name and SID claimed once
+    (``short`` and ``display`` get each account's names). Raises ``DirectoryError`` for a name or
+    SID already used (by another account or a well-known principal)."""
+    domain_names: dict[str, str] = {}
+    seen_sids: dict[str, str] = {}
+
+    def claim(kind: str, name: str, sid: str) -> None:
+        key = fold_name(name)
+        if key in domain_names or key in well_known:
+            raise DirectoryError(f"{where}: {kind}.{name}: name already used by another account")
+        if sid in seen_sids or sid in short:
+            raise DirectoryError(f"{where}: {kind}.{name}: SID {sid} already used by {seen_sids.get(sid) or short[sid]}")
+        domain_names[key] = sid
+        seen_sids[sid] = name
+        short[sid] = name
+        display[sid] = f"{f.netbios}\\{name}"
+
+    for name, g in f.groups.items():
+        claim("groups", name, g.sid)
+    for name, u in f.users.items():
+        claim("users", name, u.sid)
+    return domain_names
+
+
+def _group_ref(
+    where: str, group_sid: dict[str, str], well_known: dict[str, str], kind: str, owner: str, name: str
+) -> str:
+    """The SID of the group ``name`` (``NETBIOS\\`` prefix tolerated) that ``kind.owner`` lists:
+    one of the file's groups, else a well-known principal; raises ``DirectoryError`` otherwise."""
+    key = fold_name(name.rpartition("\\")[2])
+    if key in group_sid:
+        return group_sid[key]
+    if key in well_known:
+        return well_known[key]
+    raise DirectoryError(f"{where}: {kind}.{owner}: unknown group {name!r}")
+
+
+def _user_keys(f: _DirectoryFile, where: str, domain_names: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``({folded sam and NETBIOS\\sam: sam}, {folded UPN: sam})`` of the file's users; each UPN
+    is also added to ``domain_names``. Raises ``DirectoryError`` for an account name with ``@``
+    or a name or UPN used twice."""
+    user_key: dict[str, str] = {}
+    upn_key: dict[str, str] = {}
+    for name, u in f.users.items():
+        if "@" in name:
+            raise DirectoryError(
+                f"{where}: users.{name}: an account name cannot contain '@' (that is a UPN: put it in 'upn')"
+            )
+        keys = [(user_key, name), (user_key, f"{f.netbios}\\{name}")] + ([(upn_key, u.upn)] if u.upn else [])
+        for table, k in keys:
+            if fold_name(k) in table:
+                raise DirectoryError(f"{where}: users.{name}: {k!r} is already another user's name or UPN")
+            table[fold_name(k)] = name
+        if u.upn:
+            if fold_name(u.upn) in domain_names:
+                raise DirectoryError(f"{where}: users.{name}: UPN {u.upn!r} clashes with an account name")
+            domain_names[fold_name(u.upn)] = u.sid
+    return user_key, upn_key
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     """One parsed version of the file; replaced as a whole on reload."""
@@ -171,66 +245,21 @@ class _Snapshot:
     @classmethod
     def parse(cls, text: bytes, where: str) -> _Snapshot:
         """Parse and check the file's text; raises ``DirectoryError`` naming the offending key."""
-        try:
-            f = _DirectoryFile.model_validate_json(text)
-        except ValidationError as e:
-            first = e.errors()[0]
-            loc = ".".join(str(x) for x in first["loc"]) or "(root)"
-            raise DirectoryError(f"{where}: {loc}: {first['msg']} ({e.error_count()} error(s))") from None
-
+        f = _validated(text, where)
         well_known: dict[str, str] = {fold_name(k): v for k, v in WELL_KNOWN.items()}
         short: dict[str, str] = {v: k for k, v in WELL_KNOWN.items()}
         for name, sid in f.well_known.items():
             well_known[fold_name(name)] = sid
             short.setdefault(sid, name)
         display = dict(short)
-
-        domain_names: dict[str, str] = {}
-        seen_sids: dict[str, str] = {}
-
-        def claim(kind: str, name: str, sid: str) -> None:
-            key = fold_name(name)
-            if key in domain_names or key in well_known:
-                raise DirectoryError(f"{where}: {kind}.{name}: name already used by another account")
-            if sid in seen_sids or sid in short:
-                raise DirectoryError(f"{where}: {kind}.{name}: SID {sid} already used by {seen_sids.get(sid) or short[sid]}")
-            domain_names[key] = sid
-            seen_sids[sid] = name
-            short[sid] = name
-            display[sid] = f"{f.netbios}\\{name}"
-
-        for name, g in f.groups.items():
-            claim("groups", name, g.sid)
-        for name, u in f.users.items():
-            claim("users", name, u.sid)
-
+        domain_names = _claim_accounts(f, where, well_known, short, display)
         group_sid = {fold_name(n): g.sid for n, g in f.groups.items()}
 
         def ref(kind: str, owner: str, name: str) -> str:
-            key = fold_name(name.rpartition("\\")[2])
-            if key in group_sid:
-                return group_sid[key]
-            if key in well_known:
-                return well_known[key]
-            raise DirectoryError(f"{where}: {kind}.{owner}: unknown group {name!r}")
+            return _group_ref(where, group_sid, well_known, kind, owner, name)
 
         parents = {g.sid: tuple(ref("groups", n, m) for m in g.member_of) for n, g in f.groups.items()}
-        user_key: dict[str, str] = {}
-        upn_key: dict[str, str] = {}
-        for name, u in f.users.items():
-            if "@" in name:
-                raise DirectoryError(
-                    f"{where}: users.{name}: an account name cannot contain '@' (that is a UPN: put it in 'upn')"
-                )
-            keys = [(user_key, name), (user_key, f"{f.netbios}\\{name}")] + ([(upn_key, u.upn)] if u.upn else [])
-            for table, k in keys:
-                if fold_name(k) in table:
-                    raise DirectoryError(f"{where}: users.{name}: {k!r} is already another user's name or UPN")
-                table[fold_name(k)] = name
-            if u.upn:
-                if fold_name(u.upn) in domain_names:
-                    raise DirectoryError(f"{where}: users.{name}: UPN {u.upn!r} clashes with an account name")
-                domain_names[fold_name(u.upn)] = u.sid
+        user_key, upn_key = _user_keys(f, where, domain_names)
         return cls(
             netbios=f.netbios,
             domain_sid=f.domain_sid,

@@ -213,6 +213,21 @@ def create_control_app(parts: ControlParts) -> FastAPI:
     app = FastAPI(title="ancre control", docs_url=None, redoc_url=None, openapi_url=None)
     limits = parts.limits
     app.add_middleware(BodyLimitMiddleware, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
+    _error_handlers(app)
+
+    def who(request: Request) -> Caller:
+        return caller_of(request, parts.admin_group)
+
+    _query_routes(app, parts, who)
+    _rights_routes(app, parts, who)
+    _sync_routes(app, parts, who)
+    return app
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Errors as ``{"error": message, "type": …}``: an :class:`ApiError` with its status, a
+    request that fails validation as 422 naming the parameter, an :class:`AncreError` with the
+    status of its class (:func:`_status_of`)."""
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, e: ApiError) -> JSONResponse:
@@ -230,8 +245,10 @@ def create_control_app(parts: ControlParts) -> FastAPI:
     async def _ancre_error(request: Request, e: AncreError) -> JSONResponse:
         return JSONResponse({"error": str(e), "type": type(e).__name__}, status_code=_status_of(e))
 
-    def who(request: Request) -> Caller:
-        return caller_of(request, parts.admin_group)
+
+def _query_routes(app: FastAPI, parts: ControlParts, who: Callable[[Request], Caller]) -> None:
+    """``/v1/status``, ``/v1/search``, ``/v1/ask``, ``/v1/principals`` and ``/v1/ready``."""
+    limits = parts.limits
 
     @app.get("/v1/status")
     def status(request: Request) -> dict[str, Any]:
@@ -265,6 +282,10 @@ def create_control_app(parts: ControlParts) -> FastAPI:
         points = dict(parts.query.points())
         return {"not_ready": parts.query.not_ready(), "points": points, "store_points": sum(points.values())}
 
+
+def _rights_routes(app: FastAPI, parts: ControlParts, who: Callable[[Request], Caller]) -> None:
+    """``/v1/acl/explain`` and ``/v1/report/exposure``."""
+
     @app.post("/v1/acl/explain")
     def explain(body: _Explain, request: Request) -> dict[str, Any]:
         caller = who(request)
@@ -279,9 +300,6 @@ def create_control_app(parts: ControlParts) -> FastAPI:
         if parts.exposure is None:
             raise ControlBusyError("the exposure report is not served by this process")
         return parts.exposure(body.sources, body.explain)
-
-    _sync_routes(app, parts, who)
-    return app
 
 
 def _daemon(parts: ControlParts) -> Daemon:

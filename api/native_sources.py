@@ -161,81 +161,96 @@ class InlineCitations:
         return self.feed(text) + self.finish()
 
     def _drain(self, final: bool) -> str:
-        buf, out, i, n = self._buf, [], 0, len(self._buf)
+        """The part of the held text that can be emitted now, rewritten (all of it when
+        ``final``); the rest stays held until more text comes."""
+        buf, i, n = self._buf, 0, len(self._buf)
+        out: list[str] = []
         while i < n:
-            c = buf[i]
-            if self._line_start:
-                if not final and _FENCE_START_RE.fullmatch(buf, i):
-                    break  # a fence marker may still be coming
-                m = _FENCE_RE.match(buf, i)
-                run_end = m.end() if m else i
-                if m and (self._fence is None or (m.group(1)[0] == self._fence[0] and len(m.group(1)) >= len(self._fence))):
-                    self._fence = m.group(1) if self._fence is None else None
-                    out.append(buf[i:run_end])
-                    i, self._line_start = run_end, False
-                    continue
-            if c == "\n":
-                out.append(c)
-                i += 1
-                self._line_start, self._code = True, 0
-                continue
-            self._line_start = False
-            if self._fence is not None:
-                out.append(c)
-                i += 1
-                continue
-            if c == "`":
-                j = i
-                while j < n and buf[j] == "`":
-                    j += 1
-                if j == n and not final:
-                    break
-                run = j - i
-                if self._code == 0:
-                    self._code = run
-                elif run == self._code:
-                    self._code = 0
-                out.append(buf[i:j])
-                i = j
-                continue
-            if self._code:
-                out.append(c)
-                i += 1
-                continue
-            if c == "\\":  # a backslash escape (CommonMark §2.4: before ASCII punctuation only)
-                if i + 1 == n and not final:
-                    break
-                step = 2 if buf[i + 1 : i + 2] in _PUNCTUATION else 1
-                out.append(buf[i : i + step])
-                i += step
-                continue
-            if c == "[":
-                close = self._group_end(buf, i)
-                if close is None:  # undecided: wait for more text
-                    if not final:
-                        break
-                    close = -1
-                if close >= 0:
-                    after = buf[close + 1 : close + 2]
-                    if not after and not final:
-                        break
-                    linked = _OWUI_CITATION_RE.match(buf, i)
-                    if linked is not None:  # Open WebUI would link it to a source: [2\], [2\#x\]
-                        out.append(linked.group(0)[:-1].replace("#", "\\#") + "\\]")
-                        i = linked.end()
-                        continue
-                    replaced = None if after == "(" else self._citation(buf[i : close + 1])  # (: a link
-                    if replaced is not None:
-                        out.append(replaced)
-                        i = close + 1
-                        continue
-                out.append("[")
-                i += 1
-                continue
-            out.append(c)
-            i += 1
+            nxt = self._step(buf, i, final, out)
+            if nxt is None:
+                break  # undecided: wait for more text
+            i = nxt
         self._buf = buf[i:]
         return "".join(out)
+
+    def _step(self, buf: str, i: int, final: bool, out: list[str]) -> int | None:
+        """Rewrite the text at ``buf[i]`` (a fence marker, a line break, a character inside code,
+        a backtick run, an escape, a bracket group or one plain character) into ``out``: the
+        position after it, ``None`` when more text is needed to decide (never when ``final``)."""
+        c = buf[i]
+        if self._line_start:
+            if not final and _FENCE_START_RE.fullmatch(buf, i):
+                return None  # a fence marker may still be coming
+            m = _FENCE_RE.match(buf, i)
+            run_end = m.end() if m else i
+            if m and (self._fence is None or (m.group(1)[0] == self._fence[0] and len(m.group(1)) >= len(self._fence))):
+                self._fence = m.group(1) if self._fence is None else None
+                out.append(buf[i:run_end])
+                self._line_start = False
+                return run_end
+        if c == "\n":
+            out.append(c)
+            self._line_start, self._code = True, 0
+            return i + 1
+        self._line_start = False
+        if self._fence is not None:
+            out.append(c)
+            return i + 1
+        if c == "`":
+            return self._backticks(buf, i, final, out)
+        if self._code:
+            out.append(c)
+            return i + 1
+        if c == "\\":  # a backslash escape (CommonMark §2.4: before ASCII punctuation only)
+            if i + 1 == len(buf) and not final:
+                return None
+            step = 2 if buf[i + 1 : i + 2] in _PUNCTUATION else 1
+            out.append(buf[i : i + step])
+            return i + step
+        if c == "[":
+            return self._bracket(buf, i, final, out)
+        out.append(c)
+        return i + 1
+
+    def _backticks(self, buf: str, i: int, final: bool, out: list[str]) -> int | None:
+        """The backtick run at ``buf[i]``: opens or closes inline code (a closing run is as long
+        as the opening one); ``None`` when the run may go on."""
+        j, n = i, len(buf)
+        while j < n and buf[j] == "`":
+            j += 1
+        if j == n and not final:
+            return None
+        run = j - i
+        if self._code == 0:
+            self._code = run
+        elif run == self._code:
+            self._code = 0
+        out.append(buf[i:j])
+        return j
+
+    def _bracket(self, buf: str, i: int, final: bool, out: list[str]) -> int | None:
+        """The ``[`` at ``buf[i]``: an Open WebUI citation escaped, a citation numbered (a group
+        followed by ``(`` is a link: kept), else the ``[`` alone; ``None`` when more text is
+        needed to decide."""
+        close = self._group_end(buf, i)
+        if close is None:  # undecided: wait for more text
+            if not final:
+                return None
+            close = -1
+        if close >= 0:
+            after = buf[close + 1 : close + 2]
+            if not after and not final:
+                return None
+            linked = _OWUI_CITATION_RE.match(buf, i)
+            if linked is not None:  # Open WebUI would link it to a source: [2\], [2\#x\]
+                out.append(linked.group(0)[:-1].replace("#", "\\#") + "\\]")
+                return linked.end()
+            replaced = None if after == "(" else self._citation(buf[i : close + 1])  # (: a link
+            if replaced is not None:
+                out.append(replaced)
+                return close + 1
+        out.append("[")
+        return i + 1
 
     @staticmethod
     def _group_end(buf: str, start: int) -> int | None:

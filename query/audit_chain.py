@@ -477,117 +477,158 @@ class _Walk:
     unchained: int = 0
 
 
-def _walk(nodes: list[_Node], start: str, sealer: Sealer, present: set[str]) -> _Walk:
-    """Rebuild the chain of ``nodes`` (files in date order) from ``start`` by its links and name
-    what does not fit (see the module doc); ``present``: the daily files that exist."""
-    out = _Walk()
-    n = len(nodes)
-    link = [nd.parsed.link_hash(sealer) for nd in nodes]
-    chained = [nd.parsed.claimed is not None for nd in nodes]
-    damaged = [nd.parsed.obj is None for nd in nodes]
-    lead = 0  # leading lines written before the chain existed: counted, not checked
-    while lead < n and not chained[lead] and not damaged[lead]:
-        lead += 1
-    out.unchained = lead
-    found: dict[int, list[ChainProblem]] = {}
+class _ChainWalk:
+    """The state of one :func:`_walk` over ``nodes`` (positions ``0 … n-1``): each line's link
+    hash and predecessor, the lines each hash is the predecessor of, the chain order rebuilt so
+    far (positions) and the problems found, per position."""
 
-    def problem(kind: Tamper, i: int, detail: str) -> None:
-        nd = nodes[i]
-        found.setdefault(i, []).append(ChainProblem(kind, nd.file, nd.line, nd.time, detail))
+    def __init__(self, nodes: list[_Node], start: str, sealer: Sealer, present: set[str]) -> None:
+        self.nodes = nodes
+        self.start = start
+        self.sealer = sealer
+        self.present = present
+        self.n = n = len(nodes)
+        self.link = [nd.parsed.link_hash(sealer) for nd in nodes]
+        self.chained = [nd.parsed.claimed is not None for nd in nodes]
+        self.damaged = [nd.parsed.obj is None for nd in nodes]
+        lead = 0  # leading lines written before the chain existed: counted, not checked
+        while lead < n and not self.chained[lead] and not self.damaged[lead]:
+            lead += 1
+        self.lead = lead
+        self.found: dict[int, list[ChainProblem]] = {}
+        # each line's predecessor: its prev; a line without one (unchained, damaged) follows the line above
+        self.pred: list[str] = [
+            (nd.parsed.prev or "") if self.chained[i] else (self.link[i - 1] if i else start)
+            for i, nd in enumerate(nodes)
+        ]
+        self.by_hash: dict[str, list[int]] = {}
+        for i, h in enumerate(self.link):
+            self.by_hash.setdefault(h, []).append(i)
+        self.children: dict[str, list[int]] = {}
+        for i, h in enumerate(self.pred):
+            self.children.setdefault(h, []).append(i)
+        self.known = set(self.by_hash) | {start}
+        self.visited = [False] * n
+        self.order: list[int] = []  # positions, in chain order
 
-    for i, nd in enumerate(nodes):
-        p = nd.parsed
-        if damaged[i]:
-            problem(Tamper.DAMAGED, i, f"{nd.where}: not a JSON record (damaged or cut short)")
-        elif not chained[i] and i >= lead:
-            problem(Tamper.INSERTED, i, f"{nd.where}: a record without a hash among chained records (inserted)")
-        elif chained[i] and p.algorithm != sealer.algorithm:
-            problem(Tamper.UNKEYED, i, f"{nd.where}: sealed with {p.algorithm}, not with the chain's key: forged, or "
-                    "written before the key was set")
-        elif p.intact is False:
-            problem(Tamper.CHANGED, i, f"{nd.where}: its content does not match its hash (changed)")
+    def problem(self, kind: Tamper, i: int, detail: str) -> None:
+        nd = self.nodes[i]
+        self.found.setdefault(i, []).append(ChainProblem(kind, nd.file, nd.line, nd.time, detail))
 
-    # each line's predecessor: its prev; a line without one (unchained, damaged) follows the line above
-    pred: list[str] = [
-        (nd.parsed.prev or "") if chained[i] else (link[i - 1] if i else start) for i, nd in enumerate(nodes)
-    ]
-    by_hash: dict[str, list[int]] = {}
-    for i, h in enumerate(link):
-        by_hash.setdefault(h, []).append(i)
-    children: dict[str, list[int]] = {}
-    for i, h in enumerate(pred):
-        children.setdefault(h, []).append(i)
-    known = set(by_hash) | {start}
-    visited = [False] * n
-    order: list[int] = []  # positions, in chain order
+    def line_problems(self) -> None:
+        """What each line shows on its own: damaged, unchained among chained, sealed without the
+        key, content not matching its hash."""
+        for i, nd in enumerate(self.nodes):
+            p = nd.parsed
+            if self.damaged[i]:
+                self.problem(Tamper.DAMAGED, i, f"{nd.where}: not a JSON record (damaged or cut short)")
+            elif not self.chained[i] and i >= self.lead:
+                self.problem(Tamper.INSERTED, i, f"{nd.where}: a record without a hash among chained records (inserted)")
+            elif self.chained[i] and p.algorithm != self.sealer.algorithm:
+                self.problem(Tamper.UNKEYED, i, f"{nd.where}: sealed with {p.algorithm}, not with the chain's key: "
+                             "forged, or written before the key was set")
+            elif p.intact is False:
+                self.problem(Tamper.CHANGED, i, f"{nd.where}: its content does not match its hash (changed)")
 
-    def goes_on(j: int) -> bool:
-        return any(not visited[k] and k != j for k in children.get(link[j], ()))
+    def goes_on(self, j: int) -> bool:
+        return any(not self.visited[k] and k != j for k in self.children.get(self.link[j], ()))
 
-    def follow(first: int) -> int:
+    def follow(self, first: int) -> int:
+        """Walk the chain from position ``first`` as far as it goes; the last position."""
         cur = first
         while True:
-            visited[cur] = True
-            order.append(cur)
-            cands = [j for j in children.get(link[cur], ()) if not visited[j]]
+            self.visited[cur] = True
+            self.order.append(cur)
+            cands = [j for j in self.children.get(self.link[cur], ()) if not self.visited[j]]
             if not cands:
                 return cur
             # a fork (a line inserted with a correct prev, a copied line): the line the chain goes on
             # from, then the nearest one below this line
-            cands.sort(key=lambda j: (not goes_on(j), j < cur, abs(j - cur)))
+            cands.sort(key=lambda j: (not self.goes_on(j), j < cur, abs(j - cur)))
             cur = cands[0]
 
-    roots = sorted(children.get(start, ()), key=lambda j: (not goes_on(j), j))
-    if roots:
-        follow(roots[0])
-    for j in range(n):  # lines whose predecessor is not in the log
-        if visited[j] or pred[j] in known:
-            continue
-        seg = len(order)
-        follow(j)
-        block = sorted(order[seg:])
-        end = block[-1] if block == list(range(j, j + len(block))) else None
-        nd = nodes[j]
-        if end is not None and j > 0 and end + 1 < n and pred[end + 1] == link[j - 1]:
-            for k in block:  # an island the chain passes over: a line forged with a made-up prev
-                problem(Tamper.INSERTED, k, f"{nodes[k].where}: not part of the chain (inserted)")
-            del order[seg:]
-            continue
-        if j > 0 and damaged[j - 1]:
-            continue  # the damaged line above explains it
-        if nd.parsed.prev_file and nd.parsed.prev_file not in present:
-            problem(Tamper.MISSING_FILE, j, f"{nd.parsed.prev_file} is missing: the first record of {nd.file} follows "
-                    "its last record")
+    def follow_start(self) -> None:
+        """Walk the chain from the line that follows ``start``."""
+        roots = sorted(self.children.get(self.start, ()), key=lambda j: (not self.goes_on(j), j))
+        if roots:
+            self.follow(roots[0])
+
+    def orphans(self) -> None:
+        """Walk each segment whose first line's predecessor is not in the log: an island the
+        chain passes over is inserted; else records (or a daily file) are missing before it."""
+        nodes, n = self.nodes, self.n
+        for j in range(n):
+            if self.visited[j] or self.pred[j] in self.known:
+                continue
+            seg = len(self.order)
+            self.follow(j)
+            block = sorted(self.order[seg:])
+            end = block[-1] if block == list(range(j, j + len(block))) else None
+            if end is not None and j > 0 and end + 1 < n and self.pred[end + 1] == self.link[j - 1]:
+                for k in block:  # an island the chain passes over: a line forged with a made-up prev
+                    self.problem(Tamper.INSERTED, k, f"{nodes[k].where}: not part of the chain (inserted)")
+                del self.order[seg:]
+                continue
+            if j > 0 and self.damaged[j - 1]:
+                continue  # the damaged line above explains it
+            self.missing_before(j)
+
+    def missing_before(self, j: int) -> None:
+        """Name what is missing before position ``j``, whose predecessor is not in the log."""
+        nd = self.nodes[j]
+        if nd.parsed.prev_file and nd.parsed.prev_file not in self.present:
+            self.problem(Tamper.MISSING_FILE, j, f"{nd.parsed.prev_file} is missing: the first record of {nd.file} "
+                         "follows its last record")
         elif j == 0:
-            problem(Tamper.REMOVED, j, f"records are missing before {nd.where}: the oldest records of the log are gone "
-                    "and no checkpoint covers them")
+            self.problem(Tamper.REMOVED, j, f"records are missing before {nd.where}: the oldest records of the log "
+                         "are gone and no checkpoint covers them")
         else:
-            above = nodes[j - 1].where
-            maybe = "" if sealer.key else f", or the record before it ({above}) was changed and its hash recomputed"
-            problem(Tamper.REMOVED, j, f"records are missing before {nd.where}: its predecessor is not in the log{maybe}")
+            above = self.nodes[j - 1].where
+            maybe = "" if self.sealer.key else f", or the record before it ({above}) was changed and its hash recomputed"
+            self.problem(Tamper.REMOVED, j, f"records are missing before {nd.where}: its predecessor is not in the "
+                         f"log{maybe}")
 
-    for k in range(n):
-        if not visited[k]:
-            dup = [j for j in by_hash.get(link[k], ()) if j != k]
-            copy = f" (a copy of {nodes[dup[0]].where})" if dup else ""
-            problem(Tamper.INSERTED, k, f"{nodes[k].where}: not part of the chain (inserted){copy}")
+    def unvisited(self) -> None:
+        """Every line no walk reached is inserted (a copy of another line, when it is one)."""
+        for k in range(self.n):
+            if not self.visited[k]:
+                dup = [j for j in self.by_hash.get(self.link[k], ()) if j != k]
+                copy = f" (a copy of {self.nodes[dup[0]].where})" if dup else ""
+                self.problem(Tamper.INSERTED, k, f"{self.nodes[k].where}: not part of the chain (inserted){copy}")
 
-    # reordered: the lines of the chain order off its longest increasing run of positions
-    in_order = _lis(order)
-    for idx, pos in enumerate(order):
-        if pos not in in_order:
-            where = f"right after {nodes[order[idx - 1]].where}" if idx else "first"
-            problem(Tamper.REORDERED, pos, f"{nodes[pos].where} is out of order: in the chain it comes {where}")
+    def reordered(self) -> None:
+        """The lines of the chain order off its longest increasing run of positions."""
+        in_order = _lis(self.order)
+        for idx, pos in enumerate(self.order):
+            if pos not in in_order:
+                where = f"right after {self.nodes[self.order[idx - 1]].where}" if idx else "first"
+                self.problem(Tamper.REORDERED, pos, f"{self.nodes[pos].where} is out of order: in the chain it comes {where}")
 
-    for i in sorted(found):
-        kinds = {prob.kind for prob in found[i]}
-        seen: set[Tamper] = set()
-        for prob in found[i]:
-            if prob.kind in seen or (prob.kind is Tamper.CHANGED and Tamper.INSERTED in kinds):
-                continue  # one problem per kind and line; a forged line: inserted says it
-            seen.add(prob.kind)
-            out.problems.append(prob)
-    return out
+    def problems(self) -> list[ChainProblem]:
+        """The problems found, by position: one per kind and line, and a forged line (inserted)
+        not also reported as changed."""
+        out: list[ChainProblem] = []
+        for i in sorted(self.found):
+            kinds = {prob.kind for prob in self.found[i]}
+            seen: set[Tamper] = set()
+            for prob in self.found[i]:
+                if prob.kind in seen or (prob.kind is Tamper.CHANGED and Tamper.INSERTED in kinds):
+                    continue  # one problem per kind and line; a forged line: inserted says it
+                seen.add(prob.kind)
+                out.append(prob)
+        return out
+
+
+def _walk(nodes: list[_Node], start: str, sealer: Sealer, present: set[str]) -> _Walk:
+    """Rebuild the chain of ``nodes`` (files in date order) from ``start`` by its links and name
+    what does not fit (see the module doc); ``present``: the daily files that exist."""
+    w = _ChainWalk(nodes, start, sealer, present)
+    w.line_problems()
+    w.follow_start()
+    w.orphans()
+    w.unvisited()
+    w.reordered()
+    return _Walk(w.problems(), w.lead)
 
 
 def _lis(seq: list[int]) -> set[int]:

@@ -162,34 +162,31 @@ def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def scan_citations(answer: str, sources: Iterable[Named]) -> CitationScan:
-    """All citations of ``answer`` against the shown ``sources`` (see the module doc)."""
-    text = nfc(answer)
-    sources_list = list(sources)
-    labels = _labels(sources_list)
+def _citation(text: str, start: int, end: int, labels: dict[str, Named]) -> Citation | None:
+    """The citation ``text[start:end]`` makes: of the shown source it names, invented when it
+    names none but looks like a file (:func:`looks_like_file`), ``None`` when it is no citation."""
+    name = text[start:end]
+    src, index = _resolve(name, labels)
+    if src is None and not looks_like_file(name):
+        return None
+    return Citation(
+        name=name,
+        start=start,
+        end=end,
+        filename=nfc(src.filename) if src else None,
+        doc_id=src.doc_id if src else None,
+        chunk_index=index,
+    )
+
+
+def _known_citations(text: str, sources: list[Named], labels: dict[str, Named]) -> tuple[list[Citation], str]:
+    """Step 1 of the scan: the ``[name]`` / ``[name#N]`` citations of a shown source's name in
+    ``text`` (longest names first: a name may contain another one, or brackets), and ``text``
+    with each of them blanked out (same length)."""
     found: list[Citation] = []
-
-    def add(start: int, end: int) -> bool:
-        name = text[start:end]
-        src, index = _resolve(name, labels)
-        if src is None and not looks_like_file(name):
-            return False
-        found.append(
-            Citation(
-                name=name,
-                start=start,
-                end=end,
-                filename=nfc(src.filename) if src else None,
-                doc_id=src.doc_id if src else None,
-                chunk_index=index,
-            )
-        )
-        return True
-
-    # 1. known names first, longest first (a name may contain another one, or brackets)
     masked = text
     if labels:
-        written = {nfc(n).strip() for s in sources_list for n in (s.filename, _stem(s.filename), s.doc_id)}
+        written = {nfc(n).strip() for s in sources for n in (s.filename, _stem(s.filename), s.doc_id)}
         alternatives = "|".join(re.escape(n) for n in sorted(written, key=len, reverse=True) if n)
         known_re = re.compile(
             r"\[\s*((?:" + alternatives + r")(?:\s*#\s*\d+)?)\s*\]", re.IGNORECASE
@@ -197,37 +194,59 @@ def scan_citations(answer: str, sources: Iterable[Named]) -> CitationScan:
         for m in known_re.finditer(text):
             if _resolve(m.group(1), labels)[0] is None:  # IGNORECASE is not casefold: re-check
                 continue
-            add(m.start(1), m.end(1))
+            c = _citation(text, m.start(1), m.end(1), labels)
+            if c is not None:
+                found.append(c)
             masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+    return found, masked
 
-    # 2. what is left: outermost bracket groups, split on , and ;
-    for o, c in _top_groups(masked):
-        start, end = o + 1, c
-        while True:  # unwrap doubled brackets [[x]]
-            start, end = _strip_span(masked, start, end)
-            if end - start >= 2 and masked[start] == "[" and masked[end - 1] == "]":
-                start, end = start + 1, end - 1
-            else:
-                break
-        if start >= end:
-            continue
-        whole = text[start:end]
-        if _resolve(whole, labels)[0] is not None:
-            add(start, end)
-            continue
+
+def _unwrapped(masked: str, o: int, c: int) -> tuple[int, int]:
+    """The span inside the bracket group ``masked[o:c + 1]``, doubled brackets ``[[x]]`` unwrapped
+    and surrounding spaces, quotes and emphasis stripped (empty when ``start >= end``)."""
+    start, end = o + 1, c
+    while True:
+        start, end = _strip_span(masked, start, end)
+        if end - start >= 2 and masked[start] == "[" and masked[end - 1] == "]":
+            start, end = start + 1, end - 1
+        else:
+            return start, end
+
+
+def _group_citations(text: str, start: int, end: int, labels: dict[str, Named]) -> list[Citation]:
+    """Step 2 of the scan for the bracket group ``text[start:end]``: itself when it names a shown
+    source; else its ``,`` / ``;`` parts when one names a shown source or two look like files;
+    else itself when it looks like a file; else its parts that look like files."""
+    whole = text[start:end]
+    if _resolve(whole, labels)[0] is not None:
+        spans = [(start, end)]
+    else:
         parts = [_strip_span(text, start + m.start(), start + m.end()) for m in re.finditer(r"[^,;]+", whole)]
         parts = [(s, e) for s, e in parts if s < e]
         known = [p for p in parts if _resolve(text[p[0] : p[1]], labels)[0] is not None]
         filelike = [p for p in parts if looks_like_file(text[p[0] : p[1]])]
         if known or len(filelike) >= 2:
-            for s, e in parts:
-                add(s, e)
+            spans = parts
         elif looks_like_file(whole):
-            add(start, end)
+            spans = [(start, end)]
         else:
-            for s, e in filelike:
-                add(s, e)
+            spans = filelike
+    return [c for s, e in spans if (c := _citation(text, s, e, labels)) is not None]
 
+
+def scan_citations(answer: str, sources: Iterable[Named]) -> CitationScan:
+    """All citations of ``answer`` against the shown ``sources`` (see the module doc)."""
+    text = nfc(answer)
+    sources_list = list(sources)
+    labels = _labels(sources_list)
+    # 1. known names first, longest first (a name may contain another one, or brackets)
+    found, masked = _known_citations(text, sources_list, labels)
+    # 2. what is left: outermost bracket groups, split on , and ;
+    for o, c in _top_groups(masked):
+        start, end = _unwrapped(masked, o, c)
+        if start >= end:
+            continue
+        found.extend(_group_citations(text, start, end, labels))
     found.sort(key=lambda c: c.start)
     return CitationScan(text, tuple(found))
 

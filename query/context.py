@@ -163,6 +163,74 @@ def _window(points: Sequence[StoredPoint], center: int, size: int) -> list[Store
     return [by_index[i] for i in sorted(chosen)]
 
 
+def _best_per_doc(ranked: Sequence[SearchResult]) -> list[SearchResult]:
+    """The best result of each document of ``ranked`` (best first), in that order."""
+    docs: list[SearchResult] = []
+    seen_docs: set[tuple[str, str]] = set()
+    for r in ranked:
+        if (r.collection, r.doc_id) not in seen_docs:
+            seen_docs.add((r.collection, r.doc_id))
+            docs.append(r)
+    return docs
+
+
+def _broad_window(points: Sequence[StoredPoint], best: SearchResult, size: int) -> list[StoredPoint]:
+    """Up to ``size`` of ``best``'s document's ``points``: its hit, then the chunks stating the
+    most facts (nearest the hit first on a tie), in chunk order; ``[]`` when the hit itself was
+    not returned."""
+    mine = [p for p in points if p.payload.doc_id == best.doc_id]
+    hit = [p for p in mine if p.payload.chunk_index == best.chunk_index]
+    rest = sorted((p for p in mine if p.payload.chunk_index != best.chunk_index),
+                  key=lambda p: (-_fact_weight(p.payload.text), abs(p.payload.chunk_index - best.chunk_index)))
+    return sorted(hit + rest[: size - 1], key=lambda p: p.payload.chunk_index) if hit else []
+
+
+def _doc_window(
+    best: SearchResult, store: Store, principals: frozenset[str], size: int, *, broad: bool
+) -> list[StoredPoint]:
+    """Up to ``size`` chunks of ``best``'s document around its hit, read again through
+    ``store.chunks_of`` under the rights filter (twice as far each side for a broad question);
+    ``[]`` when the hit is no longer readable. Raises :class:`~ancre.errors.StoreError`."""
+    reach = size * 2 if broad else size
+    wanted = range(max(0, best.chunk_index - reach + 1), best.chunk_index + reach)
+    points = store.chunks_of(best.collection, best.doc_id, list(wanted), principals)
+    if broad:
+        return _broad_window(points, best, size)
+    return [p for p in _window(points, best.chunk_index, size) if p.payload.doc_id == best.doc_id]
+
+
+def _extract(p: StoredPoint, score: float | None) -> Extract:
+    """The :class:`Extract` of chunk ``p`` (``score``: its RRF score when it was a hit)."""
+    pl = p.payload
+    return Extract(
+        filename=pl.filename,
+        doc_id=pl.doc_id,
+        chunk_index=pl.chunk_index,
+        text=pl.text,
+        location=pl.location,
+        path=pl.path,
+        collection=pl.collection,
+        score=score,
+        heading_path=tuple(pl.heading_path),
+        modified_at=pl.modified_at,
+    )
+
+
+def _source(p: StoredPoint, score: float) -> Source:
+    """The :class:`Source` of chunk ``p``'s document, its rights as read with ``p``."""
+    first = p.payload
+    acl = first.acl()
+    return Source(
+        filename=first.filename,
+        doc_id=first.doc_id,
+        path=first.path,
+        location=first.location,
+        collection=first.collection,
+        acl_digest=acl.digest(),
+        score=score,
+    )
+
+
 def build_context(
     results: Sequence[SearchResult],
     store: Store,
@@ -181,12 +249,7 @@ def build_context(
         return Context()
     ranked = sorted(results, key=lambda r: -r.score)
     hit_scores = {(r.collection, r.doc_id, r.chunk_index): r.score for r in ranked}
-    docs: list[SearchResult] = []  # best result per document, best first
-    seen_docs: set[tuple[str, str]] = set()
-    for r in ranked:
-        if (r.collection, r.doc_id) not in seen_docs:
-            seen_docs.add((r.collection, r.doc_id))
-            docs.append(r)
+    docs = _best_per_doc(ranked)
 
     extracts: list[Extract] = []
     sources: list[Source] = []
@@ -203,54 +266,16 @@ def build_context(
         size = cfg.principal_max if principal is None else cfg.chunks_per_complement
         if broad:
             size = share
-        reach = size * 2 if broad else size
-        wanted = range(max(0, best.chunk_index - reach + 1), best.chunk_index + reach)
-        points = store.chunks_of(best.collection, best.doc_id, list(wanted), principals)
-        if broad:
-            mine = [p for p in points if p.payload.doc_id == best.doc_id]
-            hit = [p for p in mine if p.payload.chunk_index == best.chunk_index]
-            rest = sorted((p for p in mine if p.payload.chunk_index != best.chunk_index),
-                          key=lambda p: (-_fact_weight(p.payload.text), abs(p.payload.chunk_index - best.chunk_index)))
-            window = sorted(hit + rest[: size - 1], key=lambda p: p.payload.chunk_index) if hit else []
-        else:
-            window = [
-                p for p in _window(points, best.chunk_index, size) if p.payload.doc_id == best.doc_id
-            ]
+        window = _doc_window(best, store, principals, size, broad=broad)
         new = [p for p in window if _text_key(p.payload.text) not in kept_texts]
         if not new:
             continue
         principal = principal or best
         kept_names.add(name_key(best.filename))
         for p in new:
-            pl = p.payload
-            kept_texts.add(_text_key(pl.text))
-            extracts.append(
-                Extract(
-                    filename=pl.filename,
-                    doc_id=pl.doc_id,
-                    chunk_index=pl.chunk_index,
-                    text=pl.text,
-                    location=pl.location,
-                    path=pl.path,
-                    collection=pl.collection,
-                    score=hit_scores.get((best.collection, pl.doc_id, pl.chunk_index)),
-                    heading_path=tuple(pl.heading_path),
-                    modified_at=pl.modified_at,
-                )
-            )
-        first = new[0].payload
-        acl = first.acl()
-        sources.append(
-            Source(
-                filename=first.filename,
-                doc_id=first.doc_id,
-                path=first.path,
-                location=first.location,
-                collection=first.collection,
-                acl_digest=acl.digest(),
-                score=best.score,
-            )
-        )
+            kept_texts.add(_text_key(p.payload.text))
+            extracts.append(_extract(p, hit_scores.get((best.collection, p.payload.doc_id, p.payload.chunk_index))))
+        sources.append(_source(new[0], best.score))
     if principal is None:
         return Context()
 

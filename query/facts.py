@@ -670,6 +670,90 @@ def _doc_texts(extracts: Sequence[Extract], filename: str) -> list[str]:
     return texts
 
 
+def _masked_body(scan: CitationScan) -> str:
+    """``scan.text`` with every citation and its brackets blanked (line breaks kept, so positions
+    stay those of ``scan.text``): the citations themselves are no facts."""
+    text = scan.text
+    masked = list(text)
+    for c in scan.citations:
+        lo = c.start - 1 if c.start > 0 and text[c.start - 1] == "[" else c.start
+        hi = c.end + 1 if c.end < len(text) and text[c.end] == "]" else c.end
+        for i in range(lo, hi):
+            if masked[i] != "\n":
+                masked[i] = " "
+    return "".join(masked)
+
+
+def _sentence_citations(sentences: Sequence[_Sentence], body: str, scan: CitationScan) -> list[list[str | None]]:
+    """The file names each of ``sentences`` cites (``None``: a citation of no document of the
+    context), by position in ``body``; a citation opening a sentence of the same paragraph also
+    closes the previous sentence."""
+    cites: list[list[str | None]] = [[] for _ in sentences]
+    for c in scan.citations:
+        idx = next((i for i, s in enumerate(sentences) if s.start <= c.start < s.end), None)
+        if idx is None:
+            idx = max((i for i, s in enumerate(sentences) if s.start <= c.start), default=None)
+        if idx is None:
+            continue
+        cites[idx].append(c.filename)
+        before = body[sentences[idx].start : c.start]
+        if idx > 0 and not before.strip(" \t*_([") and sentences[idx - 1].paragraph == sentences[idx].paragraph:
+            cites[idx - 1].append(c.filename)  # « … HT. [x.docx] Il est … »: the citation closes the previous one
+    return cites
+
+
+def _evidence_files(
+    cited: Sequence[str | None], sent: _Sentence, cited_paragraphs: set[int], cited_anywhere: Sequence[str]
+) -> tuple[str, ...] | None:
+    """The documents whose extracts must support a sentence's facts (``None``: every extract):
+    those it cites (``()`` when it cites only invented ones: no evidence); every extract in a
+    paragraph that cites elsewhere; else every document the answer cites, or every extract when it
+    cites none."""
+    valid = tuple(dict.fromkeys(f for f in cited if f))
+    if cited:
+        return valid
+    if sent.paragraph in cited_paragraphs:
+        return None
+    if cited_anywhere:
+        return tuple(cited_anywhere)
+    return None
+
+
+class _EvidenceCache:
+    """The :class:`Evidence` of a set of documents of ``context``, computed once per set."""
+
+    def __init__(self, context: Context, all_texts: list[str]) -> None:
+        self._context = context
+        self._all_texts = all_texts
+        self._cache: dict[tuple[str, ...], Evidence] = {}
+
+    def get(self, files: tuple[str, ...] | None) -> Evidence:
+        """The evidence of the extracts of ``files`` (``None``: of every extract and file name)."""
+        k = files if files is not None else ("\x00all",)
+        if k not in self._cache:
+            if files is None:
+                self._cache[k] = Evidence.of(self._all_texts)
+            else:
+                self._cache[k] = Evidence.of([t for f in files for t in _doc_texts(self._context.extracts, f)])
+        return self._cache[k]
+
+
+def _label(f: Fact, ev: Evidence) -> str:
+    """How an unsupported fact is reported: its text, whitespace collapsed — for a name, only
+    its runs of words ``ev`` lacks, joined by « … »."""
+    label = " ".join(f.text.split())
+    if f.kind is FactKind.NAME and f.words:
+        missing = [i for i, ks in enumerate(f.keys) if not ks & ev.keys]
+        runs: list[list[int]] = []
+        for j in missing:
+            if runs and runs[-1][-1] == j - 1:
+                runs[-1].append(j)
+            else:
+                runs.append([j])
+        label = " … ".join(" ".join(f.words[j] for j in r) for r in runs)
+    return label
+
+
 def unsupported_facts(
     answer: str,
     context: Context,
@@ -686,43 +770,16 @@ def unsupported_facts(
         return ()
     scan = scan if scan is not None else scan_citations(answer, context.sources)
     text = scan.text
-    masked = list(text)
-    for c in scan.citations:  # the citations themselves are no facts; their brackets neither
-        lo = c.start - 1 if c.start > 0 and text[c.start - 1] == "[" else c.start
-        hi = c.end + 1 if c.end < len(text) and text[c.end] == "]" else c.end
-        for i in range(lo, hi):
-            if masked[i] != "\n":
-                masked[i] = " "
-    body = "".join(masked)
+    body = _masked_body(scan)
 
     all_texts = [e.text for e in context.extracts] + [s.filename for s in context.sources]
     names = known_names([*(e.text for e in context.extracts), question])
     sentences = _sentences(body)
-    cites: list[list[str | None]] = [[] for _ in sentences]
-    for c in scan.citations:
-        idx = next((i for i, s in enumerate(sentences) if s.start <= c.start < s.end), None)
-        if idx is None:
-            idx = max((i for i, s in enumerate(sentences) if s.start <= c.start), default=None)
-        if idx is None:
-            continue
-        cites[idx].append(c.filename)
-        before = body[sentences[idx].start : c.start]
-        if idx > 0 and not before.strip(" \t*_([") and sentences[idx - 1].paragraph == sentences[idx].paragraph:
-            cites[idx - 1].append(c.filename)  # « … HT. [x.docx] Il est … »: the citation closes the previous one
+    cites = _sentence_citations(sentences, body, scan)
     cited_anywhere = list(dict.fromkeys(c.filename for c in scan.citations if c.filename))
     cited_paragraphs = {sentences[i].paragraph for i, cs in enumerate(cites) if cs}
     question_facts = Evidence.of([question]) if question else Evidence(frozenset())
-
-    cache: dict[tuple[str, ...], Evidence] = {}
-
-    def evidence(files: tuple[str, ...] | None) -> Evidence:
-        k = files if files is not None else ("\x00all",)
-        if k not in cache:
-            if files is None:
-                cache[k] = Evidence.of(all_texts)
-            else:
-                cache[k] = Evidence.of([t for f in files for t in _doc_texts(context.extracts, f)])
-        return cache[k]
+    evidences = _EvidenceCache(context, all_texts)
 
     found: list[UnsupportedFact] = []
     seen: set[str] = set()
@@ -731,32 +788,15 @@ def unsupported_facts(
         facts = scan_facts(sentence_text, names)
         if not facts:
             continue
-        valid = tuple(dict.fromkeys(f for f in cites[i] if f))
-        if cites[i]:
-            files: tuple[str, ...] | None = valid  # () when only invented citations: no evidence
-        elif sent.paragraph in cited_paragraphs:
-            files = None
-        elif cited_anywhere:
-            files = tuple(cited_anywhere)
-        else:
-            files = None
-        ev = evidence(files)
+        files = _evidence_files(cites[i], sent, cited_paragraphs, cited_anywhere)
+        ev = evidences.get(files)
         negative = _negative(sentence_text)
         for f in facts:
             if ev.supports(f):
                 continue
             if negative and question_facts.supports(f):
                 continue
-            label = " ".join(f.text.split())
-            if f.kind is FactKind.NAME and f.words:
-                missing = [i for i, ks in enumerate(f.keys) if not ks & ev.keys]
-                runs: list[list[int]] = []
-                for j in missing:
-                    if runs and runs[-1][-1] == j - 1:
-                        runs[-1].append(j)
-                    else:
-                        runs.append([j])
-                label = " … ".join(" ".join(f.words[j] for j in r) for r in runs)
+            label = _label(f, ev)
             if label.casefold() in seen:
                 continue
             seen.add(label.casefold())

@@ -161,6 +161,35 @@ def _read(conn: Connector, batch: list[ChunkPayload]) -> dict[str, Acl | None]:
     return {pl.doc_id: by_path.get(pl.path) for pl in batch}
 
 
+_Key = tuple[str, str]
+"""A document's reading key: ``(source, doc_id)``."""
+
+_Failure = tuple[Outcome, str]
+"""Why a document's ACL could not be read: ``(outcome, reason)``."""
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Documents of one source read in one call; ``ticket``: the ACL writer's ticket taken
+    before the reading."""
+
+    source: str
+    docs: list[ChunkPayload]
+    ticket: int
+
+
+def _decided(
+    pl: ChunkPayload, outcome: Outcome, readable: bool, principals: frozenset[str], reason: str | None = None,
+    age: float = 0.0,
+) -> RightsCheck:
+    """The :class:`RightsCheck` of ``pl``'s document: never readable with empty ``principals``;
+    ``age`` seconds rounded to the millisecond, never negative."""
+    return RightsCheck(
+        pl.doc_id, pl.source, pl.path, pl.filename, pl.collection, outcome,
+        readable and bool(principals), reason, round(max(0.0, age), 3),
+    )
+
+
 class LiveAclChecker:
     """Reads documents' current ACLs from their sources for the query core (see the module doc).
 
@@ -267,7 +296,30 @@ class LiveAclChecker:
             docs.setdefault(pl.doc_id, pl)
         now = self._clock()
         # a document is identified by its doc_id (<source>:<native id>), never by its path
-        readings: dict[tuple[str, str], _Reading] = {}
+        readings, todo = self._from_cache(docs, now)
+        failures: dict[_Key, _Failure] = {}
+        batches = self._submit(todo, failures)
+        if batches:
+            self._collect(batches, readings, failures)
+        self._log_unreachable(failures)
+        out: dict[str, RightsCheck] = {}
+        for doc_id, pl in docs.items():
+            key = (pl.source, doc_id)
+            stored = pl.acl()
+            if key in failures:
+                out[doc_id] = self._decide_failed(pl, stored, failures[key], principals)
+            else:
+                out[doc_id] = self._decide_read(pl, stored, readings[key], principals, now)
+        return out
+
+    # ------------------------------------------------------------------ steps of check
+
+    def _from_cache(
+        self, docs: dict[str, ChunkPayload], now: float
+    ) -> tuple[dict[_Key, _Reading], dict[str, list[ChunkPayload]]]:
+        """The cached readings of ``docs`` still valid at ``now``, and the other documents to read,
+        grouped by source (in order of first appearance)."""
+        readings: dict[_Key, _Reading] = {}
         todo: dict[str, list[ChunkPayload]] = defaultdict(list)
         for pl in docs.values():
             key = (pl.source, pl.doc_id)
@@ -276,9 +328,15 @@ class LiveAclChecker:
                 readings[key] = hit
             else:
                 todo[pl.source].append(pl)
+        return readings, todo
 
-        failures: dict[tuple[str, str], tuple[Outcome, str]] = {}
-        futures: dict[Future[dict[str, Acl | None]], tuple[str, list[ChunkPayload], int]] = {}
+    def _submit(
+        self, todo: dict[str, list[ChunkPayload]], failures: dict[_Key, _Failure]
+    ) -> dict[Future[dict[str, Acl | None]], _Batch]:
+        """Submit the readings of ``todo`` to the pool, in up to ``live_acl_workers`` batches per
+        source, each with the writer's ticket taken before it is read; a source whose connector
+        can't be built gets ``no_source`` in ``failures`` for each of its documents."""
+        futures: dict[Future[dict[str, Acl | None]], _Batch] = {}
         for source, pending in todo.items():
             if not pending:
                 continue
@@ -290,75 +348,79 @@ class LiveAclChecker:
                 continue
             for batch in _slices(pending, self.cfg.live_acl_workers):
                 ticket = self.writer.ticket()  # before the reading: orders its write-back
-                futures[self._pool.submit(_read, conn, batch)] = (source, batch, ticket)
-        if futures:
-            timeout = self.cfg.live_acl_timeout_s
-            done, not_done = wait(futures, timeout=timeout)
-            read_at = self._clock()
-            for fut in not_done:
-                fut.cancel()
-                source, batch, _ticket = futures[fut]
-                for pl in batch:
-                    failures[(source, pl.doc_id)] = ("unreachable", f"source {source!r}: no answer within {timeout:g} s")
-            for fut in done:
-                source, batch, ticket = futures[fut]
-                try:
-                    got = fut.result()
-                except SourceUnavailableError as e:
-                    reason = str(e)
-                except Exception as e:  # noqa: BLE001 - any failure of a source: fail closed
-                    log.warning("live ACL check: source %s failed: %s: %s", source, type(e).__name__, e)
-                    reason = f"source {source!r}: {type(e).__name__}: {e}"
-                else:
-                    for pl in batch:
-                        reading = _Reading(got.get(pl.doc_id), read_at, ticket)
-                        readings[(source, pl.doc_id)] = reading
-                        self._remember((source, pl.doc_id), reading)
-                    with self._lock:
-                        self.reads += len(batch)
-                    continue
-                for pl in batch:
-                    failures[(source, pl.doc_id)] = ("unreachable", reason)
+                futures[self._pool.submit(_read, conn, batch)] = _Batch(source, batch, ticket)
+        return futures
+
+    def _collect(
+        self,
+        futures: dict[Future[dict[str, Acl | None]], _Batch],
+        readings: dict[_Key, _Reading],
+        failures: dict[_Key, _Failure],
+    ) -> None:
+        """Wait at most ``live_acl_timeout_s`` seconds for ``futures``: each answered batch's
+        readings go to ``readings`` (and the cache), each batch that timed out or failed marks its
+        documents ``unreachable`` in ``failures`` (fail closed)."""
+        timeout = self.cfg.live_acl_timeout_s
+        done, not_done = wait(futures, timeout=timeout)
+        read_at = self._clock()
+        for fut in not_done:
+            fut.cancel()
+            b = futures[fut]
+            for pl in b.docs:
+                failures[(b.source, pl.doc_id)] = ("unreachable", f"source {b.source!r}: no answer within {timeout:g} s")
+        for fut in done:
+            b = futures[fut]
+            try:
+                got = fut.result()
+            except SourceUnavailableError as e:
+                reason = str(e)
+            except Exception as e:  # noqa: BLE001 - any failure of a source: fail closed
+                log.warning("live ACL check: source %s failed: %s: %s", b.source, type(e).__name__, e)
+                reason = f"source {b.source!r}: {type(e).__name__}: {e}"
+            else:
+                for pl in b.docs:
+                    reading = _Reading(got.get(pl.doc_id), read_at, b.ticket)
+                    readings[(b.source, pl.doc_id)] = reading
+                    self._remember((b.source, pl.doc_id), reading)
+                with self._lock:
+                    self.reads += len(b.docs)
+                continue
+            for pl in b.docs:
+                failures[(b.source, pl.doc_id)] = ("unreachable", reason)
+
+    def _log_unreachable(self, failures: dict[_Key, _Failure]) -> None:
+        """One warning per source that could not be reached in ``failures``."""
         for source in {s for (s, _p), (o, _r) in failures.items() if o == "unreachable"}:
             log.warning(
                 "live ACL check: source %s unreachable: its documents are %s", source,
                 "judged on the stored ACL" if self.cfg.live_acl_on_unreachable == "stored" else "left out",
             )
 
-        def decided(
-            doc_id: str, pl: ChunkPayload, outcome: Outcome, readable: bool, reason: str | None = None, age: float = 0.0
-        ) -> RightsCheck:
-            return RightsCheck(
-                doc_id, pl.source, pl.path, pl.filename, pl.collection, outcome,
-                readable and bool(principals), reason, round(max(0.0, age), 3),
-            )
+    def _decide_failed(
+        self, pl: ChunkPayload, stored: Acl, failure: _Failure, principals: frozenset[str]
+    ) -> RightsCheck:
+        """The decision on a document whose ACL could not be read: left out, or judged on the
+        ``stored`` ACL for an unreachable source with ``live_acl_on_unreachable = "stored"``."""
+        outcome, reason = failure
+        if outcome == "unreachable" and self.cfg.live_acl_on_unreachable == "stored":
+            return _decided(pl, "stored", stored.readable_by(principals), principals, reason)
+        return _decided(pl, outcome, False, principals, reason)
 
-        out: dict[str, RightsCheck] = {}
-        for doc_id, pl in docs.items():
-            key = (pl.source, doc_id)
-            stored = pl.acl()
-
-            if key in failures:
-                outcome, reason = failures[key]
-                if outcome == "unreachable" and self.cfg.live_acl_on_unreachable == "stored":
-                    out[doc_id] = decided(doc_id, pl, "stored", stored.readable_by(principals), reason)
-                else:
-                    out[doc_id] = decided(doc_id, pl, outcome, False, reason)
-                continue
-            reading = readings[key]
-            age = now - reading.at if reading.at < now else 0.0
-            if reading.acl is None:
-                out[doc_id] = decided(doc_id, pl, "gone", False, "no longer at its source", age)
-                continue
-            fresh = reading.acl
-            if fresh.digest() != stored.digest():
-                readable = fresh.readable_by(principals)
-                if self._apply(pl, fresh, reading.ticket) is AclWrite.STALE:
-                    readable = readable and stored.readable_by(principals)  # fail closed on both readings
-                out[doc_id] = decided(doc_id, pl, "changed", readable, fresh.reason, age)
-            else:
-                out[doc_id] = decided(doc_id, pl, "live", fresh.readable_by(principals), fresh.reason, age)
-        return out
+    def _decide_read(
+        self, pl: ChunkPayload, stored: Acl, reading: _Reading, principals: frozenset[str], now: float
+    ) -> RightsCheck:
+        """The decision on a document from its ``reading``: ``gone``, ``changed`` (the index is
+        updated at once; a stale write-back is decided on both ACLs, fail closed) or ``live``."""
+        age = now - reading.at if reading.at < now else 0.0
+        if reading.acl is None:
+            return _decided(pl, "gone", False, principals, "no longer at its source", age)
+        fresh = reading.acl
+        if fresh.digest() != stored.digest():
+            readable = fresh.readable_by(principals)
+            if self._apply(pl, fresh, reading.ticket) is AclWrite.STALE:
+                readable = readable and stored.readable_by(principals)  # fail closed on both readings
+            return _decided(pl, "changed", readable, principals, fresh.reason, age)
+        return _decided(pl, "live", fresh.readable_by(principals), principals, fresh.reason, age)
 
     def close(self) -> None:
         """Stop the pool (pending readings are cancelled) and close the connectors built here."""

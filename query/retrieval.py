@@ -23,6 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ancre.index.bm25 import Bm25Hit, Bm25Manager
 from ancre.index.embedders import Embedder
@@ -31,6 +32,9 @@ from ancre.models import COLLECTIONS, SearchResult, StoredPoint
 from ancre.query.live_acl import LiveAclChecker, RightsCheck, Unverified, unchecked, unverified
 from ancre.query.relevance import RARE_FRACTION, RARE_MIN_DF
 from ancre.settings import QueryConfig
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,39 @@ def rrf(lists: dict[str, Sequence[str]], k: int = 60) -> dict[str, tuple[float, 
             ranks = {**ranks, name: rank}
             fused[pid] = (score + 1.0 / (k + rank), ranks)
     return fused
+
+
+_Ranked = tuple[str, tuple[float, dict[str, int]]]
+"""One fused result: ``(point id, (RRF score, {list: 1-based rank}))``."""
+
+
+def _store_keyword_hits(
+    kstore: KeywordStore, question: str, principals: frozenset[str], k: int
+) -> tuple[list[Bm25Hit], dict[str, StoredPoint]]:
+    """The best ``k`` keyword hits of the store itself over every collection (its rights filter
+    is inside the query, so the points are a fresh read), best first, and ``{point id: point}``."""
+    kw: list[StoredPoint] = []
+    for coll in COLLECTIONS if k else ():
+        kw.extend(kstore.keyword_search(coll, question, principals, k))
+    kw.sort(key=_best_first)
+    hits = [Bm25Hit(p.id, p.payload.collection, p.score or 0.0) for p in kw[:k]]
+    return hits, {p.id: p for p in kw[:k]}
+
+
+def _results(order: list[_Ranked], by_id: dict[str, StoredPoint]) -> tuple[SearchResult, ...]:
+    """The :class:`~ancre.models.SearchResult` of each fused result of ``order``, in order."""
+    results = []
+    for pid, (score, ranks) in order:
+        pl = by_id[pid].payload
+        results.append(
+            SearchResult(
+                point_id=pid, doc_id=pl.doc_id, filename=pl.filename, path=pl.path,
+                location=pl.location, chunk_index=pl.chunk_index, score=score,
+                found_by=tuple(name for name in ("vector", "bm25") if name in ranks),
+                text=pl.text, collection=pl.collection, ranks=ranks,
+            )
+        )
+    return tuple(results)
 
 
 class Retriever:
@@ -155,37 +192,19 @@ class Retriever:
         qvec = self.embedder.embed_query(question) if "vector" in lists else None
         t1 = time.perf_counter()
 
-        by_id: dict[str, StoredPoint] = {}
-        vec_hits: list[StoredPoint] = []
-        if qvec is not None:
-            for coll in COLLECTIONS:
-                vec_hits.extend(self.store.search(coll, qvec, principals, n))
-        vec_hits.sort(key=_best_first)
-        vec_hits = vec_hits[:n]
-        for p in vec_hits:
-            by_id[p.id] = p
+        vec_hits = self._vector_hits(qvec, principals, n)
+        by_id: dict[str, StoredPoint] = {p.id: p for p in vec_hits}
         t2 = time.perf_counter()
 
         k = n if "bm25" in lists else 0
-        fresh: dict[str, StoredPoint] = {}
         kstore = self._keyword_store()
         if kstore is not None:  # rights filter inside the query: the hits are a fresh read
-            kw: list[StoredPoint] = []
-            for coll in COLLECTIONS if k else ():
-                kw.extend(kstore.keyword_search(coll, question, principals, k))
-            kw.sort(key=_best_first)
-            bm25_hits = [Bm25Hit(p.id, p.payload.collection, p.score or 0.0) for p in kw[:k]]
-            fresh = {p.id: p for p in kw[:k]}
+            bm25_hits, fresh = _store_keyword_hits(kstore, question, principals, k)
             t3 = time.perf_counter()
         else:
             bm25_hits = self.bm25.get().search(question, k, principals)
             t3 = time.perf_counter()
-            wanted: dict[str, list[str]] = defaultdict(list)
-            for h in bm25_hits:
-                wanted[h.collection].append(h.point_id)
-            for coll, ids in wanted.items():
-                for p in self.store.retrieve(coll, ids, principals):
-                    fresh[p.id] = p
+            fresh = self._reread(bm25_hits, principals)
         bm25_ids = [h.point_id for h in bm25_hits if h.point_id in fresh]
         for pid in bm25_ids:
             by_id.setdefault(pid, fresh[pid])
@@ -196,21 +215,11 @@ class Retriever:
         t_fused = time.perf_counter()
         order, rights = self._allowed(ranked, by_id, principals, limit)
         t_live = time.perf_counter()
-        results = []
-        for pid, (score, ranks) in order:
-            pl = by_id[pid].payload
-            results.append(
-                SearchResult(
-                    point_id=pid, doc_id=pl.doc_id, filename=pl.filename, path=pl.path,
-                    location=pl.location, chunk_index=pl.chunk_index, score=score,
-                    found_by=tuple(name for name in ("vector", "bm25") if name in ranks),
-                    text=pl.text, collection=pl.collection, ranks=ranks,
-                )
-            )
+        results = _results(order, by_id)
         t5 = time.perf_counter()
         ms = 1000.0
         return Retrieval(
-            tuple(results),
+            results,
             bm25_dropped=len(bm25_hits) - len(bm25_ids),
             timings=RetrievalTimings(
                 (t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms, (t4 - t3) * ms,
@@ -219,13 +228,35 @@ class Retriever:
             rights=rights,
         )
 
+    def _vector_hits(self, qvec: np.ndarray | None, principals: frozenset[str], n: int) -> list[StoredPoint]:
+        """The best ``n`` vector hits for ``qvec`` (``(d,)`` float32) over every collection, under the store's rights
+        filter, best first (none without a query vector)."""
+        hits: list[StoredPoint] = []
+        if qvec is not None:
+            for coll in COLLECTIONS:
+                hits.extend(self.store.search(coll, qvec, principals, n))
+        hits.sort(key=_best_first)
+        return hits[:n]
+
+    def _reread(self, hits: list[Bm25Hit], principals: frozenset[str]) -> dict[str, StoredPoint]:
+        """``{point id: point}`` of the snapshot's ``hits`` re-read from the store under the
+        rights filter, one call per collection: a hit gone or now forbidden is absent."""
+        wanted: dict[str, list[str]] = defaultdict(list)
+        for h in hits:
+            wanted[h.collection].append(h.point_id)
+        fresh: dict[str, StoredPoint] = {}
+        for coll, ids in wanted.items():
+            for p in self.store.retrieve(coll, ids, principals):
+                fresh[p.id] = p
+        return fresh
+
     def _allowed(
         self,
-        ranked: list[tuple[str, tuple[float, dict[str, int]]]],
+        ranked: list[_Ranked],
         by_id: dict[str, StoredPoint],
         principals: frozenset[str],
         limit: int,
-    ) -> tuple[list[tuple[str, tuple[float, dict[str, int]]]], tuple[RightsCheck, ...]]:
+    ) -> tuple[list[_Ranked], tuple[RightsCheck, ...]]:
         """The first ``limit`` of ``ranked`` whose document passes the live check, and every
         check made. Each round checks the unchecked documents among the current top ``limit``;
         a refused document lets the next results move up (the loop ends when the top is made

@@ -317,6 +317,118 @@ def _broad_list(cfg: ReportsConfig, directory: Directory) -> tuple[list[_Broad],
     return out, notes
 
 
+_Reached = tuple[Reach, frozenset[str]]
+"""How far a document reaches, and the token (a broad principal and what it implies) that reads it."""
+
+
+class _Reach:
+    """The reach of each distinct stored ACL at ``now`` (computed once per ACL), and the names of
+    the principals it names (looked up once each in the directory)."""
+
+    def __init__(
+        self, directory: Directory, readers: _Readers, configured: list[_Broad], cfg: ReportsConfig, now: float
+    ) -> None:
+        self.directory = directory
+        self.readers = readers
+        self.configured = configured
+        self.cfg = cfg
+        self.now = now
+        self._names: dict[str, str] = {}
+        self._reach_of: dict[tuple[object, ...], _Reached | None] = {}
+
+    def name_of(self, principal: str) -> str:
+        """The directory's name of a ``sid:`` principal, else (or when it has none) the principal."""
+        names = self._names
+        if principal not in names:
+            try:
+                names[principal] = (self.directory.name_of(principal) if principal.startswith("sid:") else None) or principal
+            except DirectoryError:
+                names[principal] = principal
+        return names[principal]
+
+    def __call__(self, p: ChunkPayload) -> _Reached | None:
+        """The reach of ``p``'s document: the broadest principal its ACL admits (tried from the
+        broadest), else the principal most of its readers hold when they are more than
+        ``broad_share`` of the users; ``None``: not broadly readable."""
+        key = _acl_key(p)
+        if key in self._reach_of:
+            return self._reach_of[key]
+        acl, now, readers = p.acl(), self.now, self.readers
+        n, most = readers.count(acl, now)
+        total = readers.total
+        tried = list(_WELL_KNOWN)
+        tried += [_Broad(a, "Domain Users", frozenset({EVERYONE, AUTHENTICATED_USERS}))
+                  for a in sorted(acl.allow) if _DOMAIN_USERS_RE.match(a)]
+        tried += [_Broad(EVERYONE_INTERNAL, "Entra: everyone except external users", frozenset())]
+        tried += self.configured
+        out: _Reached | None = None
+        for b in tried:
+            if acl.readable_by(b.token(), now):
+                name = b.name if b.name != "Domain Users" else f"{self.name_of(b.principal)} (Domain Users)"
+                out = (Reach(principal=b.principal, name=name, basis=Basis.PRINCIPAL, readers=n, users=total,
+                             unresolved=readers.unresolved, until=_iso(_until(acl, b.token(), now))), b.token())
+                break
+        if out is None and n is not None and total and most is not None and n / total > self.cfg.broad_share:
+            token = frozenset({most})
+            out = (Reach(principal=most, name=self.name_of(most), basis=Basis.SHARE, readers=n, users=total,
+                         unresolved=readers.unresolved, until=_iso(_until(acl, token, now))), token)
+        self._reach_of[key] = out
+        return out
+
+
+@dataclass
+class _Scanned:
+    """What one pass over the index found: the exposed documents (by ``doc_id``, their text
+    scanned), the documents of each ``(source, location)`` folder that are not, and the chunks read."""
+
+    docs: dict[str, _Doc] = field(default_factory=dict)
+    restricted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    chunks: int = 0
+
+
+def _scan_index(store: Store, reach: _Reach, sources: Sequence[str] | None) -> _Scanned:
+    """Read every chunk of the index (only those of ``sources`` when given) once; scan the text of
+    those whose document is broadly readable. Raises :class:`~ancre.errors.StoreError`."""
+    out = _Scanned()
+    wanted = set(sources) if sources else None
+    for coll in COLLECTIONS:
+        for point in store.scroll(coll):
+            p = point.payload
+            if wanted is not None and p.source not in wanted:
+                continue
+            out.chunks += 1
+            r = reach(p)
+            if r is None:
+                out.restricted.setdefault((p.source, p.location), set()).add(p.doc_id)
+                continue
+            d = out.docs.get(p.doc_id)
+            if d is None:
+                d = out.docs[p.doc_id] = _Doc(p, _acl_key(p))
+            d.chunks += 1
+            d.add(scan(p.text, ocr=p.ocr))
+    return out
+
+
+def _exposure(d: _Doc, reach: _Reach, explainer: Explainer | None) -> DocumentExposure:
+    """The :class:`DocumentExposure` of an exposed document, with what opened it per ``explainer``
+    (or why that is not known)."""
+    p = d.payload
+    got = reach(p)
+    assert got is not None
+    reached, token = got
+    if explainer is not None:
+        opened, why = explainer(p, token, reached.name)
+    else:
+        opened, why = None, "not asked of the source (--no-explain)"
+    if opened is None and why is not None:
+        why = f"{why}; in the index it is granted to {reached.name}"
+    reached = reached.model_copy(update={"opened_by": opened, "why_not": why})
+    return DocumentExposure(
+        source=p.source, doc_id=p.doc_id, path=p.path, filename=p.filename, location=p.location,
+        collection=p.collection, chunks=d.chunks, reach=reached, findings=d.findings(),
+    )
+
+
 def exposure_report(
     store: Store,
     directory: Directory,
@@ -336,81 +448,14 @@ def exposure_report(
     configured, notes = _broad_list(cfg, directory)
     if readers.problem:
         notes.append(readers.problem)
-    names: dict[str, str] = {}
-
-    def name_of(principal: str) -> str:
-        if principal not in names:
-            try:
-                names[principal] = (directory.name_of(principal) if principal.startswith("sid:") else None) or principal
-            except DirectoryError:
-                names[principal] = principal
-        return names[principal]
-
-    reach_of: dict[tuple[object, ...], tuple[Reach, frozenset[str]] | None] = {}
-
-    def reach(p: ChunkPayload) -> tuple[Reach, frozenset[str]] | None:
-        key = _acl_key(p)
-        if key in reach_of:
-            return reach_of[key]
-        acl = p.acl()
-        n, most = readers.count(acl, now)
-        total = readers.total
-        tried = list(_WELL_KNOWN)
-        tried += [_Broad(a, "Domain Users", frozenset({EVERYONE, AUTHENTICATED_USERS}))
-                  for a in sorted(acl.allow) if _DOMAIN_USERS_RE.match(a)]
-        tried += [_Broad(EVERYONE_INTERNAL, "Entra: everyone except external users", frozenset())]
-        tried += configured
-        out: tuple[Reach, frozenset[str]] | None = None
-        for b in tried:
-            if acl.readable_by(b.token(), now):
-                name = b.name if b.name != "Domain Users" else f"{name_of(b.principal)} (Domain Users)"
-                out = (Reach(principal=b.principal, name=name, basis=Basis.PRINCIPAL, readers=n, users=total,
-                             unresolved=readers.unresolved, until=_iso(_until(acl, b.token(), now))), b.token())
-                break
-        if out is None and n is not None and total and most is not None and n / total > cfg.broad_share:
-            token = frozenset({most})
-            out = (Reach(principal=most, name=name_of(most), basis=Basis.SHARE, readers=n, users=total,
-                         unresolved=readers.unresolved, until=_iso(_until(acl, token, now))), token)
-        reach_of[key] = out
-        return out
-
-    docs: dict[str, _Doc] = {}
-    restricted: dict[tuple[str, str], set[str]] = {}
-    chunks = 0
-    wanted = set(sources) if sources else None
-    for coll in COLLECTIONS:
-        for point in store.scroll(coll):
-            p = point.payload
-            if wanted is not None and p.source not in wanted:
-                continue
-            chunks += 1
-            r = reach(p)
-            if r is None:
-                restricted.setdefault((p.source, p.location), set()).add(p.doc_id)
-                continue
-            d = docs.get(p.doc_id)
-            if d is None:
-                d = docs[p.doc_id] = _Doc(p, _acl_key(p))
-            d.chunks += 1
-            d.add(scan(p.text, ocr=p.ocr))
+    reach = _Reach(directory, readers, configured, cfg, now)
+    scanned = _scan_index(store, reach, sources)
+    docs, restricted = scanned.docs, scanned.restricted
 
     folders: dict[tuple[str, str], list[DocumentExposure]] = {}
     for d in docs.values():
         p = d.payload
-        got = reach(p)
-        assert got is not None
-        reached, token = got
-        if explainer is not None:
-            opened, why = explainer(p, token, reached.name)
-        else:
-            opened, why = None, "not asked of the source (--no-explain)"
-        if opened is None and why is not None:
-            why = f"{why}; in the index it is granted to {reached.name}"
-        reached = reached.model_copy(update={"opened_by": opened, "why_not": why})
-        folders.setdefault((p.source, p.location), []).append(DocumentExposure(
-            source=p.source, doc_id=p.doc_id, path=p.path, filename=p.filename, location=p.location,
-            collection=p.collection, chunks=d.chunks, reach=reached, findings=d.findings(),
-        ))
+        folders.setdefault((p.source, p.location), []).append(_exposure(d, reach, explainer))
     out_folders = [
         FolderExposure(source=s, location=loc, documents=tuple(sorted(ds, key=lambda x: x.path)),
                        restricted=len(restricted.get((s, loc), ())))
@@ -424,7 +469,7 @@ def exposure_report(
     n_docs = len(docs) + sum(len(v) for v in restricted.values())
     return ExposureReport(
         generated_at=started.isoformat(timespec="seconds"), seconds=round(time.perf_counter() - t0, 2),
-        chunks=chunks, documents=n_docs, exposed=len(exposed), sensitive=sum(1 for d in exposed if d.sensitive),
+        chunks=scanned.chunks, documents=n_docs, exposed=len(exposed), sensitive=sum(1 for d in exposed if d.sensitive),
         undecided=len(undecided), users=readers.total, broad_share=cfg.broad_share,
         broad_principals=tuple([b.name for b in _WELL_KNOWN] + ["Domain Users", "Entra everyone-internal"]
                                + [b.name for b in configured]),
