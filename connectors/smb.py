@@ -444,7 +444,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         """The share as smbclient addresses it."""
         self.unc_root = cfg.unc_root or self.unc
         """The share's UNC root as users know it (citations)."""
-        self._password = resolve_secret(cfg.password, cfg.password_env, f"sources.{cfg.id}.password")
+        self._password = resolve_secret(cfg.password, f"sources.{cfg.id}.password")
         self._cache: dict[str, Any] = {}
         self._cache_lock = threading.Lock()
         self._addr_cache: dict[str, frozenset[str]] = {}
