@@ -220,7 +220,8 @@ def _union_section(name: str, description: str, variants: Mapping[str, type[Base
            f"### [{name}] keys of every kind", ""]
     out += [*_table(first, shared[1:])[:2], _kind_row(variants), *_table(first, shared[1:])[2:], ""]
     for tag, model in variants.items():
-        own = [n for n in model.model_fields if n not in shared]
+        declared = inspect.get_annotations(model)  # the variant's own keys first, then its base's
+        own = sorted((n for n in model.model_fields if n not in shared), key=lambda n: n not in declared)
         out += [f"### [{name}] kind = \"{tag}\"", "", *_doc(model)]
         out += [*_table(model, own), ""] if own else []
     return out
