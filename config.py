@@ -262,10 +262,11 @@ def _format_error(err: Any) -> str:
             kind = str(loc.pop(at))  # the union's tag: ``store.qdrant.url`` is reported ``store.url``
             if err["type"] == "extra_forbidden" and len(loc) == at + 1:
                 msg = _foreign_key(str(loc[at]), kind, variants)
+        elif err["type"].endswith("_kind") and len(loc) == at and not isinstance(err["input"], dict):
+            msg = f"expected a table, got {err['input']!r}"
         elif err["type"].endswith("_kind") and len(loc) == at:
             loc.append("kind")
-            given = err["input"].get("kind") if isinstance(err["input"], dict) else err["input"]
-            msg = f"unknown {err['type'].removesuffix('_kind')} kind {given!r} (known: {', '.join(variants)})"
+            msg = f"unknown {err['type'].removesuffix('_kind')} kind {err['input'].get('kind')!r} (known: {', '.join(variants)})"
     return f"{'.'.join(str(x) for x in loc) or '(root)'}: {msg}"
 
 

@@ -89,10 +89,11 @@ def test_a_key_of_another_kind_is_refused_naming_it(section: str, table: dict[st
         ("directory", {"kind": "ldap", "url": "ldaps://dc"}, "directory.base_dn: Field required"),
         ("directory", {"kind": "ldap", "base_dn": "DC=x"}, "directory.url is required when directory.kind = 'ldap'"),
         ("directory", {"kind": "nis"}, "directory.kind: unknown directory kind 'nis' (known: file, ldap)"),
+        ("embedder", "ollama", "embedder: expected a table, got 'ollama'"),
         ("directory", {"kind": "ldap", "url": "ldaps://dc", "base_dn": "DC=x", "timeout_s": 0}, "directory.timeout_s:"),
     ],
 )
-def test_a_variant_checks_its_own_keys(section: str, table: dict[str, Any], message: str) -> None:
+def test_a_variant_checks_its_own_keys(section: str, table: Any, message: str) -> None:
     assert message in _error(**{section: table})
 
 
