@@ -9,10 +9,11 @@ Relative paths in the file are resolved against the file's folder.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Union, get_args
 
-from pydantic import Discriminator, Tag, ValidationError, field_validator
+from pydantic import BaseModel, Discriminator, Tag, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ancre.connectors.registry import DEFAULT_KIND, REGISTRY
@@ -26,20 +27,24 @@ from ancre.settings import (
     ContextConfig,
     DaemonConfig,
     DirectoryConfig,
+    E5LocalEmbedderConfig,
+    EdgeStoreConfig,
     EmbedderConfig,
     ExtractionConfig,
+    FileDirectoryConfig,
     JudgeConfig,
     LlmConfig,
     LoggingConfig,
     QueryConfig,
     ReportsConfig,
+    SecretRef,
     SourceSettings,
     StoreConfig,
     SyncConfig,
     WatchMode,
     resolve_secret,
 )
-from ancre.settings.reference import render_reference
+from ancre.settings.reference import render_reference, union_variants
 
 
 def _source_tag(value: Any) -> str | None:
@@ -77,11 +82,11 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./ancre-data")
     """ancre's own data (index, state DB, BM25 snapshots, audit); default ``<config folder>/ancre-data``.
     Never indexed, even through a link."""
-    embedder: EmbedderConfig = EmbedderConfig()
+    embedder: EmbedderConfig = E5LocalEmbedderConfig()
     """``[embedder]``: which model writes and queries the vectors."""
-    store: StoreConfig = StoreConfig()
+    store: StoreConfig = EdgeStoreConfig()
     """``[store]``: where the vectors and the keyword index live."""
-    directory: DirectoryConfig = DirectoryConfig()
+    directory: DirectoryConfig = FileDirectoryConfig()
     """``[directory]``: who is in which group (file or Active Directory)."""
     extraction: ExtractionConfig = ExtractionConfig()
     """``[extraction]``: text extraction limits, timeouts and OCR."""
@@ -158,16 +163,49 @@ def config_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(env) if env else Path("ancre.toml")
 
 
-def _path_keys(source: dict[str, Any]) -> tuple[str, ...]:
-    """The keys of a ``[[sources]]`` entry whose value is a file-system path (fields typed
-    ``Path`` in its kind's config model); none for an unknown kind (validation reports it)."""
-    kind = REGISTRY.get(str(source.get("kind", DEFAULT_KIND)))
-    if kind is None:
-        return ()
-    return tuple(
-        name for name, field in kind.config.model_fields.items()
-        if field.annotation is Path or Path in get_args(field.annotation)
-    )
+def _section_model(name: str, table: dict[str, Any]) -> type[BaseModel] | None:
+    """The model that reads the top-level table ``name``: a section's model, or for a ``kind``
+    union (``[store]``, ``[directory]``…) the variant its ``kind`` picks; ``None`` when unknown
+    (validation reports it)."""
+    field = Settings.model_fields.get(name)
+    if field is None:
+        return None
+    variants = union_variants(field.annotation)
+    if variants:
+        return variants.get(str(table.get("kind", next(iter(variants)))))
+    ann = field.annotation
+    return ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+
+
+def _is_path(annotation: Any) -> bool:
+    return annotation is Path or Path in get_args(annotation)
+
+
+def _is_secret(annotation: Any) -> bool:
+    return annotation is SecretRef or SecretRef in get_args(annotation)
+
+
+_PATH_SECTIONS = frozenset({"directory", "store", "audit"})
+"""The sections whose path keys are resolved against the config file's folder (with ``data_dir``
+and the sources' path keys; a secret's ``file`` is, in any table)."""
+
+
+def _fix_table(
+    table: dict[str, Any], model: type[BaseModel] | None, fix: Callable[[Any], Any], *, paths: bool = True
+) -> dict[str, Any]:
+    """``table`` with the values of ``model``'s path fields (with ``paths``) and the ``file`` of its
+    secrets given as tables passed through ``fix``."""
+    if model is None:
+        return table
+    out = dict(table)
+    for name, field in model.model_fields.items():
+        if name not in out:
+            continue
+        if paths and _is_path(field.annotation):
+            out[name] = fix(out[name])
+        elif _is_secret(field.annotation) and isinstance(out[name], dict) and "file" in out[name]:
+            out[name] = {**out[name], "file": fix(out[name]["file"])}
+    return out
 
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -181,42 +219,59 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(raw)
     if "data_dir" in out:
         out["data_dir"] = fix(out["data_dir"])
-    section_paths = (("directory", ("path", "ca_file")), ("store", ("path",)), ("audit", ("dir", "key_file", "chain_key_file")))
-    for section, keys in section_paths:
-        if isinstance(out.get(section), dict):
-            sec = dict(out[section])
-            for k in keys:
-                if k in sec:
-                    sec[k] = fix(sec[k])
-            out[section] = sec
+    for name, table in raw.items():
+        if name != "sources" and isinstance(table, dict):
+            out[name] = _fix_table(table, _section_model(name, table), fix, paths=name in _PATH_SECTIONS)
     if isinstance(out.get("sources"), list):
-        srcs = []
-        for entry in out["sources"]:
-            if not isinstance(entry, dict):
-                srcs.append(entry)
-                continue
-            src = dict(entry)
-            for k in _path_keys(src):
-                if k in src:
-                    src[k] = fix(src[k])
-            srcs.append(src)
-        out["sources"] = srcs
+        out["sources"] = [
+            _fix_table(src, _source_model(src), fix) if isinstance(src, dict) else src for src in out["sources"]
+        ]
     return out
 
 
-def _format_validation(e: ValidationError) -> str:
-    parts = []
-    for err in e.errors():
-        loc = list(err["loc"])
-        if len(loc) >= 3 and loc[0] == "sources" and loc[2] in REGISTRY:
-            del loc[2]  # the union's tag: ``sources.0.smb.server`` is reported ``sources.0.server``
-        msg = err["msg"]
-        if err["type"] == "source_kind" and len(loc) == 2 and loc[0] == "sources":
+def _source_model(source: dict[str, Any]) -> type[BaseModel] | None:
+    kind = REGISTRY.get(str(source.get("kind", DEFAULT_KIND)))
+    return kind.config if kind is not None else None
+
+
+def _kind_variants(loc: list[Any]) -> tuple[int, dict[str, type[BaseModel]]] | None:
+    """Where a ``kind`` union's tag sits in an error's ``loc`` and that union's variants (tag →
+    model): ``sources.<i>.<tag>`` or ``<section>.<tag>``; ``None`` elsewhere."""
+    if len(loc) >= 2 and loc[0] == "sources":
+        return 2, {k: e.config for k, e in REGISTRY.items()}
+    field = Settings.model_fields.get(str(loc[0])) if loc else None
+    variants = union_variants(field.annotation) if field is not None else {}
+    return (1, variants) if variants else None
+
+
+def _foreign_key(key: str, kind: str, variants: dict[str, type[BaseModel]]) -> str:
+    """The message for ``key``, a key the variant ``kind`` does not read."""
+    owners = [k for k, model in variants.items() if key in model.model_fields]
+    if owners:
+        return f"not a key of kind {kind!r} (only of {', '.join(repr(o) for o in owners)})"
+    return f"unknown key for kind {kind!r}"
+
+
+def _format_error(err: Any) -> str:
+    loc = list(err["loc"])
+    msg = err["msg"]
+    where = _kind_variants(loc)
+    if where is not None:
+        at, variants = where
+        if len(loc) > at and loc[at] in variants:
+            kind = str(loc.pop(at))  # the union's tag: ``store.qdrant.url`` is reported ``store.url``
+            if err["type"] == "extra_forbidden" and len(loc) == at + 1:
+                msg = _foreign_key(str(loc[at]), kind, variants)
+        elif err["type"].endswith("_kind") and len(loc) == at and not isinstance(err["input"], dict):
+            msg = f"expected a table, got {err['input']!r}"
+        elif err["type"].endswith("_kind") and len(loc) == at:
             loc.append("kind")
-            given = err["input"].get("kind") if isinstance(err["input"], dict) else err["input"]
-            msg = f"unknown source kind {given!r} (known: {', '.join(REGISTRY)})"
-        parts.append(f"{'.'.join(str(x) for x in loc) or '(root)'}: {msg}")
-    return "; ".join(parts)
+            msg = f"unknown {err['type'].removesuffix('_kind')} kind {err['input'].get('kind')!r} (known: {', '.join(variants)})"
+    return f"{'.'.join(str(x) for x in loc) or '(root)'}: {msg}"
+
+
+def _format_validation(e: ValidationError) -> str:
+    return "; ".join(_format_error(err) for err in e.errors())
 
 
 def configuration_reference() -> str:

@@ -44,7 +44,7 @@ from ldap3.utils.conv import escape_filter_chars
 from ancre.acl.directory import WELL_KNOWN, fold_name
 from ancre.errors import ConfigError, DirectoryError
 from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, nfc, sid_principal
-from ancre.settings import DirectoryConfig, resolve_secret
+from ancre.settings import LdapDirectoryConfig, resolve_secret
 
 log = logging.getLogger("ancre.acl.ldap")
 
@@ -150,16 +150,14 @@ class LdapDirectory:
         self._names: dict[str, str | None] = {}
 
     @classmethod
-    def from_config(cls, cfg: DirectoryConfig) -> LdapDirectory:
-        """Build from ``[directory]`` (``kind = "ldap"``); the password from ``bind_password`` or
-        the variable named by ``bind_password_env``. Raises :class:`ConfigError`."""
-        if not cfg.base_dn:
-            raise ConfigError("directory.base_dn is required when directory.kind = 'ldap'")
+    def from_config(cls, cfg: LdapDirectoryConfig) -> LdapDirectory:
+        """Build from ``[directory]`` (``kind = "ldap"``); the password resolved from
+        ``bind_password`` (:class:`~ancre.settings.secrets.SecretRef`). Raises :class:`ConfigError`."""
         return cls(
             cfg.ldap_urls,
             cfg.base_dn,
             bind_dn=cfg.bind_dn,
-            bind_password=resolve_secret(cfg.bind_password, cfg.bind_password_env, "directory.bind_password"),
+            bind_password=resolve_secret(cfg.bind_password, "directory.bind_password"),
             tls=cfg.tls,
             ca_file=str(cfg.ca_file) if cfg.ca_file else None,
             tls_server_name=cfg.tls_server_name,

@@ -15,6 +15,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from ancre.api.schemas import Health
 from ancre.api.service import ApiContext
+from ancre.errors import ConfigError
+from ancre.settings import resolve_secret
 from ancre.settings.query import DEFAULT_OLLAMA_URL, LlmConfig
 
 log = logging.getLogger("ancre.api")
@@ -34,7 +36,11 @@ def llm_probe(cfg: LlmConfig) -> dict[str, Any]:
     else:
         base = (cfg.url or "").rstrip("/")
         url = f"{base}/models" if base.endswith("/v1") else f"{base}/v1/models"
-        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        try:
+            key = resolve_secret(cfg.api_key, "llm.api_key")
+        except ConfigError as e:
+            return {"status": "error", "kind": cfg.kind, "error": str(e)}
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         r = httpx.get(url, headers=headers, timeout=HEALTH_TIMEOUT_S)
     except httpx.HTTPError as e:

@@ -105,17 +105,18 @@ class Secrets:
 
     @classmethod
     def from_config(cls, cfg: ApiConfig) -> Secrets:
-        """Read ``api.api_key``/``api_key_env`` and ``api.signing_secret``/``signing_secret_env``.
-        Raises :class:`ConfigError` when no service key is configured (the API refuses to start
-        without one) or a named environment variable is not set."""
-        key = resolve_secret(cfg.api_key, cfg.api_key_env, "api.api_key")
+        """Resolve ``api.api_key``, ``api.signing_secret`` and ``api.user_jwt_secret``
+        (:class:`~ancre.settings.secrets.SecretRef`). Raises :class:`ConfigError` when no service
+        key is configured (the API refuses to start without one) or a named environment variable
+        or file is missing (naming the key, e.g. ``api.api_key.env``)."""
+        key = resolve_secret(cfg.api_key, "api.api_key")
         if not key:
             raise ConfigError(
-                "api.api_key is required to start the API (set api.api_key_env to the name of an "
-                "environment variable holding it, or ANCRE_API__API_KEY)"
+                'api.api_key is required to start the API (e.g. api_key = { env = "ANCRE_API_KEY" } '
+                "naming an environment variable holding it, or ANCRE_API__API_KEY)"
             )
-        secret = resolve_secret(cfg.signing_secret, cfg.signing_secret_env, "api.signing_secret")
-        jwt_secret = resolve_secret(cfg.user_jwt_secret, cfg.user_jwt_secret_env, "api.user_jwt_secret")
+        secret = resolve_secret(cfg.signing_secret, "api.signing_secret")
+        jwt_secret = resolve_secret(cfg.user_jwt_secret, "api.user_jwt_secret")
         if jwt_secret is not None and len(jwt_secret.strip().encode()) < JWT_MIN_SECRET_BYTES:
             raise ConfigError(
                 f"api.user_jwt_secret: the JWT secret must be at least {JWT_MIN_SECRET_BYTES} bytes "
@@ -137,14 +138,14 @@ def identity_mode(cfg: ApiConfig, secrets: Secrets, *, fingerprint: bool = False
     comes from, its length in bytes and, with ``fingerprint``, :func:`secret_fingerprint`), or
     from the plain e-mail header (with or without the identity signature)."""
     if secrets.user_jwt_secret is not None:
-        where = f"${cfg.user_jwt_secret_env}" if cfg.user_jwt_secret_env else "api.user_jwt_secret"
+        where = cfg.user_jwt_secret.where("api.user_jwt_secret") if cfg.user_jwt_secret else "api.user_jwt_secret"
         fp = f", sha256 {secret_fingerprint(secrets.user_jwt_secret)}" if fingerprint else ""
         return (f"user JWT secret from {where}: {len(secrets.user_jwt_secret.encode())} bytes{fp}; the user is read "
                 f"from Open WebUI's signed {cfg.user_jwt_header} only")
     if secrets.signing_secret is not None:
         return (f"no user JWT secret; the user is read from {cfg.user_email_header}, signed with "
                 f"{cfg.signature_header}")
-    return (f"no user JWT secret (api.user_jwt_secret_env not set): the user is read from the plain "
+    return (f"no user JWT secret (api.user_jwt_secret not set): the user is read from the plain "
             f"{cfg.user_email_header} header, so whoever holds the service key can name any user")
 
 

@@ -40,19 +40,19 @@ EXTRACTIVE_REFUSAL_NOTE = (
 """Added after the refusal of an extractive answer whose context was not empty."""
 
 _IDENTITY_HINTS = {
-    "invalid_api_key": "la clé de la connexion ancre dans Open WebUI n'est pas celle d'ancre (api.api_key_env)",
+    "invalid_api_key": "la clé de la connexion ancre dans Open WebUI n'est pas celle d'ancre (api.api_key)",
     "missing_user_jwt": "Open WebUI n'envoie pas le jeton d'identité signé (ENABLE_FORWARD_USER_INFO_HEADERS=true et "
                         "FORWARD_USER_INFO_HEADER_JWT_SECRET dans l'environnement d'Open WebUI)",
     "invalid_user_jwt": "le jeton d'identité d'Open WebUI n'est pas signé avec le secret d'ancre : "
-                        "FORWARD_USER_INFO_HEADER_JWT_SECRET d'Open WebUI et la variable api.user_jwt_secret_env "
+                        "FORWARD_USER_INFO_HEADER_JWT_SECRET d'Open WebUI et le secret api.user_jwt_secret "
                         "d'ancre doivent avoir la même valeur (voir `ancre check`)",
     "expired_user_jwt": "le jeton d'identité d'Open WebUI est expiré : les horloges des deux serveurs diffèrent (NTP)",
     "plain_identity_refused": "Open WebUI envoie l'identité sans jeton signé alors qu'ancre en exige un "
                               "(FORWARD_USER_INFO_HEADER_JWT_SECRET manque dans l'environnement d'Open WebUI)",
     "missing_identity": "Open WebUI ne transmet pas l'utilisateur (ENABLE_FORWARD_USER_INFO_HEADERS=true manque)",
     "invalid_identity": "l'adresse e-mail transmise par Open WebUI ne désigne pas un compte (api.identity, api.user_map)",
-    "missing_signature": "la signature d'identité manque (api.signing_secret_env)",
-    "invalid_signature": "la signature d'identité est invalide (api.signing_secret_env)",
+    "missing_signature": "la signature d'identité manque (api.signing_secret)",
+    "invalid_signature": "la signature d'identité est invalide (api.signing_secret)",
     "stale_signature": "la signature d'identité est périmée : les horloges diffèrent (NTP)",
 }
 

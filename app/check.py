@@ -25,6 +25,7 @@ from ancre.errors import (
     SourceUnavailableError,
     StoreLockedError,
 )
+from ancre.settings import FileDirectoryConfig
 
 if TYPE_CHECKING:
     from ancre.app.runtime import Runtime
@@ -53,7 +54,7 @@ class CheckResult:
 def directory_configured(settings: Settings) -> bool:
     """Whether a directory is configured (``ldap``, or ``file`` with a ``path``)."""
     d = settings.directory
-    return d.kind != "file" or d.path is not None
+    return not isinstance(d, FileDirectoryConfig) or d.path is not None
 
 
 def _directory_fix(e: AncreError) -> str:
@@ -61,7 +62,7 @@ def _directory_fix(e: AncreError) -> str:
     if "tls_server_name" in msg or "ca_file" in msg or "LDAPS/StartTLS" in msg:
         return "see the message: the setting is named there"
     if "refused" in msg:
-        return "check directory.bind_dn and its password (directory.bind_password / bind_password_env)"
+        return "check directory.bind_dn and its password (directory.bind_password)"
     if "unreachable" in msg:
         return "check directory.url (host, port, ldaps:// or ldap://) and that the DC answers from this host"
     if "tokenGroups" in msg:
@@ -80,7 +81,7 @@ def check_directory(rt: Runtime, user: str | None = None) -> CheckResult:
             part, False, "no directory configured",
             'set [directory] kind = "ldap" (with url, base_dn…) or kind = "file" with path',
         )
-    where = cfg.ldap_urls[0] if cfg.kind == "ldap" else str(cfg.path)
+    where = str(cfg.path) if isinstance(cfg, FileDirectoryConfig) else cfg.ldap_urls[0]
     wanted = user or cfg.check_user
     try:
         d = rt.directory
@@ -149,7 +150,8 @@ def check_embedder(rt: Runtime) -> CheckResult:
         vec = rt.embedder.embed_query("vérification de la configuration")
         return CheckResult("embedder", True, f"{rt.embedder.name}: one embedding of {len(vec)} dimensions")
     except Exception as e:  # noqa: BLE001 - a check reports any failure of the embedder, never raises
-        where = f" at {cfg.url}" if cfg.url else ""
+        url = getattr(cfg, "url", None)
+        where = f" at {url}" if url else ""
         return CheckResult(
             "embedder", False, f"{cfg.kind}{where}: {e}", "check embedder.kind / url / model (is the model pulled?)"
         )
@@ -181,9 +183,9 @@ def check_api(settings: Settings) -> CheckResult:
     from ancre.api.identity import Secrets, identity_mode
 
     cfg = settings.api
-    if cfg.api_key is None and not cfg.api_key_env:
+    if cfg.api_key is None:
         return CheckResult(
-            "api", True, "no service key configured (api.api_key_env): `ancre api` and `ancre serve` will not start"
+            "api", True, "no service key configured (api.api_key): `ancre api` and `ancre serve` will not start"
         )
     try:
         secrets = Secrets.from_config(cfg)
@@ -191,7 +193,7 @@ def check_api(settings: Settings) -> CheckResult:
         return CheckResult(
             "api", False, str(e), "set the variable in the service's environment (/etc/ancre/ancre.env) or fix [api]"
         )
-    where = f"${cfg.api_key_env}" if cfg.api_key_env else "api.api_key"
+    where = cfg.api_key.where("api.api_key")
     return CheckResult("api", True, f"service key from {where} ({len(secrets.api_key)} characters); "
                                     f"{identity_mode(cfg, secrets, fingerprint=True)}")
 

@@ -35,6 +35,7 @@ from ancre.config import Settings, config_path, load_settings
 from ancre.errors import AncreError
 from ancre.index.store_factory import make_store
 from ancre.models import COLLECTIONS, PassOutcome, PassScope
+from ancre.settings import LocalStoreConfig, QdrantStoreConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
@@ -768,7 +769,8 @@ def reindex(
 
     settings = _settings(config)
     data = Path(settings.data_dir)
-    where = data if settings.store.kind == "edge" else settings.store.url or settings.store.path
+    cfg = settings.store
+    where = cfg.url if isinstance(cfg, QdrantStoreConfig) else cfg.path if isinstance(cfg, LocalStoreConfig) else data
     if not yes:
         typer.confirm(f"Delete the index ({where}) and rebuild it with {settings.embedder.kind}?", abort=True)
     owner = _owner(settings)

@@ -38,7 +38,7 @@ import numpy as np
 
 from ancre.errors import ConfigError, EmbedderError
 from ancre.ingest.textclean import collapse_leaders
-from ancre.settings import EmbedderConfig
+from ancre.settings import HttpEmbedderConfig, OllamaEmbedderConfig, resolve_secret
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class HttpEmbedder:
     kind: ClassVar[str]
 
     def __init__(
-        self, cfg: EmbedderConfig, *, url: str, endpoint: str, model: str, backoff_s: float = 0.5
+        self, cfg: HttpEmbedderConfig, *, url: str, endpoint: str, model: str, backoff_s: float = 0.5
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"embedder.url must start with http:// or https:// (got {url!r})")
@@ -145,7 +145,8 @@ class HttpEmbedder:
         self.name = f"{self.kind}:{model}"
         if (self.document_prefix, self.query_prefix) != (doc_default, query_default):
             self.name += f"[doc={self.document_prefix!r},query={self.query_prefix!r}]"
-        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        key = resolve_secret(cfg.api_key, "embedder.api_key")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(timeout=cfg.timeout_s, headers=headers)
         if cfg.dim is not None:
             self.dim = cfg.dim
@@ -311,7 +312,7 @@ class OllamaEmbedder(HttpEmbedder):
 
     kind = "ollama"
 
-    def __init__(self, cfg: EmbedderConfig, *, backoff_s: float = 0.5) -> None:
+    def __init__(self, cfg: OllamaEmbedderConfig, *, backoff_s: float = 0.5) -> None:
         self.keep_alive = cfg.keep_alive
         base = (cfg.url or OLLAMA_DEFAULT_URL).rstrip("/")
         model = cfg.model or OLLAMA_DEFAULT_MODEL

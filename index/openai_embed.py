@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ancre.errors import ConfigError
 from ancre.index.ollama_embed import HttpEmbedder
-from ancre.settings import EmbedderConfig
+from ancre.settings import OpenAIEmbedderConfig
 
 
 def embeddings_endpoint(url: str) -> str:
@@ -26,18 +25,15 @@ class OpenAIEmbedder(HttpEmbedder):
     """OpenAI-compatible embeddings client; ``name`` is ``openai:<model>`` (plus the prefixes when
     they differ from the model's defaults — nomic-embed models get their task prefixes here too).
 
-    Raises :class:`~ancre.errors.ConfigError` naming ``embedder.model`` / ``embedder.url`` when
-    missing (no default URL: documents are never sent to a cloud API unless configured so), and
-    :class:`~ancre.errors.EmbedderError` when the dimension probe fails (``cfg.dim`` unset).
+    ``cfg.model`` and ``cfg.url`` are required by the config (no default URL: documents are never
+    sent to a cloud API unless configured so). Raises :class:`~ancre.errors.ConfigError` for a URL
+    that is not http(s), :class:`~ancre.errors.EmbedderError` when the dimension probe fails
+    (``cfg.dim`` unset).
     """
 
     kind = "openai"
 
-    def __init__(self, cfg: EmbedderConfig, *, backoff_s: float = 0.5) -> None:
-        if not cfg.model:
-            raise ConfigError('embedder.model is required for kind "openai"')
-        if not cfg.url:
-            raise ConfigError('embedder.url is required for kind "openai"')
+    def __init__(self, cfg: OpenAIEmbedderConfig, *, backoff_s: float = 0.5) -> None:
         endpoint = embeddings_endpoint(cfg.url)
         super().__init__(cfg, url=cfg.url, endpoint=endpoint, model=cfg.model, backoff_s=backoff_s)
 

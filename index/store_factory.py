@@ -4,27 +4,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ancre.errors import ConfigError
 from ancre.index.embedders import Embedder
 from ancre.index.store import Store
-from ancre.settings import StoreConfig
+from ancre.settings import EdgeStoreConfig, QdrantStoreConfig, StoreConfig, resolve_secret
 
 
 def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
-    """The store for ``cfg.kind``, not yet opened (call ``open(embedder_name, dim)``):
+    """The store of ``cfg``'s variant, not yet opened (call ``open(embedder_name, dim)``):
 
-    - ``edge``: :class:`~ancre.index.edge_store.EdgeStore` under ``data_dir/qdrant/``, with BM25
-      in its text index when ``cfg.bm25 = "qdrant"`` (the default) and index builds after
-      ``cfg.build_after_points`` unindexed points;
-    - ``qdrant``: :class:`~ancre.index.qdrant_store.QdrantStore` on ``cfg.url`` with
-      ``cfg.api_key`` and ``cfg.timeout_s`` (seconds);
-    - ``local``: qdrant-client local mode under ``cfg.path`` (default ``data_dir/qdrant-local``).
+    - :class:`~ancre.settings.sections.EdgeStoreConfig`: :class:`~ancre.index.edge_store.EdgeStore`
+      under ``data_dir/qdrant/``, with BM25 in its text index when ``cfg.bm25 = "qdrant"`` (the
+      default) and index builds after ``cfg.build_after_points`` unindexed points;
+    - :class:`~ancre.settings.sections.QdrantStoreConfig`:
+      :class:`~ancre.index.qdrant_store.QdrantStore` on ``cfg.url`` with ``cfg.api_key`` and
+      ``cfg.timeout_s`` (seconds);
+    - :class:`~ancre.settings.sections.LocalStoreConfig`: qdrant-client local mode under
+      ``cfg.path`` (default ``data_dir/qdrant-local``).
 
     With ``cfg.bm25 = "qdrant"`` the server backends keep BM25 as sparse vectors
-    (:mod:`ancre.index.sparse_bm25`). Raises :class:`ConfigError` when ``kind = "qdrant"`` has no
-    ``url``.
+    (:mod:`ancre.index.sparse_bm25`). Raises :class:`~ancre.errors.ConfigError` when the API
+    key's variable or file is missing.
     """
-    if cfg.kind == "edge":
+    if isinstance(cfg, EdgeStoreConfig):
         from ancre.index.edge_store import EdgeStore, EdgeTuning
 
         return EdgeStore(
@@ -34,10 +35,9 @@ def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
     from ancre.index.qdrant_store import QdrantStore
 
     sparse = cfg.bm25 == "qdrant"
-    if cfg.kind == "qdrant":
-        if not cfg.url:
-            raise ConfigError("store.url is required when store.kind = 'qdrant'")
-        return QdrantStore.from_url(cfg.url, cfg.api_key, cfg.timeout_s, sparse_bm25=sparse)
+    if isinstance(cfg, QdrantStoreConfig):
+        api_key = resolve_secret(cfg.api_key, "store.api_key")
+        return QdrantStore.from_url(cfg.url, api_key, cfg.timeout_s, sparse_bm25=sparse)
     return QdrantStore.local(cfg.path or Path(data_dir) / "qdrant-local", sparse_bm25=sparse)
 
 

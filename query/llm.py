@@ -46,6 +46,7 @@ from ancre.query.markdown import quote_extract
 from ancre.query.prompt import REFUSAL, ChatMessage
 from ancre.query.relevance import MIN_COVERAGE, TermStats, coverage, on_topic, question_terms
 from ancre.query.versions import VersionGroup, similarity, version_note
+from ancre.settings import resolve_secret
 from ancre.settings.query import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
 
 DEFAULT_OLLAMA_MODEL = "qwen2.5:14b"
@@ -477,7 +478,7 @@ def make_chat_client(cfg: LlmConfig) -> ChatClient | None:
     return OpenAIChat(
         cfg.url,
         cfg.model,
-        api_key=cfg.api_key,
+        api_key=resolve_secret(cfg.api_key, "llm.api_key"),
         timeout_s=cfg.timeout_s,
         connect_timeout_s=cfg.connect_timeout_s,
     )

@@ -1,17 +1,19 @@
 """Configuration of the RAG API (``[api]`` in ``ancre.toml``), hooked into
 :class:`ancre.config.Settings` as ``api``. See :mod:`ancre.api.app`.
 
-Secrets (``api_key``, ``signing_secret``) are best given through an environment variable named
-by ``api_key_env`` / ``signing_secret_env`` (or as ``ANCRE_API__API_KEY``); they are never logged.
+Secrets (``api_key``, ``signing_secret``, ``user_jwt_secret``) are :class:`~ancre.settings.secrets.SecretRef`
+values, best kept out of the file (``api_key = { env = "ANCRE_API_KEY" }``, a systemd credential,
+or ``ANCRE_API__API_KEY``); they are never logged.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ancre.models import fold_name
+from ancre.settings.secrets import Secret, legacy_env_keys
 
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 """An HTTP header field name (RFC 9110 "token")."""
@@ -30,11 +32,9 @@ class ApiConfig(BaseModel):
     model_id: str = Field("ancre", min_length=1, max_length=200)
     """The one model id listed by ``GET /v1/models`` and expected in ``/v1/chat/completions``."""
 
-    api_key: SecretStr | None = None
+    api_key: Secret = None
     """The service key Open WebUI (or a machine client) sends as ``Authorization: Bearer <key>``.
-    Required to start (here, in ``api_key_env``, or in ``ANCRE_API__API_KEY``)."""
-    api_key_env: str | None = None
-    """Name of an environment variable holding the service key."""
+    Required to start (e.g. ``{ env = "ANCRE_API_KEY" }``, or ``ANCRE_API__API_KEY``)."""
 
     user_email_header: str = Field("X-OpenWebUI-User-Email", pattern=_HEADER_NAME)
     """Header carrying the user's e-mail (Open WebUI ``FORWARD_USER_INFO_HEADER_USER_EMAIL``). Required."""
@@ -57,26 +57,22 @@ class ApiConfig(BaseModel):
     after NFC and ASCII-only lowercasing),
     e.g. ``{"b.favre@axonix.com" = "bruno"}``."""
 
-    signing_secret: SecretStr | None = None
-    """When set (or ``signing_secret_env``), every authenticated request must also carry
+    signing_secret: Secret = None
+    """When set, every authenticated request must also carry
     ``signature_header`` = ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, string to sign)>``, the
     string to sign binding the e-mail, the time, the method, the path and a SHA-256 of the body
     (:mod:`ancre.api.identity`, README "Identity signature")."""
-    signing_secret_env: str | None = None
-    """Name of an environment variable holding the signing secret."""
     signature_header: str = Field("X-Ancre-Signature", pattern=_HEADER_NAME)
     """Header carrying the identity signature (with ``signing_secret``)."""
     max_clock_skew_s: float = Field(300.0, gt=0, le=86_400)
     """A signature whose timestamp is further than this from the server's clock (seconds, either
     way) is refused."""
 
-    user_jwt_secret: SecretStr | None = None
-    """When set (or ``user_jwt_secret_env``), the user's identity is read only from the HS256 JWT
+    user_jwt_secret: Secret = None
+    """When set, the user's identity is read only from the HS256 JWT
     Open WebUI signs with the same secret (its ``FORWARD_USER_INFO_HEADER_JWT_SECRET``), sent in
     ``user_jwt_header``; the plain ``user_*_header`` headers are then refused (HTTP 401). At least
     32 bytes (RFC 7518 §3.2)."""
-    user_jwt_secret_env: str | None = None
-    """Name of an environment variable holding the JWT secret."""
     user_jwt_header: str = Field("X-OpenWebUI-User-Jwt", pattern=_HEADER_NAME)
     """Open WebUI ``FORWARD_USER_INFO_HEADER_JWT``."""
     user_jwt_leeway_s: float = Field(30.0, ge=0, le=3600)
@@ -121,6 +117,11 @@ class ApiConfig(BaseModel):
     """Open connections served at once; beyond, requests are answered HTTP 503 at once and the
     connection closed (uvicorn ``limit_concurrency``)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_env(cls, data: object) -> object:
+        return legacy_env_keys(data, ("api_key", "signing_secret", "user_jwt_secret"))
+
     @field_validator("task_header", mode="before")
     @classmethod
     def _no_task_header(cls, v: object) -> object:
@@ -133,14 +134,7 @@ class ApiConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_source_per_secret(self) -> ApiConfig:
-        if self.api_key is not None and self.api_key_env:
-            raise ValueError("set api.api_key or api.api_key_env, not both")
-        if self.signing_secret is not None and self.signing_secret_env:
-            raise ValueError("set api.signing_secret or api.signing_secret_env, not both")
-        if self.user_jwt_secret is not None and self.user_jwt_secret_env:
-            raise ValueError("set api.user_jwt_secret or api.user_jwt_secret_env, not both")
-        if (self.user_jwt_secret is not None or self.user_jwt_secret_env) and (
-                self.signing_secret is not None or self.signing_secret_env):
+        if self.user_jwt_secret is not None and self.signing_secret is not None:
             raise ValueError("api: the JWT identity (user_jwt_secret) replaces the identity signature "
                              "(signing_secret): set one of them")
         headers = [self.user_email_header, self.user_id_header, self.user_name_header, self.user_role_header,

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ancre.settings.reference import SecretText
+from ancre.settings.secrets import Secret
 
 MAX_ANSWER_TEMPERATURE = 0.3
 """Answers are never generated above this temperature (docs/ARCHITECTURE.md "Data flow of a question" step 5)."""
@@ -36,7 +36,7 @@ class LlmConfig(_Section):
     url: str | None = None
     """Server base URL (ollama default ``http://127.0.0.1:11434``; openai: required, with or
     without the trailing ``/v1``)."""
-    api_key: SecretText | None = None
+    api_key: Secret = None
     """Bearer key sent to the ``openai`` server (``ANCRE_LLM__API_KEY`` keeps it out of the file)."""
     temperature: float = Field(0.2, ge=0.0, le=MAX_ANSWER_TEMPERATURE)
     """Sampling temperature of answers; at most 0.3."""

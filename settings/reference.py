@@ -3,8 +3,9 @@
 Every key's type, default and description come from the pydantic models themselves: a field's
 description is its attribute docstring (``use_attribute_docstrings``), its type and range from its
 annotation and constraints (``ge``, ``le``, ``pattern``…), its default from the model. A secret is
-a field typed :class:`~pydantic.SecretStr` or :data:`SecretText`, and the ``<key>_env`` field that
-names an environment variable holding it. :func:`ancre.config.configuration_reference` feeds the
+a field typed :class:`~ancre.settings.secrets.SecretRef` (or :class:`~pydantic.SecretStr`). A
+section typed as a discriminated union on ``kind`` (``[store]``, ``[directory]``, ``[embedder]``)
+gets the keys every kind shares, then one table per kind. :func:`ancre.config.configuration_reference` feeds the
 root :class:`~ancre.config.Settings` and the registered source kinds to :func:`render_reference`;
 ``python -m ancre.config reference -o docs/CONFIGURATION.md`` (``make reference``) writes the file.
 """
@@ -20,24 +21,36 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, Tag
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from ancre.settings.secrets import SecretRef
 
-class _SecretMarker:
-    """Metadata marking a plain ``str`` field as a secret in the reference (never logged)."""
-
-    def __repr__(self) -> str:
-        return "SECRET"
+SECRET_TYPE = "secret"
+"""The type name of a :class:`~ancre.settings.secrets.SecretRef` key in the reference."""
 
 
-SECRET = _SecretMarker()
-"""The marker of :data:`SecretText`."""
-
-SecretText = Annotated[str, SECRET]
-"""A ``str`` setting that is a secret (an API key read as plain text by its client): marked
-*secret* in the reference; the value is a plain ``str`` for the code that reads it."""
+def union_variants(annotation: Any) -> dict[str, type[BaseModel]]:
+    """The variants of a discriminated union of models tagged with :class:`~pydantic.Tag`
+    (``Annotated[Annotated[A, Tag("a")] | …, Discriminator(…)]``, or the bare union pydantic keeps
+    as a field's annotation): tag → model, the default variant (the one whose ``kind`` has a
+    default) first, then the union's order. Empty for any other annotation."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return {}
+    out: dict[str, type[BaseModel]] = {}
+    for arm in get_args(annotation):
+        if get_origin(arm) is not Annotated:
+            return {}
+        model, *meta = get_args(arm)
+        tags = [m.tag for m in meta if isinstance(m, Tag)]
+        if not tags or not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return {}
+        out[tags[0]] = model
+    defaults = [t for t, m in out.items() if "kind" in m.model_fields and not m.model_fields["kind"].is_required()]
+    return {t: out[t] for t in [*defaults[:1], *(t for t in out if t not in defaults[:1])]}
 
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
 
@@ -56,11 +69,8 @@ def markdown_text(doc: str) -> str:
 
 
 def _is_secret(annotation: Any) -> bool:
-    if annotation is SecretStr:
+    if annotation is SecretStr or annotation is SecretRef:
         return True
-    if get_origin(annotation) is Annotated:
-        base, *meta = get_args(annotation)
-        return any(m is SECRET for m in meta) or _is_secret(base)
     return any(_is_secret(a) for a in get_args(annotation))
 
 
@@ -84,12 +94,13 @@ def _literal(value: Any) -> str:
 
 def type_text(annotation: Any) -> str:
     """A TOML-side name of a field's type: ``string``, ``integer``, ``float``, ``boolean``,
-    ``path``, ``secret string``, ``list of string``, ``table of string → …``, a choice of literals
-    (``"a" \\| "b"``), ``… or unset`` for an optional field."""
+    ``path``, ``secret`` (a :class:`~ancre.settings.secrets.SecretRef`), ``secret string``, ``list
+    of string``, ``table of string → …``, a choice of literals (``"a" \\| "b"``), ``… or unset`` for
+    an optional field."""
     origin = get_origin(annotation)
     args = get_args(annotation)
     if origin is Annotated:
-        return "secret string" if any(m is SECRET for m in args[1:]) else type_text(args[0])
+        return type_text(args[0])
     if origin is Literal:
         return " \\| ".join(f"`{_literal(a)}`" for a in args)
     if origin in (Union, types.UnionType):
@@ -101,7 +112,8 @@ def type_text(annotation: Any) -> str:
         return "list of " + (type_text(items[0]) if items else "any")
     if origin is dict:
         return f"table of {type_text(args[0])} → {type_text(args[1])}"
-    names = {str: "string", int: "integer", float: "float", bool: "boolean", Path: "path", SecretStr: "secret string"}
+    names = {str: "string", int: "integer", float: "float", bool: "boolean", Path: "path", SecretStr: "secret string",
+             SecretRef: SECRET_TYPE}
     if annotation in names:
         return names[annotation]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -147,9 +159,7 @@ def _row(name: str, field: FieldInfo, secret_names: set[str]) -> str:
         kind += f" ({bounds})"
     description = markdown_text(field.description or "")
     if name in secret_names:
-        description = "**Secret** (never logged). " + description
-    elif name.endswith("_env") and name[: -len("_env")] in secret_names:
-        description = "**Secret** (the variable's name). " + description
+        description = "**Secret** (never logged; see [Secrets](#secrets)). " + description
     return f"| `{name}` | {kind} | {default_text(field)} | {description} |"
 
 
@@ -160,8 +170,10 @@ def missing_descriptions(model: type[BaseModel], prefix: str = "") -> list[str]:
         if not (field.description or "").strip():
             out.append(prefix + name)
         sub = field.annotation
-        if isinstance(sub, type) and issubclass(sub, BaseModel):
+        if isinstance(sub, type) and issubclass(sub, BaseModel) and sub is not SecretRef:
             out += missing_descriptions(sub, f"{prefix}{name}.")
+        for tag, variant in union_variants(sub).items():
+            out += missing_descriptions(variant, f"{prefix}{name}.{tag}.")
     return out
 
 
@@ -178,6 +190,73 @@ def _doc(model: type[BaseModel]) -> list[str]:
     return [_markdown(doc), ""] if doc else []
 
 
+def _shared_keys(variants: Mapping[str, type[BaseModel]]) -> list[str]:
+    """The keys every variant has with the same type, default and description (``kind`` first)."""
+    models = list(variants.values())
+
+    def same(name: str) -> bool:
+        fields = [m.model_fields.get(name) for m in models]
+        return all(f is not None for f in fields) and len({
+            (repr(f.annotation), default_text(f), f.description) for f in fields if f is not None
+        }) == 1
+
+    return ["kind", *(n for n in models[0].model_fields if n != "kind" and same(n))]
+
+
+def _kind_row(variants: Mapping[str, type[BaseModel]]) -> str:
+    tag, first = next(iter(variants.items()))
+    field = first.model_fields["kind"]
+    kinds = " \\| ".join(f"`{_literal(t)}`" for t in variants)
+    default = f"`{_literal(tag)}`" if not field.is_required() else "required"
+    return f"| `kind` | {kinds} | {default} | {markdown_text(field.description or '')} |"
+
+
+def _union_section(name: str, description: str, variants: Mapping[str, type[BaseModel]]) -> list[str]:
+    """``## [name]`` for a ``kind`` union: the keys every kind shares, then each kind's own."""
+    shared = _shared_keys(variants)
+    first = next(iter(variants.values()))
+    out = [f"## [{name}]", "", markdown_text(description), "",
+           "Each kind reads only its own keys: a key of another kind is an error naming it.", "",
+           f"### [{name}] keys of every kind", ""]
+    out += [*_table(first, shared[1:])[:2], _kind_row(variants), *_table(first, shared[1:])[2:], ""]
+    for tag, model in variants.items():
+        declared = inspect.get_annotations(model)  # the variant's own keys first, then its base's
+        own = sorted((n for n in model.model_fields if n not in shared), key=lambda n: n not in declared)
+        out += [f"### [{name}] kind = \"{tag}\"", "", *_doc(model)]
+        out += [*_table(model, own), ""] if own else []
+    return out
+
+
+def _intro(env_prefix: str, sections: list[str], sources_key: str) -> list[str]:
+    return [
+        "# Configuration reference",
+        "",
+        ("<!-- Generated from the settings models by `make reference` "
+         "(`python -m ancre.config reference -o docs/CONFIGURATION.md`); do not edit by hand. -->"),
+        "",
+        ("ancre reads one TOML file (`ancre.toml`; `--config`, else `$ANCRE_CONFIG`, else `./ancre.toml`). "
+         "An unknown key or a bad value is an error naming the key. Relative paths are resolved against "
+         "the file's folder. Every key can be overridden from the environment: "
+         f"`{env_prefix}<SECTION>__<KEY>` (e.g. `{env_prefix}STORE__API_KEY`, `{env_prefix}EMBEDDER__KIND`)."),
+        "",
+        "Sections: " + ", ".join(f"[`[{n}]`](#{n})" for n in sections)
+        + f", [`[[{sources_key}]]`](#{sources_key}); [Secrets](#secrets).",
+        "",
+        "## Secrets",
+        "",
+        ("A key of type *secret* (a password, a key, a token) takes the value itself or says where it is: "
+         '`x = "…"` or `x = { value = "…" }` (keep the file mode 0600); `x = { env = "VAR" }`, an environment '
+         'variable (the unit\'s `EnvironmentFile=`); `x = { file = "/etc/ancre/x" }`, a file\'s content without '
+         'its trailing line break; `x = { credential = "x" }`, a systemd credential '
+         "(`LoadCredential=x:/etc/ancre/x`: read from `$CREDENTIALS_DIRECTORY/x`). "
+         f"`{env_prefix}<SECTION>__<KEY>` is the value itself, `{env_prefix}<SECTION>__<KEY>__ENV` names a variable. "
+         "A secret is read only where it is used; a variable that is not set or a file that can't be read is "
+         "an error naming the key (`api.api_key.env: environment variable ANCRE_API_KEY is not set`). The value "
+         'is never logged. The older `x_env = "VAR"` is still read as `x = { env = "VAR" }` (deprecated).'),
+        "",
+    ]
+
+
 def render_reference(
     root: type[BaseModel],
     sources_key: str,
@@ -188,44 +267,27 @@ def render_reference(
     default_kind: str | None = None,
 ) -> str:
     """``docs/CONFIGURATION.md``: the top-level keys of ``root``, one section per sub-model field
-    (``[embedder]``, ``[store]``, …; split per kind when the model has a ``kind_keys`` class
-    attribute, kind → the keys only that kind reads) and ``[[<sources_key>]]`` — the keys of ``common`` then, per
-    entry of ``kinds`` (kind → config model, a subclass of ``common``), that kind's own keys.
-    Deterministic (models' field order); the text is Markdown, one table per section."""
+    (``[extraction]``, …) or ``kind`` union (``[store]``: the keys every kind shares, then one
+    table per kind, see :func:`union_variants`), and ``[[<sources_key>]]`` — the keys of
+    ``common`` then, per entry of ``kinds`` (kind → config model, a subclass of ``common``), that
+    kind's own keys. Deterministic (models' field order); Markdown, one table per section."""
     fields = root.model_fields
-    sections = [n for n, f in fields.items() if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)]
+
+    def is_section(f: FieldInfo) -> bool:
+        ann = f.annotation
+        return bool(union_variants(ann)) or (isinstance(ann, type) and issubclass(ann, BaseModel))
+
+    sections = [n for n, f in fields.items() if is_section(f)]
     top = [n for n in fields if n not in sections and n != sources_key]
-    out = [
-        "# Configuration reference",
-        "",
-        ("<!-- Generated from the settings models by `make reference` "
-         "(`python -m ancre.config reference -o docs/CONFIGURATION.md`); do not edit by hand. -->"),
-        "",
-        ("ancre reads one TOML file (`ancre.toml`; `--config`, else `$ANCRE_CONFIG`, else `./ancre.toml`). "
-         "An unknown key or a bad value is an error naming the key. Relative paths are resolved against "
-         "the file's folder. Every key can be overridden from the environment: "
-         f"`{env_prefix}<SECTION>__<KEY>` (e.g. `{env_prefix}STORE__API_KEY`, `{env_prefix}EMBEDDER__KIND`). "
-         "Secrets are best given through the environment: a secret `x` has an `x_env` key naming the variable "
-         "that holds it, or its `" + env_prefix + "…` variable."),
-        "",
-        "Sections: " + ", ".join(f"[`[{n}]`](#{n})" for n in sections) + f", [`[[{sources_key}]]`](#{sources_key}).",
-        "",
-        "## Top-level keys",
-        "",
-        *_table(root, top),
-        "",
-    ]
+    out = [*_intro(env_prefix, sections, sources_key), "## Top-level keys", "", *_table(root, top), ""]
     for name in sections:
         model = fields[name].annotation
+        variants = union_variants(model)
+        if variants:
+            out += _union_section(name, fields[name].description or "", variants)
+            continue
         assert isinstance(model, type) and issubclass(model, BaseModel)
-        out += [f"## [{name}]", "", *_doc(model)]
-        per_kind: Mapping[str, tuple[str, ...]] = getattr(model, "kind_keys", {})
-        kind_only = {key for keys in per_kind.values() for key in keys}
-        if per_kind:
-            out += [f"### [{name}] keys of every kind", ""]
-        out += [*_table(model, [n for n in model.model_fields if n not in kind_only]), ""]
-        for kind, keys in per_kind.items():
-            out += [f"### [{name}] kind = \"{kind}\"", "", *_table(model, keys), ""]
+        out += [f"## [{name}]", "", *_doc(model), *_table(model, list(model.model_fields)), ""]
     out += [f"## [[{sources_key}]]", "", markdown_text(fields[sources_key].description or ""), ""]
     if default_kind is not None:
         out += [f"`kind` defaults to `\"{default_kind}\"`. Known kinds: "
@@ -238,11 +300,11 @@ def render_reference(
 
 
 __all__ = [
-    "SECRET",
-    "SecretText",
+    "SECRET_TYPE",
     "default_text",
     "markdown_text",
     "missing_descriptions",
     "render_reference",
     "type_text",
+    "union_variants",
 ]

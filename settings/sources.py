@@ -14,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ancre.settings.daemon import WatchMode
+from ancre.settings.secrets import Secret, legacy_env_keys
 
 Collection = Literal["documents", "documentation"]
 """The two Qdrant collections a document may feed."""
@@ -86,10 +87,8 @@ class SmbSourceConfig(SourceSettings):
     username: str | None = None
     """The service account, ``DOMAIN\\user`` or a UPN. It needs read access (data and
     READ_CONTROL) on the whole share. Unset with ``auth = "kerberos"``: the process's ticket cache."""
-    password: SecretStr | None = None
-    """The service account's password (prefer ``password_env``)."""
-    password_env: str | None = None
-    """Name of an environment variable holding the password."""
+    password: Secret = None
+    """The service account's password (best ``{ env = "ANCRE_SMB_PASSWORD" }`` or a systemd ``credential``)."""
     auth: Literal["ntlm", "kerberos", "negotiate"] = "ntlm"
     """Authentication protocol (``kerberos`` needs the ``gssapi`` Python package)."""
     share_allow: tuple[str, ...] = ()
@@ -126,12 +125,15 @@ class SmbSourceConfig(SourceSettings):
     timeout_s: float = Field(30.0, gt=0)
     """Connection timeout in seconds."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_env(cls, data: object) -> object:
+        return legacy_env_keys(data, ("password",))
+
     @model_validator(mode="after")
-    def _one_password(self) -> SmbSourceConfig:
+    def _server_and_share(self) -> SmbSourceConfig:
         if not self.server or not self.share:
             raise ValueError("server and share are required for an smb source")
-        if self.password is not None and self.password_env:
-            raise ValueError("set password or password_env, not both")
         return self
 
 

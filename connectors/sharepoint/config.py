@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, model_validator
 
 from ancre.connectors.sharepoint.permissions import LinkPolicy
+from ancre.settings.secrets import Secret, legacy_env_keys
 from ancre.settings.sources import SourceSettings
 
 
@@ -22,8 +22,8 @@ class SharePointSourceConfig(SourceSettings):
     * ``certificate_path`` (PEM with the private key) + ``certificate_thumbprint`` (SHA-1 hex of
       the certificate uploaded to the app registration): the documented way, accepted by Graph
       *and* SharePoint REST;
-    * ``pfx_path`` + ``pfx_passphrase`` / ``pfx_passphrase_env``: the same certificate as PKCS#12;
-    * ``client_secret`` / ``client_secret_env``: **Graph only**. SharePoint REST refuses app-only
+    * ``pfx_path`` + ``pfx_passphrase``: the same certificate as PKCS#12;
+    * ``client_secret``: **Graph only**. SharePoint REST refuses app-only
       tokens obtained with a client secret ("Unsupported app only token"), so the site and
       library role assignments (site groups, "Everyone except external users" on a site) can't
       be read with it: use a certificate for a real tenant.
@@ -46,14 +46,10 @@ class SharePointSourceConfig(SourceSettings):
     """SHA-1 thumbprint (hex) of that certificate as uploaded to the app registration; required with ``certificate_path``."""
     pfx_path: Path | None = None
     """The certificate and its private key as a PKCS#12 (``.pfx``) file instead of a PEM."""
-    pfx_passphrase: SecretStr | None = None
-    """Passphrase of ``pfx_path`` (prefer ``pfx_passphrase_env``)."""
-    pfx_passphrase_env: str | None = None
-    """Name of an environment variable holding the PFX passphrase."""
-    client_secret: SecretStr | None = None
-    """The app registration's client secret (Graph only, see above; prefer ``client_secret_env``)."""
-    client_secret_env: str | None = None
-    """Name of an environment variable holding the client secret (Graph only, see above)."""
+    pfx_passphrase: Secret = None
+    """Passphrase of ``pfx_path`` (best ``{ env = "…" }`` or a systemd ``credential``)."""
+    client_secret: Secret = None
+    """The app registration's client secret (Graph only, see above; best ``{ env = "ANCRE_SP_SECRET" }``)."""
     authority: str = "https://login.microsoftonline.com"
     """Entra authority host (sovereign clouds: ``https://login.microsoftonline.us`` …; tests)."""
     graph_url: str = "https://graph.microsoft.com/v1.0"
@@ -95,40 +91,34 @@ class SharePointSourceConfig(SourceSettings):
     ca_file: Path | None = None
     """CA bundle to verify Graph's TLS certificate with (tests); default: the system's."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_env(cls, data: object) -> object:
+        return legacy_env_keys(data, ("client_secret", "pfx_passphrase"))
+
     @model_validator(mode="after")
     def _one_credential(self) -> SharePointSourceConfig:
         cert = self.certificate_path is not None
         pfx = self.pfx_path is not None
-        secret = self.client_secret is not None or bool(self.client_secret_env)
+        secret = self.client_secret is not None
         if sum((cert, pfx, secret)) != 1:
             raise ValueError(
-                "set exactly one credential: certificate_path + certificate_thumbprint, pfx_path, "
-                "or client_secret / client_secret_env"
+                "set exactly one credential: certificate_path + certificate_thumbprint, pfx_path, or client_secret"
             )
         if cert and not self.certificate_thumbprint:
             raise ValueError("certificate_thumbprint is required with certificate_path")
-        if self.client_secret is not None and self.client_secret_env:
-            raise ValueError("set client_secret or client_secret_env, not both")
-        if self.pfx_passphrase is not None and self.pfx_passphrase_env:
-            raise ValueError("set pfx_passphrase or pfx_passphrase_env, not both")
         return self
 
     def secret(self) -> str | None:
-        """The client secret (from ``client_secret`` or the ``client_secret_env`` variable), or
-        ``None`` with a certificate credential."""
-        if self.client_secret is not None:
-            return self.client_secret.get_secret_value()
-        if self.client_secret_env:
-            return os.environ.get(self.client_secret_env)
-        return None
+        """The client secret resolved, or ``None`` with a certificate credential. Raises
+        :class:`~ancre.errors.ConfigError` naming ``sources.<id>.client_secret.env`` (…) when its
+        variable or file is missing."""
+        return self.client_secret.resolve(f"sources.{self.id}.client_secret") if self.client_secret else None
 
     def passphrase(self) -> str | None:
-        """The PFX passphrase (``pfx_passphrase`` or the ``pfx_passphrase_env`` variable)."""
-        if self.pfx_passphrase is not None:
-            return self.pfx_passphrase.get_secret_value()
-        if self.pfx_passphrase_env:
-            return os.environ.get(self.pfx_passphrase_env)
-        return None
+        """The PFX passphrase resolved (``None``: the PFX has none). Raises
+        :class:`~ancre.errors.ConfigError` like :meth:`secret`."""
+        return self.pfx_passphrase.resolve(f"sources.{self.id}.pfx_passphrase") if self.pfx_passphrase else None
 
 
 __all__ = ["SharePointSourceConfig"]

@@ -135,7 +135,7 @@ def settings_from_source(cfg: SharePointSourceConfig) -> GraphSettings:
     else:
         secret = cfg.secret()
         if not secret:
-            raise ConfigError(f"sources.{cfg.id}.client_secret_env: environment variable {cfg.client_secret_env!r} is not set")
+            raise ConfigError(f"sources.{cfg.id}.client_secret: the client secret is empty")
         credential = SecretCredential(secret)
     return GraphSettings(
         tenant_id=cfg.tenant_id,

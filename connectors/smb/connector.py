@@ -170,7 +170,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         """The share as smbclient addresses it."""
         self.unc_root = cfg.unc_root or self.unc
         """The share's UNC root as users know it (citations)."""
-        self._password = resolve_secret(cfg.password, cfg.password_env, f"sources.{cfg.id}.password")
+        self._password = resolve_secret(cfg.password, f"sources.{cfg.id}.password")
         self.session = SmbSession(cfg, self._password, self.unc)
         """The pooled session every call runs on (retry and fail-fast policy)."""
         self.dfs = DfsResolver(cfg.server, cfg.share, follow=cfg.dfs,

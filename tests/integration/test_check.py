@@ -102,7 +102,7 @@ def test_check_fails_with_the_part_and_the_fix(root: Path, ollama: ScriptedServe
         assert "'mallory' is unknown" in failed[0]
 
 
-API = '[api]\napi_key_env = "T_ANCRE_KEY"\n'
+API = '[api]\napi_key = { env = "T_ANCRE_KEY" }\n'
 
 
 def test_check_states_the_api_secrets_and_the_jwt_secret_length(root: Path) -> None:
@@ -112,7 +112,7 @@ def test_check_states_the_api_secrets_and_the_jwt_secret_length(root: Path) -> N
     import subprocess
 
     secret = "9f" * 32  # what `openssl rand -hex 32` prints: 64 characters
-    jwt = API + 'user_jwt_secret_env = "T_OWUI_JWT"\n'
+    jwt = API + 'user_jwt_secret = { env = "T_OWUI_JWT" }\n'
     res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))],
                         env={"T_ANCRE_KEY": "k" * 26, "T_OWUI_JWT": secret}, catch_exceptions=False)
     assert res.exit_code == 0, res.output
@@ -128,7 +128,7 @@ def test_check_states_the_api_secrets_and_the_jwt_secret_length(root: Path) -> N
                         env={"T_ANCRE_KEY": "k" * 26, "T_OWUI_JWT": "short"})
     assert res.exit_code == 1 and "at least 32 bytes" in lines(res.output)["api"]
     res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=API))], env={"T_ANCRE_KEY": "k" * 26})
-    assert res.exit_code == 0 and "no user JWT secret (api.user_jwt_secret_env not set)" in lines(res.output)["api"]
+    assert res.exit_code == 0 and "no user JWT secret (api.user_jwt_secret not set)" in lines(res.output)["api"]
     res = run("check", "--config", str(write_config(root)))
     assert "no service key configured" in lines(res.output)["api"]
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from support.httpserver import DISCONNECT, Request, ScriptedServer, sequence
 
-from ancre.config import EmbedderConfig
 from ancre.errors import EmbedderError
 from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
 from ancre.index.ollama_embed import HttpEmbedder, OllamaEmbedder
 from ancre.index.openai_embed import OpenAIEmbedder
+from ancre.settings import OllamaEmbedderConfig, OpenAIEmbedderConfig
 
 DIM = 16
 TOO_LONG = {"error": "the input length exceeds the context length"}  # Ollama, truncate=false
@@ -70,7 +70,7 @@ def track(emb: HttpEmbedder) -> HttpEmbedder:
 
 def ollama(srv: ScriptedServer, **kw) -> OllamaEmbedder:
     kw.setdefault("dim", DIM)
-    return track(OllamaEmbedder(EmbedderConfig(kind="ollama", url=srv.url, **kw), backoff_s=FAST))
+    return track(OllamaEmbedder(OllamaEmbedderConfig(kind="ollama", url=srv.url, **kw), backoff_s=FAST))
 
 
 def embed_inputs(srv: ScriptedServer, path: str = "/api/embed") -> list[list[str]]:
@@ -160,7 +160,7 @@ def test_toc_leaders_collapsed_before_sending(srv: ScriptedServer) -> None:
 
 def test_dimension_probed_when_not_configured(srv: ScriptedServer) -> None:
     srv.route("POST", "/api/embed", ollama_ok(dim=24))
-    emb = track(OllamaEmbedder(EmbedderConfig(kind="ollama", url=srv.url), backoff_s=FAST))
+    emb = track(OllamaEmbedder(OllamaEmbedderConfig(kind="ollama", url=srv.url), backoff_s=FAST))
     assert emb.dim == 24
     assert len(srv.requests) == 1  # one probe at construction
     assert emb.embed_documents(["a", "b"]).shape == (2, 24)
@@ -178,14 +178,14 @@ def test_probe_failure_raises_embedder_error_naming_url() -> None:
     with ScriptedServer() as s:
         url = s.url
     with pytest.raises(EmbedderError, match=re.escape(url)):
-        OllamaEmbedder(EmbedderConfig(kind="ollama", url=url, retries=1), backoff_s=FAST)
+        OllamaEmbedder(OllamaEmbedderConfig(kind="ollama", url=url, retries=1), backoff_s=FAST)
 
 
 def test_factory_builds_ollama_and_openai(srv: ScriptedServer) -> None:
     srv.route("POST", "/api/embed", ollama_ok())
     srv.route("POST", "/v1/embeddings", openai_ok)
-    o = track(make_embedder(EmbedderConfig(kind="ollama", url=srv.url)))
-    a = track(make_embedder(EmbedderConfig(kind="openai", url=srv.url, model="bge-m3")))
+    o = track(make_embedder(OllamaEmbedderConfig(kind="ollama", url=srv.url)))
+    a = track(make_embedder(OpenAIEmbedderConfig(kind="openai", url=srv.url, model="bge-m3")))
     assert isinstance(o, OllamaEmbedder) and o.dim == DIM
     assert isinstance(a, OpenAIEmbedder) and a.name == "openai:bge-m3" and a.dim == DIM
 
@@ -229,7 +229,7 @@ def test_client_errors_are_not_retried(srv: ScriptedServer) -> None:
 def test_unreachable_server_raises_after_retries() -> None:
     with ScriptedServer() as s:
         url = s.url  # the port refuses connections once the server is stopped
-    cfg = EmbedderConfig(kind="ollama", url=url, dim=DIM, retries=2)
+    cfg = OllamaEmbedderConfig(kind="ollama", url=url, dim=DIM, retries=2)
     with OllamaEmbedder(cfg, backoff_s=FAST) as emb, pytest.raises(EmbedderError, match=r"failed after 3 attempt\(s\).*Connect"):
         emb.embed_query("a")
 
@@ -325,7 +325,7 @@ def test_split_depth_is_bounded(srv: ScriptedServer) -> None:
 def openai(srv: ScriptedServer, url: str | None = None, **kw) -> OpenAIEmbedder:
     kw.setdefault("dim", DIM)
     kw.setdefault("model", "bge-m3")
-    return track(OpenAIEmbedder(EmbedderConfig(kind="openai", url=url or srv.url, **kw), backoff_s=FAST))
+    return track(OpenAIEmbedder(OpenAIEmbedderConfig(kind="openai", url=url or srv.url, **kw), backoff_s=FAST))
 
 
 def test_openai_auth_header_and_body(srv: ScriptedServer) -> None:
@@ -378,7 +378,7 @@ def test_openai_probes_dimension_and_splits_too_long(srv: ScriptedServer) -> Non
         return openai_ok(req)
 
     srv.route("POST", "/v1/embeddings", handler)
-    emb = track(OpenAIEmbedder(EmbedderConfig(kind="openai", url=srv.url, model="bge-m3"), backoff_s=FAST))
+    emb = track(OpenAIEmbedder(OpenAIEmbedderConfig(kind="openai", url=srv.url, model="bge-m3"), backoff_s=FAST))
     assert emb.dim == DIM
     out = emb.embed_documents([LONG])
     assert out.shape == (1, DIM)

@@ -5,7 +5,7 @@ Debian's Chromium (installed as root by ``.ci/setup-test-deps.sh``).
 
 The fixture is a newcomer's run of README.md "Open WebUI", step by step, nothing else known:
 
-0. the bundled ``examples/axonix/ancre.toml`` (copied with its corpus) with ``user_jwt_secret_env``
+0. the bundled ``examples/axonix/ancre.toml`` (copied with its corpus) with ``user_jwt_secret``
    uncommented under ``[api]``, both secrets from ``openssl rand -hex 32``; ``ancre check`` then
    prints the ``api`` line (JWT secret, 64 bytes, its sha256 fingerprint — the same as the shell's
    ``sha256sum``), and ``ancre serve`` logs the identity at start-up;
@@ -314,10 +314,10 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     artifacts = Path(os.environ.get("ANCRE_TEST_ARTIFACTS") or openwebui.cache_root() / "artifacts") / "openwebui"
     artifacts.mkdir(parents=True, exist_ok=True)
 
-    # step 0: the bundled config, user_jwt_secret_env uncommented, both secrets from openssl
+    # step 0: the bundled config, user_jwt_secret uncommented, both secrets from openssl
     shutil.copytree(CORPUS, tmp / "axonix", ignore=shutil.ignore_patterns("ancre-data"))
     config = tmp / "axonix" / "ancre.toml"
-    commented = '# user_jwt_secret_env = "ANCRE_OWUI_JWT_SECRET"'
+    commented = '# user_jwt_secret = { env = "ANCRE_OWUI_JWT_SECRET" }'
     bundled = config.read_text("utf-8")
     assert commented in bundled, "README step 0 names a line the bundled config does not have"
     config.write_text(bundled.replace(commented, commented[2:]), "utf-8")

@@ -34,9 +34,9 @@ GUEST = "ext.partner_partner.ch#EXT#@axonix.ch"
 def e5() -> Any:
     """One e5-local embedder for the module (loading it is the slow part of a runtime)."""
     from ancre.index.embedder_factory import make_embedder
-    from ancre.settings import EmbedderConfig
+    from ancre.settings import E5LocalEmbedderConfig
 
-    return make_embedder(EmbedderConfig(kind="e5-local"))
+    return make_embedder(E5LocalEmbedderConfig())
 
 
 @pytest.fixture()

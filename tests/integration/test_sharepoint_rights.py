@@ -37,9 +37,9 @@ GUEST = "ext.partner_partner.ch#EXT#@axonix.ch"
 @pytest.fixture(scope="module")
 def e5() -> Any:
     from ancre.index.embedder_factory import make_embedder
-    from ancre.settings import EmbedderConfig
+    from ancre.settings import E5LocalEmbedderConfig
 
-    return make_embedder(EmbedderConfig(kind="e5-local"))
+    return make_embedder(E5LocalEmbedderConfig())
 
 
 class World:

@@ -201,9 +201,9 @@ def build(sites: list[Site]) -> FakeMicrosoft:
 @pytest.fixture(scope="module")
 def e5() -> Any:
     from ancre.index.embedder_factory import make_embedder
-    from ancre.settings import EmbedderConfig
+    from ancre.settings import E5LocalEmbedderConfig
 
-    return make_embedder(EmbedderConfig(kind="e5-local"))
+    return make_embedder(E5LocalEmbedderConfig())
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -39,6 +39,7 @@ from ancre.connectors.base import AclExplainable, ChangeEvent, WatchableConnecto
 from ancre.connectors.smb import SmbConnector
 from ancre.errors import DirectoryError, SourceUnavailableError
 from ancre.models import COLLECTIONS, SourceItem
+from ancre.settings import SecretRef
 
 DENY_FILE = "CLIENTS/test-deny-explicite.docx"
 DENY_QUESTION = "Quel est le code d'accès de la salle serveur de Baumont Industries ?"
@@ -500,7 +501,7 @@ def test_unlistable_folder_purges_nothing_and_denied_read_control_is_nobody(env:
     list_root = "ACL:S-1-5-11:ALLOWED/0/0x001200a9"  # Authenticated Users: read the root folder only
     locked = "CLIENTS/verrou.txt"
     bruno_sid, rh_sid = dc.sid_of("bruno"), dc.sid_of("GG_RH")
-    cfg = rt.settings.sources[0].model_copy(update={"username": "AXONIX\\bruno", "password_env": None, "password": SecretStr(dc.user_password)})
+    cfg = rt.settings.sources[0].model_copy(update={"username": "AXONIX\\bruno", "password": SecretRef(value=SecretStr(dc.user_password))})
     conn = SmbConnector(cfg, directory=None, ignore=rt.settings.ignore)  # a service account that can't read all
     before = indexed_docs(rt)
     dc.smbcacls("", "--add", list_root)
@@ -921,7 +922,7 @@ def test_kerberos_ticket_from_the_dc_kdc_lists_and_reads_the_share(
     monkeypatch.setenv("KRB5_CONFIG", str(tmp_path / "krb5.conf"))
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'ccache'}")
     cfg = env.rt.settings.sources[0].model_copy(
-        update={"auth": "kerberos", "username": None, "password": None, "password_env": None}
+        update={"auth": "kerberos", "username": None, "password": None}
     )
     # the DC answers as DC1 / dc1.axonix.test, which don't resolve here (no DNS, /etc/hosts left
     # alone): give its account the SPN of the address the source uses (an IP SPN, as on Windows)

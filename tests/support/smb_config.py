@@ -27,7 +27,7 @@ kind = "ldap"
 url = "ldaps://{dc.host}:{dc.ldaps_port}"
 base_dn = "{dc.base_dn}"
 bind_dn = "{dc.admin_bind_dn}"
-bind_password_env = "{PASSWORD_ENV}"
+bind_password = {{ env = "{PASSWORD_ENV}" }}
 ca_file = "{dc.tls_ca_file}"
 cache_ttl_s = {ttl}
 [sync]
@@ -38,7 +38,7 @@ kind = "smb"
 server = "{dc.host}"
 share = "{dc.share}"
 username = '{dc.admin_principal}'
-password_env = "{PASSWORD_ENV}"
+password = {{ env = "{PASSWORD_ENV}" }}
 unc_root = '\\\\SRV-FICHIERS\\Partage'
 collection_overrides = {{ DOCUMENTATION = "documentation" }}
 {extra}''',

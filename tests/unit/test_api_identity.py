@@ -150,7 +150,7 @@ def test_api_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANCRE_API__API_KEY", KEY)
     monkeypatch.setenv("ANCRE_API__PORT", "9001")
     s = load_settings(None)
-    assert s.api.port == 9001 and s.api.api_key is not None and s.api.api_key.get_secret_value() == KEY
+    assert s.api.port == 9001 and s.api.api_key is not None and s.api.api_key.resolve("api.api_key") == KEY
     with pytest.raises(ConfigError, match=r"api.identity"):
         load_settings(None, api={"identity": "guess"})
 

@@ -202,7 +202,7 @@ def test_check_user_jwt_returns_the_claims() -> None:
 def test_secret_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OWUI_JWT", f" {SECRET} ")
     assert Secrets.from_config(ApiConfig(api_key=KEY, user_jwt_secret_env="OWUI_JWT")).user_jwt_secret == SECRET
-    with pytest.raises(ConfigError, match=r"api.user_jwt_secret_env"):
+    with pytest.raises(ConfigError, match=r"api\.user_jwt_secret\.env: environment variable NOT_SET_ANYWHERE is not set"):
         Secrets.from_config(ApiConfig(api_key=KEY, user_jwt_secret_env="NOT_SET_ANYWHERE"))
     with pytest.raises(ConfigError, match="at least 32 bytes"):
         Secrets.from_config(ApiConfig(api_key=KEY, user_jwt_secret="short"))

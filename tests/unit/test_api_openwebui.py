@@ -388,7 +388,7 @@ def _jwt_settings() -> dict[str, Any]:
     [
         ({}, {"Authorization": "Bearer wrong"}, 401, "invalid_api_key", "la clé de la connexion ancre"),
         (_jwt_settings(), {"Authorization": f"Bearer {KEY}", "X-OpenWebUI-User-Jwt": "a.b.c"}, 401,
-         "invalid_user_jwt", "FORWARD_USER_INFO_HEADER_JWT_SECRET d'Open WebUI et la variable api.user_jwt_secret_env"),
+         "invalid_user_jwt", "FORWARD_USER_INFO_HEADER_JWT_SECRET d'Open WebUI et le secret api.user_jwt_secret d'ancre"),
         (_jwt_settings(), H, 401, "plain_identity_refused", "Open WebUI envoie l'identité sans jeton signé"),
         ({}, {"Authorization": f"Bearer {KEY}"}, 401, "missing_identity", "ENABLE_FORWARD_USER_INFO_HEADERS=true"),
     ],

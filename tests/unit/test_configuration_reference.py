@@ -9,14 +9,15 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, SecretStr
 
 from ancre.config import Settings, configuration_reference, load_settings
 from ancre.connectors.registry import REGISTRY
-from ancre.settings.reference import default_text, missing_descriptions, type_text
+from ancre.settings.reference import default_text, missing_descriptions, type_text, union_variants
+from ancre.settings.secrets import SecretRef
 from ancre.settings.sources import SourceSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,12 +25,17 @@ REFERENCE = ROOT / "docs" / "CONFIGURATION.md"
 EXAMPLES = sorted((ROOT / "examples").rglob("*.toml"))
 
 
+KIND_SECTIONS = ("embedder", "store", "directory")
+
+
 def _models() -> dict[str, type[BaseModel]]:
-    """Table name → model: the root, each section, each source kind."""
+    """Table name → model: the root, each section (``store.edge``, … for a ``kind`` union), each
+    source kind."""
     out: dict[str, type[BaseModel]] = {"(root)": Settings}
     for name, field in Settings.model_fields.items():
         if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
             out[name] = field.annotation
+        out |= {f"{name}.{tag}": model for tag, model in union_variants(field.annotation).items()}
     out |= {f"sources.{kind}": entry.config for kind, entry in REGISTRY.items()}
     return out
 
@@ -80,6 +86,11 @@ def test_every_key_of_every_model_has_a_row_in_its_section() -> None:
         elif table.startswith("sources."):
             kind = table.split(".", 1)[1]
             heading, keys = f'### kind = "{kind}"', [k for k in model.model_fields if k not in common]
+        elif "." in table:
+            section, kind = table.split(".")
+            every = _section(text, f"### [{section}] keys of every kind")
+            heading = f'### [{section}] kind = "{kind}"'
+            keys = [k for k in model.model_fields if f"| `{k}` |" not in every]
         else:
             heading, keys = f"## [{table}]", list(model.model_fields)
         section = _section(text, heading)
@@ -95,7 +106,8 @@ def _keys(table: dict[str, Any], prefix: str = "") -> list[str]:
     out = []
     for k, v in table.items():
         tables = ("collection_overrides", "user_map", "loggers", "local_groups")  # keys whose value is a table
-        if isinstance(v, dict) and prefix.count(".") < 1 and k not in tables:
+        secret = isinstance(v, dict) and set(v) <= set(SecretRef.model_fields)  # a secret given as a table
+        if isinstance(v, dict) and prefix.count(".") < 1 and k not in tables and not secret:
             out += _keys(v, f"{prefix}{k}.")
         else:
             out.append(prefix + k)
@@ -106,6 +118,11 @@ def _assert_documented(raw: dict[str, Any]) -> None:
     text = configuration_reference()
     for key in _keys({k: v for k, v in raw.items() if k != "sources"}):
         section, _, name = key.rpartition(".")
+        if section in KIND_SECTIONS:
+            kind = raw[section].get("kind", next(iter(union_variants(Settings.model_fields[section].annotation))))
+            every = _section(text, f"### [{section}] keys of every kind")
+            _row(every if f"| `{name}` |" in every else _section(text, f'### [{section}] kind = "{kind}"'), name)
+            continue
         heading = f"## [{section}]" if section else "## Top-level keys"
         _row(_section(text, heading), name)
     for src in raw.get("sources", []):
@@ -133,19 +150,26 @@ def test_every_key_a_readme_example_uses_is_valid_and_documented(block: str) -> 
     _assert_documented(raw)
 
 
-@pytest.mark.parametrize("section", ["store", "directory"])
-def test_keys_only_one_kind_reads_are_listed_under_that_kind(section: str) -> None:
+@pytest.mark.parametrize("section", KIND_SECTIONS)
+def test_each_kind_of_a_union_section_has_its_own_table(section: str) -> None:
+    """``[store]``, ``[directory]``, ``[embedder]``: a table of the keys every kind shares (``kind``
+    first, with every kind and the default), then one per kind with its own keys only."""
     text = configuration_reference()
-    model = _models()[section]
-    per_kind: dict[str, tuple[str, ...]] = model.kind_keys  # type: ignore[attr-defined]
-    assert set(per_kind) == set(get_args(model.model_fields["kind"].annotation))
-    for kind, keys in per_kind.items():
-        sub = _section(text, f'### [{section}] kind = "{kind}"')
-        for key in keys:
-            _row(sub, key)
+    variants = union_variants(Settings.model_fields[section].annotation)
+    assert variants, section
     shared = _section(text, f"### [{section}] keys of every kind")
-    _row(shared, "kind")
-    assert not any(f"| `{key}` |" in shared for keys in per_kind.values() for key in keys)
+    assert all(f"`{_quoted(kind)}`" in _row(shared, "kind") for kind in variants)
+    for kind, model in variants.items():
+        own = _section(text, f'### [{section}] kind = "{kind}"')
+        for key in model.model_fields:
+            assert f"| `{key}` |" in shared or f"| `{key}` |" in own, (section, kind, key)
+        for other_model in variants.values():
+            for key in set(other_model.model_fields) - set(model.model_fields):
+                assert f"| `{key}` |" not in own and f"| `{key}` |" not in shared, (section, kind, key)
+
+
+def _quoted(kind: str) -> str:
+    return f'"{kind}"'
 
 
 def test_secrets_are_marked() -> None:
@@ -156,27 +180,30 @@ def test_secrets_are_marked() -> None:
                 "sources.sharepoint.client_secret", "sources.sharepoint.pfx_passphrase"}
     for dotted in expected:
         *_, key = dotted.split(".")
-        assert any(line.startswith(f"| `{key}` |") for line in marked), dotted
-        if any(line.startswith(f"| `{key}_env` |") for line in text.splitlines()):
-            assert any(line.startswith(f"| `{key}_env` |") for line in marked), f"{dotted}_env"
+        assert any(line.startswith(f"| `{key}` | secret or unset |") for line in marked), dotted
+    assert not any("_env` |" in line for line in text.splitlines()), "no `x_env` key is documented any more"
     for model in _models().values():
         for key, field in model.model_fields.items():
-            if field.annotation is not None and "SecretStr" in str(field.annotation):
+            if field.annotation is not None and "SecretRef" in str(field.annotation):
                 assert any(line.startswith(f"| `{key}` |") for line in marked), key
     assert not any(line.startswith("| `model` |") for line in marked)
+    assert "## Secrets" in text and '{ env = "VAR" }' in text and "LoadCredential=" in text
 
 
 def test_types_and_defaults_are_toml_spelled() -> None:
     assert type_text(str | None) == "string or unset"
     assert type_text(tuple[str, ...]) == "list of string"
     assert type_text(SecretStr | None) == "secret string or unset"
-    emb = Settings.model_fields["embedder"].annotation
-    assert isinstance(emb, type) and issubclass(emb, BaseModel)
+    assert type_text(SecretRef | None) == "secret or unset"
+    emb = union_variants(Settings.model_fields["embedder"].annotation)["e5-local"]
     assert default_text(emb.model_fields["kind"]) == '`"e5-local"`'
     assert default_text(emb.model_fields["model"]) == "unset"
     assert default_text(REGISTRY["folder"].config.model_fields["root"]) == "required"
-    assert "`30.0`" in _row(_section(configuration_reference(), "## [store]"), "timeout_s")
-    assert "(> 0)" in _row(_section(configuration_reference(), "## [store]"), "timeout_s")
+    qdrant = _section(configuration_reference(), '### [store] kind = "qdrant"')
+    assert "`30.0`" in _row(qdrant, "timeout_s") and "(> 0)" in _row(qdrant, "timeout_s")
+    assert "required" in _row(qdrant, "url")
+    kind = _row(_section(configuration_reference(), "### [store] keys of every kind"), "kind")
+    assert '`"edge"` \\| `"qdrant"` \\| `"local"` | `"edge"`' in kind
 
 
 def test_readme_links_the_reference() -> None:

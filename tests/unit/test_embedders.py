@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ancre.config import EmbedderConfig
+from ancre.config import load_settings
 from ancre.errors import ConfigError
 from ancre.index.e5_local import E5LocalEmbedder
 from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
 from ancre.index.ollama_embed import default_prefixes, split_in_two
 from ancre.index.openai_embed import embeddings_endpoint
+from ancre.settings import E5LocalEmbedderConfig, EmbedderConfig, OllamaEmbedderConfig
 
 MAINTENANCE = (
     "Article 5 – Conditions financières. En contrepartie des prestations de maintenance, le Client "
@@ -206,7 +207,7 @@ def test_e5_concurrent_questions_share_engine_calls(e5: E5LocalEmbedder, monkeyp
 
 
 def test_factory_default_is_e5_local() -> None:
-    emb = make_embedder(EmbedderConfig())
+    emb = make_embedder(load_settings(None).embedder)
     assert isinstance(emb, E5LocalEmbedder)
     assert emb.name == "e5-local:multilingual-e5-small"
 
@@ -214,12 +215,9 @@ def test_factory_default_is_e5_local() -> None:
 @pytest.mark.parametrize(
     ("cfg", "key"),
     [
-        (EmbedderConfig(kind="openai", url="http://127.0.0.1:9"), "embedder.model"),
-        (EmbedderConfig(kind="openai", model="m"), "embedder.url"),
-        (EmbedderConfig(kind="e5-local", model="bge-m3"), "embedder.model"),
-        (EmbedderConfig(kind="e5-local", dim=768), "embedder.dim"),
-        (EmbedderConfig(kind="e5-local", query_prefix="q: "), "embedder.query_prefix"),
-        (EmbedderConfig(kind="ollama", url="127.0.0.1:11434"), "embedder.url"),
+        (E5LocalEmbedderConfig(model="bge-m3"), "embedder.model"),
+        (E5LocalEmbedderConfig(dim=768), "embedder.dim"),
+        (OllamaEmbedderConfig(kind="ollama", url="127.0.0.1:11434"), "embedder.url"),
     ],
 )
 def test_factory_config_errors_name_the_key(cfg: EmbedderConfig, key: str) -> None:
@@ -227,9 +225,22 @@ def test_factory_config_errors_name_the_key(cfg: EmbedderConfig, key: str) -> No
         make_embedder(cfg)
 
 
-def test_factory_openai_message_names_kind() -> None:
-    with pytest.raises(ConfigError, match=r'embedder.model is required for kind "openai"'):
-        make_embedder(EmbedderConfig(kind="openai", url="http://127.0.0.1:9"))
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"kind": "openai", "url": "http://127.0.0.1:9"}, "embedder.model: Field required"),
+        ({"kind": "openai", "model": "m"}, "embedder.url: Field required"),
+        ({"kind": "e5-local", "query_prefix": "q: "},
+         "embedder.query_prefix: not a key of kind 'e5-local' (only of 'ollama', 'openai')"),
+        ({"url": "http://127.0.0.1:11434"}, "embedder.url: not a key of kind 'e5-local' (only of 'ollama', 'openai')"),
+        ({"kind": "ollama", "keep_alive": "1h", "model": "x", "bogus": 1}, "embedder.bogus: unknown key for kind 'ollama'"),
+        ({"kind": "onnx"}, "embedder.kind: unknown embedder kind 'onnx' (known: e5-local, ollama, openai)"),
+    ],
+)
+def test_embedder_keys_are_checked_per_kind(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_settings(None, embedder=table)
+    assert message in str(e.value)
 
 
 def test_default_prefixes() -> None:

@@ -66,14 +66,14 @@ def test_smb_source_keeps_its_keys_and_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("sources", "named"),
     [
-        ("[[sources]]\nid = 'a'\nroot = 'r'\nserver = 'srv'\n", "sources.0.server: Extra inputs are not permitted"),
+        ("[[sources]]\nid = 'a'\nroot = 'r'\nserver = 'srv'\n", "sources.0.server: not a key of kind 'folder' (only of 'smb')"),
         ("[[sources]]\nid = 'a'\nroot = 'r'\nfollow_symlinks = 'often'\n", "sources.0.follow_symlinks:"),
         ("[[sources]]\nid = 'a'\n", "sources.0.root: Field required"),
         ("[[sources]]\nid = 'a'\nroot = 'r'\n[[sources]]\nid = 'b'\nkind = 'smb'\nserver = 's'\nshare = 'P'\nport = 'x'\n",
          "sources.1.port:"),
         ("[[sources]]\nid = 'b'\nkind = 'smb'\nshare = 'P'\n", "sources.0.server: Field required"),
         ("[[sources]]\nid = 'b'\nkind = 'smb'\nserver = 's'\nshare = 'P'\nroot = 'r'\n",
-         "sources.0.root: Extra inputs are not permitted"),
+         "sources.0.root: not a key of kind 'smb' (only of 'folder')"),
         ("[[sources]]\nid = 'b'\nkind = 'smb'\nserver = 's'\nshare = 'P'\npassword = 'x'\npassword_env = 'Y'\n",
          "not both"),
     ],

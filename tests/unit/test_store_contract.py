@@ -14,17 +14,19 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from ancre.config import StoreConfig
+from ancre.config import load_settings
 from ancre.errors import EmbedderMismatchError, StoreError, StoreLockedError
 from ancre.index.edge_store import EdgeStore
 from ancre.index.qdrant_store import QdrantStore
 from ancre.index.store import KeywordStore, PointWrite, Store
 from ancre.index.store_factory import make_store
 from ancre.models import Acl, ChunkPayload, Grant, point_id
+from ancre.settings import EdgeStoreConfig, LocalStoreConfig, QdrantStoreConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
@@ -407,16 +409,16 @@ def test_drop_all_allows_another_embedder(make: Callable[[], Store]) -> None:
 
 
 def test_make_store_builds_each_kind(tmp_path: Path) -> None:
-    edge = make_store(StoreConfig(), tmp_path)
+    edge = make_store(EdgeStoreConfig(), tmp_path)
     assert isinstance(edge, EdgeStore) and edge.root == tmp_path / "qdrant"
-    local = make_store(StoreConfig(kind="local", path=tmp_path / "loc"), tmp_path)
+    local = make_store(LocalStoreConfig(kind="local", path=tmp_path / "loc"), tmp_path)
     try:
         assert isinstance(local, QdrantStore)
         local.open(EMBEDDER, DIM)
         assert local.count(DOCS) == 0
     finally:
         local.close()
-    server = make_store(StoreConfig(kind="qdrant", url="http://127.0.0.1:1"), tmp_path)
+    server = make_store(QdrantStoreConfig(kind="qdrant", url="http://127.0.0.1:1"), tmp_path)
     assert isinstance(server, QdrantStore)
     with pytest.raises(StoreError):  # nothing listens there: a StoreError, not a raw client error
         server.open(EMBEDDER, DIM)
@@ -626,14 +628,17 @@ def test_keyword_option_must_match_how_the_collections_were_built(tmp_path: Path
 def test_keyword_option_defaults_per_store_kind() -> None:
     """BM25 lives in the embedded store by default; a server keeps the snapshot unless told (its
     collections were made without sparse vectors)."""
-    assert StoreConfig().bm25 == "qdrant"
-    assert StoreConfig(kind="edge", bm25="snapshot").bm25 == "snapshot"
-    assert StoreConfig(kind="qdrant", url="http://127.0.0.1:6333").bm25 == "snapshot"
-    assert StoreConfig(kind="local").bm25 == "snapshot"
-    assert StoreConfig(kind="qdrant", url="http://127.0.0.1:6333", bm25="qdrant").bm25 == "qdrant"
-    edge = make_store(StoreConfig(build_after_points=7), Path("/nonexistent"))
+    def store(**table: object) -> Any:
+        return load_settings(None, store=table).store
+
+    assert load_settings(None).store == EdgeStoreConfig() and EdgeStoreConfig().bm25 == "qdrant"
+    assert store(kind="edge", bm25="snapshot").bm25 == "snapshot"
+    assert store(kind="qdrant", url="http://127.0.0.1:6333").bm25 == "snapshot"
+    assert store(kind="local").bm25 == "snapshot"
+    assert store(kind="qdrant", url="http://127.0.0.1:6333", bm25="qdrant").bm25 == "qdrant"
+    edge = make_store(EdgeStoreConfig(build_after_points=7), Path("/nonexistent"))
     assert isinstance(edge, EdgeStore) and edge.keywords and edge.tuning.build_after_points == 7
-    assert not make_store(StoreConfig(bm25="snapshot"), Path("/nonexistent")).keywords  # type: ignore[attr-defined]
+    assert not make_store(EdgeStoreConfig(bm25="snapshot"), Path("/nonexistent")).keywords  # type: ignore[attr-defined]
 
 
 def test_edge_keywords_are_filled_in_for_a_store_written_without_them(tmp_path: Path) -> None:
