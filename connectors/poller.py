@@ -51,7 +51,7 @@ class SnapshotCursor(BaseModel):
 def under(path: str, parts: tuple[str, ...]) -> bool:
     """Whether the relative POSIX ``path`` is one of the folders ``parts`` or below one (``""``:
     the whole source)."""
-    return any(p == "" or path == p or path.startswith(p.rstrip("/") + "/") for p in parts)
+    return any(p in ("", path) or path.startswith(p.rstrip("/") + "/") for p in parts)
 
 
 def diff_listings(

@@ -22,9 +22,9 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-from importlib.metadata import entry_points
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from types import MappingProxyType
 
 from ancre.acl.providers import PrincipalProvider

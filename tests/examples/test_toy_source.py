@@ -106,9 +106,9 @@ def test_a_toy_source_gets_change_detection_from_the_poller(tmp_path: Path, stor
         store.put("notes/c.txt", f"un ajout {token(3)}".encode())
         d.wait_for(lambda: d.bm25_paths(token(3)) == {"notes/c.txt"}, "an added document", timeout=60)
         store.put("b.txt", f"deuxième document réécrit {token(4)}".encode())
-        d.wait_for(lambda: d.bm25_paths(token(4)) == {"b.txt"} and not d.all_paths(token(2)), "a change", timeout=60)
+        d.wait_for(lambda: d.bm25_paths(token(4)) == {"b.txt"} and not d.bm25_paths(token(2)), "a change", timeout=60)
         store.delete("notes/a.txt")
-        d.wait_for(lambda: not d.all_paths(token(1)), "a deletion", timeout=60)
+        d.wait_for(lambda: "notes/a.txt" not in d.all_paths(token(1)), "a deletion", timeout=60)
 
         # an outage of the store is no deletion storm: the poller keeps its cursor and waits
         store.down = True
@@ -120,8 +120,8 @@ def test_a_toy_source_gets_change_detection_from_the_poller(tmp_path: Path, stor
         st = d.wait_idle()
         assert st["passes"] == {"startup": 1}, "no full pass after the startup one: every change came as an event"
         assert st["documents"]["toy"] == {"indexed": 2}
-        assert cli_search(cfg, env, token(3)) == {"notes/c.txt"}
-        assert cli_search(cfg, env, token(1)) == set()
+        assert "notes/c.txt" in cli_search(cfg, env, token(3))
+        assert "notes/a.txt" not in cli_search(cfg, env, token(1))
     finally:
         d.stop(timeout=60)
         d.kill()
@@ -133,7 +133,7 @@ def test_a_toy_source_gets_change_detection_from_the_poller(tmp_path: Path, stor
     cfg.write_text(cfg.read_text(encoding="utf-8").replace("[daemon]\n", "[daemon]\ninitial_sync = false\n"), encoding="utf-8")
     d2.start()
     try:
-        d2.wait_for(lambda: (s := d2.status()) and s["state"] == "running" and s["idle"] and not d2.all_paths(token(4)),
+        d2.wait_for(lambda: (s := d2.status()) and s["state"] == "running" and s["idle"] and "b.txt" not in d2.all_paths(token(4)),
                     "the deletion made while down", timeout=180)
         assert d2.status()["passes"] == {}
     finally:

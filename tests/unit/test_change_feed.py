@@ -58,7 +58,7 @@ def test_the_events_transform_before_into_after(before: dict[str, Version], afte
     assert not any(ev.kind == ChangeKind.DELETED and under(ev.path or "", unreachable) for ev in events), "no deletion under an outage"
     touched = [ev.path for ev in events]
     assert len(touched) == len(set(touched)), "one event per path"
-    assert set(touched) == {p for p in set(before) | set(after) if before.get(p) != after.get(p) and p in after or
+    assert set(touched) == {p for p in set(before) | set(after) if (before.get(p) != after.get(p) and p in after) or
                             (p in before and p not in after and not under(p, unreachable))}, "events only where something changed"
 
 
