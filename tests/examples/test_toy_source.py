@@ -118,7 +118,8 @@ def test_a_toy_source_gets_change_detection_from_the_poller(tmp_path: Path, stor
         assert d.bm25_paths(token(3)) == {"notes/c.txt"}
 
         st = d.wait_idle()
-        assert st["passes"] == {"startup": 1}, "no full pass after the startup one: every change came as an event"
+        passes = dict(st["passes"])
+        assert passes.pop("event", 0) >= 3 and passes == {"startup": 1}, "no full pass after the startup one: events only"
         assert st["documents"]["toy"] == {"indexed": 2}
         assert "notes/c.txt" in cli_search(cfg, env, token(3))
         assert "notes/a.txt" not in cli_search(cfg, env, token(1))
@@ -135,7 +136,7 @@ def test_a_toy_source_gets_change_detection_from_the_poller(tmp_path: Path, stor
     try:
         d2.wait_for(lambda: (s := d2.status()) and s["state"] == "running" and s["idle"] and "b.txt" not in d2.all_paths(token(4)),
                     "the deletion made while down", timeout=180)
-        assert d2.status()["passes"] == {}
+        assert set(d2.status()["passes"]) == {"event"}, "found by the poller, not by a pass"
     finally:
         d2.stop(timeout=60)
         d2.kill()
