@@ -140,3 +140,37 @@ def test_a_toy_source_gets_change_detection_from_the_poller(tmp_path: Path, stor
     finally:
         d2.stop(timeout=60)
         d2.kill()
+
+
+def test_the_entry_point_is_the_one_registry_line(tmp_path: Path) -> None:
+    """Outside ancre, the kind's line is its ``ancre.sources`` entry point: the configuration then
+    validates ``kind = "toy"`` with the toy model (a bad key named), the registry builds its
+    connector; an entry point that is no ``RegisteredKind``, or that names a built-in kind, is
+    left out."""
+    env = _env(tmp_path)
+    site = Path(env["PYTHONPATH"].split(os.pathsep)[0])
+    bad = site / "ancre_bad_plugin-1.0.dist-info"
+    bad.mkdir()
+    (bad / "METADATA").write_text("Metadata-Version: 2.1\nName: ancre-bad-plugin\nVersion: 1.0\n", encoding="utf-8")
+    (bad / "entry_points.txt").write_text("[ancre.sources]\nbad = toy_source:KIND\nfolder = toy_source:REGISTERED\n",
+                                          encoding="utf-8")
+    script = """
+from ancre.config import Settings
+from ancre.connectors.registry import REGISTRY, make_connector
+from ancre.errors import ConfigError
+assert list(REGISTRY) == ["folder", "smb", "sharepoint", "toy"], list(REGISTRY)
+s = Settings(sources=[{"id": "t", "kind": "toy", "url": "http://127.0.0.1:9"}])
+print(type(s.sources[0]).__name__)
+from ancre.connectors.base import SourceContext
+conn = make_connector(s.sources[0], SourceContext(directory=None, ignore=(), private_paths=(), data_dir="."))
+print(type(conn).__name__)
+try:
+    Settings(sources=[{"id": "t", "kind": "toy"}])
+except Exception as e:
+    print("url" in str(e))
+"""
+    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ToySourceConfig", "ToyConnector", "True"]
+    assert "'bad'" in out.stderr and "'folder'" in out.stderr, out.stderr
