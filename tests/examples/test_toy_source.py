@@ -170,7 +170,7 @@ except Exception as e:
     print("url" in str(e))
 """
     out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ToySourceConfig", "ToyConnector", "True"]
     assert "'bad'" in out.stderr and "'folder'" in out.stderr, out.stderr
