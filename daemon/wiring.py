@@ -51,8 +51,12 @@ def start_watchers(
     cursors: CursorStore,
 ) -> list[Watcher]:
     """Start one event source per source whose ``watch`` is not ``off`` (:func:`make_watcher`);
-    ``cursors`` keeps the change feeds' cursors. Returns the started watchers (the caller
-    stops them)."""
+    ``cursors`` keeps the change feeds' cursors (those of sources no longer in ``sources`` are
+    dropped). Returns the started watchers (the caller stops them)."""
+    configured = {src.id for src in sources}
+    for gone in set(cursors.sources()) - configured:
+        log.info("source %s is no longer configured: its change-feed cursor is dropped", gone)
+        cursors.delete(gone)
     watchers: list[Watcher] = []
     for src in sources:
         conn = connectors.get(src.id)

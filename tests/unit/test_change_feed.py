@@ -250,3 +250,14 @@ def test_the_event_source_follows_the_capabilities(tmp_path: Path) -> None:
     polled = pick(_Scripted())
     assert isinstance(polled, FeedRunner) and isinstance(polled.feed, SnapshotDiffPoller)
     assert polled.effective_mode == "poll" and polled.feed.poll_interval_s == 7.0
+
+
+def test_the_cursor_of_a_source_no_longer_configured_is_dropped(tmp_path: Path) -> None:
+    from ancre.daemon.wiring import start_watchers
+
+    cursors = CursorStore(tmp_path / "state.sqlite3")
+    cursors.save("old", _Delta(link="1"))
+    cursors.save("s", _Delta(link="2"))
+    cfg = FolderSourceConfig(id="s", root=tmp_path, principals=("sid:S-1-1-0",), watch="off")
+    assert start_watchers([cfg], {"s": _Fed()}, lambda e: None, (), cursors) == []  # type: ignore[dict-item]
+    assert cursors.sources() == ["s"]
