@@ -5,7 +5,7 @@ assignments (README "SharePoint").
 **Listing.** One source = one tenant. Per site (``sites``, or every site), per document library
 (drive) matching ``libraries`` / ``libraries_exclude``, the connector keeps a *snapshot* of the
 drive — every item's name, parent, kind, size, ``quickXorHash``, permissions and labels — and the
-drive's ``deltaLink``, both in the state DB (:meth:`ancre.index.state.StateDB.set_meta`). A pass
+drive's ``deltaLink``, both in a store of its own (:mod:`ancre.connectors.sharepoint.snapshot`). A pass
 asks Graph only for the delta since that link (``@odata.nextLink`` pages followed by the Graph
 client), applies it (an item seen twice takes its last occurrence; ``deleted`` items — maybe
 without a name — and what was under a deleted folder are dropped) and lists the whole snapshot:
@@ -14,7 +14,7 @@ drive from an empty delta (full enumeration); what is not seen again vanishes fr
 and the sync engine purges it under its mass-deletion guard.
 
 **Identity and paths.** An item *is* its drive id + item id: ``native_id`` is
-``<drive id>/<item id>`` (the state DB's key, the store's ``doc_id``), the live check reads rights
+``<drive id>/<item id>`` (the sync engine's key, the store's ``doc_id``), the live check reads rights
 by it (:meth:`SharePointConnector.read_acls_by_id`), and content is downloaded by it, never by URL
 (``#``, ``%``, leading spaces and long paths are no problem). The path shown is
 ``<site server-relative URL>/<library>/<folders>/<file>`` (``sites/Projets/Documents/x.docx``,
@@ -50,11 +50,9 @@ Graph unreachable raises :class:`~ancre.errors.SourceUnavailableError` (the pass
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -67,8 +65,8 @@ from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.graph import BatchRequest, GraphClient, GraphError, ResyncRequired
 from ancre.connectors.sharepoint.permissions import Grant, Mapped, item_acl
 from ancre.connectors.sharepoint.rest import RestError
+from ancre.connectors.sharepoint.snapshot import Drive, DriveSnapshotStore, Entry
 from ancre.errors import AncreError, ConfigError, SourceUnavailableError
-from ancre.index.state import StateDB
 from ancre.models import Acl, ChangeKind, SourceItem, nfc
 
 log = logging.getLogger("ancre.sharepoint")
@@ -132,89 +130,12 @@ def resolve_sites(graph: Any, urls: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-@dataclass
-class _Entry:
-    """One driveItem of a snapshot. ``kind``: ``file`` / ``folder`` / ``package`` / ``root``.
-    ``perms``: its Graph permission entries, or a ``str`` (why they could not be read), or
-    ``None`` (not read yet). ``labels``: label ids and names (lower case), or a ``str`` (why
-    they could not be read), or ``None`` (not read)."""
-
-    name: str
-    parent: str | None
-    kind: str
-    size: int = 0
-    qxh: str | None = None
-    mtime: float = 0.0
-    url: str = ""
-    perms: list[dict[str, Any]] | str | None = None
-    labels: list[str] | str | None = None
-    ctag: str | None = None
-    """Graph ``cTag`` (else ``eTag``): changes with the content *and* its embedded metadata (a
-    label applied). Delta omits ``cTag`` in OneDrive for Business ("driveItem: delta", Remarks)."""
-    package: str | None = None
-    """``package.type`` of a package (``oneNote``)."""
-
-    def dump(self) -> list[Any]:
-        return [self.name, self.parent, self.kind, self.size, self.qxh, self.mtime, self.url, self.perms, self.labels,
-                self.ctag, self.package]
-
-    @classmethod
-    def load(cls, row: list[Any]) -> _Entry:
-        return cls(*row)
-
-
-@dataclass
-class _Drive:
-    """A document library: its site, ids, names and snapshot."""
-
-    site_id: str
-    site_url: str
-    site_seg: str
-    drive_id: str
-    name: str
-    url: str
-    list_id: str | None = None
-    root: str | None = None
-    items: dict[str, _Entry] = field(default_factory=dict)
-    delta_link: str | None = None
-    library: list[dict[str, Any]] | str | None = None
-    """The library's role assignments (dumped), or why they could not be read."""
-    rest_refused: str | None = None
-    """Why the site's SharePoint REST refused the app (its site groups can't be resolved)."""
-
-    @property
-    def prefix(self) -> str:
-        return "/".join(x for x in (self.site_seg, nfc(self.name)) if x)
-
-
-@dataclass(frozen=True)
-class _Role:
-    name: str
-    base_permissions_low: int
-    base_permissions_high: int = 0
-
-
-@dataclass(frozen=True)
-class _Assignment:
-    principal_id: int
-    principal_type: int
-    login_name: str
-    title: str
-    roles: tuple[_Role, ...]
-
-
 def _dump_assignment(ra: Any) -> dict[str, Any]:
     return {
         "principal_id": int(ra.principal_id), "principal_type": int(ra.principal_type),
         "login_name": str(ra.login_name or ""), "title": str(ra.title or ""),
         "roles": [[str(r.name), int(r.base_permissions_low), int(getattr(r, "base_permissions_high", 0) or 0)] for r in ra.roles],
     }
-
-
-def _load_assignment(d: Mapping[str, Any]) -> _Assignment:
-    return _Assignment(
-        d["principal_id"], d["principal_type"], d["login_name"], d["title"], tuple(_Role(*r) for r in d["roles"])
-    )
 
 
 class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
@@ -231,25 +152,23 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         *,
         graph: GraphClient,
         rest: RestFactory | None,
-        state: StateDB,
+        snapshots: DriveSnapshotStore,
         ignore: tuple[str, ...] = (),
-        own_state: bool = False,
     ) -> None:
-        """``state``: where the snapshots and delta links are kept (closed by :meth:`close` when
-        ``own_state``); ``rest``: ``site URL -> SharePointRest`` (``None``: no role assignments,
+        """``snapshots``: where the drive snapshots and delta links are kept (closed by
+        :meth:`close`); ``rest``: ``site URL -> SharePointRest`` (``None``: no role assignments,
         items inheriting from a library are readable by nobody)."""
         self.cfg = cfg
         self.source_id = cfg.id
         self.collection = cfg.collection
         self.graph = graph
         self.rest = rest
-        self.state = state
-        self._own_state = own_state
+        self.snapshots = snapshots
         self.ignore = ignore
         self.unreachable_reasons: dict[str, str] = {}
         """Relative path prefix (``<site>`` or ``<site>/<library>``) left out of the last
         listing → why (``403 accessDenied: …``)."""
-        self._drives: dict[str, _Drive] = {}
+        self._drives: dict[str, Drive] = {}
         self._lock = threading.RLock()
         self._upn: dict[str, str | None] = {}
         self._labels: dict[str, str] | None = None
@@ -260,9 +179,6 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         """Items whose permissions could not be read at the last pass (read again at the next)."""
 
     # ------------------------------------------------------------------------------- discovery
-    def _meta_key(self, drive_id: str) -> str:
-        return f"sharepoint:{self.source_id}:{drive_id}"
-
     def _sites(self) -> list[tuple[str, dict[str, Any] | str]]:
         """``(site segment, site JSON or refusal reason)`` for every configured site."""
         out: list[tuple[str, dict[str, Any] | str]] = []
@@ -285,11 +201,11 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             return False
         return not any(fnmatch.fnmatchcase(low, p.casefold()) for p in self.cfg.libraries_exclude)
 
-    def _discover(self) -> list[_Drive]:
+    def _discover(self) -> list[Drive]:
         """The libraries to read now (sites and drives listed again each pass); refusals go to
         :attr:`unreachable`. Raises ``SourceUnavailableError`` when Graph can't be reached or
         no site at all answers."""
-        drives: list[_Drive] = []
+        drives: list[Drive] = []
         refused: dict[str, str] = {}
         sites = self._sites()
         for seg, site in sites:
@@ -301,7 +217,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                     library = d.get("driveType", "documentLibrary") == "documentLibrary"
                     if not library or not self._library_selected(str(d.get("name", ""))):
                         continue
-                    drives.append(_Drive(
+                    drives.append(Drive(
                         str(site["id"]), str(site.get("webUrl", "")), seg, str(d["id"]), str(d.get("name", "")),
                         str(d.get("webUrl", "")),
                     ))
@@ -317,42 +233,23 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         return drives
 
     # -------------------------------------------------------------------------------- snapshot
-    def _load(self, drive: _Drive) -> _Drive:
-        """``drive`` with the snapshot kept for it (the one in memory, else the state DB's)."""
+    def _load(self, drive: Drive) -> Drive:
+        """``drive`` with the snapshot kept for it (the one in memory, else the store's)."""
         have = self._drives.get(drive.drive_id)
         if have is not None:
             return have
-        raw = self.state.get_meta(self._meta_key(drive.drive_id))
+        raw = self.snapshots.load(self.source_id, drive.drive_id)
         if raw:
-            snap = json.loads(raw)
-            drive.root = snap.get("root")
-            drive.delta_link = snap.get("delta")
-            drive.list_id = snap.get("list_id")
-            drive.library = snap.get("library")
-            drive.rest_refused = snap.get("rest_refused")
-            drive.items = {k: _Entry.load(v) for k, v in snap.get("items", {}).items()}
+            drive.restore(raw)
         self._drives[drive.drive_id] = drive
         self._paths = None
         return drive
 
-    def _save(self, drive: _Drive) -> None:
-        snap = {
-            "site_id": drive.site_id, "site_url": drive.site_url, "site_seg": drive.site_seg, "name": drive.name,
-            "url": drive.url, "root": drive.root, "delta": drive.delta_link, "list_id": drive.list_id,
-            "library": drive.library, "rest_refused": drive.rest_refused,
-            "items": {k: v.dump() for k, v in drive.items.items()},
-        }
-        self.state.set_meta(self._meta_key(drive.drive_id), json.dumps(snap, separators=(",", ":")))
-        ids = set(json.loads(self.state.get_meta(self._index_key()) or "[]"))
-        if drive.drive_id not in ids:
-            ids.add(drive.drive_id)
-            self.state.set_meta(self._index_key(), json.dumps(sorted(ids)))
-
-    def _index_key(self) -> str:
-        return f"sharepoint:{self.source_id}:drives"
+    def _save(self, drive: Drive) -> None:
+        self.snapshots.save(self.source_id, drive.drive_id, drive.dumps())
 
     def _load_saved(self, *, again: bool = False) -> None:
-        """Every drive snapshot of this source kept in the state DB (a connector that has not
+        """Every drive snapshot of this source kept in the store (a connector that has not
         listed yet — the query side's — finds items by path through them). ``again``: re-read
         them (another process — the daemon — may have applied deltas since), except the drives
         this connector refreshed itself."""
@@ -360,22 +257,19 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             return
         self._loaded = True
         self._paths = None
-        for drive_id in json.loads(self.state.get_meta(self._index_key()) or "[]"):
+        for drive_id in self.snapshots.drive_ids(self.source_id):
             if drive_id in self._drives and (not again or drive_id in self._listed):
                 continue
             self._drives.pop(drive_id, None)
-            raw = self.state.get_meta(self._meta_key(drive_id))
-            if not raw:
-                continue
-            snap = json.loads(raw)
-            d = _Drive(snap["site_id"], snap["site_url"], snap["site_seg"], drive_id, snap["name"], snap["url"])
-            self._load(d)
+            raw = self.snapshots.load(self.source_id, drive_id)
+            if raw:
+                self._drives[drive_id] = Drive.loads(drive_id, raw)
 
     # ------------------------------------------------------------------------------------ delta
     def _prefer(self) -> tuple[str, ...]:
         return PREFER_ALWAYS + (PREFER_SHARING if self.cfg.sharing_delta else ())
 
-    def _refresh_drive(self, drive: _Drive) -> set[str]:
+    def _refresh_drive(self, drive: Drive) -> set[str]:
         """Apply the delta since the drive's link (or a full enumeration after a 410 or on the
         first pass), read what must be read, save. Returns the ids whose listing or rights may
         have changed (for the watcher's events)."""
@@ -405,13 +299,13 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             self._save(drive)
         return touched
 
-    def _apply(self, drive: _Drive, raw_items: Sequence[Mapping[str, Any]], *, full: bool) -> set[str]:
+    def _apply(self, drive: Drive, raw_items: Sequence[Mapping[str, Any]], *, full: bool) -> set[str]:
         latest: dict[str, Mapping[str, Any]] = {}
         for it in raw_items:  # an item seen twice takes its last occurrence
             latest.pop(str(it.get("id")), None)
             latest[str(it.get("id"))] = it
         old = drive.items
-        items: dict[str, _Entry] = {} if full else dict(old)
+        items: dict[str, Entry] = {} if full else dict(old)
         perm_read: set[str] = set()
         perm_roots: set[str] = set()
         touched: set[str] = set()
@@ -422,7 +316,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 continue
             if it.get("root") is not None:
                 drive.root = iid
-                items[iid] = _Entry("", None, "root", url=str(it.get("webUrl") or drive.url))
+                items[iid] = Entry("", None, "root", url=str(it.get("webUrl") or drive.url))
                 continue
             prev = old.get(iid)
             kind = _kind(it) or (prev.kind if prev is not None else None)
@@ -433,7 +327,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 continue
             parent = (it.get("parentReference") or {}).get("id")
             hashes = (it.get("file") or {}).get("hashes") or {}
-            e = _Entry(
+            e = Entry(
                 name=nfc(str(it.get("name") or (prev.name if prev else iid))),
                 parent=str(parent) if parent else (prev.parent if prev else drive.root),
                 kind=kind, size=int(it.get("size") or 0),
@@ -456,12 +350,12 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             items[iid] = e
         # what is under a deleted folder is gone too (Graph may not list each child)
         drive.items = items
-        for iid in [i for i in items if not self._attached(drive, i)]:
+        for iid in [i for i in items if not drive.attached(i)]:
             del items[iid]
             touched.add(iid)
         if perm_roots:
             for iid in items:
-                if any(a in perm_roots for a in self._ancestors(drive, iid)):
+                if any(a in perm_roots for a in drive.ancestors(iid)):
                     perm_read.add(iid)
                     touched.add(iid)
         for iid, e in items.items():
@@ -472,32 +366,6 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         if self.cfg.exclude_labels:
             self._read_labels(drive, [i for i, e in items.items() if e.kind == "file" and e.labels is None])
         return touched
-
-    def _attached(self, drive: _Drive, iid: str) -> bool:
-        seen = set()
-        cur: str | None = iid
-        while cur is not None and cur not in seen:
-            e = drive.items.get(cur)
-            if e is None:
-                return False
-            if e.kind == "root":
-                return True
-            seen.add(cur)
-            cur = e.parent
-        return False
-
-    def _ancestors(self, drive: _Drive, iid: str) -> list[str]:
-        """The parent folders of ``iid``, nearest first, up to (not including) the root."""
-        out: list[str] = []
-        e = drive.items.get(iid)
-        cur = e.parent if e is not None else None
-        while cur is not None and cur not in out:
-            p = drive.items.get(cur)
-            if p is None or p.kind == "root":
-                break
-            out.append(cur)
-            cur = p.parent
-        return out
 
     # ------------------------------------------------------------------------- reads in batch
     def _batch_get(self, drive_id: str, ids: Sequence[str], suffix: str, method: str = "GET") -> dict[str, Any]:
@@ -527,11 +395,11 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                     out[iid] = f"{r.status} {msg}".strip()
         return out
 
-    def _read_permissions(self, drive: _Drive, ids: Sequence[str]) -> None:
+    def _read_permissions(self, drive: Drive, ids: Sequence[str]) -> None:
         for iid, body in self._batch_get(drive.drive_id, list(ids), "permissions").items():
             drive.items[iid].perms = body if isinstance(body, str) else _perms(body)
 
-    def _read_labels(self, drive: _Drive, ids: Sequence[str]) -> None:
+    def _read_labels(self, drive: Drive, ids: Sequence[str]) -> None:
         for iid, body in self._batch_get(drive.drive_id, list(ids), "extractSensitivityLabels", "POST").items():
             if isinstance(body, str):
                 drive.items[iid].labels = body
@@ -560,7 +428,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 self._labels = {}
         return self._labels
 
-    def _read_library(self, drive: _Drive) -> list[dict[str, Any]] | str:
+    def _read_library(self, drive: Drive) -> list[dict[str, Any]] | str:
         """The library's role assignments (REST), dumped; a ``str`` when they can't be read
         (items inheriting from the library are then readable by nobody)."""
         if self.rest is None:
@@ -585,29 +453,11 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             return f"role assignments unreadable: {e}"[:300]
 
     # ---------------------------------------------------------------------------------- listing
-    def _path(self, drive: _Drive, iid: str) -> str | None:
-        """``<site>/<library>/<folders>/<name>``; ``None`` when not under the root or under a package."""
-        parts: list[str] = []
-        cur: str | None = iid
-        seen: set[str] = set()
-        while cur is not None and cur not in seen:
-            seen.add(cur)
-            e = drive.items.get(cur)
-            if e is None:
-                return None
-            if e.kind == "root":
-                return "/".join([drive.prefix, *reversed(parts)])
-            if e.kind == "package" and cur != iid:
-                return None
-            parts.append(e.name)
-            cur = e.parent
-        return None
-
-    def _item(self, drive: _Drive, iid: str) -> SourceItem | None:
+    def _item(self, drive: Drive, iid: str) -> SourceItem | None:
         e = drive.items.get(iid)
         if e is None or e.kind not in ("file", "package"):
             return None
-        path = self._path(drive, iid)
+        path = drive.path(iid)
         if path is None or is_ignored(e.name, self.ignore) or not path_selected(path, self.cfg.include, self.cfg.exclude):
             return None
         if e.kind == "package":
@@ -616,7 +466,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         skip = self._label_skip(e)
         return SourceItem(self.source_id, f"{drive.drive_id}/{iid}", path, e.size, e.mtime, e.qxh, skip=skip)
 
-    def _label_skip(self, e: _Entry) -> str | None:
+    def _label_skip(self, e: Entry) -> str | None:
         if not self.cfg.exclude_labels:
             return None
         if isinstance(e.labels, str):
@@ -627,7 +477,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         hit = next((lab for lab in e.labels if lab in excluded), None)
         return f"label: {hit} is in exclude_labels" if hit else None
 
-    def refresh(self) -> list[tuple[_Drive, set[str]]]:
+    def refresh(self) -> list[tuple[Drive, set[str]]]:
         """Apply every library's delta (see the module doc). Raises ``SourceUnavailableError``."""
         with self._lock:
             drives = [self._load(d) for d in self._discover()]
@@ -662,7 +512,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             refused = tuple(Unreachable(p, why) for p, why in sorted(self.unreachable_reasons.items()))
         return Listing(tuple(sorted(out, key=lambda it: it.path)), refused)
 
-    def _find(self, path: str) -> tuple[_Drive, str] | None:
+    def _find(self, path: str) -> tuple[Drive, str] | None:
         """The drive and item id at ``path``; a miss re-reads the saved snapshots once (a
         connector of the query side finds what the daemon listed since)."""
         with self._lock:
@@ -681,7 +531,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             index: dict[str, tuple[str, str]] = {}
             for d in self._drives.values():
                 for iid in d.items:
-                    p = self._path(d, iid)
+                    p = d.path(iid)
                     if p is not None:
                         index[p] = (d.drive_id, iid)
             self._paths = index
@@ -721,7 +571,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             return out
 
     # ---------------------------------------------------------------------------------- content
-    def _locate(self, item: SourceItem) -> tuple[_Drive, str] | None:
+    def _locate(self, item: SourceItem) -> tuple[Drive, str] | None:
         drive_id, _, iid = item.native_id.partition("/")
         with self._lock:
             self._load_saved()
@@ -751,7 +601,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 self._upn[key] = None
         return self._upn[key]
 
-    def _mapped(self, drive: _Drive, perms: list[dict[str, Any]] | str | None) -> Mapped:
+    def _mapped(self, drive: Drive, perms: list[dict[str, Any]] | str | None) -> Mapped:
         """The ACL of an item of ``drive`` from its Graph permission list (``None``: not read)."""
         try:
             return item_acl(
@@ -872,12 +722,12 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 for i, digest in before.items():
                     entry = d.items.get(i)
                     if entry is not None and self._mapped(d, entry.perms).acl.digest() != digest:
-                        p = self._path(d, i)
+                        p = d.path(i)
                         if p is not None:
                             changed.append(p)
         return sorted(changed)
 
-    def _sweep_drive(self, d: _Drive) -> None:
+    def _sweep_drive(self, d: Drive) -> None:
         """Re-read the permissions of every item of ``d``, cheaply: SharePoint REST lists which
         items have unique role assignments (``HasUniqueRoleAssignments``, 5,000 items per
         request); Graph is asked the permissions of those and of the library's root only, and an
@@ -895,11 +745,11 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         for i in ids:
             if scopes.get(i, True):
                 continue
-            src = next((a for a in self._ancestors(d, i) if scopes.get(a, True)), d.root)
+            src = next((a for a in d.ancestors(i) if scopes.get(a, True)), d.root)
             got = d.items[src].perms
             d.items[i].perms = [dict(p) for p in got] if isinstance(got, list) else got
 
-    def _unique_scopes(self, d: _Drive) -> dict[str, bool] | None:
+    def _unique_scopes(self, d: Drive) -> dict[str, bool] | None:
         """``item id -> HasUniqueRoleAssignments`` of the items of ``d`` (matched on their
         server-relative URL: the library's URL path + the item's names), ``None`` when SharePoint
         REST can't say. Raises ``SourceUnavailableError``."""
@@ -917,7 +767,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         base = unquote(urlsplit(d.url).path).rstrip("/")
         by_ref: dict[str, str] = {}
         for iid, entry in d.items.items():
-            p = self._path(d, iid) if entry.kind != "root" else None
+            p = d.path(iid) if entry.kind != "root" else None
             if p is not None:
                 by_ref[nfc(f"{base}/{p[len(d.prefix) + 1:]}").casefold()] = iid
         out: dict[str, bool] = {}
@@ -947,7 +797,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         folder whose sharing changed (its path covers what is under it) and ``acl`` without a
         path when a library's role assignments changed."""
         with self._lock:
-            before = {d.drive_id: {i: self._path(d, i) for i in d.items} for d in self._drives.values()}
+            before = {d.drive_id: {i: d.path(i) for i in d.items} for d in self._drives.values()}
             out: list[ChangeEvent] = []
             for d, touched in self.refresh():
                 old = before.get(d.drive_id, {})
@@ -955,7 +805,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                     out.append(ChangeEvent(self.source_id, None, ChangeKind.ACL))  # every inheriting item's rights
                 for iid in sorted(touched - {LIBRARY_CHANGED}):
                     e = d.items.get(iid)
-                    new_path = self._path(d, iid) if e is not None else None
+                    new_path = d.path(iid) if e is not None else None
                     old_path = old.get(iid)
                     if old_path and old_path != new_path:
                         out.append(ChangeEvent(self.source_id, old_path, ChangeKind.DELETED))
@@ -1036,7 +886,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         return SourceCheck(not refused, f"{len(drives)} libraries; {d.prefix}: {n} role assignments read{extra}",
                            "grant the app access to the refused sites" if refused else "")
 
-    def _rest_refusals(self, drives: Sequence[_Drive]) -> dict[str, str]:
+    def _rest_refusals(self, drives: Sequence[Drive]) -> dict[str, str]:
         """``site segment -> why`` for each site of ``drives`` whose SharePoint REST refuses the
         app (its site groups, as the principal provider reads them). Never raises."""
         out: dict[str, str] = {}
@@ -1051,11 +901,9 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         return out
 
     def close(self) -> None:
-        """Close the Graph client (and the state DB when this connector opened it); idempotent."""
+        """Close the Graph client and the snapshot store; idempotent."""
         self.graph.close()
-        if self._own_state:
-            self._own_state = False
-            self.state.close()
+        self.snapshots.close()
 
 
 def _perms(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -1074,7 +922,7 @@ def _kind(it: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _perms_or_reason(e: _Entry | None) -> list[dict[str, Any]] | str:
+def _perms_or_reason(e: Entry | None) -> list[dict[str, Any]] | str:
     if e is None:
         return "item not in the snapshot"
     if e.perms is None:

@@ -121,6 +121,59 @@ def test_query_side_connector_finds_what_the_daemon_listed_since(ms: FakeMicroso
         query_side.close()  # type: ignore[attr-defined]
 
 
+def test_snapshots_are_kept_in_a_table_of_their_own_never_in_the_state_db(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    import sqlite3
+
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        n = len(conn.list_items())
+        assert n >= 6
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+    assert not (tmp_path / "state.sqlite3").exists()  # the engine's state DB is not the connector's
+    db = sqlite3.connect(tmp_path / "sharepoint.sqlite3")
+    rows = db.execute("SELECT source, drive_id FROM sharepoint_drive_snapshots").fetchall()
+    assert sorted(rows) == sorted(("sp", ms.drive(s).id) for s in ("Direction", "Projets"))
+    again = build(_cfg(ms), _ctx(tmp_path))  # a restart lists from the kept snapshot: no full enumeration
+    try:
+        before = len(ms.graph_requests(r"/root/delta$"))
+        assert len(again.list_items()) == n
+        polls = ms.graph_requests(r"/root/delta$")[before:]
+        assert polls and all("token" in r.query for r in polls)
+    finally:
+        again.close()  # type: ignore[attr-defined]
+
+
+def test_an_install_with_snapshots_in_the_state_db_meta_table_reads_its_libraries_again(
+    ms: FakeMicrosoft, tmp_path: Path
+) -> None:
+    """Snapshots an older ancre kept in the state DB's ``meta`` table are not read: the first pass
+    reads every library again from an empty delta (full enumeration)."""
+    import json
+
+    from ancre.index.state import StateDB
+
+    old = StateDB(tmp_path / "state.sqlite3")
+    ids = []
+    for site in ("Direction", "Projets"):  # stale snapshots: no item, a delta link that says "nothing new"
+        d = ms.drive(site)
+        snap = {"site_id": "x", "site_url": ms.site_url(site), "site_seg": f"sites/{site}", "name": "Documents",
+                "url": "", "root": None, "delta": f"{ms.graph_url}/drives/{d.id}/root/delta?token=latest",
+                "list_id": None, "library": None, "rest_refused": None, "items": {}}
+        old.set_meta(f"sharepoint:sp:{d.id}", json.dumps(snap))
+        ids.append(d.id)
+    old.set_meta("sharepoint:sp:drives", json.dumps(sorted(ids)))
+    old.close()
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        before = len(ms.graph_requests(r"/root/delta$"))
+        assert len(conn.list_items()) >= 6
+        polls = ms.graph_requests(r"/root/delta$")[before:]
+        assert polls and not any("token" in r.query for r in polls)
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+
+
 def test_check_reads_sites_and_role_assignments_and_names_the_secret_problem(ms: FakeMicrosoft, tmp_path: Path) -> None:
     from ancre.connectors.base import Checkable
 
