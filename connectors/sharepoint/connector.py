@@ -52,13 +52,17 @@ from __future__ import annotations
 import fnmatch
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ancre.acl.explain import AclTrace
-from ancre.connectors.base import ChangeCallback, ChangeEvent, CollectionFromConfig, Listing, SourceCheck, Unreachable
+from ancre.connectors.base import ChangeBatch, ChangeEvent, CollectionFromConfig, Listing, SourceCheck, Unreachable
 from ancre.connectors.folder import is_ignored, path_selected
 from ancre.connectors.sharepoint.auth import SecretCredential
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
@@ -138,13 +142,36 @@ def _dump_assignment(ra: Any) -> dict[str, Any]:
     }
 
 
+class DeltaCursor(BaseModel):
+    """The SharePoint change feed's cursor (persisted by the engine): ``links``, drive id → the
+    ``@odata.deltaLink`` the drive's last delta round ended on ("driveItem: delta")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    links: dict[str, str] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DriveDelta:
+    """What one library's delta round did: ``touched``, the item ids whose listing or rights may
+    have changed (:data:`LIBRARY_CHANGED` among them when the library's role assignments did),
+    and ``resynced``, whether Graph answered ``410 Gone`` (the drive was enumerated again)."""
+
+    drive: Drive
+    touched: frozenset[str]
+    resynced: bool = False
+
+
 class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over a SharePoint Online tenant (module doc).
-    Also ``Watchable`` (delta polling every ``delta_interval_s``, a permission sweep every
-    ``permission_sweep_interval_s``), ``PermissionSweep`` (``sweep_permissions``: a forced pass
+    Also a ``ChangeFeed`` (:meth:`changes`: a delta round every ``delta_interval_s``, a
+    permission sweep every ``permission_sweep_interval_s``; its cursor, :class:`DeltaCursor`, the
+    engine keeps), ``PermissionSweep`` (``sweep_permissions``: a forced pass
     re-reads every permission), ``AclsByNativeId`` (the live check reads by drive id + item id),
     ``SubtreeListing`` and ``Closeable``.
     Thread-safe: one lock guards the snapshots."""
+
+    cursor_type = DeltaCursor
 
     def __init__(
         self,
@@ -154,10 +181,12 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         rest: RestFactory | None,
         snapshots: DriveSnapshotStore,
         ignore: tuple[str, ...] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``snapshots``: where the drive snapshots and delta links are kept (closed by
-        :meth:`close`); ``rest``: ``site URL -> SharePointRest`` (``None``: no role assignments,
-        items inheriting from a library are readable by nobody)."""
+        :meth:`close`); ``clock``: seconds, monotonic (when a permission sweep is due);
+        ``rest``: ``site URL -> SharePointRest`` (``None``: no role assignments, items
+        inheriting from a library are readable by nobody)."""
         self.cfg = cfg
         self.source_id = cfg.id
         self.collection = cfg.collection
@@ -175,6 +204,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         self._listed: list[str] = []
         self._paths: dict[str, tuple[str, str]] | None = None
         self._loaded = False
+        self._clock = clock
+        self._last_sweep: float | None = None
         self.permission_failures = 0
         """Items whose permissions could not be read at the last pass (read again at the next)."""
 
@@ -269,17 +300,18 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     def _prefer(self) -> tuple[str, ...]:
         return PREFER_ALWAYS + (PREFER_SHARING if self.cfg.sharing_delta else ())
 
-    def _refresh_drive(self, drive: Drive) -> set[str]:
+    def _refresh_drive(self, drive: Drive) -> DriveDelta:
         """Apply the delta since the drive's link (or a full enumeration after a 410 or on the
         first pass), read what must be read, save. Returns the ids whose listing or rights may
-        have changed (for the watcher's events)."""
+        have changed (for the change feed's events) and whether Graph asked for a resync."""
         full = drive.delta_link is None
+        resynced = False
         try:
             page = self.graph.delta(drive.drive_id, drive.delta_link, prefer=self._prefer())
         except ResyncRequired as e:
             log.warning("delta of %s/%s: %s, full enumeration", drive.site_seg, drive.name, e)
             page = self.graph.delta(drive.drive_id, None, prefer=self._prefer())
-            full = True
+            full = resynced = True
         if drive.list_id is None:
             listed = self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"})
             drive.list_id = str(listed.get("id") or "") or None
@@ -297,7 +329,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         if touched or page.delta_link != drive.delta_link:
             drive.delta_link = page.delta_link
             self._save(drive)
-        return touched
+        return DriveDelta(drive, frozenset(touched), resynced)
 
     def _apply(self, drive: Drive, raw_items: Sequence[Mapping[str, Any]], *, full: bool) -> set[str]:
         latest: dict[str, Mapping[str, Any]] = {}
@@ -477,7 +509,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         hit = next((lab for lab in e.labels if lab in excluded), None)
         return f"label: {hit} is in exclude_labels" if hit else None
 
-    def refresh(self) -> list[tuple[Drive, set[str]]]:
+    def refresh(self) -> list[DriveDelta]:
         """Apply every library's delta (see the module doc). Raises ``SourceUnavailableError``."""
         with self._lock:
             drives = [self._load(d) for d in self._discover()]
@@ -486,7 +518,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             unreachable = dict(self.unreachable_reasons)
             for d in drives:
                 try:
-                    out.append((d, self._refresh_drive(d)))
+                    out.append(self._refresh_drive(d))
                 except GraphError as e:
                     if e.status not in _REFUSED:
                         raise SourceUnavailableError(f"source {self.source_id}: {d.prefix}: {e}") from e
@@ -790,59 +822,71 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 return parent.url.rstrip("/") + "/"
             return d.url.rstrip("/") + "/"
 
-    # ---------------------------------------------------------------------------------- watch
-    def poll(self) -> list[ChangeEvent]:
-        """One delta poll of every library, as change events: ``modified`` for new, changed and
-        re-shared files, ``deleted`` for files gone (by their last known path), ``acl`` for a
-        folder whose sharing changed (its path covers what is under it) and ``acl`` without a
-        path when a library's role assignments changed."""
+    # ----------------------------------------------------------------------------- change feed
+    @property
+    def poll_interval_s(self) -> float:
+        """``ChangeFeed``: seconds between two delta rounds (``delta_interval_s``)."""
+        return float(self.cfg.delta_interval_s)
+
+    def changes(self, cursor: DeltaCursor | None) -> ChangeBatch[DeltaCursor]:
+        """``ChangeFeed``: one delta round of every library as change events, and the drives'
+        delta links as the next cursor. ``cursor`` ``None``: the baseline (the snapshots are
+        brought up to date, no event). Otherwise ``modified`` for new, changed and re-shared
+        files, ``deleted`` for files gone (by their last known path), ``acl`` for a folder whose
+        sharing changed (its path covers what is under it), ``acl`` without a path when a
+        library's role assignments changed, and ``rescan`` when Graph answered ``410 Gone``
+        ("driveItem: delta": resync) — what vanished is purged by the full pass it brings. When
+        ``permission_sweep_interval_s`` has elapsed since the last sweep (or since the first call),
+        the round also sweeps every permission (:meth:`sweep_permissions`): ``acl`` for each file
+        whose rights changed; a failed sweep is logged and tried again at the next call. Raises
+        ``SourceUnavailableError`` when Graph can't be reached (the engine keeps the old cursor)."""
         with self._lock:
+            self._load_saved()
             before = {d.drive_id: {i: d.path(i) for i in d.items} for d in self._drives.values()}
-            out: list[ChangeEvent] = []
-            for d, touched in self.refresh():
-                old = before.get(d.drive_id, {})
-                if LIBRARY_CHANGED in touched and old:
-                    out.append(ChangeEvent(self.source_id, None, ChangeKind.ACL))  # every inheriting item's rights
-                for iid in sorted(touched - {LIBRARY_CHANGED}):
-                    e = d.items.get(iid)
-                    new_path = d.path(iid) if e is not None else None
-                    old_path = old.get(iid)
-                    if old_path and old_path != new_path:
-                        out.append(ChangeEvent(self.source_id, old_path, ChangeKind.DELETED))
-                    if new_path is not None:
-                        kind = ChangeKind.ACL if e and e.kind != "file" else ChangeKind.MODIFIED
-                        out.append(ChangeEvent(self.source_id, new_path, kind))
-            return out
-
-    def watch(self, on_change: ChangeCallback, stop: threading.Event) -> None:
-        """Poll the deltas every ``delta_interval_s`` and sweep the permissions every
-        ``permission_sweep_interval_s`` (apscheduler jobs), until ``stop`` is set. A failed poll
-        (Graph unreachable) is logged and tried again at the next interval."""
-        from apscheduler.schedulers.background import BackgroundScheduler
-
-        def poll() -> None:
             try:
-                for ev in self.poll():
-                    on_change(ev)
-            except (AncreError, OSError) as e:
-                log.warning("delta poll of %s failed: %s", self.source_id, e)
+                deltas = self.refresh()
+            except GraphError as e:
+                raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
+            events = [] if cursor is None else [ev for dd in deltas for ev in self._events(dd, before)]
+            events += self._sweep_if_due()
+            links = {dd.drive.drive_id: dd.drive.delta_link for dd in deltas if dd.drive.delta_link}
+        return ChangeBatch(tuple(events), DeltaCursor(links=links))
 
-        def sweep() -> None:
-            try:
-                for p in self.sweep_permissions():
-                    on_change(ChangeEvent(self.source_id, p, ChangeKind.ACL))
-            except (AncreError, OSError) as e:
-                log.warning("permission sweep of %s failed: %s", self.source_id, e)
+    def _events(self, dd: DriveDelta, before: Mapping[str, Mapping[str, str | None]]) -> list[ChangeEvent]:
+        """The change events of one library's delta round (see :meth:`changes`); ``before``:
+        drive id → item id → path before the round."""
+        if dd.resynced:
+            return [ChangeEvent(self.source_id, None, ChangeKind.RESCAN)]
+        d, out = dd.drive, []
+        old = before.get(d.drive_id, {})
+        if LIBRARY_CHANGED in dd.touched and old:
+            out.append(ChangeEvent(self.source_id, None, ChangeKind.ACL))  # every inheriting item's rights
+        for iid in sorted(dd.touched - {LIBRARY_CHANGED}):
+            e = d.items.get(iid)
+            new_path = d.path(iid) if e is not None else None
+            old_path = old.get(iid)
+            if old_path and old_path != new_path:
+                out.append(ChangeEvent(self.source_id, old_path, ChangeKind.DELETED))
+            if new_path is not None:
+                kind = ChangeKind.ACL if e and e.kind != "file" else ChangeKind.MODIFIED
+                out.append(ChangeEvent(self.source_id, new_path, kind))
+        return out
 
-        sched = BackgroundScheduler(timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1})
-        sched.add_job(poll, "interval", seconds=self.cfg.delta_interval_s, id="delta")
-        if self.cfg.permission_sweep_interval_s > 0:
-            sched.add_job(sweep, "interval", seconds=self.cfg.permission_sweep_interval_s, id="sweep")
-        sched.start()
+    def _sweep_if_due(self) -> list[ChangeEvent]:
+        """``acl`` events of a permission sweep when one is due (see :meth:`changes`), else ``[]``."""
+        interval = self.cfg.permission_sweep_interval_s
+        now = self._clock()
+        if self._last_sweep is None:
+            self._last_sweep = now
+        if interval <= 0 or now - self._last_sweep < interval:
+            return []
         try:
-            stop.wait()
-        finally:
-            sched.shutdown(wait=False)
+            changed = self.sweep_permissions()
+        except (AncreError, OSError) as e:
+            log.warning("permission sweep of %s failed (tried again at the next delta round): %s", self.source_id, e)
+            return []
+        self._last_sweep = now
+        return [ChangeEvent(self.source_id, p, ChangeKind.ACL) for p in changed]
 
     def check(self) -> SourceCheck:
         """``ancre check``: get a token, resolve the sites and their libraries, read one
