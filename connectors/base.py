@@ -19,7 +19,6 @@ from ancre.acl.directory import Directory
 from ancre.acl.explain import AclTrace
 from ancre.acl.providers import PrincipalProvider
 from ancre.errors import ConfigError
-from ancre.index.state import StateDB
 from ancre.models import Acl, ChangeKind, SourceItem
 from ancre.settings.sources import SourceSettings
 
@@ -33,17 +32,15 @@ class SourceContext:
     configured directory — raises :class:`~ancre.errors.ConfigError` when none is configured.
     ``ignore``: file-name globs never indexed (``ancre.toml`` ``ignore``). ``private_paths``:
     ancre's own files (data directory, audit folder and key), never a document even through a link.
-    ``data_dir``: ancre's data directory (a connector may keep a cache or a delta token below it).
+    ``data_dir``: ancre's data directory (a connector may keep a cache of its own below it, in a
+    file of its own — e.g. SharePoint's drive snapshots; never the engine's state DB, whose
+    tables belong to the sync engine, and never a change feed's cursor, which the engine keeps).
     """
 
     directory: Callable[[], Directory]
     ignore: tuple[str, ...]
     private_paths: tuple[Path, ...]
     data_dir: Path
-    state: Callable[[], StateDB] | None = None
-    """Builds (once, lazily) the sync state DB shared with the engine, for a connector that keeps
-    its own memory there (a delta token, a listing snapshot: SharePoint). ``None``: the
-    connector opens ``<data_dir>/state.sqlite3`` itself."""
 
 
 @dataclass(frozen=True)

@@ -178,10 +178,10 @@ class Bootstrap:
 
     def source_context(self) -> SourceContext:
         """What a connector factory gets: the (lazily built) directory, the ignore globs, ancre's
-        private paths, the data directory and the (lazily opened) state DB."""
+        private paths and the data directory."""
         return SourceContext(
             directory=lambda: self.directory, ignore=self.settings.ignore,
-            private_paths=self.private_paths(), data_dir=self.data_dir, state=lambda: self.state,
+            private_paths=self.private_paths(), data_dir=self.data_dir,
         )
 
     def private_paths(self) -> tuple[Path, ...]:

@@ -50,17 +50,14 @@ def rest_factory(cfg: SharePointSourceConfig) -> Any:
 
 def build(cfg: SharePointSourceConfig, ctx: SourceContext) -> Connector:
     """The :class:`~ancre.connectors.sharepoint.connector.SharePointConnector` of a
-    ``kind = "sharepoint"`` source (its snapshots and delta links in the state DB)."""
+    ``kind = "sharepoint"`` source (its drive snapshots in
+    ``<data_dir>/sharepoint.sqlite3``, :mod:`ancre.connectors.sharepoint.snapshot`)."""
     from ancre.connectors.sharepoint.connector import SharePointConnector
-    from ancre.index.state import StateDB
+    from ancre.connectors.sharepoint.snapshot import FILE_NAME, DriveSnapshotStore
 
     sp = _config(cfg)
-    if ctx.state is not None:
-        return SharePointConnector(sp, graph=graph_client(sp), rest=rest_factory(sp), state=ctx.state(), ignore=ctx.ignore)
-    own = StateDB(Path(ctx.data_dir) / "state.sqlite3")
-    return SharePointConnector(
-        sp, graph=graph_client(sp), rest=rest_factory(sp), state=own, ignore=ctx.ignore, own_state=True
-    )
+    store = DriveSnapshotStore(Path(ctx.data_dir) / FILE_NAME)
+    return SharePointConnector(sp, graph=graph_client(sp), rest=rest_factory(sp), snapshots=store, ignore=ctx.ignore)
 
 
 def providers(cfg: SharePointSourceConfig, ctx: SourceContext) -> Sequence[PrincipalProvider]:

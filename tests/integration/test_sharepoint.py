@@ -458,14 +458,15 @@ def test_real_tenant_lists_and_reads_acls(tmp_path: Path) -> None:
 
 
 def test_watch_events_drive_the_daemons_path_sync(env_factory, ms: FakeMicrosoft) -> None:
-    """What the daemon does with the watcher's events: paths → ``sync_paths``, ``acl`` → ``refresh_acls``."""
+    """What the daemon does with the change feed's events: paths → ``sync_paths``, ``acl`` → ``refresh_acls``."""
     pdocs = ms.drive("Projets")
     env = env_factory(sharing_delta=True)
     env.sync()
+    cursor = env.conn.changes(None).cursor
     ms.modify_file(pdocs, "11-correlations-yaml.md", b"# Correlations\n\nVersion deux, vorxzzzz.")
     ms.add_file(pdocs, "nouveau.md", b"# Nouveau\n\nUn nouveau document.")
     ms.delete_item(ms.drive("Direction"), "09-pipeline-llm.md")
-    events = env.conn.poll()
+    events = env.conn.changes(cursor).events
     rep = env.rt.engine.sync_paths(env.conn, [e.path for e in events if e.path and e.kind != "acl"])
     assert (rep.new, rep.changed, rep.deleted) == (1, 1, 1), rep
     assert "sites/Projets/Documents/nouveau.md" in env.readable(BRUNO)

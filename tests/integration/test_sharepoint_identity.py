@@ -1,9 +1,8 @@
-"""The Entra principal provider and the SharePoint connector's delta watch, against FakeMicrosoft
+"""The Entra principal provider and the SharePoint connector's change feed (Graph delta), against FakeMicrosoft
 (no embedding: fast)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +10,10 @@ from typing import Any
 import pytest
 from support.fake_microsoft import FakeMicrosoft
 
-from ancre.connectors.base import ChangeEvent, SourceContext, Watchable
+from ancre.connectors.base import ChangeEvent, ChangeFeed, SourceContext, Watchable
 from ancre.connectors.sharepoint import KIND, build
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
-from ancre.connectors.sharepoint.connector import SharePointConnector
+from ancre.connectors.sharepoint.connector import DeltaCursor, SharePointConnector
 from ancre.errors import DirectoryError
 
 ALICE = "alice.martin@axonix.ch"
@@ -72,35 +71,81 @@ def test_entra_failure_fails_closed(ms: FakeMicrosoft, tmp_path: Path) -> None:
         entra.principals("chloe.rey@axonix.ch")
 
 
-def test_delta_poll_reports_changes_as_events(ms: FakeMicrosoft, tmp_path: Path) -> None:
+def test_delta_feed_reports_changes_as_events_from_its_cursor(ms: FakeMicrosoft, tmp_path: Path) -> None:
     conn = build(_cfg(ms, sharing_delta=True), _ctx(tmp_path))
-    assert isinstance(conn, SharePointConnector) and isinstance(conn, Watchable)
+    assert isinstance(conn, SharePointConnector) and isinstance(conn, ChangeFeed) and not isinstance(conn, Watchable)
+    assert conn.cursor_type is DeltaCursor and conn.poll_interval_s == _cfg(ms).delta_interval_s
     try:
         assert len(list(conn.list_items())) >= 6
-        assert conn.poll() == []
         docs = ms.drive("Projets")
+        ms.add_file(docs, "avant.md", b"# Avant")
+        base = conn.changes(None)  # the baseline: no event, the drives' delta links
+        assert base.events == () and set(base.cursor.links) == {ms.drive("Direction").id, docs.id}
+        assert DeltaCursor.model_validate_json(base.cursor.model_dump_json()) == base.cursor  # what the engine keeps
+        same = conn.changes(base.cursor)
+        assert same.events == () and same.cursor == base.cursor
         f = ms.add_file(docs, "nouveau.md", b"# Nouveau")
         ms.grant(docs, "11-correlations-yaml.md", user=ALICE)
         ms.delete_item(docs, f)
         g = ms.add_file(docs, "second.md", b"# Second")
-        events = conn.poll()
+        batch = conn.changes(same.cursor)
+        events = batch.events
         assert ChangeEvent("sp", "sites/Projets/Documents/second.md", "modified") in events
         assert ChangeEvent("sp", "sites/Projets/Documents/11-correlations-yaml.md", "modified") in events
         assert not any(e.path == "sites/Projets/Documents/nouveau.md" and e.kind == "modified" for e in events)
+        assert not any(e.path == "sites/Projets/Documents/avant.md" for e in events)  # before the baseline
+        assert batch.cursor != same.cursor and batch.cursor.links[docs.id] != same.cursor.links[docs.id]
         ms.rename(docs, g, "renomme.md")
-        events = conn.poll()
+        events = conn.changes(batch.cursor).events
         assert ChangeEvent("sp", "sites/Projets/Documents/second.md", "deleted") in events
         assert ChangeEvent("sp", "sites/Projets/Documents/renomme.md", "modified") in events
-        # watch() runs the poll on its interval until stopped
-        stop = threading.Event()
-        seen: list[ChangeEvent] = []
-        t = threading.Thread(target=conn.watch, args=(seen.append, stop), daemon=True)
-        t.start()
-        stop.set()
-        t.join(timeout=10)
-        assert not t.is_alive()
     finally:
         conn.close()  # type: ignore[attr-defined]
+
+
+def test_a_410_on_delta_is_a_rescan_event_and_a_fresh_cursor(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    assert isinstance(conn, SharePointConnector)
+    try:
+        base = conn.changes(None)
+        docs = ms.drive("Projets")
+        ms.gone_next_delta(docs.id, "resyncRequired")
+        batch = conn.changes(base.cursor)
+        assert batch.events == (ChangeEvent("sp", None, "rescan"),)
+        assert set(batch.cursor.links) == set(base.cursor.links)
+        assert conn.changes(batch.cursor).events == ()  # the fresh link works
+        assert len(conn.list_items()) >= 6  # the re-enumerated snapshot lists everything
+    finally:
+        ms.clear_faults()
+        conn.close()  # type: ignore[attr-defined]
+
+
+def test_the_feed_sweeps_permissions_when_the_interval_is_due(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    """Graph delta misses some sharing changes: every ``permission_sweep_interval_s`` (on the
+    connector's monotonic clock) a delta round also re-reads every permission, and reports the
+    files whose rights changed as ``acl`` events."""
+    from ancre.connectors.sharepoint import graph_client, rest_factory
+    from ancre.connectors.sharepoint.snapshot import DriveSnapshotStore
+
+    cfg = _cfg(ms, permission_sweep_interval_s=60)
+    now = [0.0]
+    conn = SharePointConnector(cfg, graph=graph_client(cfg), rest=rest_factory(cfg), clock=lambda: now[0],
+                               snapshots=DriveSnapshotStore(tmp_path / "sharepoint.sqlite3"))
+    docs = ms.drive("Direction")
+    path = "sites/Direction/Documents/09-pipeline-llm.md"
+    chloe = "chloe.rey@axonix.ch"
+    try:
+        cursor = conn.changes(None).cursor
+        ms.grant(docs, "09-pipeline-llm.md", user=chloe, signal=False)
+        now[0] = 59.0
+        assert conn.changes(cursor).events == ()  # no delta signal, sweep not due yet
+        now[0] = 60.0
+        assert conn.changes(cursor).events == (ChangeEvent("sp", path, "acl"),)
+        assert f"aad:{ms.user(chloe).id}" in conn.fetch_acl(next(i for i in conn.list_items() if i.path == path)).allow
+        now[0] = 100.0
+        assert conn.changes(cursor).events == ()  # next sweep at 120
+    finally:
+        conn.close()
 
 
 def test_query_side_connector_finds_what_the_daemon_listed_since(ms: FakeMicrosoft, tmp_path: Path) -> None:
@@ -119,6 +164,59 @@ def test_query_side_connector_finds_what_the_daemon_listed_since(ms: FakeMicroso
     finally:
         daemon_side.close()  # type: ignore[attr-defined]
         query_side.close()  # type: ignore[attr-defined]
+
+
+def test_snapshots_are_kept_in_a_table_of_their_own_never_in_the_state_db(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    import sqlite3
+
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        n = len(conn.list_items())
+        assert n >= 6
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+    assert not (tmp_path / "state.sqlite3").exists()  # the engine's state DB is not the connector's
+    db = sqlite3.connect(tmp_path / "sharepoint.sqlite3")
+    rows = db.execute("SELECT source, drive_id FROM sharepoint_drive_snapshots").fetchall()
+    assert sorted(rows) == sorted(("sp", ms.drive(s).id) for s in ("Direction", "Projets"))
+    again = build(_cfg(ms), _ctx(tmp_path))  # a restart lists from the kept snapshot: no full enumeration
+    try:
+        before = len(ms.graph_requests(r"/root/delta$"))
+        assert len(again.list_items()) == n
+        polls = ms.graph_requests(r"/root/delta$")[before:]
+        assert polls and all("token" in r.query for r in polls)
+    finally:
+        again.close()  # type: ignore[attr-defined]
+
+
+def test_an_install_with_snapshots_in_the_state_db_meta_table_reads_its_libraries_again(
+    ms: FakeMicrosoft, tmp_path: Path
+) -> None:
+    """Snapshots an older ancre kept in the state DB's ``meta`` table are not read: the first pass
+    reads every library again from an empty delta (full enumeration)."""
+    import json
+
+    from ancre.index.state import StateDB
+
+    old = StateDB(tmp_path / "state.sqlite3")
+    ids = []
+    for site in ("Direction", "Projets"):  # stale snapshots: no item, a delta link that says "nothing new"
+        d = ms.drive(site)
+        snap = {"site_id": "x", "site_url": ms.site_url(site), "site_seg": f"sites/{site}", "name": "Documents",
+                "url": "", "root": None, "delta": f"{ms.graph_url}/drives/{d.id}/root/delta?token=latest",
+                "list_id": None, "library": None, "rest_refused": None, "items": {}}
+        old.set_meta(f"sharepoint:sp:{d.id}", json.dumps(snap))
+        ids.append(d.id)
+    old.set_meta("sharepoint:sp:drives", json.dumps(sorted(ids)))
+    old.close()
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        before = len(ms.graph_requests(r"/root/delta$"))
+        assert len(conn.list_items()) >= 6
+        polls = ms.graph_requests(r"/root/delta$")[before:]
+        assert polls and not any("token" in r.query for r in polls)
+    finally:
+        conn.close()  # type: ignore[attr-defined]
 
 
 def test_check_reads_sites_and_role_assignments_and_names_the_secret_problem(ms: FakeMicrosoft, tmp_path: Path) -> None:
@@ -141,11 +239,12 @@ def test_site_role_change_is_an_acl_event_for_every_inheriting_item(ms: FakeMicr
     assert isinstance(conn, SharePointConnector)
     try:
         items = {it.path: it for it in conn.list_items()}
+        cursor = conn.changes(None).cursor
         grille = items["sites/Direction/Documents/Grille_Salariale_2026.docx"]
         rh = ms.group("GG_RH")
         assert f"aad:{rh.id}" not in conn.fetch_acl(grille).allow
         ms.set_web_role("Direction", security_group_claim(rh.id), ["Read"])
-        assert ChangeEvent("sp", None, "acl") in conn.poll()
+        assert ChangeEvent("sp", None, "acl") in conn.changes(cursor).events
         assert f"aad:{rh.id}" in conn.fetch_acl(grille).allow
         ms.set_web_role("Direction", security_group_claim(rh.id), [])
     finally:
