@@ -10,6 +10,8 @@ Split as watchdog splits ``inotify_c`` (the wire) from ``inotify`` (the observer
   errors and the retry / fail-fast policy;
 - :mod:`~ancre.connectors.smb.dfs` — DFS referrals and whether a link is followed;
 - :mod:`~ancre.connectors.smb.rpc` — MS-RPC on ``IPC$``: share permissions, local groups;
+- :mod:`~ancre.connectors.smb.rights` — the server's token rules and the share permissions, cached
+  per source;
 - :mod:`~ancre.connectors.smb.notify` — SMB2 CHANGE_NOTIFY as change events;
 - :mod:`~ancre.connectors.smb.connector` — :class:`SmbConnector` (listing rules, ACLs, the live
   check, ``check``, ``explain_*``) and the kind's factory.

@@ -3,7 +3,8 @@
 The connector holds the listing rules, the ACL computation and the checks; the wire calls are in
 :mod:`ancre.connectors.smb.wire`, the session and retry policy in
 :mod:`ancre.connectors.smb.session`, DFS referrals and link targets in
-:mod:`ancre.connectors.smb.dfs`.
+:mod:`ancre.connectors.smb.dfs`, the server's token rules and the share permissions in
+:mod:`ancre.connectors.smb.rights`.
 
 - **Listing** walks the share with :func:`~ancre.connectors.smb.wire.list_dir` (FILE_ID_FULL_DIRECTORY_INFORMATION): each
   file gives its FileId (the server's stable file id, ``native_id = "fid:<16 hex>"``; the relative
@@ -53,13 +54,12 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from smbprotocol.exceptions import SMBOSError
 from smbprotocol.file_info import FileAttributes
 
-from ancre.acl.directory import Directory, directory_domain_sid
+from ancre.acl.directory import Directory
 from ancre.acl.engine import (
     FILE_READ_ATTRIBUTES,
     READ_ACCESS,
@@ -70,8 +70,7 @@ from ancre.acl.engine import (
 )
 from ancre.acl.explain import AclTrace, ShareLayer, canonical_path
 from ancre.acl.sd_parse import parse_security_descriptor
-from ancre.acl.share import configured_share_descriptor, share_rights
-from ancre.acl.token import BUILTIN_NAMES, WELL_KNOWN_SIDS, LocalGroups, TokenRules
+from ancre.acl.token import TokenRules
 from ancre.connectors.base import (
     ChangeCallback,
     CollectionFromConfig,
@@ -85,7 +84,7 @@ from ancre.connectors.base import (
 from ancre.connectors.folder import is_ignored, path_selected, unc_folder
 from ancre.connectors.smb import wire as smb_wire
 from ancre.connectors.smb.dfs import MAX_DFS_HOPS, DfsResolver
-from ancre.connectors.smb.rpc import RpcError, RpcTarget, ServerAccounts, server_accounts, share_descriptor
+from ancre.connectors.smb.rights import SHARE_REFRESH_S, ServerRights, ShareLayerInfo
 from ancre.connectors.smb.session import (
     Blocked,
     Gone,
@@ -96,50 +95,12 @@ from ancre.connectors.smb.session import (
     is_connection_error,
     is_not_found,
 )
-from ancre.errors import AclError, ConfigError, DirectoryError, SourceUnavailableError
+from ancre.errors import AclError, ConfigError, SourceUnavailableError
 from ancre.models import Acl, SourceItem, nfc
 from ancre.settings import resolve_secret
 from ancre.settings.sources import SmbSourceConfig
 
 log = logging.getLogger("ancre.connectors.smb")
-
-SHARE_REFRESH_S = 60.0
-"""The live ACL check (:meth:`SmbConnector.read_acls`) re-reads the share permissions and the
-file server's local groups at most this often, in seconds (a sync pass does it once per pass)."""
-
-
-# --------------------------------------------------------------------------------------------------
-ShareLayerInfo = tuple[str, SecurityDescriptor | None, str | None, ReadRights]
-"""``(description, descriptor, problem, rights)`` of a source's share permissions."""
-
-
-@dataclass
-class _ServerRights:
-    """One source's token rules and share permissions as last read (``at``: monotonic seconds);
-    ``accounts`` holds the SAMR session the local groups' members are read over."""
-
-    at: float
-    rules: TokenRules
-    accounts: ServerAccounts | None
-    share_layer: ShareLayerInfo | None = None
-
-
-_SERVER_RIGHTS: dict[tuple[object, ...], _ServerRights] = {}
-"""Per source (:meth:`SmbConnector._rights_key`), shared by the connectors of one process."""
-_SERVER_LOCK = threading.Lock()
-_RETIRED: list[tuple[float, ServerAccounts]] = []
-"""Replaced entries' SAMR sessions, closed a while later (a walk may still be reading members)."""
-
-
-def _retire(entry: _ServerRights | None) -> None:
-    """Queue ``entry``'s session for closing; close those retired more than twice
-    :data:`SHARE_REFRESH_S` ago. Call with :data:`_SERVER_LOCK` held."""
-    now = time.monotonic()
-    if entry is not None and entry.accounts is not None:
-        _RETIRED.append((now, entry.accounts))
-    while _RETIRED and now - _RETIRED[0][0] > 2 * SHARE_REFRESH_S:
-        _RETIRED.pop(0)[1].close()
-
 
 class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
     """A :class:`~ancre.connectors.base.Connector` over one SMB share; also
@@ -173,6 +134,8 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         self._password = resolve_secret(cfg.password, f"sources.{cfg.id}.password")
         self.session = SmbSession(cfg, self._password, self.unc)
         """The pooled session every call runs on (retry and fail-fast policy)."""
+        self.rights = ServerRights(cfg, directory, self._password, self.unc)
+        """The server's token rules and the share permissions (read over MS-RPC, cached)."""
         self.dfs = DfsResolver(cfg.server, cfg.share, follow=cfg.dfs,
                                tree=lambda share, kw: smb_wire.tree_connect(cfg.server or "", share, **kw))
         """The DFS links of the share: which are followed, where they lead."""
@@ -181,7 +144,6 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         """Folders (relative paths as listed) the last listing walked, each with the path it leads
         to in the share: their DFS links were checked by that listing, so :meth:`fetch_acl` and
         :meth:`fetch_content` of its items need no referral request of their own."""
-        self._share: tuple[frozenset[str] | None, frozenset[str]] | None = None
 
         self._share_at = time.monotonic()
         self._rights_lock = threading.Lock()
@@ -654,157 +616,24 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         return AclTrace(self.source_id, path, descriptor=sd, share=share, rules=rules, parent=parent)
 
     # ---------------------------------------------------------------- the server's token and share permissions
-    def _rpc_target(self) -> RpcTarget:
-        return RpcTarget(
-            self.cfg.server or "", self.cfg.port, self.cfg.username, self._password,
-            kerberos=self.cfg.auth == "kerberos", timeout_s=self.cfg.timeout_s,
-        )
-
-    def _rights_key(self) -> tuple[object, ...]:
-        """What the server's token rules and share permissions depend on: this source's server,
-        share, account and rights settings, and its directory."""
-        c = self.cfg
-        groups = tuple(sorted((k, tuple(v)) for k, v in c.local_groups.items()))
-        return ((c.server or "").lower(), c.port, (c.share or "").lower(), c.username, c.auth, c.share_allow,
-                c.share_deny, groups, c.read_local_groups, c.server_sid, c.this_organization, id(self.directory))
-
-    def _server_rights(self) -> _ServerRights:
-        """The entry of :data:`_SERVER_RIGHTS` for this source, a fresh one when missing or older
-        than :data:`SHARE_REFRESH_S` (connectors of one source in one process — a pass's and the
-        live check's — share it)."""
-        key = self._rights_key()
-        with _SERVER_LOCK:
-            entry = _SERVER_RIGHTS.get(key)
-            if entry is not None and time.monotonic() - entry.at < SHARE_REFRESH_S:
-                return entry
-        rules, accounts = self._read_token_rules()
-        entry = _ServerRights(time.monotonic(), rules, accounts)
-        with _SERVER_LOCK:
-            old = _SERVER_RIGHTS.get(key)
-            _SERVER_RIGHTS[key] = entry
-            _retire(old)
-        return entry
-
     def _refresh_server_rights(self) -> None:
         """Forget the share permissions and the token rules: read again at next use."""
-        with _SERVER_LOCK:
-            _retire(_SERVER_RIGHTS.pop(self._rights_key(), None))
+        self.rights.forget()
         with self._rights_lock:
-            self._share = None
             self._parents = {}
             self._share_at = time.monotonic()
 
     def token_rules(self) -> TokenRules:
-        """How the file server builds a session's token (:class:`~ancre.acl.token.TokenRules`):
-        its account and primary domains (LSA) and local groups (SAMR), ``local_groups`` over
-        them, ``this_organization``. Read once per pass (and every :data:`SHARE_REFRESH_S` s for
-        the live check); when the server refuses, its local groups are undecided. Never raises."""
-        return self._server_rights().rules
-
-    def _read_token_rules(self) -> tuple[TokenRules, ServerAccounts | None]:
-        primary: str | None = None
-        try:
-            primary = directory_domain_sid(self.directory)
-        except DirectoryError as e:
-            log.warning("source %s: the directory's domain SID can't be read: %s", self.source_id, e)
-        account, groups, problem = self.cfg.server_sid, None, None
-        found: ServerAccounts | None = None
-        if self.cfg.read_local_groups:
-            try:
-                found = server_accounts(self._rpc_target())
-                account, groups = found.account_domain, found.local_groups
-                primary = found.primary_domain or primary
-            except RpcError as e:
-                problem = f"{e} (set sources.{self.source_id}.local_groups)"
-                log.warning("source %s: the file server's local groups can't be read: %s", self.source_id, e)
-        else:
-            problem = f"not read (sources.{self.source_id}.read_local_groups = false)"
-        if self.cfg.local_groups:
-            try:
-                stated = {self._local_group_sid(k): frozenset(self._member_sid(m, k) for m in v)
-                          for k, v in self.cfg.local_groups.items()}
-            except (AclError, DirectoryError) as e:
-                return TokenRules.network(None, account_domain=account, primary_domain=primary,
-                                          problem=f"sources.{self.source_id}.local_groups: {e}",
-                                          this_organization=self.cfg.this_organization), found
-            origin = f"sources.{self.source_id}.local_groups"
-            groups = groups.merged(stated, origin) if groups is not None else LocalGroups(stated, origin=origin, complete=False)
-        return TokenRules.network(groups, account_domain=account, primary_domain=primary, problem=problem,
-                                  this_organization=self.cfg.this_organization), found
-
-    def _local_group_sid(self, name: str) -> str:
-        bare = name.removeprefix("sid:")
-        if bare.upper().startswith("S-1-"):
-            return "S" + bare[1:]
-        short = bare.rpartition("\\")[2].casefold()
-        for sid, builtin in BUILTIN_NAMES.items():
-            if builtin.casefold() == short:
-                return sid
-        raise AclError(f"{name!r}: give a local group by SID, or a BUILTIN group by name")
-
-    def _member_sid(self, name: str, group: str) -> str:
-        bare = name.removeprefix("sid:")
-        if bare.upper().startswith("S-1-"):
-            return "S" + bare[1:]
-        short = bare.rpartition("\\")[2].casefold()
-        for sid, (known, _) in WELL_KNOWN_SIDS.items():
-            if known.casefold() == short:
-                return sid
-        return self._resolve(name, f"local_groups.{group}")[4:]
+        """See :meth:`ancre.connectors.smb.rights.ServerRights.token_rules`. Never raises."""
+        return self.rights.token_rules()
 
     def share_layer(self) -> ShareLayerInfo:
-        """``(description, descriptor, problem, rights)`` of the share permissions: the share's
-        security descriptor read from the server (SRVSVC NetShareGetInfo 502), or stated by
-        ``share_allow`` / ``share_deny``, compiled with :meth:`token_rules`; ``problem`` (and
-        rights readable by nobody) when it can't be read. Cached like the token rules."""
-        entry = self._server_rights()
-        if entry.share_layer is not None:
-            return entry.share_layer
-        rules = entry.rules
-        sd: SecurityDescriptor | None = None
-        problem: str | None = None
-        if self.cfg.share_allow or self.cfg.share_deny:
-            description = (f"share permissions configured (share_allow={list(self.cfg.share_allow)} "
-                           f"share_deny={list(self.cfg.share_deny)})")
-            try:
-                allow, deny = self.share_principals()
-                sd = configured_share_descriptor(allow, deny)
-            except (AclError, DirectoryError) as e:
-                problem = str(e)
-        else:
-            description = f"share permissions of {self.unc} (NetShareGetInfo)"
-            try:
-                session = entry.accounts.session if entry.accounts is not None else None
-                sd = parse_security_descriptor(share_descriptor(self._rpc_target(), self.cfg.share or "", session))
-            except AclError as e:
-                problem = f"{e} (or state them with sources.{self.source_id}.share_allow)"
-        if problem is not None:
-            log.warning("source %s: share permissions unreadable: %s", self.source_id, problem)
-            rights = ReadRights.nobody(f"acl_unreadable: share permissions: {problem}")
-        else:
-            rights = share_rights(sd, rules)
-        layer = (description, sd, problem, rights)
-        entry.share_layer = layer
-        return layer
+        """See :meth:`ancre.connectors.smb.rights.ServerRights.share_layer`."""
+        return self.rights.share_layer()
 
     def share_principals(self) -> tuple[frozenset[str] | None, frozenset[str]]:
-        """``(share_allow, share_deny)`` as ``sid:`` principals (``share_allow`` ``None`` when not
-        configured). Raises :class:`AclError` for a name the directory does not know."""
-        if self._share is None:
-            allow = frozenset(self._resolve(n, "share_allow") for n in self.cfg.share_allow) if self.cfg.share_allow else None
-            deny = frozenset(self._resolve(n, "share_deny") for n in self.cfg.share_deny)
-            self._share = (allow, deny)
-        return self._share
-
-    def _resolve(self, name: str, key: str) -> str:
-        if name.startswith("sid:"):
-            return name
-        if self.directory is None:
-            raise AclError(f"sources.{self.source_id}.{key}: {name!r} needs a directory to resolve")
-        sid = self.directory.sid_of(name)
-        if sid is None:
-            raise AclError(f"sources.{self.source_id}.{key}: {name!r} is not known to the directory")
-        return f"sid:{sid}"
+        """See :meth:`ancre.connectors.smb.rights.ServerRights.share_principals`."""
+        return self.rights.share_principals()
 
     # ---------------------------------------------------------------- placement
     def location(self, item: SourceItem) -> str:

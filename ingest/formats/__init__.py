@@ -24,7 +24,7 @@ from ancre.ingest.formats.base import DEFAULT_OPTIONS, ExtractOptions, Reader
 from ancre.ingest.formats.docx import read_docx
 from ancre.ingest.formats.legacy import read_doc, read_rtf
 from ancre.ingest.formats.odt import read_odt
-from ancre.ingest.formats.office import OFFICE_EXTENSIONS, read_presentation, read_workbook
+from ancre.ingest.formats.office import read_presentation, read_workbook
 from ancre.ingest.formats.pdf import read_pdf
 from ancre.ingest.formats.text import read_markdown, read_txt
 
@@ -51,8 +51,6 @@ READERS: Mapping[str, Reader] = MappingProxyType({
 
 SUPPORTED_EXTENSIONS = frozenset(READERS)
 """Extensions a reader exists for (lower case, with the dot)."""
-
-assert OFFICE_EXTENSIONS <= SUPPORTED_EXTENSIONS
 
 
 def extension_of(filename: str) -> str:
