@@ -9,14 +9,22 @@ module that imports no client library (``ancre.settings.sources`` for ``folder``
 source of that kind is built (:func:`source_kind`). Adding a source kind = its module plus one
 line here (README "Adding a source"). The configuration, the runtime, the CLI and the daemon look
 kinds up here and never switch on ``kind`` themselves.
+
+A kind kept outside ancre (a plugin package) adds the same line through the Python entry-point
+group :data:`ENTRY_POINT_GROUP` (``ancre.sources``): the entry point named after the kind points
+at a :class:`RegisteredKind` (``toy = "toy_source:REGISTERED"``). Entry points are read once, when
+this module is first imported — before :mod:`ancre.config` builds the ``[[sources]]`` union — and
+a plugin never replaces a built-in kind.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from types import MappingProxyType
 
 from ancre.acl.providers import PrincipalProvider
@@ -57,12 +65,42 @@ def _load(entry: RegisteredKind) -> SourceKind:
     return kind
 
 
-REGISTRY: Mapping[str, RegisteredKind] = MappingProxyType({
+log = logging.getLogger("ancre.connectors.registry")
+
+ENTRY_POINT_GROUP = "ancre.sources"
+"""The entry-point group of source kinds kept outside ancre (see the module doc)."""
+
+_BUILT_IN: dict[str, RegisteredKind] = {
     "folder": RegisteredKind("folder", FolderSourceConfig, "ancre.connectors.folder"),
     "smb": RegisteredKind("smb", SmbSourceConfig, "ancre.connectors.smb"),
     "sharepoint": RegisteredKind("sharepoint", SharePointSourceConfig, "ancre.connectors.sharepoint"),
-})
-"""kind → :class:`RegisteredKind`, in the order the kinds are documented."""
+}
+
+
+def _plugin_kinds(known: Mapping[str, RegisteredKind]) -> dict[str, RegisteredKind]:
+    """The :class:`RegisteredKind` of each entry point of :data:`ENTRY_POINT_GROUP` whose name is
+    not a ``known`` kind; an entry point that can't be loaded, is not a ``RegisteredKind`` or
+    whose kind is not its name is logged and left out (the config then names the kind unknown)."""
+    found: dict[str, RegisteredKind] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in known or ep.name in found:
+            log.error("source kind %r of entry point %s is already registered: ignored", ep.name, ep.value)
+            continue
+        try:
+            entry = ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not stop ancre
+            log.error("source kind %r: entry point %s can't be loaded: %s", ep.name, ep.value, e)
+            continue
+        if not isinstance(entry, RegisteredKind) or entry.kind != ep.name:
+            log.error("source kind %r: entry point %s is not RegisteredKind(%r, …): ignored", ep.name, ep.value, ep.name)
+            continue
+        found[ep.name] = entry
+    return found
+
+
+REGISTRY: Mapping[str, RegisteredKind] = MappingProxyType(_BUILT_IN | _plugin_kinds(_BUILT_IN))
+"""kind → :class:`RegisteredKind`: the built-in kinds in the order they are documented, then
+those of the ``ancre.sources`` entry points."""
 
 DEFAULT_KIND = "folder"
 """The kind of a ``[[sources]]`` entry without ``kind``."""
@@ -98,6 +136,7 @@ def principal_providers(sources: Iterable[SourceSettings], ctx: SourceContext) -
 
 __all__ = [
     "DEFAULT_KIND",
+    "ENTRY_POINT_GROUP",
     "REGISTRY",
     "RegisteredKind",
     "SourceContext",

@@ -4,9 +4,11 @@ One :class:`Daemon` receives its parts from the composition root (:class:`Daemon
 sync engine over the store and embedder, the state DB, the BM25 snapshots, the connectors, the
 audit purge; :mod:`ancre.app.daemon` builds them) and runs:
 
-- **event sources** (:mod:`ancre.daemon.watch`, wired by :mod:`ancre.daemon.wiring`): watchdog on folder sources, a
-  connector's own ``watch()`` (SMB CHANGE_NOTIFY) when it has one; all feed one :class:`~ancre.daemon.queue.ChangeQueue`
-  (bounded, de-duplicating, debounced);
+- **event sources** (:mod:`ancre.daemon.watch`, wired by :mod:`ancre.daemon.wiring`), by capability: a
+  connector's own ``watch()`` (SMB CHANGE_NOTIFY), else its change feed (Graph delta) run every
+  ``poll_interval_s`` from a cursor the daemon keeps (:class:`~ancre.index.cursors.CursorStore`), else
+  watchdog on a folder source, else the snapshot-diff poller (:mod:`ancre.connectors.poller`); all feed one
+  :class:`~ancre.daemon.queue.ChangeQueue` (bounded, de-duplicating, debounced);
 - **one worker thread** (:mod:`ancre.daemon.lanes`) that applies every content change: full passes
   (:meth:`SyncEngine.run_pass`) and event batches (:meth:`SyncEngine.sync_paths`);
 - **one rights thread** that applies rights changes (an ACL manifest edit, an SMB
@@ -68,6 +70,7 @@ from ancre.daemon.schedule import PurgeAudit, retry_later, start_scheduler
 from ancre.daemon.sync import PassReport, SyncEngine
 from ancre.daemon.wiring import Watcher, feed, start_watchers
 from ancre.index.bm25 import Bm25Manager
+from ancre.index.cursors import CursorStore
 from ancre.index.state import StateDB
 from ancre.models import PassScope
 
@@ -78,14 +81,17 @@ log = logging.getLogger("ancre.daemon")
 class DaemonParts:
     """What the daemon works with, built by the composition root (:mod:`ancre.app.daemon`):
     ``engine`` (its store opened: the embedded store's lock is held), ``state``, ``bm25``,
-    ``connectors`` (one per configured source, closed by whoever built them) and ``purge_audit``
-    (deletes audit files past retention; ``None``: no audit purge job)."""
+    ``connectors`` (one per configured source, closed by whoever built them), ``purge_audit``
+    (deletes audit files past retention; ``None``: no audit purge job) and ``cursors``, where the
+    change feeds' cursors are kept (``None``: the daemon opens the ``source_cursors`` table of
+    ``state``'s file itself and closes it when it stops)."""
 
     engine: SyncEngine
     state: StateDB
     bm25: Bm25Manager
     connectors: Sequence[Connector]
     purge_audit: PurgeAudit | None = None
+    cursors: CursorStore | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,7 @@ class Daemon:
         self._stop = threading.Event()
         self._connectors: dict[str, Connector] = {c.source_id: c for c in parts.connectors}
         self._watchers: list[Watcher] = []
+        self._cursors: CursorStore | None = None
         self._scheduler: BackgroundScheduler | None = None
         self._threads: dict[str, threading.Thread] = {}
         self._bm25: Bm25Rebuilder | None = None
@@ -162,7 +169,10 @@ class Daemon:
         self._bm25 = Bm25Rebuilder(p.engine, p.state, should_stop=self._stop.is_set, on_published=self._published)
         if self.cfg.metrics_port is not None:
             self.metrics_port = self.metrics.serve(self.cfg.metrics_host, self.cfg.metrics_port)
-        self._watchers = start_watchers(self.settings.sources, self._connectors, self._on_event, self.settings.ignore)
+        self._cursors = p.cursors if p.cursors is not None else CursorStore(p.state.path)
+        self._watchers = start_watchers(
+            self.settings.sources, self._connectors, self._on_event, self.settings.ignore, self._cursors
+        )
         self._bm25.start(rebuild_now=gen == 0)
         self._builder = IndexMaintainer(p.engine, should_stop=self._stop.is_set)
         self._builder.start()
@@ -206,6 +216,8 @@ class Daemon:
         if self._builder is not None:
             clean = self._builder.join(max(0.0, deadline - time.monotonic())) and clean
         self.metrics.close()
+        if self._cursors is not None and self._cursors is not self.parts.cursors:
+            self._cursors.close()
         keepalive = self._threads.get("keepalive")
         if keepalive is not None:
             keepalive.join(2.0)

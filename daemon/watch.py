@@ -18,6 +18,12 @@ inotify queue overflow (watchdog only logs it) also sends ``rescan``.
 
 :class:`ConnectorWatcher` runs a :class:`~ancre.connectors.base.WatchableConnector`'s blocking
 ``watch(on_change, stop)`` on a thread and restarts it (with a ``rescan``) when it fails.
+
+:class:`FeedRunner` runs a :class:`~ancre.connectors.base.ChangeFeed` (Graph delta, the
+snapshot-diff poller of :mod:`ancre.connectors.poller`): every ``poll_interval_s`` seconds it
+loads the source's cursor from the engine's :class:`~ancre.index.cursors.CursorStore`, calls
+``changes(cursor)``, queues the events like a watcher's and keeps the new cursor once they are
+queued. When the source is unavailable the old cursor stays and the next interval tries again.
 """
 
 from __future__ import annotations
@@ -28,13 +34,16 @@ import re
 import stat
 import threading
 from pathlib import Path
+from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
-from ancre.connectors.base import ChangeCallback, ChangeEvent, WatchableConnector
+from ancre.connectors.base import ChangeCallback, ChangeEvent, ChangeFeed, WatchableConnector
 from ancre.connectors.folder import is_ignored
+from ancre.errors import SourceUnavailableError
+from ancre.index.cursors import CursorStore
 from ancre.models import ChangeKind, nfc
 
 log = logging.getLogger("ancre.daemon.watch")
@@ -360,4 +369,79 @@ class ConnectorWatcher:
             backoff = min(backoff * 2, 60.0)
 
 
-__all__ = ["NETWORK_FS", "ConnectorWatcher", "FolderWatcher", "fs_type"]
+class FeedRunner:
+    """Runs the change feed ``feed`` of source ``source_id`` on a thread (see the module doc): a
+    first call at :meth:`start` (a kept cursor catches up with what changed while the daemon was
+    down; none: the feed's baseline), then one every ``feed.poll_interval_s`` seconds.
+    ``effective_mode``: ``mode`` after a call that answered, ``down`` after one that failed."""
+
+    def __init__(
+        self, source_id: str, feed: ChangeFeed[Any], cursors: CursorStore, on_change: ChangeCallback, *, mode: str = "feed"
+    ) -> None:
+        self.source_id = source_id
+        self.feed = feed
+        self.cursors = cursors
+        self.on_change = on_change
+        self.mode = mode
+        self.effective_mode = mode
+        self.polls = 0
+        """Calls of ``changes`` that answered."""
+        self._cursor: Any = None
+        self._loaded = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the feed thread."""
+        self._thread = threading.Thread(target=self._run, name=f"feed-{self.source_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """Set the stop event and join the thread at most ``timeout`` seconds (a call of
+        ``changes`` under way is not interrupted: its events are neither queued nor its cursor
+        kept, the next start replays them)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll_once()
+            if self._stop.wait(max(0.05, float(self.feed.poll_interval_s))):
+                return
+
+    def poll_once(self) -> bool:
+        """One call of the feed: the cursor (read from the store at the first call, then the
+        one last kept), ``changes(cursor)``, queue the events, keep the new cursor. Returns
+        whether the feed answered; never raises (a failure is logged and the old cursor kept)."""
+        try:
+            if not self._loaded:
+                self._cursor, self._loaded = self.cursors.load(self.source_id, self.feed.cursor_type), True
+            cursor = self._cursor
+            batch = self.feed.changes(cursor)
+        except SourceUnavailableError as e:
+            self._down("source unavailable", e)
+            return False
+        except Exception as e:  # noqa: BLE001 - a feed thread never dies; the cursor is kept
+            self._down(type(e).__name__, e)
+            return False
+        if self._stop.is_set():
+            return False  # stopping: neither queued nor kept, replayed at the next start
+        for ev in batch.events:
+            self.on_change(ev)
+        if batch.cursor != cursor:
+            self.cursors.save(self.source_id, batch.cursor)
+            self._cursor = batch.cursor
+        if self.effective_mode == "down":
+            log.info("feed %s: answering again", self.source_id)
+        self.effective_mode = self.mode
+        self.polls += 1
+        return True
+
+    def _down(self, what: str, e: Exception) -> None:
+        if self.effective_mode != "down":
+            log.warning("feed %s: %s: %s; cursor kept, retrying every %gs", self.source_id, what, e, self.feed.poll_interval_s)
+        self.effective_mode = "down"
+
+
+__all__ = ["NETWORK_FS", "ConnectorWatcher", "FeedRunner", "FolderWatcher", "fs_type"]

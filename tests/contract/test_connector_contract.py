@@ -1,19 +1,22 @@
 """The contract every connector honours (:class:`ancre.connectors.base.Connector`), run against each
 source kind's harness (conftest.py): listing complete and stable, versions that follow content,
-deletions, ACL-only changes, unreadable ACLs as *nobody*, odd names, and an unreachable source
-that is never an empty one."""
+deletions, ACL-only changes, unreadable ACLs as *nobody*, odd names, an unreachable source
+that is never an empty one, and the change feed the daemon runs on it (its own, or the
+snapshot-diff poller): a baseline without events and a cursor that survives a JSON round trip."""
 
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 import pytest
 from support.source_harness import SourceHarness
 
 from ancre.acl.engine import acl_problem
-from ancre.connectors.base import Connector, Listing
+from ancre.connectors.base import ChangeFeed, Connector, Listing
+from ancre.connectors.poller import SnapshotDiffPoller
 from ancre.errors import SourceUnavailableError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, SourceItem
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, ChangeKind, SourceItem
 
 FILES = {
     "a.txt": b"alpha",
@@ -172,3 +175,29 @@ def test_an_unreachable_source_raises_never_lists_empty(source: SourceHarness) -
             conn.read_acls([source.path("a.txt")])
     # back: the same listing as before
     assert set(listing(conn)) == {source.path(n) for n in FILES}
+
+
+def change_feed(conn: Connector) -> ChangeFeed[Any]:
+    """How the daemon asks ``conn`` for its changes when it has no push: its own change feed, else
+    the snapshot-diff poller over its listing."""
+    return conn if isinstance(conn, ChangeFeed) else SnapshotDiffPoller(conn, 1.0)
+
+
+def test_the_change_feed_baseline_and_its_cursor_round_trip(source: SourceHarness) -> None:
+    populate(source)
+    feed = change_feed(source.connector)
+    base = feed.changes(None)
+    assert base.events == (), "no cursor yet: a baseline, no event (the startup pass covers the rest)"
+    assert isinstance(base.cursor, feed.cursor_type)
+    kept = feed.cursor_type.model_validate_json(base.cursor.model_dump_json())
+    assert kept == base.cursor, "the engine keeps the cursor as JSON: it must come back equal"
+    source.write("docs/new.txt", b"nouveau")
+    batch = feed.changes(kept)
+    new = source.path("docs/new.txt")
+    assert any(e.path == new and e.kind != ChangeKind.DELETED for e in batch.events) or any(
+        e.kind == ChangeKind.RESCAN for e in batch.events
+    ), batch.events
+    assert not any(e.kind == ChangeKind.DELETED for e in batch.events), batch.events
+    again = feed.cursor_type.model_validate_json(batch.cursor.model_dump_json())
+    with source.unreachable(), pytest.raises(SourceUnavailableError):
+        feed.changes(again)
