@@ -235,8 +235,6 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     # ------------------------------------------------------------------------- reads in batch
 
 
-    # ---------------------------------------------------------------------------------- listing
-
     def _apply(self, drive: Drive, raw_items: Sequence[Mapping[str, Any]], *, full: bool) -> set[str]:
         """Apply a delta answer (:func:`~ancre.connectors.sharepoint.delta.apply_delta`), then
         read the permissions (and, with ``exclude_labels``, the labels) it says must be read.
@@ -246,6 +244,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         if self.cfg.exclude_labels:
             self._label_reader.read(drive, [i for i, e in drive.items.items() if e.kind == "file" and e.labels is None])
         return applied.touched
+
+    # ---------------------------------------------------------------------------------- listing
     def _item(self, drive: Drive, iid: str) -> SourceItem | None:
         e = drive.items.get(iid)
         if e is None or e.kind not in ("file", "package"):

@@ -9,7 +9,7 @@ resolver adds the source's Entra provider (``aad:``/``sp:`` principals).
 
 ``[query] live_acl = false``: a search returns what the *index* says, so a permission removed in
 the fake with no delta signal can only disappear from alice's results through the connector's
-permission sweep (its ``watch()`` job, every ``permission_sweep_interval_s``) → ``acl`` events →
+permission sweep (a round of its change feed, every ``permission_sweep_interval_s``) → ``acl`` events →
 the daemon's rights lane (``refresh_acls``). The live check at query time is not what this file
 tests (tests/integration/test_sharepoint.py ``test_read_acls_reads_live`` covers its reading).
 SIGHUP (a forced pass) re-reads every permission too (``PermissionSweep``), sweep or not.
@@ -61,7 +61,7 @@ def write_config(dest: Path, ms: FakeMicrosoft, *, sweep_s: float = 3.0) -> Path
     """An ``ancre.toml`` in ``dest``: e5-local, edge store, the corpus directory, metrics on a free
     port, index-only rights at query time, and one SharePoint source on the Direction site (delta
     every second, permission sweep every ``sweep_s`` s, 0 = never); the daemon's own reconciliation and ACL sweep off so
-    that only the connector's watch moves things)."""
+    that only the connector's change feed moves things)."""
     shutil.copy2(CORPUS / "directory.json", dest / "directory.json")
     cert = ms.certificate
     source = {
