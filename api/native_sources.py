@@ -256,12 +256,16 @@ class InlineCitations:
     def _group_end(buf: str, start: int) -> int | None:
         """Index of the ``]`` closing the ``[`` at ``start`` (nested brackets allowed); ``-1``
         when it cannot close (end of line, too long); ``None`` when more text is needed."""
-        depth = 0
+        depth, escaped = 0, False
         for j in range(start, min(len(buf), start + MAX_GROUP_CHARS)):
             ch = buf[j]
             if ch == "\n":
                 return -1
-            if ch == "[":
+            if escaped:  # ``\[`` and ``\]`` are literal brackets (CommonMark §2.4)
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == "[":
                 depth += 1
             elif ch == "]":
                 depth -= 1

@@ -233,12 +233,12 @@ class LinkGuard:
                 i = held
                 continue
             if c == "[":
-                end = src.find("]", i + 1)
-                if end == -1 or end + 1 >= len(src):
+                rbracket = src.find("]", i + 1)
+                if rbracket == -1 or rbracket + 1 >= len(src):
                     return self._word_start(i)
-                plain = _PLAIN_LABEL.fullmatch(src, i + 1, end) is not None
-                if plain and src[end + 1] not in "([:":
-                    i = end + 1
+                plain = _PLAIN_LABEL.fullmatch(src, i + 1, rbracket) is not None
+                if plain and src[rbracket + 1] not in "([:":
+                    i = rbracket + 1
                     continue
                 held = self._after_block(i)
                 if held is None:

@@ -116,3 +116,17 @@ def test_a_code_span_over_lines_that_a_block_breaks_does_not_shelter_raw_html() 
     client += guard.flush()
     assert not unsafe(client), client
     assert "http://evil.example/i.png" in guard.addresses
+
+
+def test_a_plain_bracket_inside_a_word_does_not_release_the_start_of_a_bare_address() -> None:
+    """Found by the property test above: after a plain ``[ref]`` the guard released up to that
+    ``]`` — the middle of the word — so ``https://portail.axonix.ch/contrats[ref`` (an address of
+    the extracts) went out as it was, and the ``]Le`` that followed turned it into
+    ``…/contrats[ref]Le``, an address the extracts don't have, in text already sent."""
+    answer = "https://portail.axonix.ch/contrats[ref]Le forfait mensuel est de CHF 4 200 HT"
+    guard = LinkGuard(EXTRACTS)
+    client = guard.feed(answer)
+    assert not unsafe(client), client
+    client += guard.flush()
+    assert not unsafe(client), client
+    assert guard.addresses
