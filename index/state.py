@@ -135,7 +135,8 @@ class StateDB:
     def _migrate(self) -> None:
         """Add the columns a database created by an older ancre lacks (values: their defaults),
         then move its ``reason`` column into ``reason_code`` / ``detail`` / ``acl_problem`` and
-        drop it (:meth:`_split_reasons`). One transaction: a crash leaves the old schema."""
+        drop it (:meth:`_split_reasons`), and delete the SharePoint snapshots an older ancre kept
+        in ``meta``. One transaction: a crash leaves the old schema."""
         with self._tx() as db:
             for table, columns in _ADDED_COLUMNS.items():
                 have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
@@ -144,6 +145,9 @@ class StateDB:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
             if "reason" in {row[1] for row in db.execute("PRAGMA table_info(items)")}:
                 _split_reasons(db)
+            # SharePoint drive snapshots and delta links an older ancre kept here: the connector
+            # keeps its own now (connectors/sharepoint/snapshot.py) and reads each library anew
+            db.execute("DELETE FROM meta WHERE key LIKE 'sharepoint:%'")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

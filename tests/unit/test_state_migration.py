@@ -207,3 +207,23 @@ def test_acl_digest_update_writes_the_acl_problem_column(tmp_path: Path) -> None
         assert state.set_acl_hash("s", "s:casse.docx", "d", acl_problem="x") is False  # failed rows: left alone
     finally:
         state.close()
+
+
+def test_sharepoint_snapshots_an_older_ancre_kept_in_meta_are_deleted(tmp_path: Path) -> None:
+    """The SharePoint connector keeps its drive snapshots in a store of its own: the copies an
+    older ancre wrote in the state DB's ``meta`` table go at the next open, other keys stay."""
+    path = tmp_path / "state.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(OLD_SCHEMA)
+    db.executemany("INSERT INTO meta VALUES (?, ?)", [
+        ("sharepoint:sp:b!drive1", json.dumps({"items": {}})), ("sharepoint:sp:drives", '["b!drive1"]'),
+        ("bm25_dirty", "1"),
+    ])
+    db.commit()
+    db.close()
+    state = StateDB(path)
+    try:
+        assert state.get_meta("sharepoint:sp:b!drive1") is None and state.get_meta("sharepoint:sp:drives") is None
+        assert state.get_meta("bm25_dirty") == "1"
+    finally:
+        state.close()
