@@ -190,12 +190,16 @@ def check_api(settings: Settings) -> CheckResult:
     try:
         secrets = Secrets.from_config(cfg)
     except ConfigError as e:
-        return CheckResult(
-            "api", False, str(e), "set the variable in the service's environment (/etc/ancre/ancre.env) or fix [api]"
-        )
+        return CheckResult("api", False, str(e), _SECRET_FIX)
     where = cfg.api_key.where("api.api_key")
-    return CheckResult("api", True, f"service key from {where} ({len(secrets.api_key)} characters); "
+    n = len(secrets.api_key)
+    return CheckResult("api", True, f"service key from {where} ({n} character{'s' if n != 1 else ''}); "
                                     f"{identity_mode(cfg, secrets, fingerprint=True)}")
+
+
+_SECRET_FIX = ("provide what the message names — the variable in the service's environment (/etc/ancre/ancre.env), "
+               "the file (mode 0600), or the unit's LoadCredential= (systemd/ancre.service) — or fix [api]")
+"""The fix of an API secret that can't be read, whichever form (env, file, credential) it has."""
 
 
 def _ping(client: object) -> str:

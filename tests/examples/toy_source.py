@@ -1,7 +1,7 @@
 """A toy source kind, ``toy``: the example of docs/ARCHITECTURE.md "Adding a source".
 
 The whole kind is this module plus one registry line (:data:`REGISTERED`, added to
-``ancre.connectors.registry.REGISTRY`` in-tree, or through the ``ancre.sources`` entry point as
+``_BUILT_IN`` of :mod:`ancre.connectors.registry` in-tree, or through the ``ancre.sources`` entry point as
 ``tests/examples/test_toy_source.py`` does). It serves documents from a WebDAV-like HTTP store
 (:class:`ToyStore`, on 127.0.0.1): ``GET /index.json`` → ``{"files": {path: {"size", "mtime",
 "etag"}}}``, ``GET /files/<path>`` → the bytes, 503 while the store is down. The connector
