@@ -256,16 +256,12 @@ class InlineCitations:
     def _group_end(buf: str, start: int) -> int | None:
         """Index of the ``]`` closing the ``[`` at ``start`` (nested brackets allowed); ``-1``
         when it cannot close (end of line, too long); ``None`` when more text is needed."""
-        depth, escaped = 0, False
+        depth = 0
         for j in range(start, min(len(buf), start + MAX_GROUP_CHARS)):
             ch = buf[j]
             if ch == "\n":
                 return -1
-            if escaped:  # ``\[`` and ``\]`` are literal brackets (CommonMark §2.4)
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == "[":
+            if ch == "[":
                 depth += 1
             elif ch == "]":
                 depth -= 1
@@ -275,8 +271,8 @@ class InlineCitations:
 
     def _citation(self, group: str) -> str | None:
         """``group`` (``[…]``) rewritten as numbered citations, or ``None`` if it is none."""
-        if not self.number:
-            return None
+        if not self.number or "\\[" in group or "\\]" in group:
+            return None  # an escaped bracket inside: the model's own text, left as written
         scan = scan_citations(group, ())
         if not scan.citations:
             return None

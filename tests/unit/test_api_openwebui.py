@@ -279,6 +279,20 @@ def test_streamed_numbering_is_split_proof_and_links_only_ancre_numbers(tokens: 
     assert whole.count("\\[") == text.count("\\[")  # never Open WebUI's display-math delimiter
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("[[03_Contrat_Rochat.docx]\\[7][03_Contrat_Rochat.docx]]", "[[1]\\[7][1]]"),
+    ("[\\[03_Contrat_Rochat.docx]", "[\\[03_Contrat_Rochat.docx]"),
+])
+def test_a_group_with_an_escaped_bracket_is_the_models_text(text: str, expected: str) -> None:
+    """Found by the property test above: a bracket group holding an escaped ``\\[`` or ``\\]``
+    was read as one citation group, so its escaped text was dropped (``[[A]\\[7][A]]`` became
+    ``[1]``) or moved; the escaped bracket stays as the model wrote it, the citations around it
+    are numbered one by one."""
+    whole, _numbering = native_text(text)
+    assert whole == expected
+    assert whole.count("\\[") == text.count("\\[")
+
+
 # ----------------------------------------------------------------------------- 2. attachments
 
 
