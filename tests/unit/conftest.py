@@ -36,6 +36,12 @@ SLOW = {
         "test_pool_crash_and_errors_recover": "kills extraction workers and starts new ones",
         "test_office_files_through_pool_with_configured_limits": "every office format through the worker pool",
     },
+    "test_tokenize_french.py": {
+        "test_equal_words_give_equal_terms": "hypothesis over the French stemmer",
+    },
+    "test_lazy_registry.py": {
+        "test_building_a_kind_imports_its_connector": "a fresh Python process per kind",
+    },
     "test_store_contract.py": {
         "test_edge_keywords_are_filled_in_for_a_store_written_without_them": "rewrites a store's keywords",
         "test_edge_second_process_gets_store_locked_error": "a second Python process opens the store",
