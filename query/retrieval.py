@@ -14,14 +14,21 @@
    document the fresh ACL (or an unreachable source) refuses is dropped and the next results
    move up — in rounds, so only the documents that may be shown are read (usually one round).
 
+Steps 1 and 2 overlap: the keyword side (it needs no query vector) runs on a worker thread of
+the retriever's pool while the calling thread embeds the question and searches the vectors, so a
+question costs about the longer of the two, not their sum (the engines release the GIL while
+they search; README "Benchmarks", scale table).
+
 An empty principal set returns ``[]`` before anything is searched.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -92,6 +99,22 @@ def rrf(lists: dict[str, Sequence[str]], k: int = 60) -> dict[str, tuple[float, 
 _Ranked = tuple[str, tuple[float, dict[str, int]]]
 """One fused result: ``(point id, (RRF score, {list: 1-based rank}))``."""
 
+KEYWORD_WORKERS = 4
+"""Threads of a retriever's keyword pool: keyword searches of that many questions run at once,
+each beside its own question's embedding and vector search (more questions queue for a thread
+while their vector side goes on)."""
+
+
+@dataclass(frozen=True)
+class _KeywordSide:
+    """The keyword side of one question: the hits best first, ``{point id: fresh point}`` of
+    those the store still lets the user read, and its durations (milliseconds)."""
+
+    hits: list[Bm25Hit]
+    fresh: dict[str, StoredPoint]
+    search_ms: float
+    reread_ms: float
+
 
 def _store_keyword_hits(
     kstore: KeywordStore, question: str, principals: frozenset[str], k: int
@@ -146,6 +169,16 @@ class Retriever:
         self.live = live
         """The live rights check (step 4); ``None``: the index's ACLs decide alone."""
         self.keyword_in_store = keyword_in_store
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def _keyword_pool(self) -> ThreadPoolExecutor:
+        """The pool the keyword side runs on (made at the first question, ``KEYWORD_WORKERS``
+        threads, named ``ancre-keywords``)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(KEYWORD_WORKERS, thread_name_prefix="ancre-keywords")
+            return self._pool
 
     def term_stats(self, terms: Sequence[str], principals: frozenset[str]) -> tuple[int, dict[str, int]]:
         """Document frequencies of index ``terms`` over the chunks a user holding ``principals``
@@ -188,27 +221,26 @@ class Retriever:
             return Retrieval(())
         limit = self.cfg.limit if limit is None else limit
         n = self.cfg.candidates
+        keyword: Future[_KeywordSide] | None = None
+        if "bm25" in lists:  # started first: it needs no query vector
+            keyword = self._keyword_pool().submit(self._keyword_side, question, principals, n)
         t0 = time.perf_counter()
-        qvec = self.embedder.embed_query(question) if "vector" in lists else None
-        t1 = time.perf_counter()
-
-        vec_hits = self._vector_hits(qvec, principals, n)
+        try:
+            qvec = self.embedder.embed_query(question) if "vector" in lists else None
+            t1 = time.perf_counter()
+            vec_hits = self._vector_hits(qvec, principals, n)
+            t2 = time.perf_counter()
+        except BaseException:
+            if keyword is not None:
+                keyword.cancel()
+            raise
+        side = keyword.result() if keyword is not None else _KeywordSide([], {}, 0.0, 0.0)
+        t4 = time.perf_counter()
         by_id: dict[str, StoredPoint] = {p.id: p for p in vec_hits}
-        t2 = time.perf_counter()
-
-        k = n if "bm25" in lists else 0
-        kstore = self._keyword_store()
-        if kstore is not None:  # rights filter inside the query: the hits are a fresh read
-            bm25_hits, fresh = _store_keyword_hits(kstore, question, principals, k)
-            t3 = time.perf_counter()
-        else:
-            bm25_hits = self.bm25.get().search(question, k, principals)
-            t3 = time.perf_counter()
-            fresh = self._reread(bm25_hits, principals)
+        bm25_hits, fresh = side.hits, side.fresh
         bm25_ids = [h.point_id for h in bm25_hits if h.point_id in fresh]
         for pid in bm25_ids:
             by_id.setdefault(pid, fresh[pid])
-        t4 = time.perf_counter()
 
         fused = rrf({"vector": [p.id for p in vec_hits], "bm25": bm25_ids}, k=self.cfg.rrf_k)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
@@ -222,11 +254,26 @@ class Retriever:
             results,
             bm25_dropped=len(bm25_hits) - len(bm25_ids),
             timings=RetrievalTimings(
-                (t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms, (t4 - t3) * ms,
+                (t1 - t0) * ms, (t2 - t1) * ms, side.search_ms, side.reread_ms,
                 (t5 - t4 - (t_live - t_fused)) * ms, (t_live - t_fused) * ms,
             ),
             rights=rights,
         )
+
+    def _keyword_side(self, question: str, principals: frozenset[str], k: int) -> _KeywordSide:
+        """The best ``k`` keyword hits of ``question`` and a fresh read of them under the rights
+        filter: the store's own keyword search when it keeps BM25 (the rights filter inside the
+        query), else the snapshot's masked search then a re-read by id (step 2). Runs on the
+        keyword pool; raises what the store or snapshot raise."""
+        t0 = time.perf_counter()
+        kstore = self._keyword_store()
+        if kstore is not None:  # rights filter inside the query: the hits are a fresh read
+            hits, fresh = _store_keyword_hits(kstore, question, principals, k)
+            return _KeywordSide(hits, fresh, (time.perf_counter() - t0) * 1000.0, 0.0)
+        hits = self.bm25.get().search(question, k, principals)
+        t1 = time.perf_counter()
+        fresh = self._reread(hits, principals)
+        return _KeywordSide(hits, fresh, (t1 - t0) * 1000.0, (time.perf_counter() - t1) * 1000.0)
 
     def _vector_hits(self, qvec: np.ndarray | None, principals: frozenset[str], n: int) -> list[StoredPoint]:
         """The best ``n`` vector hits for ``qvec`` (``(d,)`` float32) over every collection, under the store's rights
