@@ -11,8 +11,8 @@ Layout under ``data_dir/qdrant/``::
     documentation/        (the same for the other collection)
 
 **Search at scale.** A shard holds immutable, *indexed* segments (HNSW graph over int8 scalar-
-quantized vectors, kept in RAM, the float32 originals on disk for rescoring; payload and text
-indexes on disk) and one appendable segment that takes the writes, searched exactly. Vector search
+quantized vectors, the float32 originals for rescoring, payload and text indexes: all
+memory-mapped) and one appendable segment that takes the writes, searched exactly. Vector search
 walks the graph with the rights filter (ACORN for a filter that keeps less than
 ``acorn_max_selectivity`` of the points, so a narrow one does not cut the graph into islands)
 over the quantized vectors, then rescores ``oversampling × limit``
@@ -92,8 +92,12 @@ class EdgeTuning:
       the search beam; ``acorn``: ACORN filtered search (neighbours of filtered-out nodes are
       explored, so a selective rights filter still finds its nearest points), used only for a
       filter the engine estimates to keep less than ``acorn_max_selectivity`` (0–1) of the points
-      — the engine's own default, 0.4: ACORN on every search (1.0) made the vector search of
-      the scale bench 3× slower at 100k (43–47 → 15–16 ms p50) for the same recall@30 (1.000);
+      — 0.1. ACORN costs more the more points the filter keeps: at 1M points (scale bench, 2
+      cores) a user who may read 20–36 % of them waited ~240 ms for the vector search with
+      ACORN against ~26 ms without, for the same recall@30 (1.000), and the vector search's
+      p50 / p95 / p99 went from 37 / 283 / 315 ms at the engine's default 0.4 to 33 / 41 / 43 ms
+      at 0.1; users who read 1–2 % (where ACORN applies) kept recall@30 1.000 at 28 ms p50. ACORN
+      on every search (1.0) had made it 3× slower at 100k already;
     - ``oversampling``: candidates taken from the int8-quantized vectors, as a multiple of the
       limit, then rescored on the float32 originals;
     - ``max_segment_points``: the largest indexed segment a build makes. A build indexes the
@@ -109,7 +113,7 @@ class EdgeTuning:
     hnsw_ef_construct: int = 100
     hnsw_ef: int = 64
     acorn: bool = True
-    acorn_max_selectivity: float = 0.4
+    acorn_max_selectivity: float = 0.1
     oversampling: float = 2.0
     segments: int = 8
     max_segment_points: int = 250_000

@@ -6,7 +6,10 @@ memory of the build process and of a query process, and 20 concurrent users.
 Run: ``.venv/bin/python tests/bench/run.py --only scale [--scale-1m]`` or
 ``.venv/bin/python tests/bench/bench_scale.py [--sizes 100000,300000] [--scale-1m]`` (a command,
 not a test). Each size runs in its own child process (its peak memory is its own), and the query
-process is another fresh child.
+process is another fresh child. With ``ANCRE_BENCH_SCALE_KEEP=1`` the store of a size is kept
+(its folder printed on stderr, a stage per line as it ends), and
+``bench_scale.py --remeasure <folder>`` runs every measure after the ingest again on it — a
+million chunks take ~50 minutes to ingest and build on 2 cores, the measures ~10.
 
 **Data.** Chunk texts are ``bench_bm25``'s synthetic French (Zipfian words, codes, amounts, file
 names), generated in batches so that a million chunks never sit in memory. Documents of 10–20
@@ -26,12 +29,15 @@ asked by a random user with his rights filter, with a synthetic French question 
   per 250,000 points, the store's largest segment) — seconds, and the build process's peak RSS;
 - *retrieval* (``Retriever.retrieve``: vector top 30 in both collections with the rights filter,
   BM25 top 30 in the store under the same filter, RRF; no LLM, query vectors precomputed):
-  p50/p95/p99 sequential, then the same queries from 2 threads (throughput too);
+  p50/p95/p99 sequential over the workload once (the first pass: pages of the memory-mapped
+  store read from disk as the questions need them), then the same questions again (the steady
+  state, the row the targets apply to), then from 2 threads (throughput too);
 - *recall@30* of the vector search against exact search (``exact=True``: a full scan of the
   filtered points) on the same queries and rights, both collections merged;
 - *maintenance*: new chunks until a collection has 20,000 not yet built (``build_after_points``:
-  searched exactly until then) and a build started as the daemon does; meanwhile open-loop retrievals (one every 0.2 s, latency from
-  the scheduled time, so a stall counts) and a writer adding a document every 0.5 s (journaled,
+  searched exactly until then) and a build started as the daemon does; meanwhile open-loop
+  retrievals at half the sequential throughput just measured (at most 5/s; latency from the
+  scheduled time, so a stall counts) and a writer adding a document every 0.5 s (journaled,
   replayed at the swap): latency p50/p95/p99/max through the build and its swap;
 - *keyword freshness*: a one-file change synced by the real sync engine (``SyncEngine.sync_paths``:
   extraction worker, e5-local embedding, upsert) into the store of that size, from the file's
@@ -303,9 +309,13 @@ def _recall(store: object, w: Workload) -> dict:
     return {"recall_at_30": round(float(np.mean(rec)), 4), "recall_min": round(float(min(rec)), 3), "queries": len(rec)}
 
 
-def _during_build(store, retriever, c: Corpus, w: Workload) -> dict:
+def _during_build(store, retriever, c: Corpus, w: Workload, qps: float) -> dict:
     """``maintain()`` in a thread (a build as the daemon starts it), open-loop retrievals from
-    this thread, a writer thread adding a document every ``WRITE_EVERY_S``."""
+    this thread, a writer thread adding a document every ``WRITE_EVERY_S``. The questions come
+    at half the sequential throughput ``qps`` measured before (at most one per
+    ``DURING_INTERVAL_S``): a rate above what the machine serves makes every question wait for
+    the ones before it, which measures the queue, not the build."""
+    interval = max(DURING_INTERVAL_S, 2.0 / qps)
     done = threading.Event()
     out: dict = {}
     errors: list[BaseException] = []
@@ -331,7 +341,7 @@ def _during_build(store, retriever, c: Corpus, w: Workload) -> dict:
     lat = []
     k = 0
     while not done.is_set():
-        planned = t0 + k * DURING_INTERVAL_S
+        planned = t0 + k * interval
         wait = planned - time.perf_counter()
         if wait > 0:
             done.wait(wait)
@@ -344,7 +354,8 @@ def _during_build(store, retriever, c: Corpus, w: Workload) -> dict:
         t.join()
     if errors:
         raise errors[0]
-    return {**_lat(lat), "seconds": round(time.perf_counter() - t0, 1), "writes": writes[0], "reports": out.get("reports", [])}
+    return {**_lat(lat), "seconds": round(time.perf_counter() - t0, 1), "writes": writes[0],
+            "rate_qps": round(1.0 / interval, 2), "reports": out.get("reports", [])}
 
 
 def _freshness(data: Path) -> dict:
@@ -382,13 +393,67 @@ def _freshness(data: Path) -> dict:
             "runtime_open_s": round(open_s, 2)}
 
 
+def _progress(stage: str, value: object) -> None:
+    """One line per finished stage on stderr (a 1M run takes over an hour)."""
+    print(f"{time.strftime('%H:%M:%S')} {stage}: {json.dumps(value)[:400]}", file=sys.stderr, flush=True)
+
+
+def _measure(tmp: Path, store, c: Corpus, w: Workload, quick: bool) -> dict:
+    """Every measure after the ingest, on the open ``store`` under ``tmp`` (closed on return):
+    retrieval (first pass over the workload, then the same questions again: the steady state),
+    2 threads, recall, the delta and its build, keyword freshness, then the query process."""
+    (tmp / "workload.json").write_text(json.dumps({
+        "items": [[q, sorted(p)] for q, p in w.items], "vectors": {q: v.tolist() for q, v in w.vectors.items()},
+    }), encoding="utf-8")
+    retriever = _retriever(store, Precomputed(w.vectors))
+    items = w.items[:40] if quick else w.items
+    first = _sequential(retriever, items)
+    _progress("sequential, first pass", first)
+    seq = _sequential(retriever, items)
+    _progress("sequential", seq)
+    two = _threads(retriever, items)
+    _progress("2 threads", two)
+    recall = _recall(store, Workload(items, w.vectors))
+    _progress("recall", recall)
+    t0 = time.perf_counter()
+    delta = 0
+    while not store.needs_build():  # until one collection has DELTA points searched exactly
+        pairs = c.batch(BATCH)
+        _write(store, pairs)
+        delta += len(pairs)
+    delta_s = time.perf_counter() - t0
+    exact_part = _sequential(retriever, items[:50])  # the delta searched exactly, before its build
+    _progress("delta unbuilt", exact_part)
+    during = _during_build(store, retriever, c, Workload(items, w.vectors), seq["qps"])
+    _progress("during build", {k: v for k, v in during.items() if k != "reports"})
+    after = _sequential(retriever, items)
+    _progress("after build", after)
+    rss_bench = _status_kib("VmRSS", "VmHWM")
+    store.close()
+    fresh = _freshness(tmp / "data")
+    _progress("freshness", fresh)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-child", str(tmp)] + (["--quick"] if quick else [])
+    serve = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1])
+    disk = sum(p.stat().st_blocks * 512 for p in (tmp / "data" / "qdrant").rglob("*") if p.is_file()) / 2**20
+    return {
+        "retrieval_first_pass": first, "retrieval": seq, "retrieval_2_threads": two, "recall": recall,
+        "delta_chunks": delta, "delta_write_s": round(delta_s, 1), "retrieval_with_delta_unbuilt": exact_part,
+        "during_build": during, "retrieval_after_build": after, **fresh, "serve": serve,
+        "bench_rss_mib": rss_bench, "store_disk_mib": round(disk), "loadavg_1m_end": round(os.getloadavg()[0], 2),
+    }
+
+
 def bench_one(n: int, quick: bool = False) -> dict:
-    """One size in this process (see the module doc); the query process in a child."""
+    """One size in this process (see the module doc); the query process in a child. With
+    ``ANCRE_BENCH_SCALE_KEEP`` set the store is kept (its folder on stderr) for :func:`remeasure`."""
     from ancre.index.edge_store import EdgeStore
     from ancre.models import COLLECTIONS
 
     tmp = Path(tempfile.mkdtemp(prefix="ancre-bench-scale-"))
     data = tmp / "data"
+    keep = bool(os.environ.get("ANCRE_BENCH_SCALE_KEEP"))
+    if keep:
+        print(f"keeping the store in {tmp}", file=sys.stderr, flush=True)
     try:
         c = Corpus()
         store = EdgeStore(data)
@@ -408,42 +473,30 @@ def bench_one(n: int, quick: bool = False) -> dict:
             ingest_s += time.perf_counter() - t0
             written += done
             builds += [r.to_dict() for r in store.maintain(force=True)]
-        points = sum(store.count(coll) for coll in COLLECTIONS)
-        w = _workload(c)
-        retriever = _retriever(store, Precomputed(w.vectors))
-        items = w.items[:40] if quick else w.items
-        _sequential(retriever, items[:5])
-        seq = _sequential(retriever, items)
-        two = _threads(retriever, items)
-        recall = _recall(store, Workload(items, w.vectors))
-        t0 = time.perf_counter()
-        delta = 0
-        while not store.needs_build():  # until one collection has DELTA points searched exactly
-            pairs = c.batch(BATCH)
-            _write(store, pairs)
-            delta += len(pairs)
-        delta_s = time.perf_counter() - t0
-        exact_part = _sequential(retriever, items[:50])  # the delta searched exactly, before its build
-        during = _during_build(store, retriever, c, Workload(items, w.vectors))
-        after = _sequential(retriever, items)
-        rss_bench = _status_kib("VmRSS", "VmHWM")
-        store.close()
-        fresh = _freshness(data)
-        (tmp / "workload.json").write_text(json.dumps({
-            "items": [[q, sorted(p)] for q, p in w.items], "vectors": {q: v.tolist() for q, v in w.vectors.items()},
-        }), encoding="utf-8")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-child", str(tmp)] + (["--quick"] if quick else [])
-        serve = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1])
-        disk = sum(p.stat().st_blocks * 512 for p in (data / "qdrant").rglob("*") if p.is_file()) / 2**20
-        return {
-            "chunks": points, "ingest_s": round(ingest_s, 1), "ingest_chunks_per_s": round(written / ingest_s),
-            "builds": builds, "retrieval": seq, "retrieval_2_threads": two, "recall": recall,
-            "delta_chunks": delta, "delta_write_s": round(delta_s, 1), "retrieval_with_delta_unbuilt": exact_part,
-            "during_build": during, "retrieval_after_build": after, **fresh, "serve": serve,
-            "bench_rss_mib": rss_bench, "store_disk_mib": round(disk), "loadavg_1m_end": round(os.getloadavg()[0], 2),
-        }
+            _progress("ingest", {"written": written, "ingest_s": round(ingest_s), "builds_s": [b["build_s"] for b in builds]})
+        ingest = {"chunks": sum(store.count(coll) for coll in COLLECTIONS), "ingest_s": round(ingest_s, 1),
+                  "ingest_chunks_per_s": round(written / ingest_s), "builds": builds}
+        (tmp / "ingest.json").write_text(json.dumps(ingest), encoding="utf-8")
+        return {**ingest, **_measure(tmp, store, c, _workload(c), quick)}
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remeasure(tmp: Path, quick: bool = False) -> dict:
+    """Every measure after the ingest again, on a store kept by :func:`bench_one` (its ingest
+    figures from its ``ingest.json``): the same workload, new documents for the delta."""
+    from ancre.index.edge_store import EdgeStore
+
+    c = Corpus()
+    c.docs = 10_000_000  # the delta's documents are new ones
+    spec = json.loads((tmp / "workload.json").read_text(encoding="utf-8"))
+    w = Workload([(q, frozenset(p)) for q, p in spec["items"]],
+                 {q: np.asarray(v, dtype=np.float32) for q, v in spec["vectors"].items()})
+    store = EdgeStore(tmp / "data")
+    store.open(EMBEDDER_NAME, DIM)
+    ingest = json.loads((tmp / "ingest.json").read_text(encoding="utf-8"))
+    return {**ingest, **_measure(tmp, store, c, w, quick), "remeasured": True}
 
 
 def serve_one(workdir: Path, quick: bool) -> dict:
@@ -462,6 +515,7 @@ def serve_one(workdir: Path, quick: bool) -> dict:
     open_s = time.perf_counter() - t0
     try:
         fast = _retriever(store, Precomputed(vectors))
+        first = _sequential(fast, items[:40] if quick else items)
         seq = _sequential(fast, items[:40] if quick else items)
         mem_open = _status_kib("VmRSS", "RssAnon", "RssFile")
         real = _retriever(store, E5LocalEmbedder())
@@ -499,7 +553,7 @@ def serve_one(workdir: Path, quick: bool) -> dict:
     finally:
         store.close()
     return {
-        "open_s": round(open_s, 2), "retrieval": seq, "rss_start_mib": mem0["VmRSS"], "rss_opened": mem_open,
+        "open_s": round(open_s, 2), "retrieval_first_pass": first, "retrieval": seq, "rss_start_mib": mem0["VmRSS"], "rss_opened": mem_open,
         "e5_embed": _lat(embed), "e5_total": _lat(total), "concurrent": {**_lat(lat), "embed": _lat(emb),
         "questions": len(lat), "qps": round(len(lat) / wall, 1)}, "rss": mem,
         "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -537,13 +591,14 @@ def render(rows: list[dict]) -> None:
 
     lines = [
         ("ingest: bulk upserts (chunks/s), then builds (s)", "", lambda r: f"{r['ingest_chunks_per_s']:,}/s, {sum(b['build_s'] for b in r['builds']):.0f} s ({len(r['builds'])} builds)"),
+        ("retrieval p50 / p95 / p99 ms, first pass (pages cold)", "", lambda r: trio(r["retrieval_first_pass"]) if "retrieval_first_pass" in r else "n/a"),
         ("retrieval p50 / p95 / p99 ms, sequential", "p50 ≤ 50, p99 ≤ 150", lambda r: trio(r["retrieval"])),
         ("  of which vector search / keyword search, p50 ms", "", lambda r: f"{r['retrieval'].get('vector_p50_ms', float('nan')):.0f} / {r['retrieval'].get('keyword_p50_ms', float('nan')):.0f}"),
         ("  throughput q/s: 1 thread / 2 threads", "", lambda r: f"{r['retrieval']['qps']} / {r['retrieval_2_threads']['qps']}"),
         ("retrieval p50 / p95 / p99 ms, 2 threads", "", lambda r: trio(r["retrieval_2_threads"])),
         ("recall@30 vs exact search, rights filter (mean / min)", "≥ 0.98", lambda r: f"{r['recall']['recall_at_30']:.4f} / {r['recall']['recall_min']:.2f}"),
         (f"with {DELTA:,} new chunks not yet built (exact), p50 / p95 / p99", "", lambda r: trio(r["retrieval_with_delta_unbuilt"])),
-        ("during their build + swap: p50 / p95 / p99 / max ms", "max ≤ 1000", lambda r: f"{trio(r['during_build'])} / {r['during_build']['max_ms']:.0f}"),
+        ("during their build + swap: p50 / p95 / p99 / max ms (questions/s)", "max ≤ 1000", lambda r: f"{trio(r['during_build'])} / {r['during_build']['max_ms']:.0f} ({r['during_build'].get('rate_qps', 5)}/s)"),
         ("  that build: s (writes replayed) / swap pause s", "", lambda r: "; ".join(f"{b['build_s']:.0f} ({b['replayed']}) / {b['freeze_s'] + b['swap_s']:.2f}" for b in r["during_build"]["reports"]) or "none"),
         ("after it: p50 / p95 / p99 ms", "", lambda r: trio(r["retrieval_after_build"])),
         ("keyword freshness, one-file change (s, median of 3)", "≤ 5", lambda r: f"{r['keyword_freshness_s']:.2f} (max {r['freshness_max_s']:.2f})"),
@@ -584,6 +639,11 @@ def main(argv: list[str]) -> None:
     quick = "--quick" in argv
     if argv and argv[0] == "--child":
         print(json.dumps(bench_one(int(argv[1]), quick=quick)))
+        return
+    if argv and argv[0] == "--remeasure":  # a kept store (ANCRE_BENCH_SCALE_KEEP): every measure after the ingest
+        rows = [remeasure(Path(argv[1]), quick)]
+        render(rows)
+        print(json.dumps(rows[0]))
         return
     if argv and argv[0] == "--serve-child":
         print(json.dumps(serve_one(Path(argv[1]), quick)))
