@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RetrievalTimings:
-    """Wall-clock milliseconds of each step (the query embedding timed apart)."""
+    """Wall-clock milliseconds of each step (the query embedding timed apart). ``bm25_ms`` and
+    ``reread_ms`` (the keyword side) run on a pool thread at the same time as ``embed_ms`` +
+    ``vector_ms``: they overlap, they do not add up."""
 
     embed_ms: float = 0.0
     vector_ms: float = 0.0
