@@ -4,6 +4,9 @@ losing a write made before, during or after the build."""
 
 from __future__ import annotations
 
+import errno
+import mmap
+import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -16,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ancre.errors import StoreError
-from ancre.index import edge_store
-from ancre.index.edge_build import Journal, copy_tree, refresh_copy
+from ancre.index import edge_build, edge_store
+from ancre.index.edge_build import Journal, copy_tree, prewarm, refresh_copy, release_pages
 from ancre.index.edge_store import EdgeStore, EdgeTuning
 from ancre.index.store import PointWrite
 from ancre.models import COLLECTIONS, Acl, ChunkPayload, point_id
@@ -148,6 +151,92 @@ def test_refresh_copy_makes_an_exact_copy_of_what_changed_meanwhile(tmp_path: Pa
     assert (dst / "grows").read_bytes() == b"12345"
 
 
+def test_a_copy_waits_for_each_piece_to_reach_the_disk_and_keeps_every_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(edge_build, "COPY_SYNC_BYTES", 4096)
+    synced: list[int] = []
+    real_sync = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(os.fstat(fd).st_size), real_sync(fd))[1])
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "seg").mkdir(parents=True)
+    blobs = {"seg/big": os.urandom(4096 * 5 + 123), "small": b"abc", "empty": b""}
+    for rel, data in blobs.items():
+        (src / rel).write_bytes(data)
+    copy_tree(src, dst)
+    for rel, data in blobs.items():
+        assert (dst / rel).read_bytes() == data
+    # the big file was synced after each 4 KiB piece: never more than one piece unsynced
+    big = [n for n in synced if n > 3]
+    assert big == [4096 * k for k in range(1, 6)] + [4096 * 5 + 123]
+
+
+def test_a_copy_without_copy_file_range_keeps_every_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unsupported(*_a: object, **_k: object) -> int:
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(os, "copy_file_range", unsupported)
+    monkeypatch.setattr(edge_build, "COPY_SYNC_BYTES", 1000)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    data = os.urandom(3500)
+    (src / "f").write_bytes(data)
+    copy_tree(src, dst)
+    assert (dst / "f").read_bytes() == data
+
+
+def test_prewarm_reads_the_chosen_files_smallest_first_within_its_budget(tmp_path: Path) -> None:
+    (tmp_path / "wal").mkdir()
+    (tmp_path / "seg").mkdir()
+    sizes = {"seg/a": 10, "seg/b": 3000, "seg/c": 70_000, "wal/open-1": 500}
+    for rel, n in sizes.items():
+        (tmp_path / rel).write_bytes(b"x" * n)
+    assert prewarm(tmp_path, budget_bytes=10**9) == sum(sizes.values())
+    assert prewarm(tmp_path, max_file_bytes=4096, budget_bytes=10**9) == 10 + 500 + 3000
+    assert prewarm(tmp_path, skip=("wal",), budget_bytes=10**9) == 10 + 3000 + 70_000
+    assert prewarm(tmp_path, budget_bytes=4000) == 10 + 500 + 3000  # the 70 kB file would pass it
+    assert prewarm(tmp_path, budget_bytes=10**9, should_stop=lambda: True) == 0
+    assert prewarm(tmp_path / "missing", budget_bytes=10**9) == 0
+
+
+def _rss_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (``/proc/self/smaps``)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps", encoding="utf-8") as f:
+        for line in f:
+            head = line.split(None, 5)
+            if head and "-" in head[0] and len(head) >= 5 and head[0][0] in "0123456789abcdef":
+                inside = len(head) == 6 and head[5].strip() == str(path)
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps (Linux)")
+def test_release_pages_drops_the_mappings_under_a_folder_and_no_other(tmp_path: Path) -> None:
+    old, other = tmp_path / "old@1", tmp_path / "live@2"
+    old.mkdir()
+    other.mkdir()
+    data = os.urandom(1 << 20)
+    maps = []
+    for folder in (old, other):
+        (folder / "vectors.dat").write_bytes(data)
+        f = open(folder / "vectors.dat", "r+b")  # noqa: SIM115 - closed below
+        m = mmap.mmap(f.fileno(), 0)
+        assert m[:] == data  # every page touched
+        maps.append((f, m))
+    try:
+        assert _rss_kib((old / "vectors.dat").resolve()) >= 1024 and _rss_kib((other / "vectors.dat").resolve()) >= 1024
+        assert release_pages(old) == 1
+        assert _rss_kib((old / "vectors.dat").resolve()) == 0
+        assert _rss_kib((other / "vectors.dat").resolve()) >= 1024  # the live shard is untouched
+        assert maps[0][1][:] == data  # a later read still sees the file
+    finally:
+        for f, m in maps:
+            m.close()
+            f.close()
+
+
 # ------------------------------------------------------------------------------ build and swap
 
 
@@ -168,6 +257,7 @@ def test_build_swaps_in_an_indexed_shard_that_answers_the_same(store: EdgeStore,
     reports = store.maintain()
     assert [r.collection for r in reports] == [DOCS]  # documentation has 50 points (< 60): not yet
     assert reports[0].child.indexed_vectors == 150 and reports[0].child.points == 150
+    assert reports[0].warmed_mib > 0  # the built shard was read into the page cache before the swap
     assert store.unindexed_points(DOCS) == 0 and store.unindexed_points(DOCUMENTATION) == 50
     root = tmp_path / "data" / "qdrant"
     assert (root / "documents.current").read_text().strip() == "documents@1"
