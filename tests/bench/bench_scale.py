@@ -599,7 +599,7 @@ def render(rows: list[dict]) -> None:
         ("recall@30 vs exact search, rights filter (mean / min)", "≥ 0.98", lambda r: f"{r['recall']['recall_at_30']:.4f} / {r['recall']['recall_min']:.2f}"),
         (f"with {DELTA:,} new chunks not yet built (exact), p50 / p95 / p99", "", lambda r: trio(r["retrieval_with_delta_unbuilt"])),
         ("during their build + swap: p50 / p95 / p99 / max ms (questions/s)", "max ≤ 1000", lambda r: f"{trio(r['during_build'])} / {r['during_build']['max_ms']:.0f} ({r['during_build'].get('rate_qps', 5)}/s)"),
-        ("  that build: s (writes replayed) / swap pause s", "", lambda r: "; ".join(f"{b['build_s']:.0f} ({b['replayed']}) / {b['freeze_s'] + b['swap_s']:.2f}" for b in r["during_build"]["reports"]) or "none"),
+        ("  that build: s (writes replayed) / writes paused s / shard load s", "", lambda r: "; ".join(f"{b['build_s']:.0f} ({b['replayed']}) / {b['freeze_s'] + b['swap_s']:.2f} / {b['load_s']:.2f}" for b in r["during_build"]["reports"]) or "none"),
         ("after it: p50 / p95 / p99 ms", "", lambda r: trio(r["retrieval_after_build"])),
         ("keyword freshness, one-file change (s, median of 3)", "≤ 5", lambda r: f"{r['keyword_freshness_s']:.2f} (max {r['freshness_max_s']:.2f})"),
         ("peak RSS of a build process, largest build (MiB)", "", lambda r: f"{biggest_build(r)['child']['peak_rss_mib']:,.0f} ({biggest_build(r)['child']['points']:,} points, {biggest_build(r)['child']['seconds']:.0f} s)"),
