@@ -268,8 +268,8 @@ def prewarm(
     ``EdgeShard.load`` or a search, would stall them).
 
     ``max_file_bytes``: skip larger files; ``skip``: top-level folders left out (``("wal",)``);
-    ``budget_bytes``: stop once this many bytes are read (default: half of ``MemAvailable``, the
-    page cache never pushes the rest out). ``should_stop`` is polled between files. Returns the
+    ``budget_bytes``: stop once this many bytes are read (default: half of ``MemAvailable``, so
+    the warm-up never pushes the rest of the machine's memory out). ``should_stop`` is polled between files. Returns the
     bytes read. Files removed meanwhile are skipped; never raises ``OSError``.
 
     Why (measured at 840k points, 2 cores): qdrant-edge-py's ``Memory.Cold`` components are
@@ -336,8 +336,8 @@ def release_pages(root: Path) -> int:
     Why (measured at 840k points, 2 cores): qdrant-edge-py's ``EdgeShard.close`` unmaps the
     files and evicts their page cache itself while it holds the GIL — 0.67 s with 1.3 GiB of the
     shard mapped, 1.2 s during the scale bench, a stall of every question. After this call it
-    has nothing left to do: 0.09 s. The data is not touched: the mappings are shared file
-    mappings (a later access reads the page cache again) and the folder is deleted next."""
+    has nothing left to do: 0.09 s. No data is lost: the engine's mappings are shared file
+    mappings (a later access reads the file again), and the folder is deleted right after."""
     madvise = _madvise()
     prefix = str(Path(root).resolve()) + "/"
     dropped = 0
