@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -156,18 +155,43 @@ def sync(
     _finish_sync(reports, as_json)  # after the runtime is closed (exit 1 unless every pass was ok)
 
 
+class CtrlC:
+    """Whether Ctrl-C (SIGINT) was pressed, set by :func:`_ctrl_c_as_flag`'s handler.
+
+    The handler only assigns :attr:`pressed`: a handler that takes a lock deadlocks when the
+    signal lands while the main thread itself holds that lock. ``threading.Event.set`` takes the
+    event's condition lock, which the main thread holds for a few bytecodes of every
+    ``Event.wait`` (the handler runs on the main thread, between two bytecodes); that is how
+    ``ancre sync`` once ignored a Ctrl-C for good."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+
+    def is_set(self) -> bool:
+        """Whether Ctrl-C was pressed."""
+        return self.pressed
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds`` (in slices of at most 0.05 s), less once Ctrl-C is pressed;
+        whether it was. Takes no lock."""
+        end = time.monotonic() + seconds
+        while not self.pressed and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+        return self.pressed
+
+
 @contextmanager
-def _ctrl_c_as_flag() -> Iterator[threading.Event]:
-    """While the block runs, Ctrl-C (SIGINT) sets the returned event instead of raising
+def _ctrl_c_as_flag() -> Iterator[CtrlC]:
+    """While the block runs, Ctrl-C (SIGINT) sets the returned flag instead of raising
     ``KeyboardInterrupt`` wherever the main thread happens to be: an interrupt raised inside an
     HTTP call to the control socket can leave httpcore's connection pool lock held, and closing
     the client then waits on it for ever. A second Ctrl-C raises as usual. Main thread only."""
-    stop = threading.Event()
+    stop = CtrlC()
 
     def on_sigint(signum: int, frame: object) -> None:
-        if stop.is_set():
+        if stop.pressed:
             raise KeyboardInterrupt
-        stop.set()
+        stop.pressed = True
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
@@ -184,7 +208,7 @@ def _sync_remote(owner: Any, source: str | None, force: bool, as_json: bool) -> 
         _follow_remote(owner, source, force, as_json, stop)
 
 
-def _follow_remote(owner: Any, source: str | None, force: bool, as_json: bool, stop: threading.Event) -> None:
+def _follow_remote(owner: Any, source: str | None, force: bool, as_json: bool, stop: CtrlC) -> None:
     """:func:`_sync_remote`'s work; ``stop`` set: stop following (exit 130)."""
     from ancre.daemon.sync import PassReport
 
