@@ -611,7 +611,8 @@ def render(rows: list[dict]) -> None:
         ("store on disk (MiB)", "", lambda r: f"{r['store_disk_mib']:,}"),
         ("load average 1 min (start → query process → end)", "", lambda r: f"{r.get('loadavg_1m_start', float('nan')):.1f} → {r['serve']['loadavg_1m']:.1f} → {r['loadavg_1m_end']:.1f}"),
     ]
-    t = Table(title="Scale: the embedded store on this machine (synthetic chunks, structured 384-dim vectors)")
+    t = Table(title=f"Scale: the embedded store on this machine ({cpu_model()}, {os.cpu_count()} cores; synthetic "
+                    "chunks, structured 384-dim vectors)")
     t.add_column("measure")
     t.add_column("target at 1M")
     for r in rows:
@@ -619,6 +620,18 @@ def render(rows: list[dict]) -> None:
     for label, target, fmt in lines:
         t.add_row(label, target, *(fmt(r) for r in rows))
     Console(width=max(Console().width, 160)).print(t)
+
+
+def cpu_model() -> str:
+    """The CPU's name (``model name`` of ``/proc/cpuinfo``): figures of one machine kind differ
+    by 3× between the CPUs it runs on, so a table names its own."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
 
 
 def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
@@ -636,6 +649,11 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def main(argv: list[str]) -> None:
+    known = {"--quick", "--scale-1m", "--sizes", "--child", "--remeasure", "--serve-child"}
+    unknown = [a for i, a in enumerate(argv) if a.startswith("-") and a not in known]
+    if unknown:
+        print(f"unknown option {unknown[0]}\n{__doc__}", file=sys.stderr)
+        raise SystemExit(2)
     quick = "--quick" in argv
     if argv and argv[0] == "--child":
         print(json.dumps(bench_one(int(argv[1]), quick=quick)))
