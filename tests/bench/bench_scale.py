@@ -650,7 +650,7 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
 
 def main(argv: list[str]) -> None:
     known = {"--quick", "--scale-1m", "--sizes", "--child", "--remeasure", "--serve-child"}
-    unknown = [a for i, a in enumerate(argv) if a.startswith("-") and a not in known]
+    unknown = [a for a in argv if a.startswith("-") and a not in known]
     if unknown:
         print(f"unknown option {unknown[0]}\n{__doc__}", file=sys.stderr)
         raise SystemExit(2)
