@@ -512,7 +512,10 @@ def test_native_source_chips_for_two_users_in_chromium(stack: Stack, pytestconfi
     before = len(stack.audit())
     alice = stack.browse("alice", action="ask", name="alice", question=Q_ROCHAT, open_source=1)
     _check_chips(stack, "alice", alice, [ROCHAT, ROCHAT_2024], DIRECTION_UNC, ROCHAT_FEE)
-    assert alice["answer"]["table"] and [c.casefold() for c in alice["answer"]["header_cells"]] == ["poste", "montant"]
+    # one table per version quoted: the current fee's, and the replaced version's when its fee
+    # passage is in the context (which of its passages is depends on close scores, so on the CPU)
+    headers = [[c.casefold() for c in cells] for cells in alice["answer"]["table_headers"]]
+    assert alice["answer"]["table"] and headers and all(h == ["poste", "montant"] for h in headers), headers
     assert alice["answer"]["ordered_lists"] == 0 and "4. Conditions financières" in alice["answer"]["text"]
     bruno = stack.browse("bruno", action="ask", name="bruno", question=Q_BAUMONT, open_source=1)
     _check_chips(stack, "bruno", bruno, [BAUMONT], CLIENTS_UNC, BAUMONT_FEE)

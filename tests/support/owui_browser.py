@@ -32,8 +32,8 @@ Actions:
     ``open_source``, opens the answer's source list and the n-th source's panel; then reloads
     the page and reads the answer again. Returns ``{"chat_id", "answer", "panel", "reloaded"}``
     where an answer is ``{"text", "inline": [names of the inline citation buttons], "chips":
-    "N Sources", "sources": [names in the list], "table", "header_cells", "ordered_lists",
-    "html"}``.
+    "N Sources", "sources": [names in the list], "table", "table_headers": [the header cells of
+    each table], "ordered_lists", "html"}``.
 """
 
 from __future__ import annotations
@@ -203,7 +203,8 @@ READ_ANSWER = r"""el => {
         sources: [...box.querySelectorAll('button[id^="source-"]')]
             .map(b => b.innerText.trim().replace(/^\d+\s*/, '')),
         table: !!el.querySelector('table'),
-        header_cells: [...el.querySelectorAll('table th')].map(th => th.innerText.trim()),
+        table_headers: [...el.querySelectorAll('table')]
+            .map(t => [...t.querySelectorAll('th')].map(th => th.innerText.trim())),
         ordered_lists: el.querySelectorAll('ol').length,
     };
 }"""
