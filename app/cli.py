@@ -264,7 +264,7 @@ def _finish_sync(reports: list[Any], as_json: bool) -> None:
 def _print_reports(reports: list[Any]) -> None:
     t = Table(title="sync")
     for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped",
-                "acl unreadable", "chunks embedded", "s"):
+                "acl unreadable", "chunks embedded", "chunks reused", "s"):
         t.add_column(col, justify="right" if col not in ("source", "outcome") else "left")
     for r in reports:
         t.add_row(
@@ -272,7 +272,7 @@ def _print_reports(reports: list[Any]) -> None:
             str(r.changed),
             str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped),
             str(r.acl_unreadable) if not r.acl_unreadable else f"[red]{r.acl_unreadable}[/]", str(r.embedded_chunks),
-            f"{r.duration_s:.1f}",
+            str(r.reused_chunks), f"{r.duration_s:.1f}",
         )
     console.print(t)
     for r in reports:

@@ -8,6 +8,8 @@ process embedding the daemon (``ancre serve``) can expose them next to its own.
                                                         and indexed ones with status ``acl_unreadable``
 ``ancre_items_synced_total{source,result}``             per-item results of passes and batches
 ``ancre_embedded_chunks_total{source}``                 chunks embedded
+``ancre_reused_chunks_total{source}``                   chunks written without embedding: same
+                                                        text as a stored or just-embedded one
 ``ancre_passes_total{source,trigger,scope,outcome}``    passes (``scope=full``) and event batches
 ``ancre_sync_duration_seconds{source,scope}``           duration of passes and batches
 ``ancre_last_successful_sync_timestamp_seconds{source}``  end of the last ``ok`` pass or batch
@@ -58,6 +60,10 @@ class DaemonMetrics:
             "ancre_items_synced", "Per-item results of sync passes and event batches", ["source", "result"], registry=r
         )
         self.embedded = Counter("ancre_embedded_chunks", "Chunks embedded", ["source"], registry=r)
+        self.reused = Counter(
+            "ancre_reused_chunks", "Chunks written without embedding (same text as a stored or just-embedded one)",
+            ["source"], registry=r,
+        )
         self.passes = Counter(
             "ancre_passes", "Full passes (scope=full) and event batches (scope=paths)",
             ["source", "trigger", "scope", "outcome"], registry=r,
@@ -101,6 +107,8 @@ class DaemonMetrics:
                 self.items.labels(src, result).inc(n)
         if rep.embedded_chunks:
             self.embedded.labels(src).inc(rep.embedded_chunks)
+        if rep.reused_chunks:
+            self.reused.labels(src).inc(rep.reused_chunks)
         if rep.outcome == PassOutcome.OK:
             self.last_success.labels(src).set(finished_at)
 

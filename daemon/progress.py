@@ -114,7 +114,8 @@ class ProgressBook:
         log.log(
             level, "%s %s of %s: %s",
             trigger, {PassScope.FULL: "pass", PassScope.ACL: "ACL refresh"}.get(rep.scope, "batch"), rep.source, rep.outcome,
-            extra={"trigger": trigger, "outcome": rep.outcome, "reason": rep.reason, "embedded_chunks": rep.embedded_chunks},
+            extra={"trigger": trigger, "outcome": rep.outcome, "reason": rep.reason, "embedded_chunks": rep.embedded_chunks,
+                   "reused_chunks": rep.reused_chunks},
         )
 
     def full_reports(self, since: float) -> dict[str, PassReport]:

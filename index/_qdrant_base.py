@@ -17,7 +17,7 @@ through two libraries whose classes differ but mean the same. The rules live her
 
 A backend supplies the library half: four condition builders, :meth:`QdrantBackend._filter`, and
 the engine calls (``_write``, ``_delete``, ``_set_payload``, ``_nearest``, ``_read``, ``_page``,
-``_count``), each a single call of its library.
+``_vector_page``, ``_count``), each a single call of its library.
 """
 
 from __future__ import annotations
@@ -134,6 +134,13 @@ class QdrantBackend(ABC):
     def _page(self, collection: str, offset: Any, batch: int) -> tuple[Sequence[Any], Any]:
         """One unfiltered page of ``batch`` records from ``offset`` (``None``: the start) and the
         next offset (``None`` after the last page)."""
+
+    @abstractmethod
+    def _vector_page(self, collection: str, flt: Any, offset: Any, batch: int) -> tuple[list[tuple[Any, Any]], Any]:
+        """One page of ``batch`` points matching ``flt`` from ``offset`` (``None``: the start) as
+        ``(payload dict with "text", vector)`` pairs — the vector as the library returns it: the
+        dense list, or vectors by name where the dense one is ``""`` —, and the next offset
+        (``None`` after the last page)."""
 
     @abstractmethod
     def _count(self, collection: str) -> int:
@@ -253,6 +260,24 @@ class QdrantBackend(ABC):
                 yield to_stored(r.id, r.payload, None)
             if offset is None:
                 return
+
+    def vectors_of(self, collection: str, doc_id: str) -> dict[str, np.ndarray]:
+        """See :meth:`~ancre.index.store.Store.vectors_of`: the points of ``doc_id`` (filtered on
+        ``doc_id`` only), 1,024 per engine call."""
+        self._check(collection)
+        flt = self._filter([self._match_value(DOC_FIELD, doc_id)])
+        out: dict[str, np.ndarray] = {}
+        offset: Any = None
+        while True:
+            with self._errors(f"read the vectors of {doc_id} in {collection}"):
+                rows, offset = self._vector_page(collection, flt, offset, 1024)
+            for payload, vector in rows:
+                text = (payload or {}).get("text")
+                dense = vector.get("") if isinstance(vector, dict) else vector  # "": the unnamed dense vector
+                if isinstance(text, str) and dense is not None:
+                    out[text] = np.asarray(dense, dtype=np.float32).reshape(self._dim)
+            if offset is None:
+                return out
 
     def count(self, collection: str) -> int:
         """Exact number of points in ``collection``."""

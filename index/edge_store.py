@@ -87,6 +87,7 @@ _POINTER_SUFFIX = ".current"
 _BUILT = re.compile(r"^(?P<coll>[a-z]+)@(?P<gen>\d+)$")
 _JOURNAL_PREFIX = ".journal-"
 _PAYLOAD = qe.PayloadSelector.Exclude([KEYWORD_FIELD])
+_TEXT_ONLY = qe.PayloadSelector.Include(["text"])
 """What reads return: the payload without the index terms (no one reads them back)."""
 _CATCH_UP_LOCKED = 64
 """Journal entries left when the build's replay takes the write lock for the rest."""
@@ -697,6 +698,16 @@ class EdgeStore(QdrantBackend):
         request = qe.ScrollRequest(offset=offset, limit=batch, with_payload=_PAYLOAD, with_vector=False)
         with self._use(collection) as shard:
             return shard.scroll(request)
+
+    def _vector_page(
+        self, collection: str, flt: qe.Filter, offset: Any, batch: int
+    ) -> tuple[list[tuple[Any, Any]], Any]:
+        request = qe.ScrollRequest(
+            offset=offset, limit=batch, filter=flt, with_payload=_TEXT_ONLY, with_vector=True
+        )
+        with self._use(collection) as shard:
+            records, after = shard.scroll(request)
+        return [(r.payload, r.vector) for r in records], after
 
     def _count(self, collection: str) -> int:
         with self._use(collection) as shard:

@@ -273,6 +273,14 @@ class QdrantStore(QdrantBackend):
             collection, limit=batch, offset=offset, with_payload=True, with_vectors=False
         )
 
+    def _vector_page(
+        self, collection: str, flt: qm.Filter, offset: qm.ExtendedPointId | None, batch: int
+    ) -> tuple[list[tuple[Any, Any]], qm.ExtendedPointId | None]:
+        records, after = self.client.scroll(
+            collection, scroll_filter=flt, limit=batch, offset=offset, with_payload=["text"], with_vectors=True
+        )
+        return [(r.payload, r.vector) for r in records], after
+
     def _count(self, collection: str) -> int:
         return int(self.client.count(collection, exact=True).count)
 

@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS items (
     PRIMARY KEY (source, native_id)
 );
 CREATE INDEX IF NOT EXISTS items_status ON items(status);
+CREATE INDEX IF NOT EXISTS items_content ON items(content_hash);
 CREATE TABLE IF NOT EXISTS passes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     source TEXT NOT NULL,
@@ -187,6 +188,19 @@ class StateDB:
             cur = self._db.execute(
                 f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items WHERE source = ? AND native_id = ?",
                 (source, native_id),
+            )
+            row = cur.fetchone()
+            return None if row is None else _row(row)
+
+    def indexed_copy(self, content_hash: str, doc_id: str) -> ItemState | None:
+        """An *indexed* row of another document than ``doc_id`` whose file has the same content
+        (``content_hash``, SHA-256 of the bytes) and chunks, ``None`` if there is none: the sync's
+        writer reuses its stored vectors for a copy of that file. One indexed lookup."""
+        with self._lock:
+            cur = self._db.execute(
+                f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items "
+                "WHERE content_hash = ? AND status = ? AND doc_id != ? AND chunk_count > 0 LIMIT 1",
+                (content_hash, ItemStatus.INDEXED.value, doc_id),
             )
             row = cur.fetchone()
             return None if row is None else _row(row)

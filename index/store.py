@@ -87,6 +87,13 @@ class Store(Protocol):
         """Every point of the collection, unfiltered (index maintenance only: BM25 rebuild)."""
         ...
 
+    def vectors_of(self, collection: str, doc_id: str) -> dict[str, np.ndarray]:
+        """The stored vector ``(d,)`` float32 of each chunk of ``doc_id``, keyed by the chunk's
+        text (unfiltered, like :meth:`scroll`: for the sync's writer only, which reuses them for
+        the chunks a changed document kept word for word instead of embedding them again — a
+        point's vector is always its text's, written together). ``{}`` for an unknown document."""
+        ...
+
     def count(self, collection: str) -> int:
         """Number of points in the collection."""
         ...

@@ -1,7 +1,9 @@
 """The sync engine's writing side: documents to embed are written in batches (up to 32 documents /
 128 chunks; a document with more chunks goes alone, embedded and upserted 128 chunks at a time, so
 memory stays bounded whatever its size), each batch embedded and written on a thread of its own
-while the next files are extracted (:class:`CommitPipe`, one batch in flight).
+while the next files are extracted (:class:`CommitPipe`, one batch in flight). A changed
+document's passages that kept their exact text keep their stored vector (:meth:`Writer._vectors`):
+only the new or edited passages are embedded; a copy of an indexed file embeds nothing.
 
 Crash safety: every row of a batch is ``pending`` before its first upsert, and becomes ``indexed``
 only after the store confirmed; a document's points always have ``chunk_index`` below the chunk
@@ -13,7 +15,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ancre.acl.engine import acl_problem
 from ancre.connectors.base import Connector
@@ -23,9 +26,6 @@ from ancre.daemon.sync.report import PassReport
 from ancre.index.state import ItemState
 from ancre.index.store import PointWrite
 from ancre.models import Acl, Chunk, ChunkPayload, ItemStatus, SourceItem
-
-if TYPE_CHECKING:
-    import numpy as np
 
 BATCH_DOCS = 32
 BATCH_CHUNKS = 128
@@ -141,10 +141,13 @@ class Writer(EngineBase):
         current = {p.item.doc_id: p for p in batch}
         work = [(p.item.doc_id, c) for p in batch for c in p.chunks]
         locations = {p.item.doc_id: connector.location(p.item) for p in batch}
+        last_slice = {doc_id: i // BATCH_CHUNKS for i, (doc_id, _) in enumerate(work)}
+        stored: dict[str, dict[str, np.ndarray]] = {}
         for start in range(0, len(work), BATCH_CHUNKS):
             part = work[start : start + BATCH_CHUNKS]
-            vectors = self.embedder.embed_documents([c.text for _, c in part])
-            rep.embedded_chunks += len(vectors)
+            vectors = self._vectors(part, current, stored, rep)
+            for d in [d for d in stored if last_slice[d] == start // BATCH_CHUNKS]:
+                del stored[d]  # memory: one document's former vectors at most beyond this slice
             with self._acl_mu:
                 for p in self._refreshed(connector, [current[d] for d in dict.fromkeys(d for d, _ in part)]):
                     current[p.item.doc_id] = p
@@ -152,6 +155,49 @@ class Writer(EngineBase):
                 for d in dict.fromkeys(d for d, _ in part):
                     self.acl.observe(current[d].item.source, d, current[d].epoch)
         return [current[p.item.doc_id] for p in batch]
+
+    def _vectors(
+        self,
+        part: list[tuple[str, Chunk]],
+        current: dict[str, Planned],
+        stored: dict[str, dict[str, np.ndarray]],
+        rep: PassReport,
+    ) -> np.ndarray:
+        """``(len(part), d)`` float32 vectors of the chunks ``part`` (``(doc_id, chunk)``). A chunk
+        whose text is already stored for its document, or for an indexed copy of its file (same
+        content hash: :meth:`~ancre.index.state.StateDB.indexed_copy`), keeps that vector
+        (:meth:`~ancre.index.store.Store.vectors_of`, read once per document into ``stored``): a
+        one-paragraph edit of a long document embeds that paragraph's chunks, not the document,
+        and a copy embeds nothing. The other texts are embedded, each distinct text once. Counted
+        in ``rep.embedded_chunks`` (texts embedded) and ``rep.reused_chunks``. A vector is always
+        the one of the same text by the same embedder (the store is tied to one), so the result
+        equals embedding every text."""
+        for doc_id in dict.fromkeys(d for d, _ in part):
+            if doc_id not in stored:
+                stored[doc_id] = self._stored_vectors(current[doc_id])
+        found: dict[str, np.ndarray] = {}
+        for doc_id, c in part:
+            old = stored[doc_id].get(c.text)
+            if old is not None:
+                found[c.text] = old
+        texts = [c.text for _, c in part]
+        todo = [t for t in dict.fromkeys(texts) if t not in found]
+        if todo:
+            found.update(zip(todo, self.embedder.embed_documents(todo), strict=True))
+        rep.embedded_chunks += len(todo)
+        rep.reused_chunks += len(texts) - len(todo)
+        return np.stack([found[t] for t in texts])
+
+    def _stored_vectors(self, p: Planned) -> dict[str, np.ndarray]:
+        """Text → stored vector for ``p``'s document: its own points, else those of an indexed
+        copy of its file (``{}`` when neither has any)."""
+        prev = p.prev
+        if prev is not None and prev.chunk_count > 0:
+            own = self.store.vectors_of(prev.collection, p.item.doc_id)
+            if own:
+                return own
+        copy = self.state.indexed_copy(p.content_hash, p.item.doc_id)
+        return self.store.vectors_of(copy.collection, copy.doc_id) if copy is not None else {}
 
     def _upsert_slice(
         self,

@@ -54,6 +54,11 @@ class PassReport:
     """Documents listed in this pass whose ACL could not be read, parsed or understood
     (:func:`~ancre.acl.engine.acl_problem`): indexed, but readable by nobody until it can."""
     embedded_chunks: int = 0
+    """Chunk texts sent to the embedder."""
+    reused_chunks: int = 0
+    """Chunks written without embedding their text: with the vector their document already had
+    for that exact text (a changed document's unchanged passages), or with the one just embedded
+    for the same text in the same embedder call (a copy of a file synced beside it)."""
     bm25_generation: int | None = None
     duration_s: float = 0.0
     problems: list[tuple[str, str, str]] = field(default_factory=list)
@@ -88,5 +93,6 @@ class PassReport:
         self.new += part.new
         self.changed += part.changed
         self.embedded_chunks += part.embedded_chunks
+        self.reused_chunks += part.reused_chunks
         self.acl_unreadable += part.acl_unreadable
         self.problems.extend(part.problems)

@@ -14,6 +14,12 @@ the real extraction worker, chunker, e5-local and store), with the time each sta
 measured around the extraction worker call, the embedder call and the store upsert (the rest:
 listing, hashing, chunking, state DB). Stages that overlap add up to more than the wall time.
 CPU: the sync process and its extraction worker (user + system seconds), over the wall time.
+
+Then, in the pipelined variant's process, the files change the way files do (:data:`CHANGES`):
+one sentence added to one file in ten (:func:`edit_file`), one pass; one file in ten copied to
+another folder, one pass. Each twice, on disjoint tenths — first with every chunk of a changed or
+copied file embedded (the code before: the store's vectors hidden from the writer), then with
+the stored vectors reused for the passages whose text is already stored.
 """
 
 from __future__ import annotations
@@ -149,12 +155,65 @@ def sync_one(corpus: Path, work: Path, overlap: bool, batch: int) -> dict:
         wall = t1 - t0
         stages = {k: round(v, 1) for k, v in busy.seconds.items()}
         stages["BM25 (snapshot, after the pass)"] = round(bm25_s, 1)
-        return {
+        row = {
             "overlap": overlap, "batch": batch, "files": rep.listed, "new": rep.new, "failed": rep.failed,
             "chunks": rep.embedded_chunks, "wall_s": round(wall, 1), "chunks_per_s": round(rep.embedded_chunks / wall, 2),
             "stages_s": stages, "cpu_s": round(cpu + worker_cpu, 1), "cores_busy": round((cpu + worker_cpu) / wall, 2),
             "loadavg_1m": [round(load0, 1), round(os.getloadavg()[0], 1)],
         }
+        if overlap:  # the pipelined variant: then the files change
+            real = rt.store.vectors_of
+            row["changes"] = {}
+            for op, (offset_before, offset_after) in CHANGES.items():
+                rt.store.vectors_of = lambda collection, doc_id: {}  # type: ignore[method-assign]  # the code before
+                before = _change_pass(corpus, engine, conn, op, offset_before)
+                rt.store.vectors_of = real  # type: ignore[method-assign]
+                row["changes"][op] = [before, _change_pass(corpus, engine, conn, op, offset_after)]
+        return row
+
+
+EDIT_EVERY = 10
+"""A change pass changes one file in ten."""
+CHANGES = {"one sentence added to one file in 10": (0, 5), "one file in 10 copied to another folder": (2, 7)}
+"""The change passes, each twice on disjoint tenths of the files (``offset`` of the first file): with
+every chunk embedded (the code before), then with the stored vectors reused."""
+
+
+def edit_file(path: Path) -> None:
+    """One sentence added to the middle section's paragraph of ``path`` (``.docx``, ``.md``, ``.txt``)."""
+    import docx
+
+    added = " Mention ajoutée lors de la révision du 2 décembre, sans autre changement."
+    if path.suffix == ".docx":
+        d = docx.Document(str(path))
+        body = [p for p in d.paragraphs if not p.style.name.startswith("Heading") and p.text.strip()]
+        body[len(body) // 2].add_run(added)
+        d.save(str(path))
+        return
+    parts = path.read_text(encoding="utf-8").split("\n\n")
+    body = [i for i, part in enumerate(parts) if part.strip() and not part.startswith("#")]
+    parts[body[len(body) // 2]] += added
+    path.write_text("\n\n".join(parts), encoding="utf-8")
+
+
+def _change_pass(corpus: Path, engine: object, conn: object, op: str, offset: int) -> dict:
+    """Change every :data:`EDIT_EVERY`-th file of the first sync from ``offset`` (``op``: a key
+    of :data:`CHANGES`: :func:`edit_file`, or a copy into ``corpus/copies-<offset>``), then one
+    pass: documents new or changed, chunks written, embedded and reused, seconds."""
+    files = sorted(p for p in corpus.rglob("*") if p.is_file() and not p.parent.name.startswith("copies-"))
+    for p in files[offset::EDIT_EVERY]:
+        if "copied" in op:
+            dest = corpus / f"copies-{offset}" / f"{p.parent.name}-{p.name}"
+            dest.parent.mkdir(exist_ok=True)
+            shutil.copyfile(p, dest)
+        else:
+            edit_file(p)
+    t0 = time.perf_counter()
+    rep = engine.run_pass(conn, rebuild_bm25=False)  # type: ignore[attr-defined]
+    wall = time.perf_counter() - t0
+    written = rep.embedded_chunks + rep.reused_chunks
+    return {"documents": rep.new + rep.changed, "written": written, "embedded": rep.embedded_chunks,
+            "reused": rep.reused_chunks, "wall_s": round(wall, 2), "written_per_s": round(written / wall, 2)}
 
 
 def run(quick: bool = False, files: int | None = None) -> list[dict]:
@@ -195,14 +254,34 @@ def render(rows: list[dict]) -> None:
             f"{r['stages_s'].get(s, 0):.0f} ({100 * r['stages_s'].get(s, 0) / r['wall_s']:.0f} %)" for r in rows))
     t.add_row("cores busy on average (sync + worker CPU / wall)", *(f"{r['cores_busy']:.2f}" for r in rows))
     t.add_row("load average 1 min (start, end)", *(f"{r['loadavg_1m'][0]} → {r['loadavg_1m'][1]}" for r in rows))
-    Console(width=max(Console().width, 160)).print(t)
+    console = Console(width=max(Console().width, 160))
+    console.print(t)
+    changed = next((r for r in rows if "changes" in r), None)
+    if changed is None:
+        return
+    e = Table(title="Then the files change (pipelined; each change on its own tenth of the files, one pass each)")
+    e.add_column("measure")
+    runs = []
+    for op, (before, after) in changed["changes"].items():
+        e.add_column(f"{op}: every chunk embedded (before)", justify="right")
+        e.add_column(f"{op}: stored vectors reused", justify="right")
+        runs += [before, after]
+    for label, key, fmt in (("documents new or changed", "documents", "{:,}"), ("chunks written", "written", "{:,}"),
+                            ("chunks embedded", "embedded", "{:,}"), ("chunks reused (stored vector)", "reused", "{:,}"),
+                            ("wall seconds of the pass", "wall_s", "{:.1f}"), ("chunks written per second", "written_per_s", "{:.1f}")):
+        e.add_row(label, *(fmt.format(r[key]) for r in runs))
+    console.print(e)
 
 
 def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     """Chunks per second before and after."""
     before, after = rows[0], rows[-1]
-    return [("ingestion chunks/s (before → after)", (f"{before['chunks_per_s']:.2f} → {after['chunks_per_s']:.2f} "
-             f"(×{after['chunks_per_s'] / before['chunks_per_s']:.2f})"), "×2")]
+    out = [("ingestion chunks/s (before → after)", (f"{before['chunks_per_s']:.2f} → {after['chunks_per_s']:.2f} "
+            f"(×{after['chunks_per_s'] / before['chunks_per_s']:.2f})"), "×2")]
+    for op, (b, a) in after.get("changes", {}).items():
+        out.append((f"{op}: chunks written/s (before → after)",
+                    f"{b['written_per_s']:.1f} → {a['written_per_s']:.1f} (×{a['written_per_s'] / b['written_per_s']:.1f})", "—"))
+    return out
 
 
 def main(argv: list[str]) -> None:

@@ -245,6 +245,28 @@ def test_chunks_of_sorted_and_filtered(store: Store) -> None:
     assert len(store.chunks_of(DOCS, "X", [0, 1], frozenset({G1}))) == 2
 
 
+def test_vectors_of_gives_each_chunk_vector_by_its_text(store: Store) -> None:
+    """Every point of the document (past one engine page of 1,024), keyed by its text, with the
+    vector written; another document's points are not in it; an unknown document has none."""
+    points = [_point("V", i, (G1,)) for i in range(1_030)]
+    store.upsert(DOCS, [*points, _point("W", 0, (G2,)), _point("W", 1, ())])
+    got = store.vectors_of(DOCS, "V")
+    assert set(got) == {p.payload.text for p in points}
+    for p in points:
+        assert got[p.payload.text].dtype == np.float32 and np.allclose(got[p.payload.text], p.vector, atol=1e-6)
+    assert store.vectors_of(DOCS, "unknown") == {}
+    assert set(store.vectors_of(DOCS, "W")) == {"text of W #0", "text of W #1"}  # unfiltered: no rights asked
+    assert store.vectors_of("documentation", "V") == {}
+
+
+def test_vectors_of_reads_the_dense_vector_beside_the_keyword_one(sparse: EdgeStore | QdrantStore) -> None:
+    """With BM25 kept in the engine (a named sparse vector next to the dense one), the dense one."""
+    p = _point("S", 0, (G1,), text="Relais RX-7731 remplacé")
+    sparse.upsert(DOCS, [p])
+    got = sparse.vectors_of(DOCS, "S")
+    assert list(got) == [p.payload.text] and np.allclose(got[p.payload.text], p.vector, atol=1e-6)
+
+
 # ------------------------------------------------------------------------------ grants
 
 ORDERED = Acl.of([Grant(frozenset({G1})), Grant(frozenset({G2}), frozenset({BAD}))])
