@@ -87,8 +87,9 @@ _POINTER_SUFFIX = ".current"
 _BUILT = re.compile(r"^(?P<coll>[a-z]+)@(?P<gen>\d+)$")
 _JOURNAL_PREFIX = ".journal-"
 _PAYLOAD = qe.PayloadSelector.Exclude([KEYWORD_FIELD])
-_TEXT_ONLY = qe.PayloadSelector.Include(["text"])
 """What reads return: the payload without the index terms (no one reads them back)."""
+_TEXT_ONLY = qe.PayloadSelector.Include(["text"])
+"""What :meth:`~ancre.index.store.Store.vectors_of` reads beside the vectors."""
 _CATCH_UP_LOCKED = 64
 """Journal entries left when the build's replay takes the write lock for the rest."""
 
