@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -164,19 +165,16 @@ def sync_one(corpus: Path, work: Path, overlap: bool, batch: int) -> dict:
         if overlap:  # the pipelined variant: then the files change
             real = rt.store.vectors_of
             row["changes"] = {}
-            for op, (offset_before, offset_after) in CHANGES.items():
+            for op, (change, offset_before, offset_after) in CHANGES.items():
                 rt.store.vectors_of = lambda collection, doc_id: {}  # type: ignore[method-assign]  # the code before
-                before = _change_pass(corpus, engine, conn, op, offset_before)
+                before = _change_pass(corpus, engine, conn, change, offset_before)
                 rt.store.vectors_of = real  # type: ignore[method-assign]
-                row["changes"][op] = [before, _change_pass(corpus, engine, conn, op, offset_after)]
+                row["changes"][op] = [before, _change_pass(corpus, engine, conn, change, offset_after)]
         return row
 
 
 EDIT_EVERY = 10
 """A change pass changes one file in ten."""
-CHANGES = {"one sentence added to one file in 10": (0, 5), "one file in 10 copied to another folder": (2, 7)}
-"""The change passes, each twice on disjoint tenths of the files (``offset`` of the first file): with
-every chunk embedded (the code before), then with the stored vectors reused."""
 
 
 def edit_file(path: Path) -> None:
@@ -196,18 +194,28 @@ def edit_file(path: Path) -> None:
     path.write_text("\n\n".join(parts), encoding="utf-8")
 
 
-def _change_pass(corpus: Path, engine: object, conn: object, op: str, offset: int) -> dict:
-    """Change every :data:`EDIT_EVERY`-th file of the first sync from ``offset`` (``op``: a key
-    of :data:`CHANGES`: :func:`edit_file`, or a copy into ``corpus/copies-<offset>``), then one
+def copy_file(path: Path, offset: int) -> None:
+    """``path`` copied into ``<corpus>/copies-<offset>`` (one folder per change pass)."""
+    dest = path.parents[1] / f"copies-{offset}" / f"{path.parent.name}-{path.name}"
+    dest.parent.mkdir(exist_ok=True)
+    shutil.copyfile(path, dest)
+
+
+CHANGES: dict[str, tuple[Callable[[Path, int], None], int, int]] = {
+    "one sentence added to one file in 10": (lambda path, offset: edit_file(path), 0, 5),
+    "one file in 10 copied to another folder": (copy_file, 2, 7),
+}
+"""The change passes: the change made to a file, and the ``offset`` of the first file of each of
+its two disjoint tenths — with every chunk embedded (the code before), then with the stored
+vectors reused."""
+
+
+def _change_pass(corpus: Path, engine: object, conn: object, change: Callable[[Path, int], None], offset: int) -> dict:
+    """``change`` every :data:`EDIT_EVERY`-th file of the first sync from ``offset``, then one
     pass: documents new or changed, chunks written, embedded and reused, seconds."""
     files = sorted(p for p in corpus.rglob("*") if p.is_file() and not p.parent.name.startswith("copies-"))
     for p in files[offset::EDIT_EVERY]:
-        if "copied" in op:
-            dest = corpus / f"copies-{offset}" / f"{p.parent.name}-{p.name}"
-            dest.parent.mkdir(exist_ok=True)
-            shutil.copyfile(p, dest)
-        else:
-            edit_file(p)
+        change(p, offset)
     t0 = time.perf_counter()
     rep = engine.run_pass(conn, rebuild_bm25=False)  # type: ignore[attr-defined]
     wall = time.perf_counter() - t0
