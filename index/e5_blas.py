@@ -305,28 +305,39 @@ class BlasE5:
         x += b
         return x
 
-    def _window(self, ids: Sequence[int]) -> np.ndarray:
-        """``(H,)`` mean-pooled (not normalised) output of one ``<s> ids </s>`` window."""
-        tokens = np.asarray([self._bos, *ids, self._eos])
-        T, H, NH = len(tokens), self.H, self.NH
+    def _windows(self, windows: Sequence[Sequence[int]]) -> np.ndarray:
+        """``(n, H)`` float64 mean-pooled (not normalised) outputs of ``n`` windows, each fed as
+        ``<s> ids </s>``: padded to the longest, every linear layer one matrix product over all
+        their tokens, attention masked to each window's own."""
+        n, H, NH = len(windows), self.H, self.NH
         hd = H // NH
-        x = _dequantize(self._word[tokens])
+        lengths = np.array([len(w) + 2 for w in windows])
+        T = int(lengths.max())
+        tokens = np.full((n, T), self._bos)
+        for i, w in enumerate(windows):
+            tokens[i, : lengths[i]] = [self._bos, *w, self._eos]
+        real = np.arange(T)[None, :] < lengths[:, None]  # (n, T)
+        x = _dequantize(self._word[tokens.ravel()]).reshape(n, T, H)
         x += self._pos[:T]
         x += self._type0
-        x = self._ln_(x, self._eln_w, self._eln_b)
+        x = self._ln_(x.reshape(n * T, H), self._eln_w, self._eln_b)
+        masked = None if (lengths == T).all() else np.where(real, 0.0, -1e30).astype(np.float32)[:, None, None, :]
         scale = np.float32(1.0 / np.sqrt(hd))
         for ly in self._layers:
             qkv = x @ ly.qkv
             qkv += ly.qkv_b
-            q = qkv[:, :H].reshape(T, NH, hd).transpose(1, 0, 2)
-            k = qkv[:, H : 2 * H].reshape(T, NH, hd).transpose(1, 2, 0)
-            v = qkv[:, 2 * H :].reshape(T, NH, hd).transpose(1, 0, 2)
-            att = q @ k  # (NH, T, T)
+            qkv4 = qkv.reshape(n, T, 3, NH, hd)
+            q = qkv4[:, :, 0].transpose(0, 2, 1, 3)  # (n, NH, T, hd)
+            k = qkv4[:, :, 1].transpose(0, 2, 3, 1)  # (n, NH, hd, T)
+            v = qkv4[:, :, 2].transpose(0, 2, 1, 3)
+            att = q @ k  # (n, NH, T, T)
             att *= scale
+            if masked is not None:
+                att += masked
             att -= att.max(-1, keepdims=True)
             np.exp(att, out=att)
             att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(1, 0, 2).reshape(T, H)
+            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n * T, H)
             y = ctx @ ly.ao
             y += ly.ao_b
             x += y
@@ -338,33 +349,47 @@ class BlasE5:
             y += ly.fo_b
             x += y
             x = self._ln_(x, ly.oln_w, ly.oln_b)
-        return np.asarray(x.mean(0, dtype=np.float64), dtype=np.float32)
-
-    def _one(self, text: str, is_query: bool) -> np.ndarray:
-        """``(H,)`` L2-normalised vector of one text, windowed as ``embed_n`` in ``e5.c``."""
-        ids = self._content(text, is_query)
-        acc = np.zeros(self.H, dtype=np.float64)
-        for a in range(0, max(len(ids), 1), WINDOW):
-            part = ids[a : a + WINDOW]
-            acc += max(len(part), 1) * self._window(part)
-        norm = float(np.sqrt(acc @ acc))
-        return (acc / max(norm, 1e-12)).astype(np.float32)
+        pooled = np.where(real[..., None], x.reshape(n, T, H), 0.0).sum(axis=1, dtype=np.float64)
+        return pooled / (lengths[:, None])
 
     def encode(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
-        """``(n, 384)`` float32, L2-normalised, for ``n`` texts; the texts are spread over
-        :data:`workers` threads, one core each (queries and passages on pools of their own, so a
-        batch of questions never queues behind passages). ``n = 0`` → ``(0, 384)``."""
+        """``(n, 384)`` float32, L2-normalised, for ``n`` texts, windowed as ``embed_n`` in
+        ``e5.c``. The windows are spread over :data:`workers` threads, one core each: a passage
+        (a window of hundreds of tokens: products large enough already) per task; questions,
+        short, grouped by length into one padded batch per thread, so twenty of them cost a few
+        large products rather than twenty small ones. Queries and passages run on pools of their
+        own, so a batch of questions never queues behind passages. ``n = 0`` → ``(0, 384)``."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.H), dtype=np.float32)
-        if len(texts) == 1 or workers == 1:
-            return np.stack([self._one(t, is_query) for t in texts])
-        with self._pool_lock:
-            pool = self._pools.get(is_query)
-            if pool is None:
-                kind = "query" if is_query else "passage"
-                pool = self._pools[is_query] = ThreadPoolExecutor(workers, thread_name_prefix=f"ancre-e5-{kind}")
-        return np.stack(list(pool.map(lambda t: self._one(t, is_query), texts)))
+        owner: list[int] = []
+        windows: list[list[int]] = []
+        for i, text in enumerate(texts):
+            ids = self._content(text, is_query)
+            for a in range(0, max(len(ids), 1), WINDOW):
+                owner.append(i)
+                windows.append(ids[a : a + WINDOW])
+        order = sorted(range(len(windows)), key=lambda j: len(windows[j]))
+        if is_query:
+            per = -(-len(order) // workers)
+            groups = [order[g : g + per] for g in range(0, len(order), per)]
+        else:
+            groups = [[j] for j in order]
+        if len(groups) == 1:
+            outs = [self._windows([windows[j] for j in groups[0]])]
+        else:
+            with self._pool_lock:
+                pool = self._pools.get(is_query)
+                if pool is None:
+                    kind = "query" if is_query else "passage"
+                    pool = self._pools[is_query] = ThreadPoolExecutor(workers, thread_name_prefix=f"ancre-e5-{kind}")
+            outs = list(pool.map(lambda g: self._windows([windows[j] for j in g]), groups))
+        acc = np.zeros((len(texts), self.H), dtype=np.float64)
+        for group, out in zip(groups, outs, strict=True):
+            for j, row in zip(group, out, strict=True):
+                acc[owner[j]] += max(len(windows[j]), 1) * row  # token-count-weighted mean of the windows
+        acc /= np.maximum(np.linalg.norm(acc, axis=1, keepdims=True), 1e-12)
+        return acc.astype(np.float32)
 
 
 __all__ = ["QK", "WINDOW", "BlasE5", "workers"]

@@ -103,6 +103,17 @@ def test_batches_spread_over_threads_give_each_text_its_own_vector(blas: BlasE5)
     assert blas.encode([]).shape == (0, 384)
 
 
+def test_questions_batched_padded_get_the_vector_each_gets_alone(blas: BlasE5) -> None:
+    """Questions go into padded batches (one per thread, masked attention): each row is the
+    question's own vector whatever the lengths beside it, a passage's window included."""
+    questions = ["Quel est le forfait de Rochat ?", "Congés", "Qui valide les notes de frais au-delà de 500 francs ?",
+                 *(f"Montant du contrat {i} de maintenance signé avec Baumont Industries en 2026 ?" for i in range(9)),
+                 _corpus_chunks()[0]]
+    together = blas.encode(questions, True)
+    alone = np.stack([blas.encode([q], True)[0] for q in questions])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
 def test_a_file_that_is_not_a_model_is_an_embedder_error(tmp_path: Path) -> None:
     bad = tmp_path / "e5.bin"
     bad.write_bytes(b"GGUF" + bytes(64))
