@@ -187,7 +187,8 @@ class BlasE5:
             with open(path, "rb") as f:
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             self._parse(self._map)
-        except (OSError, ValueError, struct.error, KeyError, UnicodeDecodeError) as e:
+        # RuntimeError: sentencepiece's, for pieces it refuses
+        except (OSError, ValueError, struct.error, KeyError, UnicodeDecodeError, RuntimeError) as e:
             raise EmbedderError(f"e5-local: cannot read the model file {path}: {e}") from e
         _give_back_freed_heap()
         from threadpoolctl import threadpool_limits

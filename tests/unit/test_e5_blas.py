@@ -125,3 +125,21 @@ def test_a_file_that_is_not_a_model_is_an_embedder_error(tmp_path: Path) -> None
         BlasE5(str(truncated))
     with pytest.raises(EmbedderError, match="cannot read the model file"):
         BlasE5(str(tmp_path / "missing.bin"))
+
+
+def test_pieces_the_tokenizer_refuses_are_an_embedder_error(tmp_path: Path) -> None:
+    """A file whose layout reads but whose vocabulary sentencepiece refuses (here piece 5, ".",
+    turned into a second ","): the model can't be loaded, and says so as an EmbedderError."""
+    import struct
+
+    data = bytearray(Path(MODEL_FILE).read_bytes())
+    n_pieces = struct.unpack_from("<i", data, 44)[0]
+    offs_at = 72  # magic, version, 9 dimensions, 5 tokenizer ids, the blob's length (e5.c's e5_parse)
+    blob_at = offs_at + 4 * (n_pieces + 1) + 4 * n_pieces
+    offs = struct.unpack_from("<7I", data, offs_at)
+    assert data[blob_at + offs[4] : blob_at + offs[5]] == b"," and data[blob_at + offs[5] : blob_at + offs[6]] == b"."
+    data[blob_at + offs[5]] = ord(",")
+    dup = tmp_path / "dup.bin"
+    dup.write_bytes(bytes(data))
+    with pytest.raises(EmbedderError, match="cannot read the model file"):
+        BlasE5(str(dup))
