@@ -311,6 +311,7 @@ def prewarm(
 
 
 _MADV_DONTNEED = 4  # <sys/mman.h> on Linux
+_MADV_PAGEOUT = 21  # <sys/mman.h> on Linux 5.4 and later
 
 
 def _madvise() -> Callable[[int, int, int], int] | None:
@@ -327,6 +328,32 @@ def _madvise() -> Callable[[int, int, int], int] | None:
     return fn
 
 
+def _advise_mappings(root: Path, advice: int, *, shared_only: bool) -> int:
+    """``madvise(advice)`` on each range ``/proc/self/maps`` lists for a file under ``root``
+    (only shared mappings when ``shared_only``). Returns the calls that succeeded; 0 where
+    ``/proc/self/maps`` or libc cannot be read."""
+    madvise = _madvise()
+    if madvise is None:
+        return 0
+    prefix = str(Path(root).resolve()) + "/"
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return 0
+    done = 0
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) != 6 or not parts[5].strip().removesuffix(" (deleted)").startswith(prefix):
+            continue
+        if shared_only and not parts[1].endswith("s"):
+            continue
+        start, end = (int(x, 16) for x in parts[0].split("-"))
+        if madvise(start, end - start, advice) == 0:
+            done += 1
+    return done
+
+
 def release_pages(root: Path) -> int:
     """Before a retired shard under ``root`` is closed: drop this process's memory mappings of its
     files (``madvise(MADV_DONTNEED)`` on each range ``/proc/self/maps`` lists for them) and their
@@ -338,21 +365,7 @@ def release_pages(root: Path) -> int:
     shard mapped, 1.2 s during the scale bench, a stall of every question. After this call it
     has nothing left to do: 0.09 s. No data is lost: the engine's mappings are shared file
     mappings (a later access reads the file again), and the folder is deleted right after."""
-    madvise = _madvise()
-    prefix = str(Path(root).resolve()) + "/"
-    dropped = 0
-    if madvise is not None:
-        try:
-            with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-                lines = f.readlines()
-        except OSError:
-            lines = []
-        for line in lines:
-            parts = line.split(None, 5)
-            if len(parts) == 6 and parts[5].strip().removesuffix(" (deleted)").startswith(prefix):
-                start, end = (int(x, 16) for x in parts[0].split("-"))
-                if madvise(start, end - start, _MADV_DONTNEED) == 0:
-                    dropped += 1
+    dropped = _advise_mappings(root, _MADV_DONTNEED, shared_only=False)
     for rel, _ in list(_files(Path(root))):
         try:
             fd = os.open(Path(root) / rel, os.O_RDONLY)
@@ -365,6 +378,22 @@ def release_pages(root: Path) -> int:
         finally:
             os.close(fd)
     return dropped
+
+
+def release_wal(shard_root: Path) -> int:
+    """Give back the pages of a live shard's write-ahead log (the files under
+    ``shard_root/wal``) that this process holds: ``madvise(MADV_PAGEOUT)`` on each shared
+    mapping of them, which reclaims their clean pages — out of the process's RSS and out of the
+    page cache. Returns the mappings advised; 0 where ``/proc/self/maps``, libc or
+    ``MADV_PAGEOUT`` (Linux 5.4) is missing. Never raises.
+
+    Why (measured on the scale bench's 100k store, 2 cores): qdrant-edge-py maps each WAL
+    segment (32 MiB) and reads every retained one when it loads a shard, then never reads them
+    again — a query process that had just opened the store held 107 MiB of WAL pages, 41 % of
+    its file-backed memory. The advice is only a reclaim hint: a page still dirty is kept, a
+    page read again is read from the file, and a range that is no longer the WAL's loses
+    nothing (an anonymous page without swap is never reclaimed)."""
+    return _advise_mappings(Path(shard_root) / "wal", _MADV_PAGEOUT, shared_only=True)
 
 
 def run_child(

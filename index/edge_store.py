@@ -72,6 +72,7 @@ from ancre.index.edge_build import (
     prewarm,
     refresh_copy,
     release_pages,
+    release_wal,
     run_child,
 )
 from ancre.index.keywords import KEYWORD_FIELD, chunk_terms, joined, query_terms
@@ -315,6 +316,7 @@ class EdgeStore(QdrantBackend):
                 shard = self._open_shard(path, config)
                 with self._cv:
                     self._live[name] = _Live(shard, path)
+                release_wal(path)  # read once by the load, never again
             self._dim = dim
             if self.keywords and not self._keywords_ready and not any(self._count(c) for c in COLLECTIONS):
                 self._write_meta(keywords=True)  # nothing to fill in
@@ -377,8 +379,12 @@ class EdgeStore(QdrantBackend):
         in a separate process, then swap the built shard in (see :mod:`ancre.index.edge_build`);
         blocking, one build at a time; reads and writes go on meanwhile. ``should_stop`` (and
         :meth:`close`) abandons a build: the live shard stays as it was. Returns one report per
-        build done. Raises :class:`StoreError` when a build fails (the live shard is intact)."""
+        build done. Raises :class:`StoreError` when a build fails (the live shard is intact).
+        Each call first gives back the WAL pages the writes since the last one left in this
+        process (:func:`~ancre.index.edge_build.release_wal`): the daemon calls it after every
+        change and every 30 s."""
         reports: list[BuildReport] = []
+        self._release_wal()
         for name in COLLECTIONS:
             stop = self._stopper(should_stop)
             if stop():
@@ -401,6 +407,14 @@ class EdgeStore(QdrantBackend):
             self._keywords_ready = True
             log.info("keyword index filled in: BM25 now answered by the store")
         return reports
+
+    def _release_wal(self) -> None:
+        """The WAL pages the writes since the last call left in this process, given back
+        (:func:`~ancre.index.edge_build.release_wal`; the writes flushed them to disk)."""
+        with self._cv:
+            paths = [live.path for live in self._live.values()]
+        for path in paths:
+            release_wal(path)
 
     def optimize(self) -> list[BuildReport]:
         """:meth:`maintain` with ``force``: every non-empty collection is rebuilt now (blocking;
@@ -457,6 +471,7 @@ class EdgeStore(QdrantBackend):
                     self._live[name] = _Live(built, target)
                 del self._journals[name]
                 t5 = time.perf_counter()
+            release_wal(target)
             built = None
         except BaseException:
             self._journals.pop(name, None)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ancre.errors import StoreError
 from ancre.index import edge_build, edge_store
-from ancre.index.edge_build import Journal, copy_tree, prewarm, refresh_copy, release_pages
+from ancre.index.edge_build import Journal, copy_tree, prewarm, refresh_copy, release_pages, release_wal
 from ancre.index.edge_store import EdgeStore, EdgeTuning
 from ancre.index.store import PointWrite
 from ancre.models import COLLECTIONS, Acl, ChunkPayload, point_id
@@ -235,6 +235,87 @@ def test_release_pages_drops_the_mappings_under_a_folder_and_no_other(tmp_path: 
         for f, m in maps:
             m.close()
             f.close()
+
+
+def _pageout_here(path: Path) -> bool:
+    """MADV_PAGEOUT reclaims file pages here: Linux 5.4+, and ``path`` not on tmpfs (whose pages
+    only swap could take)."""
+    release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+    if release < (5, 4):
+        return False
+    best, fstype = "", ""
+    with open("/proc/self/mounts", encoding="utf-8") as f:
+        for line in f:
+            _, mnt, kind, *_ = line.split()
+            if str(path.resolve()).startswith(mnt.rstrip("/") + "/") and len(mnt) > len(best):
+                best, fstype = mnt, kind
+    return fstype not in ("tmpfs", "ramfs")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps (Linux)")
+def test_release_wal_gives_back_the_wal_pages_and_keeps_their_content(tmp_path: Path) -> None:
+    if not _pageout_here(tmp_path):
+        pytest.skip("MADV_PAGEOUT cannot reclaim file pages here (kernel < 5.4 or tmpfs)")
+    shard = tmp_path / "documents@1"
+    (shard / "wal").mkdir(parents=True)
+    (shard / "segments").mkdir()
+    data = os.urandom(1 << 20)
+    maps = []
+    for rel in ("wal/closed-3", "wal/open-4", "segments/vectors.dat"):
+        (shard / rel).write_bytes(data)
+        f = open(shard / rel, "r+b")  # noqa: SIM115 - closed below
+        m = mmap.mmap(f.fileno(), 0)
+        assert m[:] == data  # every page touched
+        maps.append((f, m))
+    maps[1][1][:5] = b"entry"  # the open segment takes a write, flushed as the engine does
+    maps[1][1].flush()
+    wal = [(shard / rel).resolve() for rel in ("wal/closed-3", "wal/open-4")]
+    try:
+        assert all(_rss_kib(p) >= 1024 for p in wal)
+        assert release_wal(shard) == 2
+        assert all(_rss_kib(p) < 64 for p in wal)
+        assert _rss_kib((shard / "segments/vectors.dat").resolve()) >= 1024  # the shard's search files stay
+        assert maps[0][1][:] == data
+        assert maps[1][1][:] == b"entry" + data[5:]  # nothing written is lost
+        assert (shard / "wal/open-4").read_bytes()[:5] == b"entry"
+        assert release_wal(tmp_path / "missing") == 0
+    finally:
+        for f, m in maps:
+            m.close()
+            f.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps (Linux)")
+def test_a_store_holds_no_wal_pages_after_open_and_after_maintain(tmp_path: Path) -> None:
+    """The engine reads every retained WAL segment when it loads a shard: the store gives those
+    pages back, and those its writes left at each :meth:`EdgeStore.maintain`; every point is
+    still there after a reopen."""
+    if not _pageout_here(tmp_path):
+        pytest.skip("MADV_PAGEOUT cannot reclaim file pages here (kernel < 5.4 or tmpfs)")
+
+    def wal_kib(s: EdgeStore) -> int:
+        return sum(_rss_kib(p.resolve()) for c in COLLECTIONS for p in (s._live[c].path / "wal").iterdir())
+
+    tuning = EdgeTuning(build_after_points=10**6)
+    s = EdgeStore(tmp_path / "data", tuning=tuning)
+    s.open(EMBEDDER, DIM)
+    for d in range(60):
+        s.upsert(DOCS if d % 3 else DOCUMENTATION, _points(f"D{d}", 20, (GROUPS[d % 3],)))
+    written = wal_kib(s)
+    assert written >= 256  # the writes left WAL pages in this process
+    assert s.maintain() == []  # nothing to build; the pages are given back
+    assert wal_kib(s) < written // 4
+    before = _content(s)
+    s.close()
+    s = EdgeStore(tmp_path / "data", tuning=tuning)
+    s.open(EMBEDDER, DIM)
+    try:
+        assert wal_kib(s) < written // 4
+        assert _content(s) == before
+        s.upsert(DOCS, _points("after", 3, (GROUPS[0],)))
+        assert len(_content(s)) == len(before) + 3
+    finally:
+        s.close()
 
 
 # ------------------------------------------------------------------------------ build and swap
