@@ -259,10 +259,13 @@ def test_release_wal_gives_back_the_wal_pages_and_keeps_their_content(tmp_path: 
     shard = tmp_path / "documents@1"
     (shard / "wal").mkdir(parents=True)
     (shard / "segments").mkdir()
-    data = os.urandom(1 << 20)
+    data = os.urandom(4 << 20)
     maps = []
     for rel in ("wal/closed-3", "wal/open-4", "segments/vectors.dat"):
-        (shard / rel).write_bytes(data)
+        with open(shard / rel, "wb") as w:  # on disk, as the engine's flush leaves its WAL:
+            w.write(data)  # only clean pages can be reclaimed
+            w.flush()
+            os.fsync(w.fileno())
         f = open(shard / rel, "r+b")  # noqa: SIM115 - closed below
         m = mmap.mmap(f.fileno(), 0)
         assert m[:] == data  # every page touched
@@ -271,10 +274,13 @@ def test_release_wal_gives_back_the_wal_pages_and_keeps_their_content(tmp_path: 
     maps[1][1].flush()
     wal = [(shard / rel).resolve() for rel in ("wal/closed-3", "wal/open-4")]
     try:
-        assert all(_rss_kib(p) >= 1024 for p in wal)
+        assert [_rss_kib(p) for p in wal] == [4096, 4096]
         assert release_wal(shard) == 2
-        assert all(_rss_kib(p) < 64 for p in wal)
-        assert _rss_kib((shard / "segments/vectors.dat").resolve()) >= 1024  # the shard's search files stay
+        # the kernel may keep a few pages it could not take at once (a folio still in a per-CPU
+        # batch, a large folio it could not split): most of them go
+        left = [_rss_kib(p) for p in wal]
+        assert all(kib < 1024 for kib in left), left
+        assert _rss_kib((shard / "segments/vectors.dat").resolve()) == 4096  # the shard's search files stay
         assert maps[0][1][:] == data
         assert maps[1][1][:] == b"entry" + data[5:]  # nothing written is lost
         assert (shard / "wal/open-4").read_bytes()[:5] == b"entry"
