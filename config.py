@@ -2,16 +2,18 @@
 
 Environment variables override the file: ``ANCRE_EMBEDDER__KIND=ollama``,
 ``ANCRE_STORE__API_KEY=…`` (nested keys joined by ``__``). A bad key or value raises
-:class:`~ancre.errors.ConfigError` naming the key, e.g. ``sources.0.root: Field required``.
+:class:`~ancre.errors.ConfigError` naming the key, e.g. ``sources.0.root (source 'partage'): Field required``.
 Relative paths in the file are resolved against the file's folder.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Discriminator, Tag, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -244,17 +246,69 @@ def _kind_variants(loc: list[Any]) -> tuple[int, dict[str, type[BaseModel]]] | N
     return (1, variants) if variants else None
 
 
+def _models(annotation: Any, kind: str | None) -> list[type[BaseModel]]:
+    """The models a value of ``annotation`` may be: itself, the arms of a union (``None`` left
+    out; only the ``kind`` arm of a tagged one when ``kind`` is given)."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    variants = union_variants(annotation)
+    if variants and kind in variants:
+        return [variants[kind]]
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [m for arm in get_args(annotation) for m in _models(arm, None)]
+    return []
+
+
+def _keys_at(loc: list[Any], kind: str | None) -> set[str]:
+    """The keys the table at ``loc`` (an error's ``loc`` without its last element, the kind tag
+    removed) may hold; empty where the walk can't tell."""
+    if loc and loc[0] == "sources":
+        entry = REGISTRY.get(kind or "")
+        models: list[type[BaseModel]] = [entry.config] if entry is not None and len(loc) >= 2 else []
+        loc = loc[2:]
+    else:
+        models = [Settings]
+    for step in loc:
+        nxt: list[type[BaseModel]] = []
+        for model in models:
+            field = model.model_fields.get(str(step))
+            if field is not None:
+                nxt += _models(field.annotation, kind)
+        models = nxt
+    return {name for model in models for name in model.model_fields}
+
+
+def _unknown_key(key: str, known: set[str], prefix: str = "unknown key") -> str:
+    """``prefix``, with the closest key of ``known`` when one is close (a typo)."""
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+    return f"{prefix} (did you mean {close[0]!r}?)" if close else prefix
+
+
 def _foreign_key(key: str, kind: str, variants: dict[str, type[BaseModel]]) -> str:
     """The message for ``key``, a key the variant ``kind`` does not read."""
     owners = [k for k, model in variants.items() if key in model.model_fields]
     if owners:
         return f"not a key of kind {kind!r} (only of {', '.join(repr(o) for o in owners)})"
-    return f"unknown key for kind {kind!r}"
+    return _unknown_key(key, set(variants[kind].model_fields), f"unknown key for kind {kind!r}")
 
 
-def _format_error(err: Any) -> str:
+def _where(loc: list[Any], raw: dict[str, Any]) -> str:
+    """``loc`` as a dotted key; a source's is followed by its ``id``: ``sources.0.root (source 'partage')``."""
+    where = ".".join(str(x) for x in loc) or "(root)"
+    sources = raw.get("sources")
+    if len(loc) >= 2 and loc[0] == "sources" and isinstance(loc[1], int) and isinstance(sources, list):
+        entry = sources[loc[1]] if 0 <= loc[1] < len(sources) else None
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            where += f" (source {entry['id']!r})"
+    return where
+
+
+def _format_error(err: Any, raw: dict[str, Any]) -> str:
     loc = list(err["loc"])
     msg = err["msg"]
+    kind: str | None = None
     where = _kind_variants(loc)
     if where is not None:
         at, variants = where
@@ -267,11 +321,14 @@ def _format_error(err: Any) -> str:
         elif err["type"].endswith("_kind") and len(loc) == at:
             loc.append("kind")
             msg = f"unknown {err['type'].removesuffix('_kind')} kind {err['input'].get('kind')!r} (known: {', '.join(variants)})"
-    return f"{'.'.join(str(x) for x in loc) or '(root)'}: {msg}"
+    if err["type"] == "extra_forbidden" and msg == err["msg"] and loc:
+        msg = _unknown_key(str(loc[-1]), _keys_at(loc[:-1], kind))
+    return f"{_where(loc, raw)}: {msg}"
 
 
-def _format_validation(e: ValidationError) -> str:
-    return "; ".join(_format_error(err) for err in e.errors())
+def _format_validation(e: ValidationError, raw: dict[str, Any]) -> str:
+    """Every error of ``e`` as ``key: message``, ``raw`` being the input that was validated."""
+    return "; ".join(_format_error(err, raw) for err in e.errors())
 
 
 def configuration_reference() -> str:
@@ -325,7 +382,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     try:
         return Settings(**raw)
     except ValidationError as e:
-        raise ConfigError(f"invalid configuration: {_format_validation(e)}") from None
+        raise ConfigError(f"invalid configuration: {_format_validation(e, raw)}") from None
 
 
 __all__ = [

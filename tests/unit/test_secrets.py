@@ -97,7 +97,7 @@ def test_toml_forms_and_relative_file_paths(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_a_bad_secret_table_names_the_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"api\.api_key\.envv: Extra inputs are not permitted"):
+    with pytest.raises(ConfigError, match=r"api\.api_key\.envv: unknown key \(did you mean 'env'\?\)"):
         load_settings(_write(tmp_path, '[api]\napi_key = { envv = "X" }\n'))
     with pytest.raises(ConfigError, match=r"api\.api_key: .*exactly one of"):
         load_settings(_write(tmp_path, '[api]\napi_key = { env = "X", value = "y" }\n'))

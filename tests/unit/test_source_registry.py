@@ -66,14 +66,14 @@ def test_smb_source_keeps_its_keys_and_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("sources", "named"),
     [
-        ("[[sources]]\nid = 'a'\nroot = 'r'\nserver = 'srv'\n", "sources.0.server: not a key of kind 'folder' (only of 'smb')"),
-        ("[[sources]]\nid = 'a'\nroot = 'r'\nfollow_symlinks = 'often'\n", "sources.0.follow_symlinks:"),
-        ("[[sources]]\nid = 'a'\n", "sources.0.root: Field required"),
+        ("[[sources]]\nid = 'a'\nroot = 'r'\nserver = 'srv'\n", "sources.0.server (source 'a'): not a key of kind 'folder' (only of 'smb')"),
+        ("[[sources]]\nid = 'a'\nroot = 'r'\nfollow_symlinks = 'often'\n", "sources.0.follow_symlinks (source 'a'):"),
+        ("[[sources]]\nid = 'a'\n", "sources.0.root (source 'a'): Field required"),
         ("[[sources]]\nid = 'a'\nroot = 'r'\n[[sources]]\nid = 'b'\nkind = 'smb'\nserver = 's'\nshare = 'P'\nport = 'x'\n",
-         "sources.1.port:"),
-        ("[[sources]]\nid = 'b'\nkind = 'smb'\nshare = 'P'\n", "sources.0.server: Field required"),
+         "sources.1.port (source 'b'):"),
+        ("[[sources]]\nid = 'b'\nkind = 'smb'\nshare = 'P'\n", "sources.0.server (source 'b'): Field required"),
         ("[[sources]]\nid = 'b'\nkind = 'smb'\nserver = 's'\nshare = 'P'\nroot = 'r'\n",
-         "sources.0.root: not a key of kind 'smb' (only of 'folder')"),
+         "sources.0.root (source 'b'): not a key of kind 'smb' (only of 'folder')"),
         ("[[sources]]\nid = 'b'\nkind = 'smb'\nserver = 's'\nshare = 'P'\npassword = 'x'\npassword_env = 'Y'\n",
          "not both"),
     ],
@@ -84,7 +84,7 @@ def test_a_bad_key_or_value_names_sources_n_key(tmp_path: Path, sources: str, na
 
 def test_an_unknown_kind_is_named_with_the_known_ones(tmp_path: Path) -> None:
     msg = _error(tmp_path, "[[sources]]\nid = 'a'\nroot = 'r'\n[[sources]]\nid = 'g'\nkind = 'gopher'\n")
-    assert "sources.1.kind: unknown source kind 'gopher' (known: folder, smb" in msg
+    assert "sources.1.kind (source 'g'): unknown source kind 'gopher' (known: folder, smb" in msg
     with pytest.raises(ConfigError, match="unknown source kind 'gopher'"):
         source_kind("gopher")
 
