@@ -9,6 +9,7 @@ The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -261,19 +263,49 @@ def _finish_sync(reports: list[Any], as_json: bool) -> None:
         raise typer.Exit(1)
 
 
+def _count_cell(get: Callable[[Any], int], red: bool, report: Any) -> str:
+    """A count of ``report`` as a table cell, in red when ``red`` and not zero."""
+    n = get(report)
+    return f"[red]{n}[/]" if red and n else str(n)
+
+
 def _print_reports(reports: list[Any]) -> None:
-    t = Table(title="sync")
-    for col in ("source", "outcome", "listed", "new", "changed", "acl-only", "deleted", "unchanged", "failed", "skipped",
-                "acl unreadable", "chunks embedded", "chunks reused", "s"):
-        t.add_column(col, justify="right" if col not in ("source", "outcome") else "left")
+    """The pass reports as one table: source, outcome, files listed, chunks embedded and seconds
+    always; each other count (new, changed, acl only, deleted, unchanged, failed, skipped, acl
+    unreadable, chunks reused) only when a pass has one. A table too wide for the terminal is
+    printed turned (a row per measure, a column per source) rather than cut; ``--json`` has all."""
+    counts: list[tuple[str, Callable[[Any], int]]] = [
+        ("new", lambda r: r.new), ("changed", lambda r: r.changed), ("acl only", lambda r: r.acl_only),
+        ("deleted", lambda r: r.deleted), ("unchanged", lambda r: r.unchanged), ("failed", lambda r: r.failed),
+        ("skipped", lambda r: r.skipped), ("acl unreadable", lambda r: r.acl_unreadable),
+        ("chunks embedded", lambda r: r.embedded_chunks), ("chunks reused", lambda r: r.reused_chunks),
+    ]
+    always = {"chunks embedded"}
+    columns: list[tuple[str, Callable[[Any], str]]] = [
+        ("outcome", lambda r: r.outcome if r.outcome == PassOutcome.OK else f"[red]{r.outcome}[/]"),
+        ("listed", lambda r: str(r.listed)),
+    ]
+    for name, get in counts:
+        if name in always or any(get(r) for r in reports):
+            columns.append((name, functools.partial(_count_cell, get, name in ("failed", "acl unreadable"))))
+    columns.append(("seconds", lambda r: f"{r.duration_s:.1f}"))
+    t = Table(title="sync", box=box.SIMPLE_HEAD)
+    t.add_column("source", no_wrap=True)
+    for name, _ in columns:
+        t.add_column(name, justify="left" if name == "outcome" else "right", min_width=max(len(w) for w in name.split()))
+    widths = [max(len(r.source) for r in reports)] + [
+        max([*(len(w) for w in name.split()), *(Text.from_markup(cell(r)).cell_len for r in reports)])
+        for name, cell in columns
+    ]
     for r in reports:
-        t.add_row(
-            r.source, r.outcome if r.outcome == PassOutcome.OK else f"[red]{r.outcome}[/]", str(r.listed), str(r.new),
-            str(r.changed),
-            str(r.acl_only), str(r.deleted), str(r.unchanged), str(r.failed), str(r.skipped),
-            str(r.acl_unreadable) if not r.acl_unreadable else f"[red]{r.acl_unreadable}[/]", str(r.embedded_chunks),
-            str(r.reused_chunks), f"{r.duration_s:.1f}",
-        )
+        t.add_row(r.source, *(cell(r) for _, cell in columns))
+    if reports and sum(widths) + 3 * len(widths) + 1 > console.width:  # each column's padding and rule
+        t = Table(title="sync", box=box.SIMPLE_HEAD)
+        t.add_column("")
+        for r in reports:
+            t.add_column(r.source, justify="right")
+        for name, cell in columns:
+            t.add_row(name, *(cell(r) for r in reports))
     console.print(t)
     for r in reports:
         if r.reason:
