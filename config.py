@@ -246,37 +246,36 @@ def _kind_variants(loc: list[Any]) -> tuple[int, dict[str, type[BaseModel]]] | N
     return (1, variants) if variants else None
 
 
-def _models(annotation: Any, kind: str | None) -> list[type[BaseModel]]:
-    """The models a value of ``annotation`` may be: itself, the arms of a union (``None`` left
-    out; only the ``kind`` arm of a tagged one when ``kind`` is given)."""
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The models a value of ``annotation`` may be: itself, or the arms of a union (``None``
+    left out)."""
     while get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
-    variants = union_variants(annotation)
-    if variants and kind in variants:
-        return [variants[kind]]
     if get_origin(annotation) in (Union, types.UnionType):
-        return [m for arm in get_args(annotation) for m in _models(arm, None)]
+        return [m for arm in get_args(annotation) for m in _models(arm)]
     return []
 
 
-def _keys_at(loc: list[Any], kind: str | None) -> set[str]:
+def _keys_at(loc: list[Any], raw: dict[str, Any]) -> set[str]:
     """The keys the table at ``loc`` (an error's ``loc`` without its last element, the kind tag
-    removed) may hold; empty where the walk can't tell."""
-    if loc and loc[0] == "sources":
-        entry = REGISTRY.get(kind or "")
-        models: list[type[BaseModel]] = [entry.config] if entry is not None and len(loc) >= 2 else []
-        loc = loc[2:]
-    else:
+    removed) may hold, the section or source's model picked from ``raw`` as
+    :func:`_section_model` / :func:`_source_model` pick it; empty where that can't tell."""
+    sources = raw.get("sources")
+    models: list[type[BaseModel]] = []
+    if not loc:
         models = [Settings]
+    elif loc[0] == "sources" and len(loc) >= 2 and isinstance(sources, list) and isinstance(loc[1], int):
+        entry = sources[loc[1]] if 0 <= loc[1] < len(sources) else None
+        model = _source_model(entry) if isinstance(entry, dict) else None
+        models, loc = ([model] if model is not None else []), loc[2:]
+    elif loc[0] != "sources":
+        table = raw.get(str(loc[0]))
+        model = _section_model(str(loc[0]), table if isinstance(table, dict) else {})
+        models, loc = ([model] if model is not None else []), loc[1:]
     for step in loc:
-        nxt: list[type[BaseModel]] = []
-        for model in models:
-            field = model.model_fields.get(str(step))
-            if field is not None:
-                nxt += _models(field.annotation, kind)
-        models = nxt
+        models = [m for model in models if (f := model.model_fields.get(str(step))) for m in _models(f.annotation)]
     return {name for model in models for name in model.model_fields}
 
 
@@ -308,7 +307,6 @@ def _where(loc: list[Any], raw: dict[str, Any]) -> str:
 def _format_error(err: Any, raw: dict[str, Any]) -> str:
     loc = list(err["loc"])
     msg = err["msg"]
-    kind: str | None = None
     where = _kind_variants(loc)
     if where is not None:
         at, variants = where
@@ -322,7 +320,7 @@ def _format_error(err: Any, raw: dict[str, Any]) -> str:
             loc.append("kind")
             msg = f"unknown {err['type'].removesuffix('_kind')} kind {err['input'].get('kind')!r} (known: {', '.join(variants)})"
     if err["type"] == "extra_forbidden" and msg == err["msg"] and loc:
-        msg = _unknown_key(str(loc[-1]), _keys_at(loc[:-1], kind))
+        msg = _unknown_key(str(loc[-1]), _keys_at(loc[:-1], raw))
     return f"{_where(loc, raw)}: {msg}"
 
 
