@@ -293,7 +293,7 @@ def _print_reports(reports: list[Any]) -> None:
     t.add_column("source", no_wrap=True)
     for name, _ in columns:
         t.add_column(name, justify="left" if name == "outcome" else "right", min_width=max(len(w) for w in name.split()))
-    widths = [max(len(r.source) for r in reports)] + [
+    widths = [max([len("source"), *(len(r.source) for r in reports)])] + [
         max([*(len(w) for w in name.split()), *(Text.from_markup(cell(r)).cell_len for r in reports)])
         for name, cell in columns
     ]

@@ -51,3 +51,8 @@ def test_a_quiet_pass_leaves_out_the_counts_nobody_has(monkeypatch: pytest.Monke
     head = next(line for line in out.splitlines() if "source" in line)
     assert head.split()[:4] == ["source", "outcome", "listed", "new"]  # one row per source, not turned
     assert "218" in out and "19.8" in out
+
+
+def test_no_pass_prints_the_empty_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _printed(monkeypatch, [], 80)
+    assert out.split()[:5] == ["sync", "source", "outcome", "listed", "chunks"]
