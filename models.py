@@ -504,4 +504,73 @@ def fold_name(name: str) -> str:
     only ASCII ``A``–``Z`` lowercased. Never Unicode case folding: ``str.casefold`` turns
     ``jeß.rossi`` and ``jeſs.rossi`` into ``jess.rossi``, two accounts that Open WebUI (and AD's
     sign-in) keep apart; exact matching after this fold cannot merge them."""  # noqa: RUF002 - the long s is the example
-    return nfc(name).strip().translate(_ASCII_LOWER)
+    return fold_identity(name.strip())
+
+
+def fold_identity(name: str) -> str:
+    """:func:`fold_name` without removing anything: NFC and ASCII-only lowercasing. The key of
+    ``api.user_map``'s e-mails, so that an entry written with a stray space or NBSP stays
+    distinct (and is reported by ``ancre check``) instead of silently matching the clean address."""
+    return nfc(name).translate(_ASCII_LOWER)
+
+
+WHITE_SPACE: frozenset[str] = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+"""The 25 code points with Unicode's ``White_Space`` property (PropList.txt, unchanged since
+Unicode 6.3): what :func:`identity_defect` refuses besides the ``C*`` categories."""
+
+_DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+"""Unicode's ``Default_Ignorable_Code_Point`` ranges (DerivedCoreProperties.txt, Unicode 15.1):
+characters a renderer shows as nothing — the Hangul fillers and variation selectors among them,
+which are neither ``White_Space`` nor ``Cf``."""
+
+
+def _invisible(c: str) -> bool:
+    """Whether ``c`` is a character an identity may never carry (see :func:`identity_defect`)."""
+    if c in WHITE_SPACE or unicodedata.category(c)[0] == "C":
+        return True
+    cp = ord(c)
+    return any(lo <= cp <= hi for lo, hi in _DEFAULT_IGNORABLE)
+
+
+def code_point_name(c: str) -> str:
+    """``U+00A0 (NO-BREAK SPACE)``: a character named so that an admin reading a log or a
+    terminal sees which one it is (the character itself is never printed)."""
+    name = unicodedata.name(c, "") or {"\t": "CHARACTER TABULATION", "\n": "LINE FEED", "\r": "CARRIAGE RETURN"}.get(c, "")
+    return f"U+{ord(c):04X}" + (f" ({name})" if name else "")
+
+
+def visible_identity(text: str) -> str:
+    """``text`` with every character :func:`identity_defect` refuses replaced by ``<U+XXXX>``:
+    ``"alice@axonix.ch<U+00A0>"`` — how a refused identity is shown to staff and in logs."""
+    return "".join(f"<U+{ord(c):04X}>" if _invisible(c) else c for c in text)
+
+
+def identity_defect(text: str, *, inner_space: bool = False) -> str | None:
+    """Why ``text`` can't be taken as an identity as it is — ``None`` when it can.
+
+    Identities (the e-mail Open WebUI forwards, ``api.user_map``'s entries, the account a caller
+    names) are matched exactly after :func:`fold_name`'s NFC and ASCII lowercasing; nothing is
+    stripped into another account. So refused are: any character with Unicode's ``White_Space``
+    property (:data:`WHITE_SPACE`: spaces, tabs, line breaks, NBSP…), any control, format,
+    surrogate, private-use or unassigned character (categories ``Cc``, ``Cf``, ``Cs``, ``Co``,
+    ``Cn``: zero-width characters, bidi marks…) and any ``Default_Ignorable_Code_Point`` —
+    anywhere in the text. With ``inner_space`` (a directory account name: ``sAMAccountName``
+    may hold a space), a plain U+0020 strictly inside is allowed; never at either end.
+
+    Returns e.g. ``"U+00A0 (NO-BREAK SPACE) at position 23"`` (1-based) or ``"empty"``."""
+    if not text:
+        return "empty"
+    for i, c in enumerate(text):
+        if c == " " and inner_space and 0 < i < len(text) - 1:
+            continue
+        if _invisible(c):
+            return f"{code_point_name(c)} at position {i + 1}"
+    return None

@@ -24,7 +24,7 @@ from typing import Annotated, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ancre.errors import DirectoryError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, fold_name, sid_principal
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, fold_name, identity_defect, sid_principal
 
 _SID_PATTERN = r"^S-1-\d+(-\d+)*$"
 
@@ -75,6 +75,28 @@ class AccountResolver(Protocol):
         """The sAMAccountName of the account ``user`` (sAMAccountName, ``DOMAIN\\sam`` or UPN,
         matched as :meth:`Directory.principals` matches it) designates; ``None`` if unknown.
         Raises ``DirectoryError``."""
+        ...
+
+
+@dataclass(frozen=True)
+class AccountName:
+    """One name a user can be designated by: the ``account`` (sAMAccountName), the ``attribute``
+    it is read from (``sAMAccountName``, ``userPrincipalName``, ``mail``) and its ``value`` exactly
+    as the directory holds it."""
+
+    account: str
+    attribute: str
+    value: str
+
+
+@runtime_checkable
+class AccountNames(Protocol):
+    """Optional capability of a directory: every name each user can be designated by, as stored
+    (``ancre check`` reports those no identity could ever match, issue 40)."""
+
+    def account_names(self) -> list[AccountName]:
+        """Every user's names (:class:`AccountName`), as the directory holds them. Raises
+        ``DirectoryError``."""
         ...
 
 
@@ -229,6 +251,8 @@ class _Snapshot:
     """folded UPN → sAMAccountName."""
     user_sid: dict[str, str]
     """sAMAccountName → SID."""
+    user_upn: dict[str, str]
+    """sAMAccountName → UPN as written in the file (users with one)."""
     user_groups: dict[str, tuple[str, ...]]
     """sAMAccountName → SIDs of its direct groups."""
     parents: dict[str, tuple[str, ...]]
@@ -266,6 +290,7 @@ class _Snapshot:
             user_key=user_key,
             upn_key=upn_key,
             user_sid={n: u.sid for n, u in f.users.items()},
+            user_upn={n: u.upn for n, u in f.users.items() if u.upn},
             user_groups={n: tuple(ref("users", n, g) for g in u.groups) for n, u in f.users.items()},
             parents=parents,
             domain_names=domain_names,
@@ -277,7 +302,10 @@ class _Snapshot:
     def user(self, name: str) -> str | None:
         """The sAMAccountName ``name`` designates: a name with ``@`` is a UPN and matches UPNs
         only; any other matches account names (``sam``, ``NETBIOS\\sam``). Exact after
-        :func:`fold_name`."""
+        :func:`fold_name`; a name carrying whitespace at either end or an invisible character
+        (:func:`~ancre.models.identity_defect`) designates no account."""
+        if identity_defect(name, inner_space=True) is not None:
+            return None  # taken as it is, or no account: never stripped into another one
         key = fold_name(name)
         return (self.upn_key if "@" in key else self.user_key).get(key)
 
@@ -379,6 +407,12 @@ class FileDirectory:
         """See :meth:`Directory.users`."""
         return sorted(self._current().user_sid)
 
+    def account_names(self) -> list[AccountName]:
+        """See :meth:`AccountNames.account_names`: each user's key in the file and its ``upn``."""
+        snap = self._current()
+        out = [AccountName(sam, "sAMAccountName", sam) for sam in sorted(snap.user_sid)]
+        return out + [AccountName(sam, "userPrincipalName", upn) for sam, upn in sorted(snap.user_upn.items())]
+
     def membership_path(self, user: str, sid: str) -> tuple[str, ...] | None:
         """See :meth:`MembershipTracer.membership_path`."""
         snap = self._current()
@@ -466,6 +500,10 @@ class CachedDirectory:
     def users(self) -> list[str]:
         """See :meth:`Directory.users` (not cached)."""
         return self.inner.users()
+
+    def account_names(self) -> list[AccountName]:
+        """The inner directory's :meth:`AccountNames.account_names` (not cached), ``[]`` if it has none."""
+        return self.inner.account_names() if isinstance(self.inner, AccountNames) else []
 
     def membership_path(self, user: str, sid: str) -> tuple[str, ...] | None:
         """The inner directory's :meth:`MembershipTracer.membership_path`, ``None`` if it has none."""

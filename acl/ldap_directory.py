@@ -41,9 +41,9 @@ from ldap3.core.exceptions import LDAPException
 from ldap3.protocol.formatters.formatters import format_sid
 from ldap3.utils.conv import escape_filter_chars
 
-from ancre.acl.directory import WELL_KNOWN, fold_name
+from ancre.acl.directory import WELL_KNOWN, AccountName, fold_name
 from ancre.errors import ConfigError, DirectoryError
-from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, nfc, sid_principal
+from ancre.models import AUTHENTICATED_USERS, EVERYONE, NETWORK, identity_defect, nfc, sid_principal
 from ancre.settings import LdapDirectoryConfig, resolve_secret
 
 log = logging.getLogger("ancre.acl.ldap")
@@ -361,9 +361,11 @@ class LdapDirectory:
         ``user_attributes``), ``None`` if unknown, in another domain, or ambiguous. The server's
         answer is re-checked here: a value must equal ``name`` exactly after :func:`fold_name`
         (NFC, ASCII-only lowercasing) — AD's own matching is wider. A name with ``@`` is a UPN:
-        it is never matched against ``sAMAccountName``."""
-        name = nfc(name).strip()
-        if not name:
+        it is never matched against ``sAMAccountName``. A name carrying whitespace at either end or
+        an invisible character (:func:`~ancre.models.identity_defect`) designates no account:
+        never stripped into another one."""
+        name = nfc(name)
+        if identity_defect(name, inner_space=True) is not None:
             return None
         domain, sep, short = name.rpartition("\\")
         attrs = self.user_attributes
@@ -488,6 +490,19 @@ class LdapDirectory:
             self.base_dn, "(&(objectClass=user)(!(objectClass=computer)))", ["sAMAccountName"], paged=True
         )
         return sorted(str(v) for e in hits for v in _values(e, "sAMAccountName"))
+
+    def account_names(self) -> list[AccountName]:
+        """See :meth:`~ancre.acl.directory.AccountNames.account_names`: every user account's
+        values of ``user_attributes`` (sAMAccountName, userPrincipalName, mail by default; paged
+        search), as the server returns them."""
+        attrs = list(dict.fromkeys(["sAMAccountName", *self.user_attributes]))
+        hits = self._search(self.base_dn, "(&(objectClass=user)(!(objectClass=computer)))", attrs, paged=True)
+        out: list[AccountName] = []
+        for e in hits:
+            sam = [str(v) for v in _values(e, "sAMAccountName")]
+            for attr in attrs:
+                out += [AccountName(sam[0] if sam else str(e.get("dn", "")), attr, str(v)) for v in _values(e, attr)]
+        return out
 
     # ---------------------------------------------------------------- nesting (explanations, share permissions)
     def membership_path(self, user: str, sid: str) -> tuple[str, ...] | None:

@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from ancre.acl.directory import Directory
 from ancre.errors import ConfigError, DirectoryError
+from ancre.models import identity_defect
 
 
 class PrincipalProviderError(DirectoryError):
@@ -117,7 +118,11 @@ class PrincipalResolver:
         """P(user): the union of every provider's principals for ``user``; ``frozenset()`` when
         none knows the user (reads nothing — never "no filter"). Raises
         :class:`~ancre.errors.DirectoryError` when any provider fails (no partial set), a
-        :class:`PrincipalProviderError` when one misbehaves."""
+        :class:`PrincipalProviderError` when one misbehaves. A name carrying whitespace at either
+        end or an invisible character (:func:`~ancre.models.identity_defect`) is no one's: no
+        provider is asked, whatever it would have stripped."""
+        if identity_defect(user, inner_space=True) is not None:
+            return frozenset()
         out: set[str] = set()
         for provider in self.providers:
             out |= _checked(provider, user)
@@ -127,6 +132,8 @@ class PrincipalResolver:
         """``{principal: provider name}`` for every principal of :meth:`principals` (its keys are
         exactly that set); a principal several providers give is attributed to the first in
         order. Raises as :meth:`principals`."""
+        if identity_defect(user, inner_space=True) is not None:
+            return {}
         out: dict[str, str] = {}
         for provider in self.providers:
             for p in sorted(_checked(provider, user)):

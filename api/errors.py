@@ -21,6 +21,7 @@ from ancre.api.identity import AuthError
 from ancre.api.schemas import INVALID_TEXT, ErrorResponse
 from ancre.api.staff import STAFF_PATHS, StaffMessages
 from ancre.errors import AncreError, AuditError, DirectoryError, EmbedderError, StoreError
+from ancre.models import visible_identity
 from ancre.query.llm import LlmError, ModelCallAborted
 
 log = logging.getLogger("ancre.api")
@@ -87,9 +88,22 @@ async def _api_error(request: Request, e: ApiError) -> JSONResponse:
 
 
 async def _auth_error(request: Request, e: AuthError) -> JSONResponse:
-    log.info("refused %s %s: %s (%s)", request.method, request.url.path, e.code, e)
-    return error_response(401, staff_message(request, e.code, str(e)), "invalid_request_error", e.code,
+    who = f" (Open WebUI user id {visible_identity(e.user_id)!r})" if e.user_id else ""
+    if e.code == "invalid_identity_chars":
+        # an account that looks like another one: the admin must see it, once, with its id
+        log.warning("refused %s %s%s: %s: %s", request.method, request.url.path, who, e.code, e)
+    else:
+        log.info("refused %s %s%s: %s (%s)", request.method, request.url.path, who, e.code, e)
+    staff = _staff(request)
+    french = staff.unusable_identity(e.shown or "") if staff is not None and e.code == "invalid_identity_chars" else None
+    return error_response(401, staff_message(request, e.code, str(e), french), "invalid_request_error", e.code,
                           headers={"WWW-Authenticate": "Bearer"})
+
+
+def _staff(request: Request) -> StaffMessages | None:
+    """The app's :class:`~ancre.api.staff.StaffMessages`, ``None`` when it has none."""
+    staff = getattr(getattr(request.app, "state", None), "staff", None)
+    return staff if isinstance(staff, StaffMessages) else None
 
 
 async def _validation_error(request: Request, e: RequestValidationError) -> JSONResponse:

@@ -14,7 +14,7 @@ Every request to ``/v1/chat/completions`` and ``/query`` must carry:
        hex = lowercase hex of HMAC-SHA256(key = secret as UTF-8, msg = the UTF-8 bytes of
              <email> "\\n" <t> "\\n" <METHOD> "\\n" <path> "\\n" <lowercase hex SHA-256 of the body>)
 
-   ``<email>``: the e-mail header value as sent (surrounding spaces removed); ``<METHOD>``: the
+   ``<email>``: the e-mail header value exactly as received; ``<METHOD>``: the
    HTTP method in capitals (``POST``); ``<path>``: the request path without the query string
    (``/v1/chat/completions``); the body hash covers the exact body bytes (SHA-256 of ``b""``
    when there is none). Accepted when ``|now - t| <= api.max_clock_skew_s`` — in the past or the
@@ -33,8 +33,19 @@ Any failure raises :class:`AuthError` (HTTP 401). The e-mail then names a direct
 (:func:`directory_user`): ``api.user_map`` first, else the e-mail itself (``identity = "upn"``:
 it must be a UPN, ``name@domain``, and the directory matches it against UPNs only) or its local
 part (``identity = "sam"``). Names are compared exactly after NFC and ASCII-only lowercasing
-(:func:`~ancre.acl.directory.fold_name`), never Unicode case folding (``jeß`` ≠ ``jess``). A
+(:func:`~ancre.models.fold_name`), never Unicode case folding (``jeß`` ≠ ``jess``). A
 name the directory does not know gets no principal, hence only the refusal (fail closed).
+
+**The e-mail is taken as it is, or refused** (:func:`check_identity_text`): a claim or header
+carrying whitespace anywhere (a trailing space, a tab, a line break, NBSP…), a control or format
+character (zero-width characters, bidi marks) or a default-ignorable one is answered 401
+``invalid_identity_chars``, never stripped. Open WebUI 0.12 lets such an account exist — its
+signup checks the address with an unanchored ``[^@]+@[^@]+\\.[^@]+`` and looks duplicates up by
+the exact string, so ``"alice.martin@axonix.ch\\u00a0"`` is a new account that looks like
+alice's — and stripping it would answer it with alice's rights. The same rule holds for
+``api.user_map``'s accounts. One limit of the plain header (not of the JWT): HTTP itself
+removes spaces and tabs around a header value before any server code sees it (RFC 9110 §5.5),
+so ``"alice@x.ch "`` arrives as ``"alice@x.ch"``; only the signed JWT carries the address exactly.
 """
 
 from __future__ import annotations
@@ -42,7 +53,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +61,7 @@ from urllib.parse import unquote
 import jwt
 
 from ancre.errors import AncreError, ConfigError
-from ancre.models import fold_name, nfc
+from ancre.models import fold_name, identity_defect, nfc, visible_identity
 from ancre.settings import resolve_secret
 from ancre.settings.api import ApiConfig
 
@@ -69,18 +79,46 @@ MAX_JWT_CHARS = 8192
 
 class AuthError(AncreError):
     """The request is not authenticated (HTTP 401). ``code``: ``invalid_api_key``,
-    ``missing_identity``, ``invalid_identity``, ``missing_signature``, ``invalid_signature``,
-    ``stale_signature``, ``missing_user_jwt``, ``invalid_user_jwt``, ``expired_user_jwt`` or
-    ``plain_identity_refused``. The message never contains the key or the secret."""
+    ``missing_identity``, ``invalid_identity``, ``invalid_identity_chars``, ``missing_signature``,
+    ``invalid_signature``, ``stale_signature``, ``missing_user_jwt``, ``invalid_user_jwt``,
+    ``expired_user_jwt`` or ``plain_identity_refused``. The message never contains the key or the
+    secret. ``user_id``: the Open WebUI user id the request named (JWT ``sub`` or the user id
+    header), when known — for the admin's log line; ``shown``: the refused identity as staff may
+    see it (:func:`~ancre.models.visible_identity`), for ``invalid_identity_chars``."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, user_id: str | None = None, shown: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.user_id = user_id
+        self.shown = shown
+
+
+def check_identity_text(value: str, what: str, *, user_id: str | None = None) -> str:
+    """``value`` (an e-mail claim or header, already decoded) NFC-normalised, when it can be taken
+    as an identity as it is (:func:`~ancre.models.identity_defect`: no whitespace anywhere, no
+    control, format or default-ignorable character, at most :data:`MAX_IDENTITY_CHARS`). Raises
+    :class:`AuthError` ``missing_identity`` when empty, ``invalid_identity_chars`` naming
+    ``what`` (``"the JWT's email claim"``), the character and its position otherwise — never a
+    stripped value that could be another account's."""
+    if not value:
+        raise AuthError("missing_identity", f"missing user identity: {what} is empty", user_id=user_id)
+    defect = identity_defect(value)
+    if defect is not None:
+        raise AuthError(
+            "invalid_identity_chars",
+            f"{what} {visible_identity(value)[:MAX_IDENTITY_CHARS]!r} carries {defect}: an identity is taken as it is, "
+            "never stripped, so it designates no directory account", user_id=user_id, shown=visible_identity(value),
+        )
+    email = nfc(value)
+    if len(email) > MAX_IDENTITY_CHARS:
+        raise AuthError("invalid_identity", f"invalid identity: {what} is longer than {MAX_IDENTITY_CHARS} characters",
+                        user_id=user_id)
+    return email
 
 
 @dataclass(frozen=True)
 class Identity:
-    """The caller as forwarded by Open WebUI: ``email`` (NFC, stripped), ``user`` (the name the
+    """The caller as forwarded by Open WebUI: ``email`` (NFC, otherwise as received), ``user`` (the name the
     directory is asked for), ``header`` (the e-mail header value — or the JWT's ``email`` claim —
     exactly as received, decoded from UTF-8: what the audit log records next to the resolved
     account), and the optional
@@ -226,9 +264,14 @@ def directory_user(email: str, cfg: ApiConfig) -> str:
     its part before the last ``@`` (``"sam"``). Raises :class:`AuthError` (``invalid_identity``)
     when, with ``"upn"``, the e-mail is not a UPN (``name@domain``, no ``\\``), or with
     ``"sam"`` its local part is not a plain account name — so that the directory is never
-    asked for another kind of name than the one configured."""
+    asked for another kind of name than the one configured; ``invalid_identity_chars`` when
+    ``api.user_map`` maps it to a name carrying a character no account name holds
+    (:func:`~ancre.models.identity_defect`)."""
     mapped = cfg.user_map.get(fold_name(email))
     if mapped:
+        if identity_defect(mapped, inner_space=True) is not None:
+            raise AuthError("invalid_identity_chars", f"api.user_map maps this e-mail to {visible_identity(mapped)!r}, "
+                            f"which carries {identity_defect(mapped, inner_space=True)}: no account can match it")
         return mapped
     local, at, domain = email.rpartition("@")
     if cfg.identity == "sam":
@@ -296,19 +339,23 @@ def _jwt_identity(headers: Mapping[str, str], cfg: ApiConfig, secret: str) -> Id
                         f"user from the signed {cfg.user_jwt_header} header only")
     claims = check_user_jwt(headers.get(cfg.user_jwt_header), secret, cfg.user_jwt_leeway_s,
                             cfg.user_jwt_max_lifetime_s)
-    # the same mapping as the e-mail header: stripped, NFC, bounded, no control character
-    email = nfc(claims["email"].strip())
-    if not email:
-        raise AuthError("missing_identity", "missing user identity: the JWT's email claim is empty")
-    if len(email) > MAX_IDENTITY_CHARS or any(unicodedata.category(c)[0] == "C" for c in email):
-        raise AuthError("invalid_identity", "invalid email claim in the user JWT")
-
     def text(name: str) -> str | None:
         value = claims.get(name)
         return str(value) if value is not None and str(value) else None
 
-    return Identity(email=email, user=directory_user(email, cfg), user_id=text("sub"), name=text("name"),
-                    role=text("role"), header=claims["email"])
+    # taken as it is, or refused: never stripped into another account (module doc)
+    email = check_identity_text(claims["email"], "the user JWT's email claim", user_id=text("sub"))
+    return Identity(email=email, user=_directory_user(email, cfg, text("sub")), user_id=text("sub"),
+                    name=text("name"), role=text("role"), header=claims["email"])
+
+
+def _directory_user(email: str, cfg: ApiConfig, user_id: str | None) -> str:
+    """:func:`directory_user`, its :class:`AuthError` carrying the Open WebUI ``user_id``."""
+    try:
+        return directory_user(email, cfg)
+    except AuthError as e:
+        e.user_id = user_id
+        raise
 
 
 def authenticate(
@@ -323,20 +370,21 @@ def authenticate(
     if secrets.user_jwt_secret is not None:
         return _jwt_identity(headers, cfg, secrets.user_jwt_secret)
     raw_email = headers.get(cfg.user_email_header)
-    email = nfc(_header_text(raw_email).strip()) if raw_email else ""
-    if not email:
-        raise AuthError("missing_identity", f"missing user identity: the {cfg.user_email_header} header is required")
-    if len(email) > MAX_IDENTITY_CHARS or any(unicodedata.category(c)[0] == "C" for c in email):
-        raise AuthError("invalid_identity", f"invalid {cfg.user_email_header} header")
+    user_id = _header_text(headers[cfg.user_id_header]) if headers.get(cfg.user_id_header) else None
+    if not raw_email:
+        raise AuthError("missing_identity", f"missing user identity: the {cfg.user_email_header} header is required",
+                        user_id=user_id)
+    header = _header_text(raw_email)
+    email = check_identity_text(header, f"the {cfg.user_email_header} header", user_id=user_id)
     if secrets.signing_secret is not None:
-        check_signature(headers.get(cfg.signature_header), _header_text(raw_email or "").strip(),
-                        secrets.signing_secret, cfg.max_clock_skew_s, now, method=method, path=path, body=body)
+        check_signature(headers.get(cfg.signature_header), header, secrets.signing_secret, cfg.max_clock_skew_s, now,
+                        method=method, path=path, body=body)
     name = headers.get(cfg.user_name_header)
     return Identity(
-        header=_header_text(raw_email or ""),
+        header=header,
         email=email,
-        user=directory_user(email, cfg),
-        user_id=_header_text(headers[cfg.user_id_header]) if headers.get(cfg.user_id_header) else None,
+        user=_directory_user(email, cfg, user_id),
+        user_id=user_id,
         name=unquote(_header_text(name)) if name else None,
         role=_header_text(headers[cfg.user_role_header]) if headers.get(cfg.user_role_header) else None,
     )
@@ -348,6 +396,7 @@ __all__ = [
     "Secrets",
     "authenticate",
     "check_api_key",
+    "check_identity_text",
     "check_signature",
     "check_user_jwt",
     "directory_user",

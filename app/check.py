@@ -10,10 +10,11 @@ answering model and the judge answer one short message. ``ancre sync`` runs
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ancre.acl.directory import AccountName, AccountNames
 from ancre.acl.engine import acl_problem
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Checkable, Closeable, LocalTree
@@ -25,6 +26,7 @@ from ancre.errors import (
     SourceUnavailableError,
     StoreLockedError,
 )
+from ancre.models import identity_defect, visible_identity
 from ancre.settings import FileDirectoryConfig
 
 if TYPE_CHECKING:
@@ -44,11 +46,19 @@ class CheckResult:
     ok: bool
     detail: str
     fix: str | None = None
+    warn: bool = False
+    """A passed check that found something the admin should fix (``ok`` stays true: ancre works,
+    fail-closed, around it)."""
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``warn`` or ``FAIL``."""
+        return "FAIL" if not self.ok else "warn" if self.warn else "ok"
 
     def line(self) -> str:
-        """``ok   directory  …`` / ``FAIL directory  … — fix: …``."""
-        text = f"{'ok  ' if self.ok else 'FAIL'} {self.part:<16} {self.detail}"
-        return text + (f" — fix: {self.fix}" if self.fix and not self.ok else "")
+        """``ok   directory  …`` / ``warn identities …`` / ``FAIL directory  … — fix: …``."""
+        text = f"{self.status:<4} {self.part:<16} {self.detail}"
+        return text + (f" — fix: {self.fix}" if self.fix and (self.warn or not self.ok) else "")
 
 
 def directory_configured(settings: Settings) -> bool:
@@ -106,6 +116,47 @@ def check_directory(rt: Runtime, user: str | None = None) -> CheckResult:
         return CheckResult(part, False, str(e), _directory_fix(e))
     except AncreError as e:
         return CheckResult(part, False, f"{type(e).__name__}: {e}", "check the [directory] section")
+
+
+def unusable_identities(names: Sequence[AccountName], user_map: Mapping[str, str]) -> list[str]:
+    """The identities no request can ever be matched to (issue 40): each directory name (account,
+    UPN, mail) and each ``api.user_map`` e-mail or account carrying whitespace at either end (or,
+    for an e-mail, anywhere), a control, format or default-ignorable character
+    (:func:`~ancre.models.identity_defect`) — described with the character made visible
+    (``alice@axonix.ch<U+00A0>``: never the raw character)."""
+    out: list[str] = []
+    for n in names:
+        defect = identity_defect(n.value, inner_space=n.attribute.lower() == "samaccountname")
+        if defect is not None:
+            out.append(f"{n.attribute} {visible_identity(n.value)!r} of {visible_identity(n.account)!r}: {defect}")
+    for email, account in user_map.items():
+        defect = identity_defect(email)
+        if defect is not None:
+            out.append(f"api.user_map e-mail {visible_identity(email)!r}: {defect}")
+        defect = identity_defect(account, inner_space=True)
+        if defect is not None:
+            out.append(f"api.user_map account {visible_identity(account)!r}: {defect}")
+    return out
+
+
+def check_identities(rt: Runtime) -> CheckResult:
+    """Warn about the directory's accounts (:class:`~ancre.acl.directory.AccountNames`) and
+    ``api.user_map`` entries that carry whitespace or invisible characters: an identity is taken
+    as it is, so they can never be matched (:func:`unusable_identities`). Never raises."""
+    part = "identities"
+    try:
+        d = rt.directory if directory_configured(rt.settings) else None
+        names: list[AccountName] = d.account_names() if isinstance(d, AccountNames) else []
+    except AncreError as e:
+        return CheckResult(part, False, f"the directory's accounts could not be listed: {e}", _directory_fix(e))
+    found = unusable_identities(names, rt.settings.api.user_map)
+    if not found:
+        return CheckResult(part, True, f"{len(names)} directory name(s) and {len(rt.settings.api.user_map)} "
+                                       "api.user_map entr(ies) usable as identities")
+    shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+    return CheckResult(part, True, f"{len(found)} identit(ies) can never be matched: {shown}",
+                       "remove the space or invisible character in the directory or in api.user_map (an identity is "
+                       "taken exactly as written: README \"Open WebUI\", Identities)", warn=True)
 
 
 def check_source(rt: Runtime, src: SourceSettings) -> CheckResult:
@@ -262,6 +313,8 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
 
     add(check_api(rt.settings))
     add(check_directory(rt, user))
+    if directory_configured(rt.settings) or rt.settings.api.user_map:
+        add(check_identities(rt))
     if not rt.settings.sources:
         add(CheckResult("sources", False, "no source configured", "add a [[sources]] section"))
     for src in rt.settings.sources:
@@ -280,6 +333,6 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
 
 
 __all__ = [
-    "CheckResult", "check_api", "check_directory", "check_embedder", "check_models", "check_source", "check_store",
-    "directory_configured", "run_checks",
+    "CheckResult", "check_api", "check_directory", "check_embedder", "check_identities", "check_models", "check_source",
+    "check_store", "directory_configured", "run_checks", "unusable_identities",
 ]

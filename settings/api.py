@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ancre.models import fold_name
+from ancre.models import fold_identity, nfc
 from ancre.settings.secrets import Secret, legacy_env_keys
 
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
@@ -54,8 +54,9 @@ class ApiConfig(BaseModel):
     lowercasing: ``jeß.rossi@…`` never matches ``jess.rossi@…``."""
     user_map: dict[str, str] = Field(default_factory=dict)
     """Explicit e-mail → directory account overrides, checked first (the e-mail matched exactly
-    after NFC and ASCII-only lowercasing),
-    e.g. ``{"b.favre@axonix.com" = "bruno"}``."""
+    after NFC and ASCII-only lowercasing, nothing stripped),
+    e.g. ``{"b.favre@axonix.com" = "bruno"}``. An entry whose e-mail or account carries
+    whitespace or an invisible character can never be used (``ancre check`` warns)."""
 
     signing_secret: Secret = None
     """When set, every authenticated request must also carry
@@ -130,7 +131,9 @@ class ApiConfig(BaseModel):
     @field_validator("user_map")
     @classmethod
     def _fold_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        return {fold_name(k): val.strip() for k, val in v.items()}
+        # as written, only NFC + ASCII-lowercased: an entry with a stray space or NBSP is never
+        # stripped into a working one (ancre check reports it; api/identity.py refuses it)
+        return {fold_identity(k): nfc(val) for k, val in v.items()}
 
     @model_validator(mode="after")
     def _one_source_per_secret(self) -> ApiConfig:

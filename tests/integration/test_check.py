@@ -27,7 +27,7 @@ def run(*args: str):
 
 def lines(output: str) -> dict[str, str]:
     """First word after ok/FAIL (the part, ``source`` for sources) → the line (last one wins)."""
-    return {ln.split()[1]: ln for ln in output.splitlines() if ln.startswith(("ok ", "FAIL "))}
+    return {ln.split()[1]: ln for ln in output.splitlines() if ln.startswith(("ok ", "FAIL ", "warn "))}
 
 
 def closed_port() -> int:
@@ -58,7 +58,8 @@ def test_check_passes_with_every_part_reached(root: Path, ollama: ScriptedServer
     res = run("check", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     got = lines(res.output)
-    assert set(got) == {"config", "api", "directory", "source", "embedder", "store", "llm", "judge"}, res.output
+    assert set(got) == {"config", "api", "directory", "identities", "source", "embedder", "store", "llm", "judge"}, res.output
+    assert got["identities"].startswith("ok   identities       10 directory name(s)"), res.output
     assert all(ln.startswith("ok") for ln in got.values()) and "all checks passed" in res.output
     assert sum(ln.startswith("ok   source") for ln in res.output.splitlines()) == 2
     assert "384 dimensions" in got["embedder"] and "alice resolves to" in got["directory"]
@@ -100,6 +101,27 @@ def test_check_fails_with_the_part_and_the_fix(root: Path, ollama: ScriptedServe
         assert "not valid JSON" in failed[0]
     if case == "unknown-user":
         assert "'mallory' is unknown" in failed[0]
+
+
+def test_check_warns_about_identities_that_can_never_match(root: Path) -> None:
+    """Issue 40: a directory UPN with a trailing NBSP, an account name with a zero-width space and
+    user_map entries with a stray space can never be matched (identities are taken as they are):
+    `ancre check` names each, with the character made visible, and still passes."""
+    data = json.loads((root / "directory.json").read_text(encoding="utf-8"))
+    data["users"]["emma"]["upn"] = "emma.blanc@axonix.ch\u00a0"
+    data["users"]["fr\u200bed"] = {"sid": data["users"]["emma"]["sid"][:-4] + "9999", "groups": []}
+    (root / "directory.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    extra = '[api]\nuser_map = { "b.favre@axonix.com " = "bruno", "d.meier@axonix.com" = "david\\t" }\n'
+    res = run("check", "--as", "alice", "--config", str(write_config(root, extra=extra)))
+    assert res.exit_code == 0 and "all checks passed" in res.output, res.output
+    warn = lines(res.output)["identities"]
+    assert warn.startswith("warn identities       4 identit(ies) can never be matched: "), res.output
+    for part in ("userPrincipalName 'emma.blanc@axonix.ch<U+00A0>' of 'emma': U+00A0 (NO-BREAK SPACE) at position 21",
+                 "sAMAccountName 'fr<U+200B>ed' of 'fr<U+200B>ed': U+200B (ZERO WIDTH SPACE) at position 3",
+                 "api.user_map e-mail 'b.favre@axonix.com<U+0020>': U+0020 (SPACE) at position 19",
+                 "api.user_map account 'david<U+0009>': U+0009 (CHARACTER TABULATION) at position 6", "— fix: "):
+        assert part in warn, warn
+    assert "\u00a0" not in res.output and "\u200b" not in res.output and "\t" not in res.output
 
 
 API = '[api]\napi_key = { env = "T_ANCRE_KEY" }\n'

@@ -276,3 +276,29 @@ def test_smbprotocol_info_lines_only_when_configured(dc: SambaDC, ollama: Script
             root.addHandler(h)
         for n, lvl in levels.items():
             logging.getLogger(n).setLevel(lvl)
+
+
+def test_check_warns_about_a_directory_address_with_a_trailing_nbsp(dc: SambaDC, ollama: ScriptedServer,
+                                                                     tmp_path: Path) -> None:
+    """Issue 40 on a real AD: a user whose ``mail`` the DC stores with a trailing NBSP can never be
+    matched (ancre takes identities as they are; the DC's own matching would not find the clean
+    address either). `ancre check` reads every account's names over LDAP and names that one; the
+    account itself, asked exactly, still resolves, and the NBSP form designates nobody."""
+    import ldap3
+
+    sid = dc.ldap_add_user("nbsp.twin")
+    try:
+        with dc.ldap_connection() as conn:
+            assert conn.modify(dc.user_dn("nbsp.twin"),
+                               {"mail": [(ldap3.MODIFY_REPLACE, ["nbsp.twin@axonix.example\u00a0"])]}), conn.result
+        res = run("check", "--as", "chloe", "--config", str(write_config(tmp_path, dc, ollama.url)))
+        assert res.exit_code == 0, res.output
+        warn = next(ln for ln in res.output.splitlines() if ln.startswith("warn identities"))
+        assert ("mail 'nbsp.twin@axonix.example<U+00A0>' of 'nbsp.twin': U+00A0 (NO-BREAK SPACE) at position 25"
+                in warn), warn
+        d = LdapDirectory([f"ldaps://{dc.host}:{dc.ldaps_port}"], dc.base_dn, bind_dn=dc.admin_bind_dn,
+                          bind_password=dc.admin_password, ca_file=str(dc.tls_ca_file), tls_server_name=DC_NAME)
+        assert f"sid:{sid}" in d.principals("nbsp.twin")
+        assert d.principals("nbsp.twin\u00a0") == frozenset() and d.principals(" nbsp.twin") == frozenset()
+    finally:
+        dc.ldap_delete("nbsp.twin")

@@ -563,6 +563,32 @@ def test_an_unknown_account_is_told_so_and_whom_to_contact(stack: Stack) -> None
     assert record["controls"] == ["aucun_extrait", "utilisateur_inconnu"] and record["sources"] == []
 
 
+def test_a_lookalike_account_with_a_trailing_nbsp_is_refused(stack: Stack) -> None:
+    """Issue 40: Open WebUI's own sign-up (what its « Sign up » page posts) accepts the real user's
+    address plus a trailing no-break space as a new, distinct account — that looks like alice's in
+    the admin's list. ancre refuses it (401 ``invalid_identity_chars``: identities are taken as they
+    are, never stripped): its user reads, in French, that the account is unknown and why, nothing
+    is audited as a question, the admin's log names the Open WebUI user id; alice is answered."""
+    stack.serve(with_model=False)
+    twin = USERS["alice"][1] + "\u00a0"
+    signed = stack.owui.ok("POST", "/api/v1/auths/signup",
+                           json_body={"name": "Alice Martin", "email": twin, "password": PASSWORD})
+    alice = stack.owui.ok("GET", "/api/v1/auths/", stack.owui.tokens["alice"])
+    assert signed["email"] == twin and signed["id"] != alice["id"], signed  # Open WebUI: a distinct account
+    stack.owui.tokens["twin"] = signed["token"]
+    before, log_before = len(stack.audit()), len(stack.log.read_text(errors="replace"))
+    res = stack.browse("twin", action="ask", name="nbsp-twin", question=Q_ROCHAT)
+    text = res["answer"]["text"]
+    assert "Votre compte « alice.martin@axonix.ch<U+00A0> » n'est pas connu de l'annuaire" in text, res
+    assert "espace ou un caractère invisible" in text and ROCHAT_FEE not in text and ROCHAT not in text
+    time.sleep(1)
+    assert len(stack.audit()) == before  # refused before any question: nothing of alice's was searched
+    log = stack.log.read_text(errors="replace")[log_before:]
+    assert f"(Open WebUI user id '{signed['id']}'): invalid_identity_chars" in log and "U+00A0" in log, log[-2000:]
+    res = stack.browse("alice", action="ask", name="nbsp-real", question=Q_ROCHAT)
+    assert ROCHAT_FEE in res["answer"]["text"], res
+
+
 def test_capabilities_off_leave_ancre_its_own_documents(stack: Stack) -> None:
     """README step 3, the rest: File Upload (File Context goes with it) and Vision off."""
     done = stack.browse("admin", action="model", name="model-capabilities", off=["File Upload", "File Context", "Vision"])

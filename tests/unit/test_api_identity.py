@@ -95,7 +95,7 @@ def test_authenticate_reads_open_webui_headers() -> None:
     # a UTF-8 e-mail survives the Latin-1 decoding of header bytes
     assert authenticate(headers(**{"x-openwebui-user-email": "zoé@axonix.ch"}), cfg, secrets).email == "zoé@axonix.ch"
     assert code_of(authenticate, Headers(raw=[(b"authorization", f"Bearer {KEY}".encode())]), cfg, secrets) == "missing_identity"
-    assert code_of(authenticate, headers(**{"x-openwebui-user-email": "a\tb@x"}), cfg, secrets) == "invalid_identity"
+    assert code_of(authenticate, headers(**{"x-openwebui-user-email": "a\tb@x"}), cfg, secrets) == "invalid_identity_chars"
     assert code_of(authenticate, headers(**{"x-openwebui-user-email": "a" * 400}), cfg, secrets) == "invalid_identity"
     assert code_of(authenticate, headers(authorization="Bearer nope"), cfg, secrets) == "invalid_api_key"
 
@@ -176,5 +176,8 @@ def test_user_map_matches_exactly_after_ascii_lowercasing() -> None:
 
 
 def test_the_identity_keeps_the_header_as_received() -> None:
-    ident = authenticate(headers(**{"x-openwebui-user-email": " Zoe\u0301.Blanc@axonix.ch "}), ApiConfig(), Secrets(KEY, None))
-    assert ident.header == " Zoe\u0301.Blanc@axonix.ch " and ident.email == "Zoé.Blanc@axonix.ch"
+    ident = authenticate(headers(**{"x-openwebui-user-email": "Zoe\u0301.Blanc@axonix.ch"}), ApiConfig(), Secrets(KEY, None))
+    assert ident.header == "Zoe\u0301.Blanc@axonix.ch" and ident.email == "Zoé.Blanc@axonix.ch"
+    # surrounding spaces are not stripped into the account: refused (issue 40)
+    spaced = headers(**{"x-openwebui-user-email": " Zoe\u0301.Blanc@axonix.ch "})
+    assert code_of(authenticate, spaced, ApiConfig(), Secrets(KEY, None)) == "invalid_identity_chars"
