@@ -547,10 +547,12 @@ def code_point_name(c: str) -> str:
     return f"U+{ord(c):04X}" + (f" ({name})" if name else "")
 
 
-def visible_identity(text: str) -> str:
-    """``text`` with every character :func:`identity_defect` refuses replaced by ``<U+XXXX>``:
-    ``"alice@axonix.ch<U+00A0>"`` — how a refused identity is shown to staff and in logs."""
-    return "".join(f"<U+{ord(c):04X}>" if _invisible(c) else c for c in text)
+def visible_identity(text: str, brackets: str = "<>") -> str:
+    """``text`` with every character :func:`identity_defect` refuses replaced by ``<U+XXXX>``
+    (``brackets``: the two characters around it): ``"alice@axonix.ch<U+00A0>"`` — how a refused
+    identity is shown in logs and by ``ancre check``; staff read ``[U+00A0]`` (Open WebUI shows
+    an error as plain text)."""
+    return "".join(f"{brackets[0]}U+{ord(c):04X}{brackets[1]}" if _invisible(c) else c for c in text)
 
 
 def identity_defect(text: str, *, inner_space: bool = False) -> str | None:

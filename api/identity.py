@@ -84,7 +84,8 @@ class AuthError(AncreError):
     ``expired_user_jwt`` or ``plain_identity_refused``. The message never contains the key or the
     secret. ``user_id``: the Open WebUI user id the request named (JWT ``sub`` or the user id
     header), when known — for the admin's log line; ``shown``: the refused identity as staff may
-    see it (:func:`~ancre.models.visible_identity`), for ``invalid_identity_chars``."""
+    see it (:func:`~ancre.models.visible_identity`: ``alice@x.ch[U+00A0]``), for
+    ``invalid_identity_chars``."""
 
     def __init__(self, code: str, message: str, *, user_id: str | None = None, shown: str | None = None) -> None:
         super().__init__(message)
@@ -107,7 +108,8 @@ def check_identity_text(value: str, what: str, *, user_id: str | None = None) ->
         raise AuthError(
             "invalid_identity_chars",
             f"{what} {visible_identity(value)[:MAX_IDENTITY_CHARS]!r} carries {defect}: an identity is taken as it is, "
-            "never stripped, so it designates no directory account", user_id=user_id, shown=visible_identity(value),
+            "never stripped, so it designates no directory account", user_id=user_id,
+            shown=visible_identity(value[:MAX_IDENTITY_CHARS], "[]"),
         )
     email = nfc(value)
     if len(email) > MAX_IDENTITY_CHARS:

@@ -105,8 +105,9 @@ class StaffMessages:
     def unusable_identity(self, shown: str) -> str:
         """The 401 answer to an identity carrying whitespace or an invisible character
         (``invalid_identity_chars``; ``shown``: the address with those characters written
-        ``<U+00A0>``): like :meth:`unknown_user` — the account is unknown — saying why."""
-        who = f"Votre compte « {escape_inline(shown)} »" if shown else "Votre compte"
+        ``[U+00A0]``): like :meth:`unknown_user` — the account is unknown — saying why. Plain
+        text, not Markdown: Open WebUI shows an error's message as it is."""
+        who = f"Votre compte « {shown} »" if shown else "Votre compte"
         return (f"{who} n'est pas connu de l'annuaire de l'entreprise : son adresse contient un espace ou un "
                 "caractère invisible (noté U+… ci-dessus) qu'aucun compte de l'annuaire ne porte. ancre ne peut donc pas "
                 f"vérifier vos droits d'accès et ne vous montre aucun document. Contactez {self.contact} : votre "

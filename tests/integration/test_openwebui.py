@@ -564,22 +564,31 @@ def test_an_unknown_account_is_told_so_and_whom_to_contact(stack: Stack) -> None
 
 
 def test_a_lookalike_account_with_a_trailing_nbsp_is_refused(stack: Stack) -> None:
-    """Issue 40: Open WebUI's own sign-up (what its « Sign up » page posts) accepts the real user's
-    address plus a trailing no-break space as a new, distinct account — that looks like alice's in
-    the admin's list. ancre refuses it (401 ``invalid_identity_chars``: identities are taken as they
+    """Issue 40: with sign-ups enabled by the admin, Open WebUI's own sign-up (what its « Sign up »
+    page posts) accepts the real user's address plus a trailing no-break space as a new, distinct
+    account — that looks like alice's in the admin's list (the test env's DEFAULT_USER_ROLE is
+    ``user``: no approval step). ancre refuses it (401 ``invalid_identity_chars``: identities are taken as they
     are, never stripped): its user reads, in French, that the account is unknown and why, nothing
     is audited as a question, the admin's log names the Open WebUI user id; alice is answered."""
     stack.serve(with_model=False)
     twin = USERS["alice"][1] + "\u00a0"
-    signed = stack.owui.ok("POST", "/api/v1/auths/signup",
-                           json_body={"name": "Alice Martin", "email": twin, "password": PASSWORD})
+    # Open WebUI turns sign-ups off by itself once the admin exists; an admin turns them back on
+    # (Admin Panel → Settings → General → « Enable New Sign Ups »: what this endpoint saves)
+    admin = stack.owui.tokens["admin"]
+    config = stack.owui.ok("GET", "/api/v1/auths/admin/config", admin)
+    stack.owui.ok("POST", "/api/v1/auths/admin/config", admin, {**config, "ENABLE_SIGNUP": True})
+    try:
+        signed = stack.owui.ok("POST", "/api/v1/auths/signup",
+                               json_body={"name": "Alice Martin", "email": twin, "password": PASSWORD})
+    finally:
+        stack.owui.ok("POST", "/api/v1/auths/admin/config", admin, {**config, "ENABLE_SIGNUP": False})
     alice = stack.owui.ok("GET", "/api/v1/auths/", stack.owui.tokens["alice"])
     assert signed["email"] == twin and signed["id"] != alice["id"], signed  # Open WebUI: a distinct account
     stack.owui.tokens["twin"] = signed["token"]
     before, log_before = len(stack.audit()), len(stack.log.read_text(errors="replace"))
     res = stack.browse("twin", action="ask", name="nbsp-twin", question=Q_ROCHAT)
     text = res["answer"]["text"]
-    assert "Votre compte « alice.martin@axonix.ch<U+00A0> » n'est pas connu de l'annuaire" in text, res
+    assert "Votre compte « alice.martin@axonix.ch[U+00A0] » n'est pas connu de l'annuaire" in text, res
     assert "espace ou un caractère invisible" in text and ROCHAT_FEE not in text and ROCHAT not in text
     time.sleep(1)
     assert len(stack.audit()) == before  # refused before any question: nothing of alice's was searched

@@ -171,7 +171,7 @@ def test_the_refusal_is_french_for_staff_names_the_character_and_logs_the_user_i
         chat = _post(c, "/v1/chat/completions", h)
         query = _post(c, "/query", h)
     msg = chat.json()["error"]["message"]
-    assert chat.status_code == 401 and msg.startswith("Votre compte « alice.martin@axonix.ch\\<U+00A0\\> » n'est pas "
+    assert chat.status_code == 401 and msg.startswith("Votre compte « alice.martin@axonix.ch[U+00A0] » n'est pas "
                                                       "connu de l'annuaire de l'entreprise")
     assert "espace ou un caractère invisible" in msg and "\u00a0" not in msg
     detail = query.json()["error"]["message"]
