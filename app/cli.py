@@ -589,7 +589,7 @@ KeyFileOpt = Annotated[Path | None, typer.Option("--key-file", help="Key file (d
 
 
 def _period(since: str | None, until: str | None) -> tuple[Any, Any]:
-    from ancre.reports.audit_log import parse_when
+    from ancre.audit.reading import parse_when
 
     return (parse_when(since) if since else None, parse_when(until, end_of_day=True) if until else None)
 
@@ -712,7 +712,7 @@ def audit_verify(
     from dataclasses import asdict
 
     from ancre.app.reports import chain_key_of, check_audit_folder
-    from ancre.query.audit_chain import verify_chain
+    from ancre.audit.verify import verify_chain
 
     settings = _settings(config)
     rep = verify_chain(check_audit_folder(settings), chain_key_of(settings, key_file))

@@ -102,7 +102,7 @@ class AuditConfig(_Section):
     chain_key_file: Path | None = None
     """HMAC key of the audit's hash chain (created with 32 random bytes, mode 0600, when missing;
     best kept outside the audit folder, e.g. a systemd credential); unset: the chain is plain
-    SHA-256 (:mod:`ancre.query.audit_chain`)."""
+    SHA-256 (:mod:`ancre.audit.chain`)."""
 
 
 __all__ = [

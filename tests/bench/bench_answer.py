@@ -68,10 +68,10 @@ def run(quick: bool = False) -> list[dict]:
     from ancre.api.app import create_app
     from ancre.app.runtime import Runtime
     from ancre.app.server import ApiServer
+    from ancre.audit.record import AuditKind, AuditLog, AuditOutcome, AuditRecord
     from ancre.config import load_settings
     from ancre.models import Acl
     from ancre.query import QueryCore
-    from ancre.query.audit import AuditKind, AuditLog, AuditOutcome, AuditRecord
     from ancre.query.context import Source
     from ancre.query.grounding import Verdict
     from ancre.settings.query import AuditConfig

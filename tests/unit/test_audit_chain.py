@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ancre.audit.chain import CHECKPOINTS, HEAD, Sealer, parse_line, seal
+from ancre.audit.record import AuditLog, AuditRecord
+from ancre.audit.verify import Tamper, verify_chain
 from ancre.errors import AuditError
-from ancre.query.audit import AuditLog, AuditRecord
-from ancre.query.audit_chain import CHECKPOINTS, HEAD, Sealer, Tamper, parse_line, seal, verify_chain
 from ancre.query.grounding import Verdict
 
 T0 = datetime(2026, 1, 15, 8, 30, tzinfo=UTC)

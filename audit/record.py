@@ -71,7 +71,7 @@ outcome (:data:`ancre.query.live_acl.Outcome`: ``live``, ``changed``, ``gone``, 
 - **Retention**: :meth:`AuditLog.purge_expired` deletes the daily files older than
   ``retention_days`` (also run when a new day's file is opened); ``0`` keeps everything.
 - **Tamper-evident**: every line goes through :meth:`AuditLog._write_line` wrapped by the hash
-  chain (:mod:`ancre.query.audit_chain`: ``prev``/``hash`` members, HMAC with ``chain_key``, a
+  chain (:mod:`ancre.audit.chain`: ``prev``/``hash`` members, HMAC with ``chain_key``, a
   signed checkpoint when retention deletes files), whatever the record's kind.
 
 Thread-safe: one lock around rotation and writes.
@@ -86,21 +86,110 @@ import os
 import secrets
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from ancre.audit.chain_writer import AuditChain
 from ancre.errors import AuditError
-from ancre.query.audit_chain import FILE_RE, AuditChain  # noqa: F401 - FILE_RE: the daily file names
-from ancre.query.context import Source
-from ancre.query.conversation import Resolution, ResolutionMethod
-from ancre.query.grounding import Verdict
-from ancre.query.live_acl import RightsCheck
-from ancre.query.versions import VersionGroup
 from ancre.settings.query import AuditConfig
+
+# What a record reads of the query core's objects. The audit sits below the query core
+# (docs/ARCHITECTURE.md "Packages and layers"), so it names the members it reads, not the classes:
+# each protocol bears the name of the query class it describes, which satisfies it.
+
+
+class Source(Protocol):
+    """A document put before the model (:class:`ancre.query.context.Source`)."""
+
+    @property
+    def filename(self) -> str: ...
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def acl_digest(self) -> str: ...
+
+
+class RightsCheck(Protocol):
+    """The rights decision on one document (:class:`ancre.query.live_acl.RightsCheck`)."""
+
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def filename(self) -> str: ...
+    @property
+    def live(self) -> bool: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def readable(self) -> bool: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def age_s(self) -> float: ...
+
+
+class UnsupportedFact(Protocol):
+    """A fact control 5 found in no cited extract (:class:`ancre.query.facts.UnsupportedFact`)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def sentence(self) -> str: ...
+    @property
+    def cited(self) -> Sequence[str]: ...
+
+
+class Verdict(Protocol):
+    """The controls' outcome for one answer (:class:`ancre.query.grounding.Verdict`)."""
+
+    @property
+    def ancree(self) -> bool | None: ...
+    @property
+    def controls(self) -> Sequence[str]: ...
+    @property
+    def invented(self) -> Sequence[str]: ...
+    @property
+    def cited(self) -> Sequence[str]: ...
+    @property
+    def verification(self) -> str: ...
+    @property
+    def unsourced(self) -> Sequence[str]: ...
+    @property
+    def facts(self) -> Sequence[UnsupportedFact]: ...
+
+
+class Resolution(Protocol):
+    """How the answered question came from the one asked (:class:`ancre.query.conversation.Resolution`)."""
+
+    @property
+    def question(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def instruction(self) -> str | None: ...
+    @property
+    def standalone(self) -> bool: ...
+
+
+class VersionGroup(Protocol):
+    """Documents of one context that are versions of one another (:class:`ancre.query.versions.VersionGroup`)."""
+
+    @property
+    def documents(self) -> Sequence[str]: ...
+    @property
+    def current(self) -> str | None: ...
+    @property
+    def reasons(self) -> Sequence[str]: ...
+    @property
+    def related_by(self) -> str: ...
 
 
 class AuditKind(StrEnum):
@@ -174,7 +263,7 @@ class AuditOutcome:
 
 def _conversation(resolution: Resolution | None) -> dict[str, object]:
     """The audit fields of a follow-up: the standalone question answered and how it was made."""
-    if resolution is None or resolution.method is ResolutionMethod.STANDALONE:
+    if resolution is None or resolution.standalone:
         return {"resolved_question": None, "resolution": None}
     return {
         "resolved_question": resolution.question,
@@ -424,6 +513,7 @@ class AuditLog:
 
 
 __all__ = [
-    "AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "audit_dir", "chain_key", "load_or_create_key",
-    "new_question_id", "open_audit_log", "pseudonym_key",
+    "AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "Resolution", "RightsCheck", "Source", "UnsupportedFact",
+    "Verdict", "VersionGroup", "audit_dir", "chain_key", "load_or_create_key", "new_question_id", "open_audit_log",
+    "pseudonym_key",
 ]
