@@ -1,7 +1,7 @@
 """The ``ancre`` command line (typer + rich).
 
 ``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre check``, ``ancre reindex``,
-``ancre report exposure``, ``ancre audit who-saw | user | stats | verify``,
+``ancre report exposure``, ``ancre audit who-saw | user | stats | verify`` (:mod:`ancre.app.cli_audit`),
 ``ancre daemon``, ``ancre api`` (the RAG API) and ``ancre serve`` (daemon and API in one process).
 The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
 :class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
@@ -19,21 +19,23 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from ancre.app.cli_audit import audit_app
+from ancre.app.cli_common import ConfigOpt, console, err
+from ancre.app.cli_common import errors as _errors
+from ancre.app.cli_common import load as _settings
+from ancre.app.cli_common import owner as _owner
 from ancre.app.runtime import Runtime
-from ancre.config import Settings, config_path, load_settings
-from ancre.errors import AncreError
+from ancre.config import Settings
 from ancre.index.store_factory import make_store
 from ancre.models import COLLECTIONS, PassOutcome, PassScope
 from ancre.settings import LocalStoreConfig, QdrantStoreConfig
@@ -43,18 +45,7 @@ acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
 app.add_typer(acl_app, name="acl")
 report_app = typer.Typer(no_args_is_help=True, help="What the index exposes to broad principals.")
 app.add_typer(report_app, name="report")
-audit_app = typer.Typer(no_args_is_help=True, help="Read and check the audit log: who saw what.")
 app.add_typer(audit_app, name="audit")
-
-console = Console(width=None if sys.stdout.isatty() else 140)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="TOML config file (default: $ANCRE_CONFIG or ./ancre.toml)."),
-]
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def _version(value: bool) -> None:
@@ -72,38 +63,6 @@ def _main(
     ] = False,
 ) -> None:
     """ancre: permission-trimmed, grounded retrieval."""
-
-
-def _settings(config: Path | None) -> Settings:
-    """Load the config and apply its ``[logging]`` levels (libraries; ancre's only when set)."""
-    from ancre.daemon.logs import apply_levels
-
-    settings = load_settings(config_path(config))
-    apply_levels(settings.logging.levels("WARNING", cli=True))
-    return settings
-
-
-def _owner(settings: Settings) -> Any:
-    """A :class:`~ancre.query.remote.ControlClient` of the running ancre that owns the embedded
-    index (it answers on its control socket), else ``None`` (open the index in-process). Raises
-    :class:`~ancre.errors.ControlPermissionError` when its socket is closed to this user."""
-    if settings.store.kind != "edge":
-        return None
-    from ancre.query.remote import ControlClient
-
-    return ControlClient.find(settings)
-
-
-def _errors(fn: Callable[P, R]) -> Callable[P, R]:
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except AncreError as e:
-            err.print(f"[bold red]error:[/] {e}", highlight=False)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 @app.command()
@@ -581,155 +540,6 @@ def _print_exposure(report: Any, all_documents: bool) -> None:
         f"{report.undecided} undecided; {restricted} document(s) in restricted folders not scanned "
         f"({report.chunks} chunks read in {report.seconds:.1f} s)", highlight=False,
     )
-
-
-PeriodOpt = Annotated[str | None, typer.Option(help="From this date (2026-01-15), date-time (UTC) or duration back (7d, 12h).")]
-UntilOpt = Annotated[str | None, typer.Option(help="Until this date (included), date-time or duration back.")]
-KeyFileOpt = Annotated[Path | None, typer.Option("--key-file", help="Key file (default: the configured one).")]
-
-
-def _period(since: str | None, until: str | None) -> tuple[Any, Any]:
-    from ancre.audit.reading import parse_when
-
-    return (parse_when(since) if since else None, parse_when(until, end_of_day=True) if until else None)
-
-
-@audit_app.command("who-saw")
-@_errors
-def audit_who_saw(
-    path: Annotated[str, typer.Argument(
-        help="A document or folder: UNC path or URL, a path relative to a source root (RH/Grille.docx, RH), or a document id.",
-    )],
-    config: ConfigOpt = None,
-    since: PeriodOpt = None,
-    until: UntilOpt = None,
-    source: Annotated[str | None, typer.Option(help="PATH is relative to this source's root (default: any source).")] = None,
-    key_file: KeyFileOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Who was shown extracts of this document (or of any document in this folder) between these
-    dates, from the audit log: each user, when, which question, which document, the outcome —
-    also for documents since deleted or re-permissioned (their rights now are said), and, with
-    the pseudonymisation key, with pseudonymised logs."""
-    from ancre.app.reports import check_audit_folder, entries, now_state, pseudonyms, target_of
-    from ancre.reports.audit_log import json_default, who_saw
-
-    settings = _settings(config)
-    check_audit_folder(settings)
-    start, end = _period(since, until)
-    with Runtime(settings) as rt:
-        names = pseudonyms(rt, key_file)
-        result = who_saw(entries(settings, start, end), target_of(settings, path, source), path, names,
-                         now_state=now_state(rt), since=start, until=end)
-    if as_json:
-        sys.stdout.write(json.dumps(result, default=json_default, ensure_ascii=False) + "\n")
-        return
-    t = Table(title=f"who saw {path}", title_justify="left")
-    for col in ("when (UTC)", "user", "question", "document", "outcome", "rights now"):
-        t.add_column(col, overflow="fold")
-    now_words = {"unchanged": "unchanged", "changed": "[yellow]changed since[/]", "deleted": "[yellow]deleted since[/]",
-                 None: "?"}
-    for r in result.sightings:
-        who = r.account or r.user or "?"
-        if r.asked_for or (r.user and r.user.startswith("unix:")):
-            who = f"{who} ({r.user})" if r.user != who else who
-        t.add_row((r.time or "?")[:19].replace("T", " "), escape(who), escape(r.question),
-                  escape(r.filename) + (" [dim](cited)[/]" if r.cited else ""), r.outcome, now_words.get(r.now, "?"))
-    console.print(t)
-    for n in result.notes:
-        console.print(f"[yellow]{escape(n)}[/]", highlight=False)
-    console.print(f"{len(result.sightings)} time(s), {len(result.people)} person(s): {escape(', '.join(result.people))}",
-                  highlight=False)
-
-
-@audit_app.command("user")
-@_errors
-def audit_user(
-    user: Annotated[str, typer.Argument(help="The person: sAMAccountName, UPN or DOMAIN\\user.")],
-    config: ConfigOpt = None,
-    since: PeriodOpt = None,
-    until: UntilOpt = None,
-    key_file: KeyFileOpt = None,
-) -> None:
-    """Everything the audit log holds about one person (the nLPD right of access), as JSON: the
-    questions they asked and those asked on their behalf, with their sources and outcomes."""
-    from ancre.app.reports import check_audit_folder, entries, pseudonyms
-    from ancre.reports.audit_log import subject_forms, user_records
-
-    settings = _settings(config)
-    check_audit_folder(settings)
-    start, end = _period(since, until)
-    with Runtime(settings) as rt:
-        names = pseudonyms(rt, key_file)
-        account, forms = subject_forms(user, rt.directory, names)
-        records = user_records(entries(settings, start, end), forms, names)
-    out = {"subject": user, "account": account, "since": start.isoformat() if start else None,
-           "until": end.isoformat() if end else None, "pseudonymised": names.key is not None,
-           "count": len(records), "records": records}
-    sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
-
-
-@audit_app.command("stats")
-@_errors
-def audit_stats(
-    config: ConfigOpt = None, since: PeriodOpt = None, until: UntilOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Questions per day, refusals, ungrounded answers, errors, and the controls that fired."""
-    from ancre.app.reports import check_audit_folder, entries
-    from ancre.reports.audit_log import json_default, stats
-
-    settings = _settings(config)
-    check_audit_folder(settings)
-    start, end = _period(since, until)
-    st = stats(entries(settings, start, end), start, end)
-    if as_json:
-        sys.stdout.write(json.dumps(st, default=json_default, ensure_ascii=False) + "\n")
-        return
-    t = Table(title="audit", title_justify="left")
-    for col in ("day", "questions", "refusals", "ungrounded", "not established", "errors", "users"):
-        t.add_column(col, justify="right" if col != "day" else "left")
-    for d in (*st.days, st.total):
-        t.add_row(d.day, str(d.questions), str(d.refusals), str(d.ungrounded), str(d.not_established), str(d.errors),
-                  str(d.users), style="bold" if d.day == "total" else None)
-    console.print(t)
-    if st.controls:
-        console.print("controls fired: " + ", ".join(f"{k} {v}" for k, v in st.controls.items()), highlight=False)
-    if st.verification:
-        console.print("verification: " + ", ".join(f"{k} {v}" for k, v in st.verification.items()), highlight=False)
-    if st.other_records:
-        console.print("other records: " + ", ".join(f"{k} {v}" for k, v in st.other_records.items()), highlight=False)
-
-
-@audit_app.command("verify")
-@_errors
-def audit_verify(
-    config: ConfigOpt = None, key_file: KeyFileOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Check the audit's hash chain: every changed, removed, inserted or reordered line is named
-    (file and line), across daily files and retention checkpoints. Exit status 1 if any."""
-    from dataclasses import asdict
-
-    from ancre.app.reports import chain_key_of, check_audit_folder
-    from ancre.audit.verify import verify_chain
-
-    settings = _settings(config)
-    rep = verify_chain(check_audit_folder(settings), chain_key_of(settings, key_file))
-    if as_json:
-        sys.stdout.write(json.dumps({**asdict(rep), "ok": rep.ok}, ensure_ascii=False) + "\n")
-    else:
-        keyed = "HMAC-SHA256 (keyed)" if rep.keyed else "SHA-256 (no key)"
-        console.print(f"{len(rep.files)} file(s), {rep.records} record(s), {rep.checkpoints} retention checkpoint(s), "
-                      f"chain {keyed}", highlight=False)
-        for w in rep.warnings:
-            console.print(f"[yellow]warning: {escape(w)}[/]", highlight=False)
-        for p in rep.problems:
-            when = f" [dim]({p.time})[/]" if p.time else ""
-            console.print(f"[bold red]{p.kind.value:12}[/] {escape(p.detail)}{when}", highlight=False, soft_wrap=True)
-        console.print("[green]chain intact[/]" if rep.ok else f"[bold red]{len(rep.problems)} problem(s)[/]")
-    if not rep.ok:
-        raise typer.Exit(1)
 
 
 @app.command()

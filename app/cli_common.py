@@ -1,0 +1,67 @@
+"""What every ``ancre`` command shares: the consoles (stdout, stderr), the ``--config`` option,
+loading the settings, finding the running ancre that owns the index, and turning an
+:class:`~ancre.errors.AncreError` into one clear line and exit status 2."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from ancre.config import Settings, config_path, load_settings
+from ancre.errors import AncreError
+
+console = Console(width=None if sys.stdout.isatty() else 140)
+"""Standard output."""
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+"""Standard error: warnings and errors."""
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="TOML config file (default: $ANCRE_CONFIG or ./ancre.toml)."),
+]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def load(config: Path | None) -> Settings:
+    """Load the config and apply its ``[logging]`` levels (libraries; ancre's only when set)."""
+    from ancre.daemon.logs import apply_levels
+
+    settings = load_settings(config_path(config))
+    apply_levels(settings.logging.levels("WARNING", cli=True))
+    return settings
+
+
+def owner(settings: Settings) -> Any:
+    """A :class:`~ancre.query.remote.ControlClient` of the running ancre that owns the embedded
+    index (it answers on its control socket), else ``None`` (open the index in-process). Raises
+    :class:`~ancre.errors.ControlPermissionError` when its socket is closed to this user."""
+    if settings.store.kind != "edge":
+        return None
+    from ancre.query.remote import ControlClient
+
+    return ControlClient.find(settings)
+
+
+def errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a command: an :class:`~ancre.errors.AncreError` is printed as one line on stderr
+    (``error: …``) and exits with status 2."""
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except AncreError as e:
+            err.print(f"[bold red]error:[/] {e}", highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+__all__ = ["ConfigOpt", "console", "err", "errors", "load", "owner"]
