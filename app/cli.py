@@ -631,7 +631,9 @@ def reindex(
     config: ConfigOpt = None,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder."""
+    """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder
+    (the audit's witness kept in the state database is carried over)."""
+    from ancre.audit.witness import export_state_witness, import_state_witness
 
     settings = _settings(config)
     data = Path(settings.data_dir)
@@ -648,12 +650,14 @@ def reindex(
         store.drop_all()
     finally:
         store.close()
+    witnessed = export_state_witness(data / "state.sqlite3")  # the audit's witness outlives the index
     for sub in ("bm25", "state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm"):
         p = data / sub
         if p.is_dir():
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
+    import_state_witness(data / "state.sqlite3", witnessed)
     sync(config=config, source=None, force=False, as_json=False)
 
 

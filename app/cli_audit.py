@@ -91,6 +91,7 @@ def audit_user(
     """Everything the audit log holds about one person (the nLPD right of access), as JSON: the
     questions they asked and those asked on their behalf, with their sources and outcomes."""
     from ancre.app.reports import check_audit_folder, entries, pseudonyms
+    from ancre.audit.reading import misplaced_note
     from ancre.reports.audit_log import subject_forms, user_records
 
     settings = _settings(config)
@@ -99,10 +100,12 @@ def audit_user(
     with Runtime(settings) as rt:
         names = pseudonyms(rt, key_file)
         account, forms = subject_forms(user, rt.directory, names)
-        records = user_records(entries(settings, start, end), forms, names)
+        found = entries(settings, start, end)
+        records = user_records(found, forms, names)
+    note = misplaced_note(found)
     out = {"subject": user, "account": account, "since": start.isoformat() if start else None,
            "until": end.isoformat() if end else None, "pseudonymised": names.key is not None,
-           "count": len(records), "records": records}
+           "count": len(records), "records": records, "notes": [note] if note else []}
     sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
 
 
@@ -136,37 +139,64 @@ def audit_stats(
         console.print("verification: " + ", ".join(f"{k} {v}" for k, v in st.verification.items()), highlight=False)
     if st.other_records:
         console.print("other records: " + ", ".join(f"{k} {v}" for k, v in st.other_records.items()), highlight=False)
+    for n in st.notes:
+        console.print(f"[yellow]warning: {escape(n)}[/]", highlight=False)
 
 
 @audit_app.command("verify")
 @_errors
 def audit_verify(
     config: ConfigOpt = None, key_file: KeyFileOpt = None,
+    started_without_witness: Annotated[bool, typer.Option(
+        "--started-without-witness",
+        help="This log was started without a head anchor or without its witnesses (an older ancre, or a witness "
+             "added since): their absence is a warning, not a failure. Never to silence a witness that was there.",
+    )] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Check the audit's hash chain: every changed, removed, inserted or reordered line is named
-    (file and line), across daily files and retention checkpoints. Exit status 1 if any."""
+    """Check the audit's hash chain and compare it with its witnesses ([audit] witnesses): every
+    changed, removed, inserted, reordered or misplaced line is named (file and line), across daily
+    files and retention checkpoints, and records cut from the end are found from what the
+    witnesses saw. A missing head anchor or witness is a failure. Exit status 1 if anything is
+    wrong."""
     from dataclasses import asdict
 
-    from ancre.app.reports import chain_key_of, check_audit_folder
+    from ancre.app.reports import audit_folder, chain_key_of
+    from ancre.audit.record import witnesses
     from ancre.audit.verify import verify_chain
 
     settings = _settings(config)
-    rep = verify_chain(check_audit_folder(settings), chain_key_of(settings, key_file))
+    key = chain_key_of(settings, key_file)
+    seen = witnesses(settings.audit, settings.data_dir, key)
+    try:
+        rep = verify_chain(audit_folder(settings), key, seen, started_without_witness=started_without_witness)
+    finally:
+        for w in seen:
+            w.close()
     if as_json:
         sys.stdout.write(json.dumps({**asdict(rep), "ok": rep.ok}, ensure_ascii=False) + "\n")
     else:
-        keyed = "HMAC-SHA256 (keyed)" if rep.keyed else "SHA-256 (no key)"
-        console.print(f"{len(rep.files)} file(s), {rep.records} record(s), {rep.checkpoints} retention checkpoint(s), "
-                      f"chain {keyed}", highlight=False)
-        for w in rep.warnings:
-            console.print(f"[yellow]warning: {escape(w)}[/]", highlight=False)
-        for p in rep.problems:
-            when = f" [dim]({p.time})[/]" if p.time else ""
-            console.print(f"[bold red]{p.kind.value:12}[/] {escape(p.detail)}{when}", highlight=False, soft_wrap=True)
-        console.print("[green]chain intact[/]" if rep.ok else f"[bold red]{len(rep.problems)} problem(s)[/]")
+        _print_verify(rep)
     if not rep.ok:
         raise typer.Exit(1)
+
+
+def _print_verify(rep: Any) -> None:
+    """``ancre audit verify``'s report (:class:`~ancre.audit.verify.ChainReport`) as lines."""
+    keyed = "HMAC-SHA256 (keyed)" if rep.keyed else "SHA-256 (no key)"
+    console.print(f"{len(rep.files)} file(s), {rep.records} record(s), {rep.checkpoints} retention checkpoint(s), "
+                  f"chain {keyed}", highlight=False)
+    for w in rep.witnesses:
+        if w.error is not None:
+            continue  # a problem below
+        last = f", the newest #{w.last_seq} ({escape(w.last_file or '')}, {w.last_time})" if w.marks else ""
+        console.print(f"witness {w.name}: {w.marks} mark(s) of this log{last}", highlight=False)
+    for w in rep.warnings:
+        console.print(f"[yellow]warning: {escape(w)}[/]", highlight=False)
+    for p in rep.problems:
+        when = f" [dim]({p.time})[/]" if p.time else ""
+        console.print(f"[bold red]{p.kind.value:12}[/] {escape(p.detail)}{when}", highlight=False, soft_wrap=True)
+    console.print("[green]chain intact[/]" if rep.ok else f"[bold red]{len(rep.problems)} problem(s)[/]")
 
 
 __all__ = ["audit_app"]

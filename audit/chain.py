@@ -5,9 +5,16 @@ checked by :func:`~ancre.audit.verify.verify_chain`.
 
 Format. :class:`~ancre.audit.chain_writer.AuditChain` wraps the one function that appends a line to
 a daily file (``AuditLog._write_line``): whatever the record's kind, the JSON object written is the caller's
-object with two members added at its end, and a third on the first line of a file::
+object with members added at its end (``prev_file`` on the first line of a file only)::
 
-    {…the record…,"prev":"sha256:<hex>","prev_file":"audit-2026-01-14.jsonl","hash":"sha256:<hex>"}
+    {…the record…,"seq":42,"day":"2026-01-15","prev":"sha256:<hex>","prev_file":"audit-2026-01-14.jsonl",
+     "hash":"sha256:<hex>"}
+
+- ``seq``: the line's position in the chain, 1 for the log's first record (retention does not
+  renumber: a checkpoint keeps the last position it deleted); what the witnesses
+  (:mod:`ancre.audit.witness`) keep with the hash;
+- ``day``: the UTC day of the daily file the line was written to — a line found in another file
+  was moved there (a file renamed, days merged);
 
 - ``prev``: the ``hash`` of the line before — the previous line of the same file or, on a file's
   first line, the last line of the newest earlier file (its name in ``prev_file``), or the last
@@ -20,9 +27,10 @@ object with two members added at its end, and a third on the first line of a fil
   it can recompute a hash, so a line changed and re-hashed is still found.
 
 A line with no ``hash`` (written before the chain existed, or cut short by a crash) counts in the
-chain by the hash of its raw bytes.
+chain by the hash of its raw bytes; a line with no ``seq``/``day`` was written before they were
+sealed (its position is then counted).
 
-The head anchor ``audit.head.json`` (``{"file","hash","size","time","seal"}``, its ``seal`` the
+The head anchor ``audit.head.json`` (``{"file","hash","size","seq","time","seal"}``, its ``seal`` the
 sealer's digest of the other members, canonical JSON) names the newest line
 (:func:`read_head`); the retention checkpoints are sealed lines of ``audit.checkpoints.jsonl``
 (:func:`read_checkpoints`).
@@ -50,7 +58,7 @@ HEAD = "audit.head.json"
 LOCK = ".audit.lock"
 ALGORITHMS = ("sha256", "hmac-sha256")
 _HASH_RE = re.compile(r"^(sha256|hmac-sha256):[0-9a-f]{64}$")
-CHAIN_FIELDS = frozenset({"prev", "prev_file", "hash"})
+CHAIN_FIELDS = frozenset({"seq", "day", "prev", "prev_file", "hash"})
 """Members the chain adds to every record (readers of the records leave them out)."""
 
 
@@ -73,15 +81,19 @@ class Sealer:
         return hmac.compare_digest(value.encode(), self.digest(data).encode())
 
 
-def seal(text: str, prev: str, sealer: Sealer, prev_file: str | None = None) -> str:
-    """``text`` (one JSON object, as the audit writes it) with ``prev`` (and ``prev_file``) and
-    its ``hash`` appended; no newline. Raises :class:`ValueError` when ``text`` is not a JSON
-    object's text."""
+def seal(
+    text: str, prev: str, sealer: Sealer, prev_file: str | None = None, *, seq: int | None = None,
+    day: date | None = None,
+) -> str:
+    """``text`` (one JSON object, as the audit writes it) with ``seq`` and ``day`` (when given),
+    ``prev`` (and ``prev_file``) and its ``hash`` appended; no newline. Raises
+    :class:`ValueError` when ``text`` is not a JSON object's text."""
     text = text.rstrip()
     if not (text.startswith("{") and text.endswith("}")):
         raise ValueError("an audit line is one JSON object")
     inner = text[1:-1]
-    extra = f'"prev":{json.dumps(prev)}' + (f',"prev_file":{json.dumps(prev_file)}' if prev_file else "")
+    extra = (f'"seq":{int(seq)},' if seq is not None else "") + (f'"day":"{day.isoformat()}",' if day else "")
+    extra += f'"prev":{json.dumps(prev)}' + (f',"prev_file":{json.dumps(prev_file)}' if prev_file else "")
     body = "{" + (inner + "," if inner.strip() else "") + extra
     h = sealer.digest((body + "}").encode("utf-8"))
     return body + f',"hash":"{h}"' + "}"
@@ -92,7 +104,8 @@ class ParsedLine:
     """One line of a chained file. ``obj``: the JSON object (``None``: not one — damaged);
     ``claimed``: its ``hash`` member (``None``: unchained); ``prev``: its ``prev`` member;
     ``intact``: the hash matches the content (``None``: unchained, or another algorithm than
-    the sealer's)."""
+    the sealer's); ``seq``: its position in the chain (1 for the log's first record), ``day``:
+    the daily file it was written to (both ``None`` on a line written before they were sealed)."""
 
     raw: bytes
     obj: Mapping[str, Any] | None
@@ -101,6 +114,8 @@ class ParsedLine:
     prev_file: str | None
     intact: bool | None
     algorithm: str | None
+    seq: int | None = None
+    day: str | None = None
 
     def link_hash(self, sealer: Sealer) -> str:
         """The hash the next line's ``prev`` refers to: the claimed one, or the raw bytes'."""
@@ -120,12 +135,14 @@ def parse_line(raw: bytes, sealer: Sealer) -> ParsedLine:
         return ParsedLine(raw, obj, None, None, None, None, None)
     prev = obj.get("prev") if isinstance(obj.get("prev"), str) else None
     prev_file = obj.get("prev_file") if isinstance(obj.get("prev_file"), str) else None
+    seq = obj.get("seq") if isinstance(obj.get("seq"), int) and not isinstance(obj.get("seq"), bool) else None
+    day = obj.get("day") if isinstance(obj.get("day"), str) else None
     algorithm = claimed.split(":", 1)[0]
     suffix = f',"hash":"{claimed}"}}'.encode()
     if not raw.endswith(suffix):
-        return ParsedLine(raw, obj, claimed, prev, prev_file, False, algorithm)
+        return ParsedLine(raw, obj, claimed, prev, prev_file, False, algorithm, seq, day)
     intact = sealer.matches(claimed, raw[: -len(suffix)] + b"}") if algorithm == sealer.algorithm else None
-    return ParsedLine(raw, obj, claimed, prev, prev_file, intact, algorithm)
+    return ParsedLine(raw, obj, claimed, prev, prev_file, intact, algorithm, seq, day)
 
 
 def daily_files(directory: Path) -> list[Path]:
@@ -135,6 +152,11 @@ def daily_files(directory: Path) -> list[Path]:
     except FileNotFoundError:
         return []
     return [directory / n for n in sorted(names)]
+
+
+def file_name(day: date) -> str:
+    """The name of the daily file of ``day`` (UTC): ``audit-2026-01-15.jsonl``."""
+    return f"audit-{day.isoformat()}.jsonl"
 
 
 def file_day(path: Path) -> date:
@@ -203,7 +225,8 @@ def fsync_dir(directory: Path) -> None:
 class Checkpoint:
     """One retention checkpoint: the files deleted (names, oldest first), their record count,
     the ``prev`` the oldest started from (``None``: unchained), the hash of the last line
-    deleted, the chain problems they held, and when (ISO 8601 UTC)."""
+    deleted, the chain problems they held, when (ISO 8601 UTC), and the chain position of the last
+    line deleted (``None``: a checkpoint of an older ancre)."""
 
     time: str
     deleted: tuple[str, ...]
@@ -211,6 +234,7 @@ class Checkpoint:
     first_prev: str | None
     last_hash: str
     problems: int
+    last_seq: int | None = None
 
 
 def read_checkpoints(directory: Path, sealer: Sealer) -> tuple[list[Checkpoint], list[str]]:
@@ -234,8 +258,10 @@ def read_checkpoints(directory: Path, sealer: Sealer) -> tuple[list[Checkpoint],
         prev = p.claimed
         o = p.obj
         try:
+            last_seq = o.get("last_seq")
             cp = Checkpoint(str(o["time"]), tuple(o["deleted"]), int(o["records"]), o.get("first_prev"),
-                            str(o["last_hash"]), int(o.get("problems", 0)))
+                            str(o["last_hash"]), int(o.get("problems", 0)),
+                            int(last_seq) if last_seq is not None else None)
         except (KeyError, TypeError, ValueError):
             wrong.append(f"{CHECKPOINTS} line {n}: not a checkpoint")
             continue
@@ -265,6 +291,6 @@ def read_head(directory: Path, sealer: Sealer) -> dict[str, Any] | None:
 
 __all__ = [
     "ALGORITHMS", "CHAIN_FIELDS", "CHECKPOINTS", "FILE_RE", "GENESIS", "HEAD", "LOCK", "Checkpoint", "ParsedLine",
-    "Sealer", "canonical", "daily_files", "file_day", "fsync_dir", "last_line", "parse_line", "read_checkpoints",
+    "Sealer", "canonical", "daily_files", "file_day", "file_name", "fsync_dir", "last_line", "parse_line", "read_checkpoints",
     "read_head", "read_lines", "seal", "write_private",
 ]

@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -73,6 +73,8 @@ class Entry:
     file: str
     line: int
     time: datetime | None
+    misplaced: bool = False
+    """A line of it is not in its day's file (see :func:`read_entries`)."""
 
     @property
     def is_question(self) -> bool:
@@ -99,23 +101,40 @@ def _id_of(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _misplaced(obj: Mapping[str, Any], day: date) -> bool:
+    """Whether a line is not in its day's file: its sealed ``day`` is another, or (a line of an
+    older ancre, without one) its time is after the file's day — a record lands in its day's file
+    or, finished late, in a later one, never in an earlier one."""
+    sealed = obj.get("day")
+    if isinstance(sealed, str):
+        return sealed != day.isoformat()
+    t = _time(obj.get("time"))
+    return t is not None and t.date() > day
+
+
+def _merge(merged: dict[str, dict[str, Any]], key: str, obj: Mapping[str, Any]) -> None:
+    """Complete the record ``key`` with a later line of its id (its first line's time kept)."""
+    first_time = merged[key].get("time")
+    merged[key].update({k: v for k, v in obj.items() if v is not None or k not in merged[key]})
+    if first_time is not None:
+        merged[key]["time"] = first_time  # when it was asked
+    merged[key].setdefault("_kinds", []).append(obj.get("kind"))
+
+
 def read_entries(directory: Path, since: datetime | None = None, until: datetime | None = None) -> list[Entry]:
     """The records of the audit folder ``directory`` whose time is in ``[since, until]`` (either
-    open), oldest first. A line that is not JSON is skipped (``ancre audit verify`` names it).
-    Raises :class:`~ancre.errors.AuditError` when the folder can't be read."""
+    open), oldest first. Every daily file is read, whatever its name: a record moved to another
+    day's file (renamed, merged) is still found, and marked :attr:`Entry.misplaced`. A line that
+    is not JSON is skipped (``ancre audit verify`` names it). Raises
+    :class:`~ancre.errors.AuditError` when the folder can't be read."""
     files = daily_files(Path(directory))
     if not files and not Path(directory).is_dir():
         raise AuditError(f"audit log {directory}: no such folder (is [audit] dir right?)")
     merged: dict[str, dict[str, Any]] = {}
     where: dict[str, tuple[str, int]] = {}
-    order: list[str] = []
+    moved: set[str] = set()
     for f in files:
         day = file_day(f)
-        # a record lands in its day's file or a later one: files before `since` can be skipped
-        if since is not None and day < since.date() - timedelta(days=1):
-            continue
-        if until is not None and day > until.date() + timedelta(days=1):
-            continue
         try:
             lines = f.read_bytes().splitlines()
         except OSError as e:
@@ -127,28 +146,34 @@ def read_entries(directory: Path, since: datetime | None = None, until: datetime
                 continue
             if not isinstance(obj, dict):
                 continue
+            out_of_place = _misplaced(obj, day)
             obj = {k: v for k, v in obj.items() if k not in CHAIN_FIELDS}
             key = _id_of(obj) or f"line:{f.name}:{n}"
+            if out_of_place:
+                moved.add(key)
             if key in merged:
-                first_time = merged[key].get("time")
-                merged[key].update({k: v for k, v in obj.items() if v is not None or k not in merged[key]})
-                if first_time is not None:
-                    merged[key]["time"] = first_time  # when it was asked
-                kinds = merged[key].setdefault("_kinds", [])
-                kinds.append(obj.get("kind"))
+                _merge(merged, key, obj)
             else:
                 merged[key] = {**obj, "_kinds": [obj.get("kind")]}
                 where[key] = (f.name, n)
-                order.append(key)
     out = []
-    for key in order:
-        data = merged[key]
+    for key, data in merged.items():
         t = _time(data.get("time"))
         if t is not None and ((since is not None and t < since) or (until is not None and t > until)):
             continue
-        out.append(Entry(data, *where[key], t))
+        out.append(Entry(data, *where[key], t, key in moved))
     out.sort(key=lambda e: (e.time or datetime.min.replace(tzinfo=UTC), e.file, e.line))
     return out
+
+
+def misplaced_note(entries: Iterable[Entry]) -> str | None:
+    """A sentence for the admin when some of ``entries`` are not in their day's file (the log was
+    changed: ``ancre audit verify`` names where), else ``None``."""
+    n = sum(1 for e in entries if e.misplaced)
+    if not n:
+        return None
+    return (f"{n} record(s) are not in their day's file (a daily file renamed or days merged): they are counted, "
+            "but the log was changed — run `ancre audit verify`")
 
 
 class Pseudonyms:
@@ -178,4 +203,6 @@ class Pseudonyms:
         return self._names.get(logged, logged)
 
 
-__all__ = ["ID_KEYS", "QUESTION_KINDS", "BadPeriodError", "Entry", "Pseudonyms", "parse_when", "read_entries"]
+__all__ = [
+    "ID_KEYS", "QUESTION_KINDS", "BadPeriodError", "Entry", "Pseudonyms", "misplaced_note", "parse_when", "read_entries",
+]

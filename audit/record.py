@@ -93,7 +93,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from ancre.audit.chain import Sealer
 from ancre.audit.chain_writer import AuditChain
+from ancre.audit.witness import Witness, open_witnesses
 from ancre.errors import AuditError
 from ancre.settings.query import AuditConfig
 
@@ -314,9 +316,18 @@ def chain_key(cfg: AuditConfig) -> bytes | None:
     return load_or_create_key(Path(cfg.chain_key_file)) if cfg.chain_key_file is not None else None
 
 
+def witnesses(cfg: AuditConfig, data_dir: Path, key: bytes | None) -> list[Witness]:
+    """The witnesses ``audit.witnesses`` names for the log of ``cfg`` (:mod:`ancre.audit.witness`;
+    the state witness in ``<data_dir>/state.sqlite3``), sealing with the chain's ``key``."""
+    return open_witnesses(cfg.witnesses, audit_dir(cfg, data_dir), Sealer(key), state_db=Path(data_dir) / "state.sqlite3",
+                          syslog_socket=cfg.syslog_socket, syslog_files=cfg.syslog_files)
+
+
 def open_audit_log(cfg: AuditConfig, data_dir: Path) -> AuditLog:
-    """The audit log the ``[audit]`` settings describe (folder, retention, both keys)."""
-    return AuditLog(audit_dir(cfg, data_dir), cfg.retention_days, pseudonym_key(cfg, data_dir), chain_key(cfg))
+    """The audit log the ``[audit]`` settings describe (folder, retention, both keys, witnesses)."""
+    key = chain_key(cfg)
+    return AuditLog(audit_dir(cfg, data_dir), cfg.retention_days, pseudonym_key(cfg, data_dir), key,
+                    witnesses(cfg, data_dir, key))
 
 
 class AuditLog:
@@ -324,18 +335,19 @@ class AuditLog:
 
     ``retention_days``: daily files older than this are purged (``0``: never);
     ``pseudonymize_key``: HMAC key for user names, ``None`` to log them in clear;
-    ``chain_key``: HMAC key of the hash chain, ``None`` for plain SHA-256.
+    ``chain_key``: HMAC key of the hash chain, ``None`` for plain SHA-256; ``witnesses``: where
+    each record's chain position and hash also go (:mod:`ancre.audit.witness`).
     Raises :class:`OSError` when the folder or file cannot be written.
     """
 
     def __init__(
         self, directory: Path, retention_days: int = 365, pseudonymize_key: bytes | None = None,
-        chain_key: bytes | None = None,
+        chain_key: bytes | None = None, witnesses: Sequence[Witness] = (),
     ) -> None:
         self.directory = Path(directory)
         self.retention_days = retention_days
         self._key = pseudonymize_key
-        self._chain = AuditChain(self.directory, chain_key)
+        self._chain = AuditChain(self.directory, chain_key, witnesses)
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._day: date | None = None
@@ -507,13 +519,14 @@ class AuditLog:
             self._fd = self._day = None
 
     def close(self) -> None:
-        """Close the current file."""
+        """Close the current file and release the witnesses."""
         with self._lock:
             self._close()
+            self._chain.close()
 
 
 __all__ = [
     "AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "Resolution", "RightsCheck", "Source", "UnsupportedFact",
     "Verdict", "VersionGroup", "audit_dir", "chain_key", "load_or_create_key", "new_question_id", "open_audit_log",
-    "pseudonym_key",
+    "pseudonym_key", "witnesses",
 ]

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ancre.acl.directory import Directory, resolve_account
-from ancre.audit.reading import Entry, Pseudonyms
+from ancre.audit.reading import Entry, Pseudonyms, misplaced_note
 from ancre.errors import DirectoryError
 from ancre.models import fold_name, nfc
 from ancre.query.grounding import CONTROL_NO_CHUNK, CONTROL_REFUSAL
@@ -124,6 +124,7 @@ def who_saw(
     """Every time a document of ``target`` was among a question's sources (see the module doc);
     ``now_state``: the index's current ACL hashes, to say whether each document's rights changed
     since (``None``: not said)."""
+    entries = list(entries)
     rows = []
     for e in entries:
         if not e.is_question:
@@ -145,7 +146,7 @@ def who_saw(
                 record=f"{e.file}:{e.line}",
             ))
     people = sorted({r.account or r.user or "?" for r in rows})
-    notes = []
+    notes = [n for n in (misplaced_note(entries),) if n]
     if any((p or "").startswith("hmac-sha256:") for p in people):
         notes.append("some users are pseudonymised and not in the directory (or no key was given): "
                      "they are shown as their HMAC")
@@ -202,7 +203,8 @@ class DayStats:
 @dataclass(frozen=True)
 class Stats:
     """``ancre audit stats``: per day (oldest first) and in total, the controls fired (name →
-    count), the judge's verifications (value → count) and the other record kinds seen."""
+    count), the judge's verifications (value → count), the other record kinds seen, and notes
+    for the admin (records not in their day's file)."""
 
     since: str | None
     until: str | None
@@ -211,6 +213,7 @@ class Stats:
     controls: Mapping[str, int] = field(default_factory=dict)
     verification: Mapping[str, int] = field(default_factory=dict)
     other_records: Mapping[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 def stats(entries: Sequence[Entry], since: datetime | None = None, until: datetime | None = None) -> Stats:
@@ -248,8 +251,9 @@ def stats(entries: Sequence[Entry], since: datetime | None = None, until: dateti
 
     days = tuple(row(d, per_day[d], len(users[d])) for d in sorted(per_day))
     total = row("total", sum(per_day.values(), Counter()), len(all_users))
+    notes = tuple(n for n in (misplaced_note(entries),) if n)
     return Stats(since.isoformat() if since else None, until.isoformat() if until else None, days, total,
-                 dict(controls.most_common()), dict(verification.most_common()), dict(other.most_common()))
+                 dict(controls.most_common()), dict(verification.most_common()), dict(other.most_common()), notes)
 
 
 def json_default(o: object) -> object:
