@@ -24,13 +24,12 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from ancre.app.cli_audit import audit_app
-from ancre.app.cli_common import ConfigOpt, console, err
+from ancre.app.cli_common import ConfigOpt, console, err, plain, shown, write_json
 from ancre.app.cli_common import errors as _errors
 from ancre.app.cli_common import load as _settings
 from ancre.app.cli_common import owner as _owner
@@ -105,7 +104,7 @@ def sync(
                     task = prog.add_task("listing…", total=None)
 
                     def on_item(path: str, done: int, total: int, task: TaskID = task) -> None:
-                        prog.update(task, completed=done, total=total, description=path[-60:])
+                        prog.update(task, completed=done, total=total, description=shown(path[-60:]))
 
                     rep = rt.engine.run_pass(conn, progress=on_item)
             reports.append(rep)
@@ -196,7 +195,7 @@ def _follow_remote(owner: Any, source: str | None, force: bool, as_json: bool, s
                 cur = (owner.get("/v1/status")["daemon"] or {}).get("current")
                 if cur is not None and cur["scope"] == PassScope.FULL and cur["source"] in ticket["sources"]:
                     prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
-                                description=(cur["path"] or "listing…")[-60:])
+                                description=shown((cur["path"] or "listing…")[-60:]))
                 stop.wait(0.5)
             if stop.is_set():
                 raise KeyboardInterrupt
@@ -215,7 +214,7 @@ def _follow_remote(owner: Any, source: str | None, force: bool, as_json: bool, s
 def _finish_sync(reports: list[Any], as_json: bool) -> None:
     """Print the pass reports (table or ``--json``); exit 1 unless every pass was ``ok``."""
     if as_json:
-        console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
+        write_json([json.loads(r.to_json()) for r in reports], indent=2)
     else:
         _print_reports(reports)
     if any(r.outcome != PassOutcome.OK for r in reports):
@@ -257,32 +256,33 @@ def _print_reports(reports: list[Any]) -> None:
         for name, cell in columns
     ]
     for r in reports:
-        t.add_row(r.source, *(cell(r) for _, cell in columns))
+        t.add_row(plain(r.source), *(cell(r) for _, cell in columns))
     if reports and sum(widths) + 3 * len(widths) + 1 > console.width:  # each column's padding and rule
         t = Table(title="sync", box=box.SIMPLE_HEAD)
         t.add_column("")
         for r in reports:
-            t.add_column(r.source, justify="right")
+            t.add_column(plain(r.source), justify="right")
         for name, cell in columns:
             t.add_row(name, *(cell(r) for r in reports))
     console.print(t)
     for r in reports:
         if r.reason:
-            console.print(f"[yellow]{r.source}: {r.reason}[/]")
+            console.print(f"[yellow]{shown(r.source)}: {shown(r.reason)}[/]", highlight=False)
         if r.acl_unreadable:
             console.print(
-                f"[yellow]{r.source}: {r.acl_unreadable} document(s) readable by nobody: their ACL could not be "
+                f"[yellow]{shown(r.source)}: {r.acl_unreadable} document(s) readable by nobody: their ACL could not be "
                 "read or understood (listed below and in `ancre status`)[/]", highlight=False,
             )
         for path, status, reason in r.problems:
-            console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
+            console.print(f"  {shown(status):8} {shown(path)}  [dim]{shown(reason)}[/]", highlight=False)
 
 
 def _warn_setup(user: str, principals: frozenset[str], empty_index: bool) -> None:
     """Say on stderr when an empty answer is due to the setup, not to the documents: a user the
     directory does not know, or an index that was never synced."""
     if not principals:
-        err.print(f"[yellow]warning: {user!r} is unknown to the directory — nothing is readable for this identity.[/]")
+        err.print(f"[yellow]warning: {shown(repr(user))} is unknown to the directory — nothing is readable for this "
+                  "identity.[/]", highlight=False)
     if empty_index:
         err.print("[yellow]warning: the index is empty — run `ancre sync` first.[/]")
 
@@ -341,18 +341,19 @@ def _print_search(question: str, user: str, rows: list[Any], unverified: list[An
                 {"source": u.source, "documents": u.documents, "reason": u.reason} for u in unverified
             ],
         }
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        write_json(out)
         return
     for u in unverified:
         err.print(
-            f"[yellow]warning: {u.documents} result document(s) of source {u.source!r} left out: their rights "
-            f"could not be checked live ({escape(u.reason)})[/]", highlight=False,
+            f"[yellow]warning: {u.documents} result document(s) of source {shown(repr(u.source))} left out: their "
+            f"rights could not be checked live ({shown(u.reason)})[/]", highlight=False,
         )
-    t = Table(title=f"{question!r} as {user}")
+    t = Table(title=plain(f"{question!r} as {user}"))
     for col in ("#", "file", "folder", "chunk", "score", "found by"):
         t.add_column(col)
     for i, r in enumerate(rows, 1):
-        t.add_row(str(i), r.filename, r.location, str(r.chunk_index), f"{r.score:.4f}", "+".join(r.found_by))
+        t.add_row(str(i), plain(r.filename), plain(r.location), str(r.chunk_index), f"{r.score:.4f}",
+                  plain("+".join(r.found_by)))
     console.print(t)
     if not rows:
         console.print("[dim]no readable result[/]")
@@ -399,30 +400,30 @@ def _print_answer(ans: Any, as_json: bool) -> None:
                 {"source": u.source, "documents": u.documents, "raison": u.outcome} for u in ans.unverified
             ],
         }
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        write_json(out)
         return
-    console.print(ans.reponse, markup=False, highlight=False, soft_wrap=True)
+    console.print(plain(ans.reponse, newlines=True), highlight=False, soft_wrap=True)
     console.print()
     if ans.unverified:
         from ancre.query.answer import unverified_note
 
-        console.print(f"[yellow]{escape(unverified_note(ans.unverified))}[/]", highlight=False)
+        console.print(f"[yellow]{shown(unverified_note(ans.unverified))}[/]", highlight=False)
     if ans.sources:
         t = Table(title="sources")
         for col in ("file", "folder"):
             t.add_column(col)
         for src in ans.sources:
-            t.add_row(src.filename, src.location)
+            t.add_row(plain(src.filename), plain(src.location))
         console.print(t)
     verdict = {True: "[green]oui[/]", False: "[red]non[/]", None: "[yellow]non établi[/]"}[ans.ancree]
     console.print(f"ancrée : {verdict}   vérification : {ans.verification}"
                   + ("   (réponse extractive)" if ans.extractive else ""))
     if ans.controles:
-        console.print(f"contrôles : {', '.join(ans.controles)}", markup=False, highlight=False)
+        console.print(plain(f"contrôles : {', '.join(ans.controles)}"), highlight=False)
     if ans.invented:
-        console.print(f"citations inventées : {', '.join(ans.invented)}", markup=False, highlight=False)
+        console.print(plain(f"citations inventées : {', '.join(ans.invented)}"), highlight=False)
     if ans.unsourced:
-        console.print(f"affirmations non sourcées : {'; '.join(ans.unsourced)}", markup=False, highlight=False)
+        console.print(plain(f"affirmations non sourcées : {'; '.join(ans.unsourced)}"), highlight=False)
 
 
 @acl_app.command("explain")
@@ -452,7 +453,7 @@ def acl_explain(
         with Runtime(settings) as rt:
             lines = explain_lines(rt, path, user, source)
     for line in lines:
-        console.print(line, highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
+        console.print(plain(line), highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
 
 
 @report_app.command("exposure")
@@ -494,11 +495,11 @@ def report_exposure(
             report = exposure(rt, source, explain=explain)
     if html is not None:
         html.write_text(to_html(report), encoding="utf-8")
-        err.print(f"HTML report written to {escape(str(html))}", highlight=False)
+        err.print(f"HTML report written to {shown(html)}", highlight=False)
     if as_json:
-        sys.stdout.write(report.model_dump_json() + "\n")
+        write_json(report.model_dump_json())
     elif as_csv:
-        sys.stdout.write(to_csv(report, all_documents=all_documents))
+        sys.stdout.write(to_csv(report, all_documents=all_documents))  # its cells through visible()
     elif html is None or console.is_terminal:
         _print_exposure(report, all_documents)
 
@@ -508,32 +509,32 @@ def _print_exposure(report: Any, all_documents: bool) -> None:
     from ancre.reports.render import findings_text, readers_text
 
     for folder in report.folders:
-        shown = [d for d in folder.documents if all_documents or d.sensitive or d.undecided]
+        listed = [d for d in folder.documents if all_documents or d.sensitive or d.undecided]
         clean = len(folder.documents) - sum(1 for d in folder.documents if d.sensitive or d.undecided)
-        if not shown:
+        if not listed:
             names = sorted({d.reach.name for d in folder.documents})
-            console.print(Text(f"{folder.location}: {len(folder.documents)} document(s) readable by "
-                               f"{', '.join(names)}, nothing sensitive found", style="dim"), highlight=False)
+            console.print(plain(f"{folder.location}: {len(folder.documents)} document(s) readable by "
+                                f"{', '.join(names)}, nothing sensitive found", style="dim"), highlight=False)
             continue
-        t = Table(title=Text(f"{folder.location} (source {folder.source})"), title_justify="left")
+        t = Table(title=plain(f"{folder.location} (source {folder.source})"), title_justify="left")
         for col in ("document", "readable by", "users", "opened by", "found"):
             t.add_column(col, overflow="fold")
-        for d in shown:
+        for d in listed:
             style = "bold red" if d.sensitive else "yellow" if d.undecided else "dim"
             share = f" (> {report.broad_share:.0%} of users)" if d.reach.basis.value == "share" else ""
             share += f" until {d.reach.until}" if d.reach.until else ""
-            t.add_row(Text(d.filename), Text(d.reach.name + share), readers_text(d.reach),
-                      Text(d.reach.opened_by or d.reach.why_not or ""), Text(findings_text(d), style=style))
+            t.add_row(plain(d.filename), plain(d.reach.name + share), plain(readers_text(d.reach)),
+                      plain(d.reach.opened_by or d.reach.why_not or ""), plain(findings_text(d), style=style))
         console.print(t)
         if clean and not all_documents:
             console.print(f"[dim]  and {clean} more document(s) there readable as widely, nothing sensitive found[/]")
-        for d in shown:
+        for d in listed:
             for f in d.findings:
                 for r in f.reasons:
-                    console.print(f"[yellow]  {escape(d.filename)}: {escape(f.label)} undecided — {escape(r)}[/]",
+                    console.print(f"[yellow]  {shown(d.filename)}: {shown(f.label)} undecided — {shown(r)}[/]",
                                   highlight=False)
     for n in report.notes:
-        console.print(f"[yellow]{escape(n)}[/]", highlight=False)
+        console.print(f"[yellow]{shown(n)}[/]", highlight=False)
     restricted = sum(r.documents for r in report.restricted) + sum(f.restricted for f in report.folders)
     console.print(
         f"{report.exposed} document(s) readable by a broad principal, {report.sensitive} with sensitive data, "
@@ -557,7 +558,7 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
         with Runtime(settings) as rt:
             data = index_status(rt.state, rt.bm25.current_generation())
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+        write_json(data)
         return
     _print_status(data)
 
@@ -568,14 +569,14 @@ def _print_status(d: dict[str, Any]) -> None:
     for c in ("source", "status", "documents"):
         t.add_column(c)
     for c in d["counts"]:
-        t.add_row(c["source"], c["status"], str(c["n"]))
+        t.add_row(plain(c["source"]), plain(c["status"]), str(c["n"]))
     console.print(t)
     if d["skipped"]:
         ts = Table(title="skipped, by reason")
         for c in ("source", "reason", "documents"):
             ts.add_column(c)
         for k in d["skipped"]:
-            ts.add_row(k["source"], k["reason"], str(k["n"]))
+            ts.add_row(plain(k["source"]), plain(k["reason"]), str(k["n"]))
         console.print(ts)
     console.print(f"chunks indexed: {sum(d['chunks'].values())}   BM25 generation: {d['bm25_generation']}")
     last: dict[str, dict[str, Any]] = {}
@@ -583,11 +584,13 @@ def _print_status(d: dict[str, Any]) -> None:
         last.setdefault(p["source"], p)
     for s, p in last.items():
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p["finished_at"] or p["started_at"]))
-        console.print(f"last pass of {s}: {when} — {p['outcome'] or 'running/interrupted'}")
+        console.print(f"last pass of {shown(s)}: {when} — {shown(p['outcome'] or 'running/interrupted')}", highlight=False)
     for s, n in sorted(d["acl_unreadable"].items()):
-        console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable or undecidable[/]", highlight=False)
+        console.print(f"[yellow]{shown(s)}: {n} document(s) readable by nobody: ACL unreadable or undecidable[/]",
+                      highlight=False)
     for p in d["problems"]:
-        console.print(f"  {p['problem']:8} {p['source']}:{p['path']}  [dim]{p['reason']}[/]", highlight=False)
+        console.print(f"  {shown(p['problem']):8} {shown(p['source'])}:{shown(p['path'])}  [dim]{shown(p['reason'])}[/]",
+                      highlight=False)
 
 
 @app.command()
@@ -606,15 +609,13 @@ def check(
     from ancre.app.check import CheckResult, run_checks
 
     settings = _settings(config)
-    from rich.markup import escape
-
     console.print(
-        f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True
+        f"[green]ok  [/] {'config':<16} valid (data_dir {shown(settings.data_dir)})", highlight=False, soft_wrap=True
     )
 
     def show(r: CheckResult) -> None:
         style = "green" if r.ok else "bold red"
-        console.print(f"[{style}]{'ok  ' if r.ok else 'FAIL'}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True)
+        console.print(f"[{style}]{'ok  ' if r.ok else 'FAIL'}[/] {shown(r.line()[5:])}", highlight=False, soft_wrap=True)
 
     with Runtime(settings) as rt:
         results = run_checks(rt, user, on_result=show)
@@ -714,5 +715,9 @@ def serve(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) 
 
 def main() -> None:
     """Console-script entry point."""
-    logging.basicConfig(level=os.environ.get("ANCRE_LOG_LEVEL", "WARNING"))
+    from ancre.daemon.logs import VisibleFormatter
+
+    handler = logging.StreamHandler()  # stderr, as logging.basicConfig; messages through visible()
+    handler.setFormatter(VisibleFormatter(logging.BASIC_FORMAT))
+    logging.basicConfig(level=os.environ.get("ANCRE_LOG_LEVEL", "WARNING"), handlers=[handler])
     app()

@@ -4,16 +4,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from ancre.app.cli_common import ConfigOpt, console
+from ancre.app.cli_common import ConfigOpt, console, plain, shown, write_json
 from ancre.app.cli_common import errors as _errors
 from ancre.app.cli_common import load as _settings
 from ancre.app.runtime import Runtime
@@ -59,9 +56,9 @@ def audit_who_saw(
         result = who_saw(entries(settings, start, end), target_of(settings, path, source), path, names,
                          now_state=now_state(rt), since=start, until=end)
     if as_json:
-        sys.stdout.write(json.dumps(result, default=json_default, ensure_ascii=False) + "\n")
+        write_json(result, default=json_default)
         return
-    t = Table(title=f"who saw {path}", title_justify="left")
+    t = Table(title=plain(f"who saw {path}"), title_justify="left")
     for col in ("when (UTC)", "user", "question", "document", "outcome", "rights now"):
         t.add_column(col, overflow="fold")
     now_words = {"unchanged": "unchanged", "changed": "[yellow]changed since[/]", "deleted": "[yellow]deleted since[/]",
@@ -70,12 +67,12 @@ def audit_who_saw(
         who = r.account or r.user or "?"
         if r.asked_for or (r.user and r.user.startswith("unix:")):
             who = f"{who} ({r.user})" if r.user != who else who
-        t.add_row((r.time or "?")[:19].replace("T", " "), escape(who), escape(r.question),
-                  escape(r.filename) + (" [dim](cited)[/]" if r.cited else ""), r.outcome, now_words.get(r.now, "?"))
+        t.add_row(shown((r.time or "?")[:19].replace("T", " ")), shown(who), shown(r.question),
+                  shown(r.filename) + (" [dim](cited)[/]" if r.cited else ""), r.outcome, now_words.get(r.now, "?"))
     console.print(t)
     for n in result.notes:
-        console.print(f"[yellow]{escape(n)}[/]", highlight=False)
-    console.print(f"{len(result.sightings)} time(s), {len(result.people)} person(s): {escape(', '.join(result.people))}",
+        console.print(f"[yellow]{shown(n)}[/]", highlight=False)
+    console.print(f"{len(result.sightings)} time(s), {len(result.people)} person(s): {shown(', '.join(result.people))}",
                   highlight=False)
 
 
@@ -106,7 +103,7 @@ def audit_user(
     out = {"subject": user, "account": account, "since": start.isoformat() if start else None,
            "until": end.isoformat() if end else None, "pseudonymised": names.key is not None,
            "count": len(records), "records": records, "notes": [note] if note else []}
-    sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
+    write_json(out, indent=2)
 
 
 @audit_app.command("stats")
@@ -124,23 +121,24 @@ def audit_stats(
     start, end = _period(since, until)
     st = stats(entries(settings, start, end), start, end)
     if as_json:
-        sys.stdout.write(json.dumps(st, default=json_default, ensure_ascii=False) + "\n")
+        write_json(st, default=json_default)
         return
     t = Table(title="audit", title_justify="left")
     for col in ("day", "questions", "refusals", "ungrounded", "not established", "errors", "users"):
         t.add_column(col, justify="right" if col != "day" else "left")
     for d in (*st.days, st.total):
-        t.add_row(d.day, str(d.questions), str(d.refusals), str(d.ungrounded), str(d.not_established), str(d.errors),
+        t.add_row(plain(d.day), str(d.questions), str(d.refusals), str(d.ungrounded), str(d.not_established), str(d.errors),
                   str(d.users), style="bold" if d.day == "total" else None)
     console.print(t)
     if st.controls:
-        console.print("controls fired: " + ", ".join(f"{k} {v}" for k, v in st.controls.items()), highlight=False)
+        console.print(plain("controls fired: " + ", ".join(f"{k} {v}" for k, v in st.controls.items())), highlight=False)
     if st.verification:
-        console.print("verification: " + ", ".join(f"{k} {v}" for k, v in st.verification.items()), highlight=False)
+        console.print(plain("verification: " + ", ".join(f"{k} {v}" for k, v in st.verification.items())), highlight=False)
     if st.other_records:
-        console.print("other records: " + ", ".join(f"{k} {v}" for k, v in st.other_records.items()), highlight=False)
+        console.print(plain("other records: " + ", ".join(f"{k} {v}" for k, v in st.other_records.items())),
+                      highlight=False)
     for n in st.notes:
-        console.print(f"[yellow]warning: {escape(n)}[/]", highlight=False)
+        console.print(f"[yellow]warning: {shown(n)}[/]", highlight=False)
 
 
 @audit_app.command("verify")
@@ -174,7 +172,7 @@ def audit_verify(
         for w in seen:
             w.close()
     if as_json:
-        sys.stdout.write(json.dumps({**asdict(rep), "ok": rep.ok}, ensure_ascii=False) + "\n")
+        write_json({**asdict(rep), "ok": rep.ok})
     else:
         _print_verify(rep)
     if not rep.ok:
@@ -189,13 +187,13 @@ def _print_verify(rep: Any) -> None:
     for w in rep.witnesses:
         if w.error is not None:
             continue  # a problem below
-        last = f", the newest #{w.last_seq} ({escape(w.last_file or '')}, {w.last_time})" if w.marks else ""
+        last = f", the newest #{w.last_seq} ({shown(w.last_file or '')}, {shown(w.last_time)})" if w.marks else ""
         console.print(f"witness {w.name}: {w.marks} mark(s) of this log{last}", highlight=False)
     for w in rep.warnings:
-        console.print(f"[yellow]warning: {escape(w)}[/]", highlight=False)
+        console.print(f"[yellow]warning: {shown(w)}[/]", highlight=False)
     for p in rep.problems:
-        when = f" [dim]({p.time})[/]" if p.time else ""
-        console.print(f"[bold red]{p.kind.value:12}[/] {escape(p.detail)}{when}", highlight=False, soft_wrap=True)
+        when = f" [dim]({shown(p.time)})[/]" if p.time else ""
+        console.print(f"[bold red]{p.kind.value:12}[/] {shown(p.detail)}{when}", highlight=False, soft_wrap=True)
     console.print("[green]chain intact[/]" if rep.ok else f"[bold red]{len(rep.problems)} problem(s)[/]")
 
 

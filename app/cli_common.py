@@ -1,9 +1,13 @@
 """What every ``ancre`` command shares: the consoles (stdout, stderr), the ``--config`` option,
-loading the settings, finding the running ancre that owns the index, and turning an
-:class:`~ancre.errors.AncreError` into one clear line and exit status 2."""
+loading the settings, finding the running ancre that owns the index, turning an
+:class:`~ancre.errors.AncreError` into one clear line and exit status 2, and how text from a
+request, a document or a directory is printed: through :func:`ancre.models.visible` — in a rich
+markup string (:func:`shown`), as a table cell or a line (:func:`plain`) — and JSON through
+:func:`ancre.models.json_visible` (:func:`write_json`), so it can't drive the admin's terminal."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -12,9 +16,12 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from ancre.config import Settings, config_path, load_settings
 from ancre.errors import AncreError
+from ancre.models import json_visible, visible
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 """Standard output."""
@@ -27,6 +34,26 @@ ConfigOpt = Annotated[
 ]
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def shown(text: object) -> str:
+    """``text`` for a rich markup string: its hidden characters written out
+    (:func:`~ancre.models.visible`), its brackets escaped (it can't open a style or a link)."""
+    return escape(visible(str(text)))
+
+
+def plain(text: object, style: str = "", *, newlines: bool = False) -> Text:
+    """``text`` as a rich :class:`~rich.text.Text` (no markup read), its hidden characters written
+    out (:func:`~ancre.models.visible`; ``newlines``: kept): a table cell, a title, a line."""
+    return Text(visible(str(text), newlines=newlines), style=style)
+
+
+def write_json(value: object, **dumps: Any) -> None:
+    """Print ``value`` as one JSON document on stdout (``json.dumps(value, ensure_ascii=False,
+    **dumps)``; a ``str`` is taken as JSON text already), hidden characters as ``\\u`` escapes
+    (:func:`~ancre.models.json_visible`)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, **dumps)
+    sys.stdout.write(json_visible(text) + "\n")
 
 
 def load(config: Path | None) -> Settings:
@@ -58,10 +85,10 @@ def errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except AncreError as e:
-            err.print(f"[bold red]error:[/] {e}", highlight=False)
+            err.print(f"[bold red]error:[/] {shown(e)}", highlight=False)
             raise typer.Exit(2) from None
 
     return wrapper
 
 
-__all__ = ["ConfigOpt", "console", "err", "errors", "load", "owner"]
+__all__ = ["ConfigOpt", "console", "err", "errors", "load", "owner", "plain", "shown", "write_json"]
