@@ -7,7 +7,11 @@ markup string (:func:`shown`), as a table cell or a line (:func:`plain`) — and
 
 from __future__ import annotations
 
+import grp
 import json
+import os
+import pwd
+import stat
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -76,19 +80,65 @@ def owner(settings: Settings) -> Any:
     return ControlClient.find(settings)
 
 
+def _who(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def denied(e: PermissionError) -> str:
+    """One line for a permission this user lacks: the path that stops it — the first folder on
+    the way it may not enter, else the file or folder itself —, the permission needed there (enter
+    ``x``, list and enter ``r-x``, read ``r``, write ``w``), who owns it with which mode, who runs
+    the command, and how to run it instead."""
+    target = Path(e.filename) if e.filename else None
+    if target is None:
+        return f"permission denied ({e.strerror or e}): run the command as the service's user or root"
+    target = target.absolute()
+    where, need = target, "write (w)"
+    for folder in [*reversed(target.parents)][1:]:
+        if not os.access(folder, os.X_OK):
+            where, need = folder, "enter (x)"
+            break
+    else:
+        if not os.path.lexists(target):
+            where = target.parent  # it was to be created there
+        elif not os.access(target, os.R_OK | (os.X_OK if target.is_dir() else 0)):
+            need = "list and enter (r-x)" if target.is_dir() else "read (r)"
+    try:
+        st = where.stat()
+        owner, how = _who(st.st_uid), f"{stat.filemode(st.st_mode)} {_who(st.st_uid)}:{_group(st.st_gid)}"
+    except OSError:
+        owner, how = "its owner", "unknown mode"
+    me = _who(os.geteuid())
+    return (f"{where}: permission denied — this command must {need} it ({how}; you are {me}): run it as {owner} "
+            f"(sudo -u {owner} ancre …) or root, or, while ancre runs, as a member of its admin group")
+
+
 def errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command: an :class:`~ancre.errors.AncreError` is printed as one line on stderr
-    (``error: …``) and exits with status 2."""
+    (``error: …``) and exits with status 2; so is a permission this user lacks
+    (:class:`PermissionError`, alone or as the cause of an ``AncreError``: :func:`denied`)."""
 
     @wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except AncreError as e:
-            err.print(f"[bold red]error:[/] {shown(e)}", highlight=False)
+        except (AncreError, PermissionError) as e:
+            cause = e if isinstance(e, PermissionError) else e.__cause__
+            line = denied(cause) if isinstance(cause, PermissionError) else str(e)
+            err.print(f"[bold red]error:[/] {shown(line)}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper
 
 
-__all__ = ["ConfigOpt", "console", "err", "errors", "load", "owner", "plain", "shown", "write_json"]
+__all__ = ["ConfigOpt", "console", "denied", "err", "errors", "load", "owner", "plain", "shown", "write_json"]

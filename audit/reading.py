@@ -45,23 +45,29 @@ class BadPeriodError(AncreError):
 def parse_when(text: str, *, now: datetime | None = None, end_of_day: bool = False) -> datetime:
     """An aware UTC datetime from ``2026-01-15`` (midnight, or the day's end with ``end_of_day``),
     ``2026-01-15T08:30`` (UTC unless it has an offset) or a duration back from ``now``: ``7d``,
-    ``12h``, ``30m``, ``2w``. Raises :class:`BadPeriodError` naming the value."""
+    ``12h``, ``30m``, ``2w``. Raises :class:`BadPeriodError` naming the value — also when it lies
+    outside the years 1–9999 (``99999999d``)."""
     now = now or datetime.now(UTC)
     t = text.strip()
     m = _RELATIVE.match(t)
-    if m:
-        n, unit = int(m.group(1)), m.group(2)
-        return now - {"d": timedelta(days=n), "h": timedelta(hours=n), "m": timedelta(minutes=n),
-                      "w": timedelta(weeks=n)}[unit]
+    said = repr(t if len(t) <= 40 else t[:40] + "…")
     try:
+        if m:
+            n, unit = int(m.group(1)), m.group(2)
+            return now - {"d": timedelta(days=n), "h": timedelta(hours=n), "m": timedelta(minutes=n),
+                          "w": timedelta(weeks=n)}[unit]
         if len(t) == 10:
             d = date.fromisoformat(t)
             return datetime.combine(d, time.max if end_of_day else time.min, UTC)
         dt = datetime.fromisoformat(t)
+        return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    except OverflowError:
+        raise BadPeriodError(f"{said}: out of range (a date between the years 1 and 9999)") from None
     except ValueError:
-        raise BadPeriodError(f"{text!r}: not a date (2026-01-15), a date-time (2026-01-15T08:30) or a duration "
+        if m:  # digits beyond what an int is read from
+            raise BadPeriodError(f"{said}: out of range (a date between the years 1 and 9999)") from None
+        raise BadPeriodError(f"{said}: not a date (2026-01-15), a date-time (2026-01-15T08:30) or a duration "
                              "(7d, 12h)") from None
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
 @dataclass(frozen=True)
