@@ -60,11 +60,11 @@ class Rsyslog:
             time.sleep(0.05)
         return cls(folder, sock, log, proc)
 
-    def wait_for(self, text: str, timeout: float = 10.0) -> None:
-        """Wait until the log file holds ``text`` (rsyslog writes asynchronously)."""
+    def wait_for(self, text: str, timeout: float = 10.0, *, count: int = 1) -> None:
+        """Wait until the log file holds ``text`` (``count`` times; rsyslog writes asynchronously)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.log.exists() and text in self.log.read_text(encoding="utf-8", errors="replace"):
+            if self.log.exists() and self.log.read_text(encoding="utf-8", errors="replace").count(text) >= count:
                 return
             time.sleep(0.05)
         raise AssertionError(f"{text!r} not in {self.log} after {timeout} s")

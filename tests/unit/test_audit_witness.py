@@ -245,7 +245,7 @@ def test_forged_marks_can_neither_hide_a_cut_nor_pass_without_the_key(tmp_path: 
     head = json.loads(lines[2])
     forger = _syslog(tmp_path, syslogd, key=None)  # knows the format, not the key
     forger.witness(Mark(str(d.resolve()), 3, _file(d).name, head["hash"], datetime.now(UTC).isoformat()))
-    syslogd.wait_for('"seq":3,"file"', timeout=5)
+    syslogd.wait_for('"seq":3,"file"', count=2)  # the writer's mark #3, and the forged one
     rep = verify_chain(d, key, [w])
     assert "removed" in _kinds(rep) and any("do not match their seal" in x for x in rep.warnings)
 
@@ -289,3 +289,20 @@ def test_records_moved_to_another_days_file_are_still_read_and_flagged(tmp_path:
     assert len(got) == 5 and not any(e.misplaced for e in got)  # the period holds day 1 only: found where it is
     got = read_entries(tmp_path / "b", T0 - timedelta(days=1), T0 + timedelta(hours=1))
     assert len(got) == 5 and all(e.misplaced for e in got)
+
+
+def test_retention_keeps_the_witness_in_step(tmp_path: Path) -> None:
+    """Retention deletes whole days with a checkpoint holding the last position: the witness's
+    newest mark is still the log's, even once every day is gone; a cut after that is still found."""
+    d = tmp_path / "audit"
+    w = _state(tmp_path)
+    _write(d, [w], n=3, days=(0, 1, 2))
+    AuditLog(d, retention_days=1).purge_expired(T0 + timedelta(days=2))
+    assert verify_chain(d, None, [w]).ok
+    AuditLog(d, retention_days=1).purge_expired(T0 + timedelta(days=9))
+    rep = verify_chain(d, None, [w])
+    assert rep.ok and rep.records == 0 and rep.witnesses[0].last_seq == 9
+    _write(d, [w], n=2, days=(10,), start=9)  # the log goes on from the checkpoint: #10, #11
+    assert [m.seq for m in w.read().marks] == [11] and verify_chain(d, None, [w]).ok
+    _file(d, 10).write_bytes(_file(d, 10).read_bytes().splitlines(keepends=True)[0])
+    assert set(_kinds(verify_chain(d, None, [w]))) == {"removed"}  # by the head anchor and by the witness
