@@ -49,7 +49,7 @@ from ancre.audit.chain import (
     read_head,
     read_lines,
 )
-from ancre.audit.witness import Witness, WitnessReading
+from ancre.audit.witness import Witness, WitnessKind, WitnessReading
 from ancre.errors import AuditError
 
 
@@ -524,7 +524,7 @@ def verify_chain(
     sealer = Sealer(key)
     with _reading(directory):
         log = _read_log(directory, sealer)
-        quick = {w.name: _read_witness(w, log, 0, 0.0) for w in witnesses if w.name == "state"}
+        quick = {w.name: _read_witness(w, log, 0, 0.0) for w in witnesses if w.name == WitnessKind.STATE}
     nodes, cps = log.nodes, log.checkpoints
     if key is None and any(nd.parsed.algorithm == "hmac-sha256" for nd in nodes):
         raise AuditError(
