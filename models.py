@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 import unicodedata
 import uuid
@@ -320,6 +321,40 @@ def nfc(text: str) -> str:
     and compared NFC, whatever form the source spells them in (macOS and some tools write NFD).
     Pure normalisation: no separator, case or whitespace change."""
     return unicodedata.normalize("NFC", text)
+
+
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+"""What :func:`visible` writes out: the C0 and C1 control characters and DEL (ECMA-48: ESC starts
+CSI and OSC sequences, BEL ends an OSC, U+009B is CSI itself), the bidirectional controls (Unicode
+UAX #9, "Explicit Directional Formatting Characters" and the implicit marks: U+061C, U+200E,
+U+200F, U+202A–U+202E, U+2066–U+2069), the line and paragraph separators (U+2028, U+2029) and lone
+surrogates (which can't even be encoded)."""
+
+
+def _shown(m: re.Match[str]) -> str:
+    c = m.group()
+    return f"\\x{ord(c):02x}" if ord(c) <= 0x9F else f"<U+{ord(c):04X}>"
+
+
+def visible(text: str, *, newlines: bool = False) -> str:
+    """``text`` as an admin's terminal may show it: every character of :data:`_HIDDEN` written
+    out — a control character as ``\\x1b`` (ESC), ``\\x07`` (BEL), ``\\x9b`` (CSI), ``\\x0a``
+    (a newline, unless ``newlines``), a bidirectional control or separator as ``<U+202E>`` — so
+    text from a request, a document or a directory can neither move the cursor, clear the screen,
+    set the title, hide a hyperlink, nor reorder what is shown. Everything else is unchanged.
+    The one helper of every admin output (the CLI's tables and lines, the logs)."""
+    if newlines:
+        return "\n".join(_HIDDEN.sub(_shown, part) for part in text.split("\n"))
+    return _HIDDEN.sub(_shown, text)
+
+
+def json_visible(text: str) -> str:
+    """A JSON text (``json.dumps(..., ensure_ascii=False)``, pydantic's ``model_dump_json()``)
+    with every character of :data:`_HIDDEN` written as a JSON ``\\uXXXX`` escape — but the tab,
+    newline and carriage return, which outside strings are the text's layout (inside them a JSON
+    encoder escapes every C0 character already): the same JSON value, safe on a terminal. Valid
+    because outside strings a JSON text holds only ASCII."""
+    return _HIDDEN.sub(lambda m: m.group() if m.group() in "\t\n\r" else f"\\u{ord(m.group()):04x}", text)
 
 
 class BlockKind(StrEnum):

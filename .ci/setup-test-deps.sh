@@ -17,8 +17,10 @@ fi
 # - OCR of scanned PDF pages (Tesseract with French and English data), Word 97 .doc text (antiword),
 #   and the DejaVu font the scan builders draw French text with (tests/support/office_builders.py);
 # - Chromium, for the Open WebUI end-to-end test's screenshots and rendering checks
-#   (tests/integration/test_openwebui.py; it installs Open WebUI itself, in a cached venv).
-EXTRA_PKGS="tesseract-ocr tesseract-ocr-fra tesseract-ocr-eng antiword fonts-dejavu-core chromium"
+#   (tests/integration/test_openwebui.py; it installs Open WebUI itself, in a cached venv);
+# - rsyslog, the syslog daemon the audit witness tests start on a socket of their own
+#   (tests/support/rsyslog.py; never the system's).
+EXTRA_PKGS="tesseract-ocr tesseract-ocr-fra tesseract-ocr-eng antiword fonts-dejavu-core chromium rsyslog"
 if [ "$(id -u)" = "0" ] && ! dpkg -s $EXTRA_PKGS >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q

@@ -243,6 +243,10 @@ class Explanation:
 
     def render(self) -> str:
         """Plain text for the terminal, several lines, no trailing newline."""
+        return "\n".join(self.render_lines())
+
+    def render_lines(self) -> list[str]:
+        """:meth:`render`'s lines, one string each (a name holding a newline stays in its line)."""
         where = f" (source {self.source})" if self.source else ""
         lines = [
             f"user: {self.user}",
@@ -274,7 +278,7 @@ class Explanation:
         for p in self.principals:
             line = f"  {p.principal.ljust(width)}  {p.name or '(no name)'}"
             lines.append(f"{line}  [{p.provider}]" if several and p.provider else line)
-        return "\n".join(lines)
+        return lines
 
 
 def explain(

@@ -19,7 +19,7 @@
 
     A streamed answer is made in a worker thread and its status line waits for its first piece,
     which comes only after the question's ``start`` audit record is written
-    (:mod:`ancre.query.audit`): when it can't be, the answer is HTTP 503 ``audit_unavailable`` and
+    (:mod:`ancre.audit.record`): when it can't be, the answer is HTTP 503 ``audit_unavailable`` and
     no byte of it is sent. A client that disconnects (Open WebUI's Stop) stops the answer at once:
     the model request is cancelled and the audit record written then
     (:class:`~ancre.api.streaming.CancellableStream`).

@@ -28,7 +28,7 @@ unavailable):
 ``POST /v1/ask``              ``{question, user, history?}`` → the query core's :class:`~ancre.query.answer.Answer`
 ``GET /v1/principals``        ``?user=`` → ``{"account": name | null, "principals": [...]}``
 ``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
-``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [rich markup lines]}``
+``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [plain text lines]}``
 ``POST /v1/report/exposure``  ``{sources, explain}`` → ``ancre report exposure --json`` (admins)
 ``POST /v1/sync``             ``{source, force}`` → :class:`~ancre.daemon.service.SyncTicket`
 ``GET /v1/sync/reports``      ``?since=`` → ``{source: PassReport}`` (full passes started since)
@@ -103,7 +103,7 @@ class ControlParts:
 
     ``query``: the query core; ``index_status()``: the ``ancre status --json`` dict;
     ``store_points()``: points in the store (0: never synced); ``explain(path, user, source,
-    private)``: the lines ``ancre acl explain`` prints (rich markup; ``private``: a non-admin
+    private)``: the lines ``ancre acl explain`` prints (plain text; ``private``: a non-admin
     asking about himself, see the module doc); ``daemon``: the running daemon (``None``: no sync
     here); ``admin_group``: ``daemon.admin_group``; ``limits``: the ``[api]`` section whose
     limits apply here too; ``exposure(sources, explain)``: the exposure report as JSON

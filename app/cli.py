@@ -1,7 +1,7 @@
 """The ``ancre`` command line (typer + rich).
 
 ``ancre sync``, ``ancre search``, ``ancre ask``, ``ancre acl explain``, ``ancre status``, ``ancre check``, ``ancre reindex``,
-``ancre report exposure``, ``ancre audit who-saw | user | stats | verify``,
+``ancre report exposure``, ``ancre audit who-saw | user | stats | verify`` (:mod:`ancre.app.cli_audit`),
 ``ancre daemon``, ``ancre api`` (the RAG API) and ``ancre serve`` (daemon and API in one process).
 The config file is ``--config``, else ``$ANCRE_CONFIG``, else ``./ancre.toml``. Every
 :class:`~ancre.errors.AncreError` is printed as one clear line and exits with status 2.
@@ -19,21 +19,22 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from ancre.app.cli_audit import audit_app
+from ancre.app.cli_common import ConfigOpt, console, err, plain, shown, write_json
+from ancre.app.cli_common import errors as _errors
+from ancre.app.cli_common import load as _settings
+from ancre.app.cli_common import owner as _owner
 from ancre.app.runtime import Runtime
-from ancre.config import Settings, config_path, load_settings
-from ancre.errors import AncreError
+from ancre.config import Settings
 from ancre.index.store_factory import make_store
 from ancre.models import COLLECTIONS, PassOutcome, PassScope
 from ancre.settings import LocalStoreConfig, QdrantStoreConfig
@@ -43,18 +44,7 @@ acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
 app.add_typer(acl_app, name="acl")
 report_app = typer.Typer(no_args_is_help=True, help="What the index exposes to broad principals.")
 app.add_typer(report_app, name="report")
-audit_app = typer.Typer(no_args_is_help=True, help="Read and check the audit log: who saw what.")
 app.add_typer(audit_app, name="audit")
-
-console = Console(width=None if sys.stdout.isatty() else 140)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="TOML config file (default: $ANCRE_CONFIG or ./ancre.toml)."),
-]
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def _version(value: bool) -> None:
@@ -72,38 +62,6 @@ def _main(
     ] = False,
 ) -> None:
     """ancre: permission-trimmed, grounded retrieval."""
-
-
-def _settings(config: Path | None) -> Settings:
-    """Load the config and apply its ``[logging]`` levels (libraries; ancre's only when set)."""
-    from ancre.daemon.logs import apply_levels
-
-    settings = load_settings(config_path(config))
-    apply_levels(settings.logging.levels("WARNING", cli=True))
-    return settings
-
-
-def _owner(settings: Settings) -> Any:
-    """A :class:`~ancre.query.remote.ControlClient` of the running ancre that owns the embedded
-    index (it answers on its control socket), else ``None`` (open the index in-process). Raises
-    :class:`~ancre.errors.ControlPermissionError` when its socket is closed to this user."""
-    if settings.store.kind != "edge":
-        return None
-    from ancre.query.remote import ControlClient
-
-    return ControlClient.find(settings)
-
-
-def _errors(fn: Callable[P, R]) -> Callable[P, R]:
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except AncreError as e:
-            err.print(f"[bold red]error:[/] {e}", highlight=False)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 @app.command()
@@ -146,7 +104,7 @@ def sync(
                     task = prog.add_task("listing…", total=None)
 
                     def on_item(path: str, done: int, total: int, task: TaskID = task) -> None:
-                        prog.update(task, completed=done, total=total, description=path[-60:])
+                        prog.update(task, completed=done, total=total, description=shown(path[-60:]))
 
                     rep = rt.engine.run_pass(conn, progress=on_item)
             reports.append(rep)
@@ -237,7 +195,7 @@ def _follow_remote(owner: Any, source: str | None, force: bool, as_json: bool, s
                 cur = (owner.get("/v1/status")["daemon"] or {}).get("current")
                 if cur is not None and cur["scope"] == PassScope.FULL and cur["source"] in ticket["sources"]:
                     prog.update(task, completed=cur["done"], total=cur["total"], source=cur["source"],
-                                description=(cur["path"] or "listing…")[-60:])
+                                description=shown((cur["path"] or "listing…")[-60:]))
                 stop.wait(0.5)
             if stop.is_set():
                 raise KeyboardInterrupt
@@ -256,7 +214,7 @@ def _follow_remote(owner: Any, source: str | None, force: bool, as_json: bool, s
 def _finish_sync(reports: list[Any], as_json: bool) -> None:
     """Print the pass reports (table or ``--json``); exit 1 unless every pass was ``ok``."""
     if as_json:
-        console.print_json(json.dumps([json.loads(r.to_json()) for r in reports]))
+        write_json([json.loads(r.to_json()) for r in reports], indent=2)
     else:
         _print_reports(reports)
     if any(r.outcome != PassOutcome.OK for r in reports):
@@ -298,32 +256,33 @@ def _print_reports(reports: list[Any]) -> None:
         for name, cell in columns
     ]
     for r in reports:
-        t.add_row(r.source, *(cell(r) for _, cell in columns))
+        t.add_row(plain(r.source), *(cell(r) for _, cell in columns))
     if reports and sum(widths) + 3 * len(widths) + 1 > console.width:  # each column's padding and rule
         t = Table(title="sync", box=box.SIMPLE_HEAD)
         t.add_column("")
         for r in reports:
-            t.add_column(r.source, justify="right")
+            t.add_column(plain(r.source), justify="right")
         for name, cell in columns:
             t.add_row(name, *(cell(r) for r in reports))
     console.print(t)
     for r in reports:
         if r.reason:
-            console.print(f"[yellow]{r.source}: {r.reason}[/]")
+            console.print(f"[yellow]{shown(r.source)}: {shown(r.reason)}[/]", highlight=False)
         if r.acl_unreadable:
             console.print(
-                f"[yellow]{r.source}: {r.acl_unreadable} document(s) readable by nobody: their ACL could not be "
+                f"[yellow]{shown(r.source)}: {r.acl_unreadable} document(s) readable by nobody: their ACL could not be "
                 "read or understood (listed below and in `ancre status`)[/]", highlight=False,
             )
         for path, status, reason in r.problems:
-            console.print(f"  {status:8} {path}  [dim]{reason}[/]", highlight=False)
+            console.print(f"  {shown(status):8} {shown(path)}  [dim]{shown(reason)}[/]", highlight=False)
 
 
 def _warn_setup(user: str, principals: frozenset[str], empty_index: bool) -> None:
     """Say on stderr when an empty answer is due to the setup, not to the documents: a user the
     directory does not know, or an index that was never synced."""
     if not principals:
-        err.print(f"[yellow]warning: {user!r} is unknown to the directory — nothing is readable for this identity.[/]")
+        err.print(f"[yellow]warning: {shown(repr(user))} is unknown to the directory — nothing is readable for this "
+                  "identity.[/]", highlight=False)
     if empty_index:
         err.print("[yellow]warning: the index is empty — run `ancre sync` first.[/]")
 
@@ -382,18 +341,19 @@ def _print_search(question: str, user: str, rows: list[Any], unverified: list[An
                 {"source": u.source, "documents": u.documents, "reason": u.reason} for u in unverified
             ],
         }
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        write_json(out)
         return
     for u in unverified:
         err.print(
-            f"[yellow]warning: {u.documents} result document(s) of source {u.source!r} left out: their rights "
-            f"could not be checked live ({escape(u.reason)})[/]", highlight=False,
+            f"[yellow]warning: {u.documents} result document(s) of source {shown(repr(u.source))} left out: their "
+            f"rights could not be checked live ({shown(u.reason)})[/]", highlight=False,
         )
-    t = Table(title=f"{question!r} as {user}")
+    t = Table(title=plain(f"{question!r} as {user}"))
     for col in ("#", "file", "folder", "chunk", "score", "found by"):
         t.add_column(col)
     for i, r in enumerate(rows, 1):
-        t.add_row(str(i), r.filename, r.location, str(r.chunk_index), f"{r.score:.4f}", "+".join(r.found_by))
+        t.add_row(str(i), plain(r.filename), plain(r.location), str(r.chunk_index), f"{r.score:.4f}",
+                  plain("+".join(r.found_by)))
     console.print(t)
     if not rows:
         console.print("[dim]no readable result[/]")
@@ -440,30 +400,30 @@ def _print_answer(ans: Any, as_json: bool) -> None:
                 {"source": u.source, "documents": u.documents, "raison": u.outcome} for u in ans.unverified
             ],
         }
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        write_json(out)
         return
-    console.print(ans.reponse, markup=False, highlight=False, soft_wrap=True)
+    console.print(plain(ans.reponse, newlines=True), highlight=False, soft_wrap=True)
     console.print()
     if ans.unverified:
         from ancre.query.answer import unverified_note
 
-        console.print(f"[yellow]{escape(unverified_note(ans.unverified))}[/]", highlight=False)
+        console.print(f"[yellow]{shown(unverified_note(ans.unverified))}[/]", highlight=False)
     if ans.sources:
         t = Table(title="sources")
         for col in ("file", "folder"):
             t.add_column(col)
         for src in ans.sources:
-            t.add_row(src.filename, src.location)
+            t.add_row(plain(src.filename), plain(src.location))
         console.print(t)
     verdict = {True: "[green]oui[/]", False: "[red]non[/]", None: "[yellow]non établi[/]"}[ans.ancree]
     console.print(f"ancrée : {verdict}   vérification : {ans.verification}"
                   + ("   (réponse extractive)" if ans.extractive else ""))
     if ans.controles:
-        console.print(f"contrôles : {', '.join(ans.controles)}", markup=False, highlight=False)
+        console.print(plain(f"contrôles : {', '.join(ans.controles)}"), highlight=False)
     if ans.invented:
-        console.print(f"citations inventées : {', '.join(ans.invented)}", markup=False, highlight=False)
+        console.print(plain(f"citations inventées : {', '.join(ans.invented)}"), highlight=False)
     if ans.unsourced:
-        console.print(f"affirmations non sourcées : {'; '.join(ans.unsourced)}", markup=False, highlight=False)
+        console.print(plain(f"affirmations non sourcées : {'; '.join(ans.unsourced)}"), highlight=False)
 
 
 @acl_app.command("explain")
@@ -493,7 +453,7 @@ def acl_explain(
         with Runtime(settings) as rt:
             lines = explain_lines(rt, path, user, source)
     for line in lines:
-        console.print(line, highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
+        console.print(plain(line), highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
 
 
 @report_app.command("exposure")
@@ -535,11 +495,11 @@ def report_exposure(
             report = exposure(rt, source, explain=explain)
     if html is not None:
         html.write_text(to_html(report), encoding="utf-8")
-        err.print(f"HTML report written to {escape(str(html))}", highlight=False)
+        err.print(f"HTML report written to {shown(html)}", highlight=False)
     if as_json:
-        sys.stdout.write(report.model_dump_json() + "\n")
+        write_json(report.model_dump_json())
     elif as_csv:
-        sys.stdout.write(to_csv(report, all_documents=all_documents))
+        sys.stdout.write(to_csv(report, all_documents=all_documents))  # its cells through visible()
     elif html is None or console.is_terminal:
         _print_exposure(report, all_documents)
 
@@ -549,187 +509,38 @@ def _print_exposure(report: Any, all_documents: bool) -> None:
     from ancre.reports.render import findings_text, readers_text
 
     for folder in report.folders:
-        shown = [d for d in folder.documents if all_documents or d.sensitive or d.undecided]
+        listed = [d for d in folder.documents if all_documents or d.sensitive or d.undecided]
         clean = len(folder.documents) - sum(1 for d in folder.documents if d.sensitive or d.undecided)
-        if not shown:
+        if not listed:
             names = sorted({d.reach.name for d in folder.documents})
-            console.print(Text(f"{folder.location}: {len(folder.documents)} document(s) readable by "
-                               f"{', '.join(names)}, nothing sensitive found", style="dim"), highlight=False)
+            console.print(plain(f"{folder.location}: {len(folder.documents)} document(s) readable by "
+                                f"{', '.join(names)}, nothing sensitive found", style="dim"), highlight=False)
             continue
-        t = Table(title=Text(f"{folder.location} (source {folder.source})"), title_justify="left")
+        t = Table(title=plain(f"{folder.location} (source {folder.source})"), title_justify="left")
         for col in ("document", "readable by", "users", "opened by", "found"):
             t.add_column(col, overflow="fold")
-        for d in shown:
+        for d in listed:
             style = "bold red" if d.sensitive else "yellow" if d.undecided else "dim"
             share = f" (> {report.broad_share:.0%} of users)" if d.reach.basis.value == "share" else ""
             share += f" until {d.reach.until}" if d.reach.until else ""
-            t.add_row(Text(d.filename), Text(d.reach.name + share), readers_text(d.reach),
-                      Text(d.reach.opened_by or d.reach.why_not or ""), Text(findings_text(d), style=style))
+            t.add_row(plain(d.filename), plain(d.reach.name + share), plain(readers_text(d.reach)),
+                      plain(d.reach.opened_by or d.reach.why_not or ""), plain(findings_text(d), style=style))
         console.print(t)
         if clean and not all_documents:
             console.print(f"[dim]  and {clean} more document(s) there readable as widely, nothing sensitive found[/]")
-        for d in shown:
+        for d in listed:
             for f in d.findings:
                 for r in f.reasons:
-                    console.print(f"[yellow]  {escape(d.filename)}: {escape(f.label)} undecided — {escape(r)}[/]",
+                    console.print(f"[yellow]  {shown(d.filename)}: {shown(f.label)} undecided — {shown(r)}[/]",
                                   highlight=False)
     for n in report.notes:
-        console.print(f"[yellow]{escape(n)}[/]", highlight=False)
+        console.print(f"[yellow]{shown(n)}[/]", highlight=False)
     restricted = sum(r.documents for r in report.restricted) + sum(f.restricted for f in report.folders)
     console.print(
         f"{report.exposed} document(s) readable by a broad principal, {report.sensitive} with sensitive data, "
         f"{report.undecided} undecided; {restricted} document(s) in restricted folders not scanned "
         f"({report.chunks} chunks read in {report.seconds:.1f} s)", highlight=False,
     )
-
-
-PeriodOpt = Annotated[str | None, typer.Option(help="From this date (2026-01-15), date-time (UTC) or duration back (7d, 12h).")]
-UntilOpt = Annotated[str | None, typer.Option(help="Until this date (included), date-time or duration back.")]
-KeyFileOpt = Annotated[Path | None, typer.Option("--key-file", help="Key file (default: the configured one).")]
-
-
-def _period(since: str | None, until: str | None) -> tuple[Any, Any]:
-    from ancre.reports.audit_log import parse_when
-
-    return (parse_when(since) if since else None, parse_when(until, end_of_day=True) if until else None)
-
-
-@audit_app.command("who-saw")
-@_errors
-def audit_who_saw(
-    path: Annotated[str, typer.Argument(
-        help="A document or folder: UNC path or URL, a path relative to a source root (RH/Grille.docx, RH), or a document id.",
-    )],
-    config: ConfigOpt = None,
-    since: PeriodOpt = None,
-    until: UntilOpt = None,
-    source: Annotated[str | None, typer.Option(help="PATH is relative to this source's root (default: any source).")] = None,
-    key_file: KeyFileOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Who was shown extracts of this document (or of any document in this folder) between these
-    dates, from the audit log: each user, when, which question, which document, the outcome —
-    also for documents since deleted or re-permissioned (their rights now are said), and, with
-    the pseudonymisation key, with pseudonymised logs."""
-    from ancre.app.reports import check_audit_folder, entries, now_state, pseudonyms, target_of
-    from ancre.reports.audit_log import json_default, who_saw
-
-    settings = _settings(config)
-    check_audit_folder(settings)
-    start, end = _period(since, until)
-    with Runtime(settings) as rt:
-        names = pseudonyms(rt, key_file)
-        result = who_saw(entries(settings, start, end), target_of(settings, path, source), path, names,
-                         now_state=now_state(rt), since=start, until=end)
-    if as_json:
-        sys.stdout.write(json.dumps(result, default=json_default, ensure_ascii=False) + "\n")
-        return
-    t = Table(title=f"who saw {path}", title_justify="left")
-    for col in ("when (UTC)", "user", "question", "document", "outcome", "rights now"):
-        t.add_column(col, overflow="fold")
-    now_words = {"unchanged": "unchanged", "changed": "[yellow]changed since[/]", "deleted": "[yellow]deleted since[/]",
-                 None: "?"}
-    for r in result.sightings:
-        who = r.account or r.user or "?"
-        if r.asked_for or (r.user and r.user.startswith("unix:")):
-            who = f"{who} ({r.user})" if r.user != who else who
-        t.add_row((r.time or "?")[:19].replace("T", " "), escape(who), escape(r.question),
-                  escape(r.filename) + (" [dim](cited)[/]" if r.cited else ""), r.outcome, now_words.get(r.now, "?"))
-    console.print(t)
-    for n in result.notes:
-        console.print(f"[yellow]{escape(n)}[/]", highlight=False)
-    console.print(f"{len(result.sightings)} time(s), {len(result.people)} person(s): {escape(', '.join(result.people))}",
-                  highlight=False)
-
-
-@audit_app.command("user")
-@_errors
-def audit_user(
-    user: Annotated[str, typer.Argument(help="The person: sAMAccountName, UPN or DOMAIN\\user.")],
-    config: ConfigOpt = None,
-    since: PeriodOpt = None,
-    until: UntilOpt = None,
-    key_file: KeyFileOpt = None,
-) -> None:
-    """Everything the audit log holds about one person (the nLPD right of access), as JSON: the
-    questions they asked and those asked on their behalf, with their sources and outcomes."""
-    from ancre.app.reports import check_audit_folder, entries, pseudonyms
-    from ancre.reports.audit_log import subject_forms, user_records
-
-    settings = _settings(config)
-    check_audit_folder(settings)
-    start, end = _period(since, until)
-    with Runtime(settings) as rt:
-        names = pseudonyms(rt, key_file)
-        account, forms = subject_forms(user, rt.directory, names)
-        records = user_records(entries(settings, start, end), forms, names)
-    out = {"subject": user, "account": account, "since": start.isoformat() if start else None,
-           "until": end.isoformat() if end else None, "pseudonymised": names.key is not None,
-           "count": len(records), "records": records}
-    sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
-
-
-@audit_app.command("stats")
-@_errors
-def audit_stats(
-    config: ConfigOpt = None, since: PeriodOpt = None, until: UntilOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Questions per day, refusals, ungrounded answers, errors, and the controls that fired."""
-    from ancre.app.reports import check_audit_folder, entries
-    from ancre.reports.audit_log import json_default, stats
-
-    settings = _settings(config)
-    check_audit_folder(settings)
-    start, end = _period(since, until)
-    st = stats(entries(settings, start, end), start, end)
-    if as_json:
-        sys.stdout.write(json.dumps(st, default=json_default, ensure_ascii=False) + "\n")
-        return
-    t = Table(title="audit", title_justify="left")
-    for col in ("day", "questions", "refusals", "ungrounded", "not established", "errors", "users"):
-        t.add_column(col, justify="right" if col != "day" else "left")
-    for d in (*st.days, st.total):
-        t.add_row(d.day, str(d.questions), str(d.refusals), str(d.ungrounded), str(d.not_established), str(d.errors),
-                  str(d.users), style="bold" if d.day == "total" else None)
-    console.print(t)
-    if st.controls:
-        console.print("controls fired: " + ", ".join(f"{k} {v}" for k, v in st.controls.items()), highlight=False)
-    if st.verification:
-        console.print("verification: " + ", ".join(f"{k} {v}" for k, v in st.verification.items()), highlight=False)
-    if st.other_records:
-        console.print("other records: " + ", ".join(f"{k} {v}" for k, v in st.other_records.items()), highlight=False)
-
-
-@audit_app.command("verify")
-@_errors
-def audit_verify(
-    config: ConfigOpt = None, key_file: KeyFileOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Check the audit's hash chain: every changed, removed, inserted or reordered line is named
-    (file and line), across daily files and retention checkpoints. Exit status 1 if any."""
-    from dataclasses import asdict
-
-    from ancre.app.reports import chain_key_of, check_audit_folder
-    from ancre.query.audit_chain import verify_chain
-
-    settings = _settings(config)
-    rep = verify_chain(check_audit_folder(settings), chain_key_of(settings, key_file))
-    if as_json:
-        sys.stdout.write(json.dumps({**asdict(rep), "ok": rep.ok}, ensure_ascii=False) + "\n")
-    else:
-        keyed = "HMAC-SHA256 (keyed)" if rep.keyed else "SHA-256 (no key)"
-        console.print(f"{len(rep.files)} file(s), {rep.records} record(s), {rep.checkpoints} retention checkpoint(s), "
-                      f"chain {keyed}", highlight=False)
-        for w in rep.warnings:
-            console.print(f"[yellow]warning: {escape(w)}[/]", highlight=False)
-        for p in rep.problems:
-            when = f" [dim]({p.time})[/]" if p.time else ""
-            console.print(f"[bold red]{p.kind.value:12}[/] {escape(p.detail)}{when}", highlight=False, soft_wrap=True)
-        console.print("[green]chain intact[/]" if rep.ok else f"[bold red]{len(rep.problems)} problem(s)[/]")
-    if not rep.ok:
-        raise typer.Exit(1)
 
 
 @app.command()
@@ -747,7 +558,7 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
         with Runtime(settings) as rt:
             data = index_status(rt.state, rt.bm25.current_generation())
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+        write_json(data)
         return
     _print_status(data)
 
@@ -758,14 +569,14 @@ def _print_status(d: dict[str, Any]) -> None:
     for c in ("source", "status", "documents"):
         t.add_column(c)
     for c in d["counts"]:
-        t.add_row(c["source"], c["status"], str(c["n"]))
+        t.add_row(plain(c["source"]), plain(c["status"]), str(c["n"]))
     console.print(t)
     if d["skipped"]:
         ts = Table(title="skipped, by reason")
         for c in ("source", "reason", "documents"):
             ts.add_column(c)
         for k in d["skipped"]:
-            ts.add_row(k["source"], k["reason"], str(k["n"]))
+            ts.add_row(plain(k["source"]), plain(k["reason"]), str(k["n"]))
         console.print(ts)
     console.print(f"chunks indexed: {sum(d['chunks'].values())}   BM25 generation: {d['bm25_generation']}")
     last: dict[str, dict[str, Any]] = {}
@@ -773,11 +584,13 @@ def _print_status(d: dict[str, Any]) -> None:
         last.setdefault(p["source"], p)
     for s, p in last.items():
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p["finished_at"] or p["started_at"]))
-        console.print(f"last pass of {s}: {when} — {p['outcome'] or 'running/interrupted'}")
+        console.print(f"last pass of {shown(s)}: {when} — {shown(p['outcome'] or 'running/interrupted')}", highlight=False)
     for s, n in sorted(d["acl_unreadable"].items()):
-        console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable or undecidable[/]", highlight=False)
+        console.print(f"[yellow]{shown(s)}: {n} document(s) readable by nobody: ACL unreadable or undecidable[/]",
+                      highlight=False)
     for p in d["problems"]:
-        console.print(f"  {p['problem']:8} {p['source']}:{p['path']}  [dim]{p['reason']}[/]", highlight=False)
+        console.print(f"  {shown(p['problem']):8} {shown(p['source'])}:{shown(p['path'])}  [dim]{shown(p['reason'])}[/]",
+                      highlight=False)
 
 
 @app.command()
@@ -796,15 +609,13 @@ def check(
     from ancre.app.check import CheckResult, run_checks
 
     settings = _settings(config)
-    from rich.markup import escape
-
     console.print(
-        f"[green]ok  [/] {'config':<16} valid (data_dir {escape(str(settings.data_dir))})", highlight=False, soft_wrap=True
+        f"[green]ok  [/] {'config':<16} valid (data_dir {shown(settings.data_dir)})", highlight=False, soft_wrap=True
     )
 
     def show(r: CheckResult) -> None:
         style = "bold red" if not r.ok else "yellow" if r.warn else "green"
-        console.print(f"[{style}]{r.status:<4}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True)
+        console.print(f"[{style}]{r.status:<4}[/] {shown(r.line()[5:])}", highlight=False, soft_wrap=True)
 
     with Runtime(settings) as rt:
         results = run_checks(rt, user, on_result=show)
@@ -821,7 +632,9 @@ def reindex(
     config: ConfigOpt = None,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder."""
+    """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder
+    (the audit's witness kept in the state database is carried over)."""
+    from ancre.audit.witness import export_state_witness, import_state_witness
 
     settings = _settings(config)
     data = Path(settings.data_dir)
@@ -838,12 +651,14 @@ def reindex(
         store.drop_all()
     finally:
         store.close()
+    witnessed = export_state_witness(data / "state.sqlite3")  # the audit's witness outlives the index
     for sub in ("bm25", "state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm"):
         p = data / sub
         if p.is_dir():
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
+    import_state_witness(data / "state.sqlite3", witnessed)
     sync(config=config, source=None, force=False, as_json=False)
 
 
@@ -900,5 +715,9 @@ def serve(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) 
 
 def main() -> None:
     """Console-script entry point."""
-    logging.basicConfig(level=os.environ.get("ANCRE_LOG_LEVEL", "WARNING"))
+    from ancre.daemon.logs import VisibleFormatter
+
+    handler = logging.StreamHandler()  # stderr, as logging.basicConfig; messages through visible()
+    handler.setFormatter(VisibleFormatter(logging.BASIC_FORMAT))
+    logging.basicConfig(level=os.environ.get("ANCRE_LOG_LEVEL", "WARNING"), handlers=[handler])
     app()

@@ -20,7 +20,7 @@ log = logging.getLogger("ancre.daemon")
 def audit_purger(settings: Settings) -> Callable[[], list[Path]] | None:
     """The audit-retention job's callable: deletes the audit files older than
     ``audit.retention_days`` (``None`` when retention is off). Returns the deleted paths."""
-    from ancre.query.audit import AuditLog, audit_dir, chain_key
+    from ancre.audit.record import AuditLog, audit_dir, chain_key
 
     a = settings.audit
     if a.retention_days <= 0:

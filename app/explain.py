@@ -20,8 +20,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from rich.markup import escape
-
 from ancre.acl.explain import PathOutsideSourceError, explain_trace
 from ancre.app.runtime import Runtime
 from ancre.connectors.base import AclExplainable, Closeable, Connector
@@ -49,7 +47,8 @@ def check_path(path: str) -> str:
 
 
 def explain_lines(rt: Runtime, path: str, user: str, source: str | None, *, private: bool = False) -> list[str]:
-    """The lines ``ancre acl explain PATH --as USER [--source SOURCE]`` prints (rich markup).
+    """The lines ``ancre acl explain PATH --as USER [--source SOURCE]`` prints: plain text, one
+    line each (the CLI writes out their hidden characters, :func:`ancre.models.visible`).
     ``private``: the caller is ``user`` and no admin (see the module doc).
 
     ``rt`` stays open (the control socket passes the owner's runtime); the connectors built here
@@ -73,14 +72,14 @@ def explain_lines(rt: Runtime, path: str, user: str, source: str | None, *, priv
         trace = conn.explain_acl(rel)
         explanation = explain_trace(trace, user, directory=rt.directory, resolver=rt.principals)
         if private and not (trace.indexable and explanation.readable):
-            return [escape(NOT_SHOWN.format(path=rel, user=user))]
+            return [NOT_SHOWN.format(path=rel, user=user)]
         lines: list[str] = []
         if trace.indexable is False:
             lines.append(
-                f"[yellow]note: {rel} is not an indexable file of source {src.id} (absent, ignored or "
-                "excluded); the rights below are those a file there would have.[/]"
+                f"note: {rel} is not an indexable file of source {src.id} (absent, ignored or "
+                "excluded); the rights below are those a file there would have."
             )
-        lines.append(explanation.render())
+        lines.extend(explanation.render_lines())
         return lines
     finally:
         _close(conn)

@@ -11,10 +11,11 @@ from datetime import datetime
 from pathlib import Path
 
 from ancre.app.runtime import Runtime
+from ancre.audit.reading import Entry, Pseudonyms, read_entries
+from ancre.audit.record import audit_dir, pseudonym_key
 from ancre.config import Settings
 from ancre.errors import AuditError, ConfigError
-from ancre.query.audit import audit_dir, pseudonym_key
-from ancre.reports.audit_log import DocState, Entry, Pseudonyms, Target, read_entries
+from ancre.reports.audit_log import DocState, Target
 from ancre.reports.exposure import ExposureReport, exposure_report, source_explainer
 
 
@@ -64,7 +65,7 @@ def chain_key_of(settings: Settings, key_file: Path | None = None) -> bytes | No
 
 
 def entries(settings: Settings, since: datetime | None, until: datetime | None) -> list[Entry]:
-    """The audit records in the period (:func:`ancre.reports.audit_log.read_entries`)."""
+    """The audit records in the period (:func:`ancre.audit.reading.read_entries`)."""
     return read_entries(audit_folder(settings), since, until)
 
 

@@ -1,7 +1,11 @@
 """Log lines of the daemon: one JSON object per line on stdout (journald keeps each as one entry),
 with the stdlib :mod:`logging`. Fields: ``time`` (ISO 8601 UTC), ``level``, ``logger``, ``msg``,
 ``exc`` when an exception is logged, and every ``extra={...}`` field given to the log call
-(e.g. the sync engine's ``report``)."""
+(e.g. the sync engine's ``report``). A log line often holds text from a document, a request or a
+directory (a path, a user name): the JSON lines write its control characters and bidirectional
+controls as ``\\u`` escapes (:func:`~ancre.models.json_visible`), the plain-text lines write them out
+(:class:`VisibleFormatter`, :func:`~ancre.models.visible`), so a log read on a terminal can't be
+driven by them, nor a message forge a line of its own."""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from ancre.models import json_visible, visible
 
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message", "asctime", "taskName",
@@ -34,7 +40,16 @@ class JsonFormatter(logging.Formatter):
                 out[key] = value
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False, default=str)
+        return json_visible(json.dumps(out, ensure_ascii=False, default=str))
+
+
+class VisibleFormatter(logging.Formatter):
+    """A plain-text formatter whose message has its hidden characters written out (newlines
+    included: one record, one line); a traceback after it stays as it is."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = visible(record.message)
+        return super().formatMessage(record)
 
 
 def apply_levels(levels: Mapping[str, str]) -> None:
@@ -53,7 +68,7 @@ def setup_logging(fmt: str = "json", level: str = "INFO", levels: Mapping[str, s
 
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(
-        JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        JsonFormatter() if fmt == "json" else VisibleFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -62,4 +77,4 @@ def setup_logging(fmt: str = "json", level: str = "INFO", levels: Mapping[str, s
     apply_levels(levels if levels is not None else LoggingConfig().levels(level))
 
 
-__all__ = ["JsonFormatter", "apply_levels", "setup_logging"]
+__all__ = ["JsonFormatter", "VisibleFormatter", "apply_levels", "setup_logging"]

@@ -17,6 +17,7 @@ single ``reason`` column of old databases split once into those three, see :func
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -127,8 +128,11 @@ class StateDB:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as e:
+            raise denied_or(e, path) from e
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
         self._migrate()
@@ -286,6 +290,16 @@ class StateDB:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def denied_or(e: sqlite3.OperationalError, path: Path) -> Exception:
+    """The error to raise when SQLite can't open the database ``path``: a :class:`PermissionError`
+    naming the file or the folder this user may not use (sqlite3 only says "unable to open
+    database file"), else ``e`` itself."""
+    for where, mode in ((path.parent, os.X_OK | os.W_OK), (path, os.R_OK | os.W_OK)):
+        if where.exists() and not os.access(where, mode):
+            return PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(where))
+    return e
 
 
 def _row(row: tuple[Any, ...]) -> ItemState:

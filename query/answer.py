@@ -21,7 +21,7 @@
 8. links and images of the answer whose address is not in the extracts are made plain text
    (:mod:`ancre.query.links`, control ``lien_neutralise``): what the user gets never makes his
    browser fetch or open an address a document's injected instruction chose;
-9. the audit record (:mod:`ancre.query.audit`), refusals included, written before the answer is
+9. the audit record (:mod:`ancre.audit.record`), refusals included, written before the answer is
    returned (an ``answer`` record; a streamed one: a ``start`` record before the model is called
    and an ``outcome`` record at the end). Its ``sources`` are the documents of the context —
    every document whose extracts were put before the model, with the ACL digest read with them —
@@ -67,10 +67,10 @@ from typing import Self
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.providers import PrincipalResolver, directory_resolver
+from ancre.audit.record import AuditKind, AuditLog, AuditOutcome, AuditRecord, new_question_id
 from ancre.config import Settings
 from ancre.index.store import Store
 from ancre.models import SearchResult, nfc
-from ancre.query.audit import AuditKind, AuditLog, AuditOutcome, AuditRecord, new_question_id
 from ancre.query.context import Context, Source, broad_topic, build_context
 from ancre.query.conversation import INSTRUCTION_TEXT, ConversationResolver, Instruction, Resolution
 from ancre.query.enrich import enrich_citations, format_location

@@ -26,6 +26,7 @@ from typing import Self
 from ancre.acl.directory import Directory
 from ancre.acl.directory_factory import make_directory
 from ancre.acl.providers import DirectoryProvider, PrincipalProvider, PrincipalResolver, directory_resolver
+from ancre.audit.record import open_audit_log
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Closeable, Connector, SourceContext
 from ancre.connectors.registry import make_connector, principal_providers
@@ -38,7 +39,6 @@ from ancre.index.state import StateDB
 from ancre.index.store import Store
 from ancre.index.store_factory import open_store
 from ancre.query.answer import AnswerService
-from ancre.query.audit import open_audit_log
 from ancre.query.judge import Judge
 from ancre.query.llm import make_chat_client
 from ancre.query.retrieval import Retriever

@@ -137,6 +137,11 @@ class Resolution:
         """Whether what was answered is not the question as asked (« Question traitée » is shown)."""
         return self.method in (ResolutionMethod.RULE, ResolutionMethod.MODEL, ResolutionMethod.REGENERATION)
 
+    @property
+    def standalone(self) -> bool:
+        """Whether the question was asked alone (the audit then records no resolution)."""
+        return self.method is ResolutionMethod.STANDALONE
+
     def shown(self) -> str:
         """The line shown with the answer, ``""`` when nothing was rewritten:
         « Question traitée : Quelle est la durée du contrat … ? »"""

@@ -1,196 +1,35 @@
-"""The audit log read back (README "Who saw what"): ``ancre audit who-saw``, ``ancre audit user``
-and ``ancre audit stats``, from the daily files alone (:mod:`ancre.query.audit`) — so a document
-since deleted or re-permissioned, or a user since gone from the directory, is still answered for.
-
-Records. Every line is a JSON object; the chain's members (``prev``, ``prev_file``, ``hash``) are
-left out. A line with an ``id`` (or ``question_id``, ``request_id``, ``record_id``) belongs with
-the other lines of that id — a question's start and its outcome, written apart — and they are
-read as one record, later members completing earlier ones; a line with a ``kind`` other than a
-question's, or without a ``question``, is not a question (it still counts for ``audit user``).
-Unknown members are kept as they are.
-
-Pseudonymised logs (``[audit] pseudonymize``): ``user``, ``account`` and ``asked_for`` are
-``hmac-sha256:<hex>``; given the key, a person is found by the HMAC of their names, and the
-directory's accounts are named back from theirs (a name no longer in the directory stays a hash).
+"""The admin's reports over the audit log (README "Who saw what"): ``ancre audit who-saw``,
+``ancre audit user`` and ``ancre audit stats``, over the records :mod:`ancre.audit.reading` reads
+back from the daily files alone — so a document since deleted or re-permissioned, or a user since
+gone from the directory, is still answered for.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 from ancre.acl.directory import Directory, resolve_account
-from ancre.errors import AncreError, AuditError, DirectoryError
+from ancre.audit.reading import Entry, Pseudonyms, misplaced_note
+from ancre.errors import DirectoryError
 from ancre.models import fold_name, nfc
-from ancre.query.audit_chain import CHAIN_FIELDS, daily_files, file_day
 from ancre.query.grounding import CONTROL_NO_CHUNK, CONTROL_REFUSAL
 
-ID_KEYS = ("id", "question_id", "request_id", "record_id")
-"""Members that link the lines of one question (the first present is used)."""
-QUESTION_KINDS = frozenset({"question", "start", "outcome", "answer", "end"})
-"""``kind`` values that belong to a question; a line with another kind is something else."""
-_RELATIVE = re.compile(r"^(\d+)\s*([dhmw])$")
+
+def refused(entry: Entry) -> bool:
+    """Whether a question was answered with the standard refusal (no extract, or the model's refusal)."""
+    controls = entry.data.get("controls") or ()
+    return CONTROL_NO_CHUNK in controls or CONTROL_REFUSAL in controls
 
 
-class BadPeriodError(AncreError):
-    """A ``--since`` / ``--until`` value is not a date, a date-time or a duration (``7d``)."""
-
-
-def parse_when(text: str, *, now: datetime | None = None, end_of_day: bool = False) -> datetime:
-    """An aware UTC datetime from ``2026-01-15`` (midnight, or the day's end with ``end_of_day``),
-    ``2026-01-15T08:30`` (UTC unless it has an offset) or a duration back from ``now``: ``7d``,
-    ``12h``, ``30m``, ``2w``. Raises :class:`BadPeriodError` naming the value."""
-    now = now or datetime.now(UTC)
-    t = text.strip()
-    m = _RELATIVE.match(t)
-    if m:
-        n, unit = int(m.group(1)), m.group(2)
-        return now - {"d": timedelta(days=n), "h": timedelta(hours=n), "m": timedelta(minutes=n),
-                      "w": timedelta(weeks=n)}[unit]
-    try:
-        if len(t) == 10:
-            d = date.fromisoformat(t)
-            return datetime.combine(d, time.max if end_of_day else time.min, UTC)
-        dt = datetime.fromisoformat(t)
-    except ValueError:
-        raise BadPeriodError(f"{text!r}: not a date (2026-01-15), a date-time (2026-01-15T08:30) or a duration "
-                             "(7d, 12h)") from None
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One record as read: ``data`` (the lines of its id merged, chain members removed), where
-    its first line is (``file``, 1-based ``line``), its ``time`` (``None``: unreadable)."""
-
-    data: Mapping[str, Any]
-    file: str
-    line: int
-    time: datetime | None
-
-    @property
-    def is_question(self) -> bool:
-        """A question's record (it has a ``question`` and no foreign ``kind``)."""
-        kind = self.data.get("kind")
-        return isinstance(self.data.get("question"), str) and (kind is None or kind in QUESTION_KINDS)
-
-    @property
-    def refused(self) -> bool:
-        """Answered with the standard refusal (no extract, or the model's refusal)."""
-        controls = self.data.get("controls") or ()
-        return CONTROL_NO_CHUNK in controls or CONTROL_REFUSAL in controls
-
-    @property
-    def outcome(self) -> str:
-        """``erreur`` (no answer reached the user), ``refus`` or ``réponse``."""
-        if self.data.get("error"):
-            return "erreur"
-        return "refus" if self.refused else "réponse"
-
-
-def _time(v: object) -> datetime | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        t = datetime.fromisoformat(v)
-    except ValueError:
-        return None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-
-
-def _id_of(obj: Mapping[str, Any]) -> str | None:
-    for k in ID_KEYS:
-        v = obj.get(k)
-        if isinstance(v, (str, int)) and not isinstance(v, bool):
-            return f"{k}:{v}"
-    return None
-
-
-def read_entries(directory: Path, since: datetime | None = None, until: datetime | None = None) -> list[Entry]:
-    """The records of the audit folder ``directory`` whose time is in ``[since, until]`` (either
-    open), oldest first. A line that is not JSON is skipped (``ancre audit verify`` names it).
-    Raises :class:`~ancre.errors.AuditError` when the folder can't be read."""
-    files = daily_files(Path(directory))
-    if not files and not Path(directory).is_dir():
-        raise AuditError(f"audit log {directory}: no such folder (is [audit] dir right?)")
-    merged: dict[str, dict[str, Any]] = {}
-    where: dict[str, tuple[str, int]] = {}
-    order: list[str] = []
-    for f in files:
-        day = file_day(f)
-        # a record lands in its day's file or a later one: files before `since` can be skipped
-        if since is not None and day < since.date() - timedelta(days=1):
-            continue
-        if until is not None and day > until.date() + timedelta(days=1):
-            continue
-        try:
-            lines = f.read_bytes().splitlines()
-        except OSError as e:
-            raise AuditError(f"audit log {f}: cannot read it: {e}") from e
-        for n, raw in enumerate(lines, 1):
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if not isinstance(obj, dict):
-                continue
-            obj = {k: v for k, v in obj.items() if k not in CHAIN_FIELDS}
-            key = _id_of(obj) or f"line:{f.name}:{n}"
-            if key in merged:
-                first_time = merged[key].get("time")
-                merged[key].update({k: v for k, v in obj.items() if v is not None or k not in merged[key]})
-                if first_time is not None:
-                    merged[key]["time"] = first_time  # when it was asked
-                kinds = merged[key].setdefault("_kinds", [])
-                kinds.append(obj.get("kind"))
-            else:
-                merged[key] = {**obj, "_kinds": [obj.get("kind")]}
-                where[key] = (f.name, n)
-                order.append(key)
-    out = []
-    for key in order:
-        data = merged[key]
-        t = _time(data.get("time"))
-        if t is not None and ((since is not None and t < since) or (until is not None and t > until)):
-            continue
-        out.append(Entry(data, *where[key], t))
-    out.sort(key=lambda e: (e.time or datetime.min.replace(tzinfo=UTC), e.file, e.line))
-    return out
-
-
-class Pseudonyms:
-    """How people appear in the log: in clear, or as ``hmac-sha256:<hex>`` with ``key`` (RFC 2104
-    HMAC-SHA256 of the name, as :meth:`ancre.query.audit.AuditLog.pseudonym` writes it)."""
-
-    def __init__(self, key: bytes | None, directory: Directory | None = None) -> None:
-        self.key = key
-        self._names: dict[str, str] = {}
-        if key is not None and directory is not None:
-            try:
-                for account in directory.users():
-                    self._names[self.of(account)] = account
-            except DirectoryError:
-                pass
-
-    def of(self, name: str) -> str:
-        """The logged form of ``name``."""
-        if self.key is None:
-            return name
-        return "hmac-sha256:" + hmac.new(self.key, name.encode(), hashlib.sha256).hexdigest()
-
-    def reveal(self, logged: str | None) -> str | None:
-        """The name behind a logged form when known (a directory account), else the form itself."""
-        if logged is None:
-            return None
-        return self._names.get(logged, logged)
+def outcome(entry: Entry) -> str:
+    """A question's outcome: ``erreur`` (no answer reached the user), ``refus`` or ``réponse``."""
+    if entry.data.get("error"):
+        return "erreur"
+    return "refus" if refused(entry) else "réponse"
 
 
 def _norm(path: str) -> str:
@@ -285,6 +124,7 @@ def who_saw(
     """Every time a document of ``target`` was among a question's sources (see the module doc);
     ``now_state``: the index's current ACL hashes, to say whether each document's rights changed
     since (``None``: not said)."""
+    entries = list(entries)
     rows = []
     for e in entries:
         if not e.is_question:
@@ -301,12 +141,12 @@ def who_saw(
                 time=e.data.get("time"), user=pseudonyms.reveal(e.data.get("user")),
                 account=pseudonyms.reveal(e.data.get("account")), asked_for=pseudonyms.reveal(e.data.get("asked_for")),
                 question=str(e.data.get("question")), filename=str(s.get("filename") or ""),
-                location=str(s.get("location") or ""), doc_id=doc_id, acl=s.get("acl"), outcome=e.outcome,
+                location=str(s.get("location") or ""), doc_id=doc_id, acl=s.get("acl"), outcome=outcome(e),
                 cited=nfc(str(s.get("filename") or "")) in cited, now=now,
                 record=f"{e.file}:{e.line}",
             ))
     people = sorted({r.account or r.user or "?" for r in rows})
-    notes = []
+    notes = [n for n in (misplaced_note(entries),) if n]
     if any((p or "").startswith("hmac-sha256:") for p in people):
         notes.append("some users are pseudonymised and not in the directory (or no key was given): "
                      "they are shown as their HMAC")
@@ -363,7 +203,8 @@ class DayStats:
 @dataclass(frozen=True)
 class Stats:
     """``ancre audit stats``: per day (oldest first) and in total, the controls fired (name →
-    count), the judge's verifications (value → count) and the other record kinds seen."""
+    count), the judge's verifications (value → count), the other record kinds seen, and notes
+    for the admin (records not in their day's file)."""
 
     since: str | None
     until: str | None
@@ -372,6 +213,7 @@ class Stats:
     controls: Mapping[str, int] = field(default_factory=dict)
     verification: Mapping[str, int] = field(default_factory=dict)
     other_records: Mapping[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 def stats(entries: Sequence[Entry], since: datetime | None = None, until: datetime | None = None) -> Stats:
@@ -394,7 +236,7 @@ def stats(entries: Sequence[Entry], since: datetime | None = None, until: dateti
         all_users.add(who)
         if e.data.get("error"):
             c["errors"] += 1
-        elif e.refused:
+        elif refused(e):
             c["refusals"] += 1
         elif e.data.get("ancree") is False:
             c["ungrounded"] += 1
@@ -409,8 +251,9 @@ def stats(entries: Sequence[Entry], since: datetime | None = None, until: dateti
 
     days = tuple(row(d, per_day[d], len(users[d])) for d in sorted(per_day))
     total = row("total", sum(per_day.values(), Counter()), len(all_users))
+    notes = tuple(n for n in (misplaced_note(entries),) if n)
     return Stats(since.isoformat() if since else None, until.isoformat() if until else None, days, total,
-                 dict(controls.most_common()), dict(verification.most_common()), dict(other.most_common()))
+                 dict(controls.most_common()), dict(verification.most_common()), dict(other.most_common()), notes)
 
 
 def json_default(o: object) -> object:
@@ -423,6 +266,6 @@ def json_default(o: object) -> object:
 
 
 __all__ = [
-    "BadPeriodError", "DayStats", "DocState", "Entry", "Pseudonyms", "Sighting", "Stats", "Target", "WhoSaw",
-    "json_default", "parse_when", "read_entries", "stats", "subject_forms", "user_records", "who_saw",
+    "DayStats", "DocState", "Sighting", "Stats", "Target", "WhoSaw", "json_default", "outcome", "refused", "stats",
+    "subject_forms", "user_records", "who_saw",
 ]

@@ -8,6 +8,7 @@ import csv
 import html
 import io
 
+from ancre.models import visible
 from ancre.reports.detectors import LABELS, Kind
 from ancre.reports.exposure import DocumentExposure, ExposureReport, Reach
 
@@ -61,11 +62,13 @@ def rows(report: ExposureReport, *, all_documents: bool = False) -> list[dict[st
 
 
 def to_csv(report: ExposureReport, *, all_documents: bool = False) -> str:
-    """The rows as CSV with a header line (``\\r\\n`` line ends, RFC 4180)."""
+    """The rows as CSV with a header line (``\\r\\n`` line ends, RFC 4180); text cells through
+    :func:`~ancre.models.visible` (a file name can't drive the terminal the CSV is printed on)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
     w.writeheader()
-    w.writerows(rows(report, all_documents=all_documents))
+    w.writerows({k: visible(v) if isinstance(v, str) else v for k, v in row.items()}
+                for row in rows(report, all_documents=all_documents))
     return buf.getvalue()
 
 
@@ -86,7 +89,9 @@ code{font-size:.85rem}
 def to_html(report: ExposureReport) -> str:
     """One self-contained HTML page (French) with the summary, each folder's exposed documents,
     and the restricted folders that were not scanned."""
-    e = html.escape
+    def e(text: str) -> str:  # escaped, and what would reorder or hide text written out
+        return html.escape(visible(text))
+
     parts = [
         "<!DOCTYPE html>", '<html lang="fr"><head><meta charset="utf-8">',
         "<title>Rapport d'exposition — ancre</title>", f"<style>{_CSS}</style></head><body>",

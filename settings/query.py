@@ -102,7 +102,21 @@ class AuditConfig(_Section):
     chain_key_file: Path | None = None
     """HMAC key of the audit's hash chain (created with 32 random bytes, mode 0600, when missing;
     best kept outside the audit folder, e.g. a systemd credential); unset: the chain is plain
-    SHA-256 (:mod:`ancre.query.audit_chain`)."""
+    SHA-256 (:mod:`ancre.audit.chain`)."""
+    witnesses: tuple[Literal["state", "syslog"], ...] = ("state",)
+    """Where each record's chain position and hash are also kept, out of reach of the audit
+    folder, so that records cut from the end of the log are found (:mod:`ancre.audit.witness`;
+    README "A tamper-evident audit", the threat table): ``state`` the state database
+    (``<data_dir>/state.sqlite3``), ``syslog`` the system log (journald or rsyslog, through
+    ``syslog_socket``). ``[]``: none — ``ancre audit verify`` then fails unless told the log was
+    started without one (``--started-without-witness``)."""
+    syslog_socket: Path = Path("/dev/log")
+    """The system log's Unix datagram socket the ``syslog`` witness sends to (RFC 3164, facility
+    authpriv, tag ``ancre-audit``)."""
+    syslog_files: tuple[Path, ...] = ()
+    """Files where the syslog daemon writes the ``syslog`` witness's marks (e.g.
+    ``["/var/log/auth.log", "/var/log/auth.log.1"]``, rotated ``.gz`` files too), read by
+    ``ancre audit verify``; empty: read them from the journal (``journalctl``)."""
 
 
 __all__ = [

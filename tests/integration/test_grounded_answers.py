@@ -22,11 +22,11 @@ from typer.testing import CliRunner
 from ancre.acl.directory import FileDirectory
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
+from ancre.audit.record import AuditLog
 from ancre.config import Settings, load_settings
 from ancre.errors import DirectoryError
 from ancre.models import COLLECTIONS, Acl
 from ancre.query.answer import ERROR_INTERRUPTED, ERROR_MODEL, Answer, AnswerService
-from ancre.query.audit import AuditLog
 from ancre.query.grounding import (
     CONTROL_FACT,
     CONTROL_INVENTED,

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from ancre.app.cli import app
 from ancre.app.runtime import Runtime
+from ancre.audit.record import AuditLog
 from ancre.config import load_settings
 from ancre.errors import SourceUnavailableError
 from ancre.models import COLLECTIONS, Acl
 from ancre.query.answer import CONTROL_RIGHTS_UNVERIFIED, AnswerService, unverified_note
-from ancre.query.audit import AuditLog
 from ancre.query.live_acl import LiveAclChecker
 from ancre.query.retrieval import Retriever
 

@@ -23,10 +23,10 @@ from support.samba import SambaDC, samba_dc  # noqa: F401 - the session fixture
 from support.smb_config import PASSWORD_ENV, write_smb_config
 
 from ancre.app.runtime import Runtime
+from ancre.audit.record import AuditLog
 from ancre.config import load_settings
 from ancre.models import COLLECTIONS, Acl
 from ancre.query.answer import CONTROL_RIGHTS_UNVERIFIED, AnswerService, unverified_note
-from ancre.query.audit import AuditLog
 from ancre.query.live_acl import LiveAclChecker
 from ancre.query.retrieval import Retriever
 

@@ -223,6 +223,9 @@ def test_verify_the_audit_then_a_tampered_copy(audited: Corpus, tmp_path: Path) 
     res = run("audit", "verify", "--config", str(cfg))
     assert res.exit_code == 1 and f"{f.name} line 2" in res.stdout and "changed" in res.stdout, res.output
     got = json.loads(run("audit", "verify", "--json", "--config", str(cfg)).stdout)
+    # and the copy was never witnessed (the state witness knows the original folder only)
+    assert [(p["kind"], p["line"]) for p in got["problems"]] == [("witness", None), ("changed", 2)]
+    got = json.loads(run("audit", "verify", "--json", "--started-without-witness", "--config", str(cfg)).stdout)
     assert [(p["kind"], p["line"]) for p in got["problems"]] == [("changed", 2)]
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ancre.audit.record import AuditLog, AuditRecord, load_or_create_key
 from ancre.models import Acl
-from ancre.query.audit import AuditLog, AuditRecord, load_or_create_key
 from ancre.query.context import Source
 from ancre.query.grounding import CONTROL_INVENTED, Verdict
 from ancre.query.live_acl import RightsCheck

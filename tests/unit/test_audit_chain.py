@@ -6,20 +6,27 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ancre.audit.chain import CHECKPOINTS, HEAD, Sealer, parse_line, seal
+from ancre.audit.record import AuditLog, AuditRecord
+from ancre.audit.verify import ChainReport, Tamper
+from ancre.audit.verify import verify_chain as _verify_chain
 from ancre.errors import AuditError
-from ancre.query.audit import AuditLog, AuditRecord
-from ancre.query.audit_chain import CHECKPOINTS, HEAD, Sealer, Tamper, parse_line, seal, verify_chain
 from ancre.query.grounding import Verdict
 
 T0 = datetime(2026, 1, 15, 8, 30, tzinfo=UTC)
 P = frozenset({"sid:S-1-1-0"})
+
+
+def verify_chain(d: Path, key: bytes | None = None) -> ChainReport:
+    """The chain alone (no witness: the log's witnesses are tests/unit/test_audit_witness.py's)."""
+    return _verify_chain(d, key, started_without_witness=True)
 
 
 def _rec(i: int, when: datetime) -> AuditRecord:
@@ -53,9 +60,11 @@ def _rehash(line: bytes, sealer: Sealer, **changes: object) -> bytes:
     on the same prev."""
     obj = json.loads(line)
     prev, prev_file = obj.pop("prev"), obj.pop("prev_file", None)
+    seq, day = obj.pop("seq", None), obj.pop("day", None)
     obj.pop("hash")
     obj.update(changes)
-    return seal(json.dumps(obj, ensure_ascii=False, separators=(",", ":")), prev, sealer, prev_file).encode()
+    return seal(json.dumps(obj, ensure_ascii=False, separators=(",", ":")), prev, sealer, prev_file, seq=seq,
+                day=date.fromisoformat(day) if day else None).encode()
 
 
 def _kinds(d: Path, key: bytes | None = None) -> list[tuple[str, str | None, int | None]]:
@@ -173,7 +182,8 @@ def test_a_line_moved_to_another_days_file(tmp_path: Path) -> None:
     a, b = _read(_file(tmp_path, 0)), _read(_file(tmp_path, 1))
     _write(_file(tmp_path, 0), a[:2] + a[3:])
     _write(_file(tmp_path, 1), [*b[:2], a[2], *b[2:]])
-    assert _kinds(tmp_path) == [("reordered", _file(tmp_path, 1).name, 3)]
+    # out of order, and sealed into the other day's file
+    assert _kinds(tmp_path) == [("misplaced", _file(tmp_path, 1).name, 3), ("reordered", _file(tmp_path, 1).name, 3)]
 
 
 def test_a_damaged_line(tmp_path: Path) -> None:

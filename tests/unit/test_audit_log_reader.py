@@ -1,4 +1,4 @@
-"""The audit log read back (:mod:`ancre.reports.audit_log`): lines of other kinds linked by an id
+"""The audit log read back (:mod:`ancre.audit.reading`, :mod:`ancre.reports.audit_log`): lines of other kinds linked by an id
 (a question's start and its outcome written apart) read as one record, chain members left out,
 targets by UNC path, folder, URL or id, periods, and pseudonyms named back with the key."""
 
@@ -10,17 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ancre.query.audit import AuditLog
-from ancre.reports.audit_log import (
-    BadPeriodError,
-    Pseudonyms,
-    Target,
-    parse_when,
-    read_entries,
-    stats,
-    user_records,
-    who_saw,
-)
+from ancre.audit.reading import BadPeriodError, Pseudonyms, parse_when, read_entries
+from ancre.audit.record import AuditLog
+from ancre.reports.audit_log import Target, stats, user_records, who_saw
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 ROOTS = {"partage": "\\\\SRV\\Partage", "sp": "https://t.sharepoint.example/sites/D/Docs"}

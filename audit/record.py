@@ -71,7 +71,7 @@ outcome (:data:`ancre.query.live_acl.Outcome`: ``live``, ``changed``, ``gone``, 
 - **Retention**: :meth:`AuditLog.purge_expired` deletes the daily files older than
   ``retention_days`` (also run when a new day's file is opened); ``0`` keeps everything.
 - **Tamper-evident**: every line goes through :meth:`AuditLog._write_line` wrapped by the hash
-  chain (:mod:`ancre.query.audit_chain`: ``prev``/``hash`` members, HMAC with ``chain_key``, a
+  chain (:mod:`ancre.audit.chain`: ``prev``/``hash`` members, HMAC with ``chain_key``, a
   signed checkpoint when retention deletes files), whatever the record's kind.
 
 Thread-safe: one lock around rotation and writes.
@@ -86,21 +86,112 @@ import os
 import secrets
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from ancre.audit.chain import Sealer
+from ancre.audit.chain_writer import AuditChain
+from ancre.audit.witness import Witness, open_witnesses
 from ancre.errors import AuditError
-from ancre.query.audit_chain import FILE_RE, AuditChain  # noqa: F401 - FILE_RE: the daily file names
-from ancre.query.context import Source
-from ancre.query.conversation import Resolution, ResolutionMethod
-from ancre.query.grounding import Verdict
-from ancre.query.live_acl import RightsCheck
-from ancre.query.versions import VersionGroup
 from ancre.settings.query import AuditConfig
+
+# What a record reads of the query core's objects. The audit sits below the query core
+# (docs/ARCHITECTURE.md "Packages and layers"), so it names the members it reads, not the classes:
+# each protocol bears the name of the query class it describes, which satisfies it.
+
+
+class Source(Protocol):
+    """A document put before the model (:class:`ancre.query.context.Source`)."""
+
+    @property
+    def filename(self) -> str: ...
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def acl_digest(self) -> str: ...
+
+
+class RightsCheck(Protocol):
+    """The rights decision on one document (:class:`ancre.query.live_acl.RightsCheck`)."""
+
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def filename(self) -> str: ...
+    @property
+    def live(self) -> bool: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def readable(self) -> bool: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def age_s(self) -> float: ...
+
+
+class UnsupportedFact(Protocol):
+    """A fact control 5 found in no cited extract (:class:`ancre.query.facts.UnsupportedFact`)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def sentence(self) -> str: ...
+    @property
+    def cited(self) -> Sequence[str]: ...
+
+
+class Verdict(Protocol):
+    """The controls' outcome for one answer (:class:`ancre.query.grounding.Verdict`)."""
+
+    @property
+    def ancree(self) -> bool | None: ...
+    @property
+    def controls(self) -> Sequence[str]: ...
+    @property
+    def invented(self) -> Sequence[str]: ...
+    @property
+    def cited(self) -> Sequence[str]: ...
+    @property
+    def verification(self) -> str: ...
+    @property
+    def unsourced(self) -> Sequence[str]: ...
+    @property
+    def facts(self) -> Sequence[UnsupportedFact]: ...
+
+
+class Resolution(Protocol):
+    """How the answered question came from the one asked (:class:`ancre.query.conversation.Resolution`)."""
+
+    @property
+    def question(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def instruction(self) -> str | None: ...
+    @property
+    def standalone(self) -> bool: ...
+
+
+class VersionGroup(Protocol):
+    """Documents of one context that are versions of one another (:class:`ancre.query.versions.VersionGroup`)."""
+
+    @property
+    def documents(self) -> Sequence[str]: ...
+    @property
+    def current(self) -> str | None: ...
+    @property
+    def reasons(self) -> Sequence[str]: ...
+    @property
+    def related_by(self) -> str: ...
 
 
 class AuditKind(StrEnum):
@@ -174,7 +265,7 @@ class AuditOutcome:
 
 def _conversation(resolution: Resolution | None) -> dict[str, object]:
     """The audit fields of a follow-up: the standalone question answered and how it was made."""
-    if resolution is None or resolution.method is ResolutionMethod.STANDALONE:
+    if resolution is None or resolution.standalone:
         return {"resolved_question": None, "resolution": None}
     return {
         "resolved_question": resolution.question,
@@ -225,9 +316,18 @@ def chain_key(cfg: AuditConfig) -> bytes | None:
     return load_or_create_key(Path(cfg.chain_key_file)) if cfg.chain_key_file is not None else None
 
 
+def witnesses(cfg: AuditConfig, data_dir: Path, key: bytes | None) -> list[Witness]:
+    """The witnesses ``audit.witnesses`` names for the log of ``cfg`` (:mod:`ancre.audit.witness`;
+    the state witness in ``<data_dir>/state.sqlite3``), sealing with the chain's ``key``."""
+    return open_witnesses(cfg.witnesses, audit_dir(cfg, data_dir), Sealer(key), state_db=Path(data_dir) / "state.sqlite3",
+                          syslog_socket=cfg.syslog_socket, syslog_files=cfg.syslog_files)
+
+
 def open_audit_log(cfg: AuditConfig, data_dir: Path) -> AuditLog:
-    """The audit log the ``[audit]`` settings describe (folder, retention, both keys)."""
-    return AuditLog(audit_dir(cfg, data_dir), cfg.retention_days, pseudonym_key(cfg, data_dir), chain_key(cfg))
+    """The audit log the ``[audit]`` settings describe (folder, retention, both keys, witnesses)."""
+    key = chain_key(cfg)
+    return AuditLog(audit_dir(cfg, data_dir), cfg.retention_days, pseudonym_key(cfg, data_dir), key,
+                    witnesses(cfg, data_dir, key))
 
 
 class AuditLog:
@@ -235,18 +335,19 @@ class AuditLog:
 
     ``retention_days``: daily files older than this are purged (``0``: never);
     ``pseudonymize_key``: HMAC key for user names, ``None`` to log them in clear;
-    ``chain_key``: HMAC key of the hash chain, ``None`` for plain SHA-256.
+    ``chain_key``: HMAC key of the hash chain, ``None`` for plain SHA-256; ``witnesses``: where
+    each record's chain position and hash also go (:mod:`ancre.audit.witness`).
     Raises :class:`OSError` when the folder or file cannot be written.
     """
 
     def __init__(
         self, directory: Path, retention_days: int = 365, pseudonymize_key: bytes | None = None,
-        chain_key: bytes | None = None,
+        chain_key: bytes | None = None, witnesses: Sequence[Witness] = (),
     ) -> None:
         self.directory = Path(directory)
         self.retention_days = retention_days
         self._key = pseudonymize_key
-        self._chain = AuditChain(self.directory, chain_key)
+        self._chain = AuditChain(self.directory, chain_key, witnesses)
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._day: date | None = None
@@ -418,12 +519,14 @@ class AuditLog:
             self._fd = self._day = None
 
     def close(self) -> None:
-        """Close the current file."""
+        """Close the current file and release the witnesses."""
         with self._lock:
             self._close()
+            self._chain.close()
 
 
 __all__ = [
-    "AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "audit_dir", "chain_key", "load_or_create_key",
-    "new_question_id", "open_audit_log", "pseudonym_key",
+    "AuditKind", "AuditLog", "AuditOutcome", "AuditRecord", "Resolution", "RightsCheck", "Source", "UnsupportedFact",
+    "Verdict", "VersionGroup", "audit_dir", "chain_key", "load_or_create_key", "new_question_id", "open_audit_log",
+    "pseudonym_key", "witnesses",
 ]
