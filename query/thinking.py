@@ -29,7 +29,7 @@ import re
 
 OPEN, CLOSE = "<think>", "</think>"
 
-_T = "[tT][hH][iI][nN][kK]"  # ASCII letters only: no Unicode case folding (« ı » is not « i »)
+_T = "[tT][hH][iI][nN][kK]"  # ASCII letters only: no Unicode case folding (U+0131 is not "i")
 _BLOCK = re.compile(rf"<{_T}>.*?</{_T}>\s*", re.DOTALL)
 _UNCLOSED = re.compile(rf"<{_T}>.*", re.DOTALL)
 _STRAY = re.compile(rf"</{_T}>\s*")
