@@ -803,8 +803,8 @@ def check(
     )
 
     def show(r: CheckResult) -> None:
-        style = "green" if r.ok else "bold red"
-        console.print(f"[{style}]{'ok  ' if r.ok else 'FAIL'}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True)
+        style = {"ok": "green", "warn": "yellow"}.get(r.status, "bold red")
+        console.print(f"[{style}]{r.status:<4}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True)
 
     with Runtime(settings) as rt:
         results = run_checks(rt, user, on_result=show)

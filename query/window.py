@@ -28,20 +28,23 @@ other symbols, whitespace), since no token ever spans two such pieces:
 
 - estimate: a letter run of *n* characters counts ⌈*n* / 2.5⌉ tokens, plus one per letter outside
   the Latin alphabets (scripts the vocabulary covers less); each digit one (Qwen splits numbers into
-  digits); each other symbol one per UTF-8 byte; a line break run one, other whitespace one unless it is a single space before a letter or a symbol;
-  and :data:`TEMPLATE_TOKENS` per message plus the generation prompt for the chat template
-  (ChatML: ``<|im_start|>role\\n … <|im_end|>\\n``). French prose comes out at about 1.5 times
-  what Qwen's tokenizer counts.
+  digits); each other symbol one per UTF-8 byte; a run of line breaks one, other whitespace one
+  unless it is a single space before a letter or a symbol (which it joins); and
+  :data:`TEMPLATE_TOKENS` per message plus the generation prompt for the chat template (ChatML:
+  ``<|im_start|>role\\n … <|im_end|>\\n``). On the bundled corpus this is 1.65 times what
+  XLM-RoBERTa's tokenizer counts (1.48 at least; Qwen's, whose digits are one token each, counts more).
 - lower bound: one token per letter run and per digit run — every real tokenizer needs at least
-  that — and nothing for the rest (about 0.6 times the real count).
+  that — and nothing for the rest (0.57 times XLM-RoBERTa's count on the corpus, 0.79 at most).
 
 ``tests/unit/test_window.py`` checks both against a real subword tokenizer (XLM-RoBERTa's, the
 one multilingual-e5 ships) on every chunk of the bundled corpus.
 
 **Checking** (:meth:`ContextWindow.run`): after the answer, the count the server reports
 (Ollama ``prompt_eval_count``, OpenAI ``usage.prompt_tokens``) is compared with what was sent. A
-count under the lower bound, or one that filled the whole window sent, means the server read a
-truncated prompt: the control ``contexte_tronque`` fires and the answer is not grounded
+count under the lower bound, one that filled the whole window sent, or one below the prompt's
+count that is exactly a window's size (2,048, 4,096 … — what Ollama's cut leaves when the window
+it applied was not ancre's, behind its OpenAI-compatible endpoint or on a server that ignores
+``num_ctx``) means the server read a truncated prompt: the control ``contexte_tronque`` fires and the answer is not grounded
 (:func:`apply_run`: HTTP 422 on ``/query``, the warning on ``/v1``), whatever it says. An answer
 that stopped on the token budget (``done_reason`` / ``finish_reason`` ``"length"``) gets
 ``reponse_tronquee``: the user is told it is incomplete.
@@ -77,6 +80,10 @@ CONTROL_CONTEXT_REDUCED = "contexte_reduit"
 WINDOW_STEP = 4096
 """Ollama windows are multiples of this (few distinct sizes: Ollama reloads a model whose
 ``num_ctx`` changes)."""
+WINDOW_SIZES = frozenset(2**k for k in range(9, 19))
+"""Windows a server applies by default (512 to 262,144 tokens: Ollama's 2,048, its 4k/32k/256k VRAM
+tiers, llama.cpp's): a prompt Ollama cut is evaluated as exactly its window (the first ``num_keep``
+tokens and the end, ``new == num_ctx``), and a whole prompt of exactly such a size is rare."""
 TEMPLATE_TOKENS = 8
 """Tokens of chat template counted per message, and for the generation prompt."""
 INFO_TTL_S = 600.0
@@ -168,11 +175,16 @@ class ModelRun:
 
     @property
     def context_truncated(self) -> bool:
-        """The server read less than the prompt: under its lower bound, or the whole window."""
-        if self.evaluated is None:
+        """The server read less than the prompt: fewer tokens than its lower bound, the whole
+        window sent or more, or — fewer than the prompt's count — exactly a window's size
+        (:data:`WINDOW_SIZES`, the model's length): the shape of Ollama's cut."""
+        n = self.evaluated
+        if n is None:
             return False
-        window = self.fitted.num_ctx
-        return self.evaluated < self.fitted.prompt_min or (window is not None and self.evaluated >= window)
+        f = self.fitted
+        if n < f.prompt_min or (f.num_ctx is not None and n >= f.num_ctx):
+            return True
+        return n < f.prompt_tokens and (n in WINDOW_SIZES or n == f.context_length)
 
     @property
     def answer_cut(self) -> bool:
@@ -335,6 +347,7 @@ __all__ = [
     "CONTROL_CONTEXT_REDUCED",
     "CONTROL_CONTEXT_TRUNCATED",
     "TEMPLATE_TOKENS",
+    "WINDOW_SIZES",
     "WINDOW_STEP",
     "ContextWindow",
     "Dropped",

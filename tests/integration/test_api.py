@@ -211,7 +211,7 @@ def test_query_200_when_grounded_and_422_when_not(served: Served, srv: ScriptedS
     assert r.status_code == 200, r.text
     body = r.json()
     assert set(body) == {"reponse", "sources", "ancree", "controles", "verification", "extractive", "documents_ecartes",
-                         "versions", "question_traitee"}
+                         "versions", "question_traitee", "reponse_incomplete"}
     assert body["versions"] == [] and body["question_traitee"] is None  # one document, asked alone
     assert body["documents_ecartes"] == []  # every source document's rights were checked live
     assert body["ancree"] is True and body["controles"] == [] and body["verification"] == "effectuee"
@@ -388,7 +388,8 @@ def test_a_user_who_may_not_read_gets_the_refusal_and_no_trace(served: Served, s
     assert r.json()["ancre"] == {"ancree": True, "verification": "non_requise",
                                  "controles": ["aucun_extrait", "utilisateur_inconnu"],
                                  "sources": [], "extractive": False, "documents_ecartes": [],
-                                 "faits_non_sources": [], "versions": [], "question_traitee": None}
+                                 "faits_non_sources": [], "versions": [], "question_traitee": None,
+                                 "reponse_incomplete": False}
     r = httpx.post(f"{served.url}/query", json={"question": Q_ROCHAT}, headers=who("mallory"), timeout=60)
     assert r.json()["reponse"] == REFUSAL and r.json()["controles"] == ["aucun_extrait", "utilisateur_inconnu"]
     assert srv.requests_to("/api/chat") == []
@@ -572,9 +573,12 @@ def test_health_and_metrics(served: Served, srv: ScriptedServer) -> None:
     checks = r.json()["checks"]
     assert {k: v["status"] for k, v in checks.items()} == {"store": "ok", "directory": "ok", "llm": "ok", "index": "ok"}
     assert checks["store"]["points"]["documents"] > 0
-    srv.route("GET", "/api/version", (500, {"error": "down"}))
+    assert checks["llm"]["models"] == {ANSWER_MODEL: "present", JUDGE_MODEL: "present"}
+    srv.route("GET", "/api/tags", (500, {"error": "down"}))
     r = httpx.get(f"{served.url}/health")
     assert r.status_code == 503 and r.json()["checks"]["llm"]["status"] == "error"
+    assert r.json()["checks"]["llm"]["models"] == {ANSWER_MODEL: "unreachable", JUDGE_MODEL: "unreachable"}
+    script(srv, CASE1, GROUNDED)
 
     _post(served.url, "/query", who("alice"))
     text = httpx.get(f"{served.url}/metrics").text

@@ -13,7 +13,7 @@ from ancre.query.context import Context, Extract, Source
 from ancre.query.enrich import enrich_citations
 from ancre.query.grounding import CONTROL_FACT, CONTROL_INVENTED, CONTROL_JUDGE, CONTROL_REFUSAL, ground
 from ancre.query.judge import Judge, parse_verdict
-from ancre.query.llm import ChatClient, LlmError, OllamaChat, OpenAIChat, make_chat_client
+from ancre.query.llm import ChatClient, LlmError, ModelNotFoundError, OllamaChat, OpenAIChat, make_chat_client
 from ancre.query.prompt import REFUSAL, ChatMessage, build_messages
 from ancre.settings.query import JudgeConfig, LlmConfig
 
@@ -130,8 +130,9 @@ def test_ollama_stream_errors(srv: ScriptedServer) -> None:
     )
     with pytest.raises(LlmError):
         list(client.stream(MESSAGES, temperature=0.2))
+    # docs/api/errors.mdx of ollama/ollama: 404 for a model that does not exist
     srv.route("POST", "/api/chat", (404, {"error": "model 'qwen2.5:14b' not found"}))
-    with pytest.raises(LlmError, match=r"HTTP 404: model 'qwen2.5:14b' not found"):
+    with pytest.raises(ModelNotFoundError, match=r"not on the ollama server .*`ollama pull qwen2.5:14b`"):
         list(client.stream(MESSAGES, temperature=0.2))
     client.close()
 

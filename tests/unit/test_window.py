@@ -167,11 +167,14 @@ def run(evaluated: int | None, reason: str | None = "stop", num_ctx: int | None 
 
 
 def test_shortfalls() -> None:
-    assert not run(2200).context_truncated  # between the bound and the window: the whole prompt
+    # prompt: 3,000 tokens estimated, at least 1,500; window sent 8,192; the model's length 32,768
+    assert not run(2200).context_truncated  # between the bound and the estimate: the whole prompt
     assert run(1499).context_truncated  # under the lower bound
     assert run(8192).context_truncated  # the whole window: the runner cut it to num_ctx
+    assert run(2048).context_truncated  # exactly a default window, under the estimate: Ollama's cut
     assert not run(None).context_truncated  # the server did not say
     assert not run(9000, num_ctx=None).context_truncated and run(1000, num_ctx=None).context_truncated
+    assert run(2048, num_ctx=None).context_truncated and not run(2047, num_ctx=None).context_truncated
 
 
 def test_apply_run() -> None:
