@@ -760,3 +760,72 @@ def test_ancre_api_refuses_to_start_without_a_key(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCRE_")}
     r = subprocess.run(_ancre("api", "--config", str(config)), check=False, capture_output=True, env=env, timeout=120)
     assert r.returncode == 2 and "api.api_key is required" in " ".join(r.stderr.decode().split())
+
+
+# ----------------------------------------------------------------------------- the model's server (issue 42)
+
+
+def test_a_truncated_context_is_422_on_query_and_a_warning_on_v1(served: Served, srv: ScriptedServer) -> None:
+    """An Ollama that cuts the prompt whatever num_ctx says (tests/support/model_servers.py): the
+    answer is not grounded — 422 on /query, the answer with its warning on /v1 — and audited."""
+    script(srv, CASE1, GROUNDED, force_window=1024)
+    try:
+        r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+        assert r.status_code == 422, r.text
+        assert "contexte_tronque" in r.json()["controles"] and r.json()["reponse_bloquee"].startswith("Le contrat")
+        r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT), headers=who("alice"), timeout=60)
+        assert r.status_code == 200 and r.json()["ancre"]["ancree"] is False
+        content = r.json()["choices"][0]["message"]["content"]
+        assert "réponse non ancrée" in content and "contexte tronqué" in content
+        assert chats(srv, JUDGE_MODEL) == []  # a judge is not asked about a prompt the model never read
+        line = served.audit_lines()[-1]
+        assert "contexte_tronque" in line["controls"] and line["model"]["prompt_eval_count"] == 1024
+    finally:
+        script(srv, CASE1, GROUNDED)
+
+
+def test_an_answer_cut_by_its_budget_is_told_incomplete(served: Served, srv: ScriptedServer) -> None:
+    long = CASE1 + " Le contrat couvre aussi la supervision." * 2000  # more than llm.max_tokens (2,048)
+    script(srv, long, GROUNDED)
+    try:
+        r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT), headers=who("alice"), timeout=60)
+        assert r.status_code == 200 and r.json()["ancre"]["reponse_incomplete"] is True
+        assert "reponse_tronquee" in r.json()["ancre"]["controles"]
+        assert "Réponse incomplète" in r.json()["choices"][0]["message"]["content"]
+        with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT, stream=True),
+                          headers=who("alice"), timeout=60) as s:
+            streamed = s.read().decode()
+        chunks = [json.loads(x[6:]) for x in streamed.split("\n\n") if x.startswith("data: {")]
+        text = "".join((c["choices"] or [{}])[0].get("delta", {}).get("content") or "" for c in chunks)
+        assert "Réponse incomplète" in text and chunks[-1]["ancre"]["reponse_incomplete"] is True
+        r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+        assert r.json()["reponse_incomplete"] is True and "reponse_tronquee" in r.json()["controles"]
+        assert served.audit_lines()[-1]["model"]["done_reason"] == "length"
+    finally:
+        script(srv, CASE1, GROUNDED)
+
+
+def test_a_model_missing_from_its_server_gives_staff_the_service_message(
+    served: Served, srv: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from support.model_servers import FakeOllama, Model
+
+    FakeOllama(srv, {JUDGE_MODEL: Model(GROUNDED, 40960, "qwen3")})  # qwen2.5:14b not pulled
+    try:
+        for stream in (False, True):
+            caplog.clear()
+            r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT, stream=stream),
+                           headers=who("alice"), timeout=60)
+            assert r.status_code == 503, r.text
+            err = r.json()["error"]
+            assert err["code"] == "model_missing" and err["message"].startswith(
+                "Le modèle de langage qui rédige les réponses d'ancre n'est pas installé sur son serveur")
+            assert "qwen2.5" not in err["message"]  # staff get the French message, the admin the log line
+            logged = [rec.getMessage() for rec in caplog.records if "ollama pull qwen2.5:14b" in rec.getMessage()]
+            assert len(logged) == 1 and "\n" not in logged[0]
+        r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "model_missing"
+        health = httpx.get(f"{served.url}/health").json()["checks"]["llm"]
+        assert health["status"] == "error" and health["models"] == {ANSWER_MODEL: "absent", JUDGE_MODEL: "present"}
+    finally:
+        script(srv, CASE1, GROUNDED)
