@@ -12,7 +12,10 @@
    rights could not be checked is left out, the control ``droits_non_verifies`` fires and
    :attr:`Answer.unverified` says how many per source;
 3. control 1: no chunk → the standard refusal, **no model is called**;
-4. the context (:mod:`ancre.query.context`) and the strict prompt (:mod:`ancre.query.prompt`);
+4. the context (:mod:`ancre.query.context`) and the strict prompt (:mod:`ancre.query.prompt`),
+   sized to the answering model's window (:mod:`ancre.query.window`: complements left out to fit
+   are recorded, Ollama is sent the ``num_ctx`` it needs; what the server says it read is checked
+   after the answer — ``contexte_tronque``, ``reponse_tronquee``);
 5. the answering model — or, with none configured, the extractive answer
    (:class:`~ancre.query.llm.ExtractiveAnswerer`, which refuses when the extracts do not carry the
    question's terms);

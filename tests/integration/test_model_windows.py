@@ -34,7 +34,6 @@ from ancre.query import QueryCore
 from ancre.query.answer import Answer
 from ancre.query.llm import LlmError, ModelNotFoundError, OllamaChat, OpenAIChat
 from ancre.query.model_status import preload, statuses
-from ancre.query.prompt import SYSTEM_PROMPT
 from ancre.query.window import CONTROL_ANSWER_CUT, CONTROL_CONTEXT_REDUCED, CONTROL_CONTEXT_TRUNCATED
 
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
@@ -287,7 +286,7 @@ def test_an_absent_model_is_named_with_its_fix(corpus: Corpus, srv: ScriptedServ
     assert found[QWEN3].present is True
     core = QueryCore(settings, corpus.rt.query_core.parts)
     try:
-        with pytest.raises(ModelNotFoundError, match="ollama pull qwen2.5:14b"):
+        with pytest.raises(ModelNotFoundError, match=r"ollama pull qwen2\.5:14b"):
             core.ask(Q_BAUMONT, "alice")
     finally:
         core.close()

@@ -5,6 +5,8 @@ test over random texts and random chunkings), and that rule is checked on the sh
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +24,7 @@ TEXTS = st.lists(PARTS, max_size=30).map("".join)
 def run(text: str, cuts: list[int]) -> str:
     f = ThinkFilter()
     bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
-    out = [f.feed(text[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    out = [f.feed(text[a:b]) for a, b in itertools.pairwise(bounds)]
     return "".join(out) + f.flush()
 
 

@@ -149,7 +149,7 @@ def test_an_absent_model_is_reported_before_any_call() -> None:
     from ancre.query.llm import ModelNotFoundError
 
     w = ContextWindow(StubServer(None, present=False), num_ctx=8192, max_tokens=512)  # type: ignore[arg-type]
-    with pytest.raises(ModelNotFoundError, match="ollama pull qwen2.5:14b"):
+    with pytest.raises(ModelNotFoundError, match=r"ollama pull qwen2\.5:14b"):
         w.fit(ctx(("a.docx", 1, 0)), render)
 
 
