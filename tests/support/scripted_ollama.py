@@ -29,7 +29,7 @@ def message(content: str, model: str = ANSWER_MODEL, thinking: str | None = None
     if thinking is not None:
         msg["thinking"] = thinking
     return {"model": model, "created_at": "2026-01-15T08:30:00.000000Z", "message": msg, "done": True,
-            "done_reason": "stop", "prompt_eval_count": 26, "eval_count": 12}
+            "done_reason": "stop"}
 
 
 def script(srv: ScriptedServer, answer: Scripted, judge: Scripted = GROUNDED, **kw: Any) -> FakeOllama:
