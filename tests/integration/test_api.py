@@ -755,6 +755,57 @@ principals = ["sid:S-1-1-0"]
         httpx.get(f"{url}/health")
 
 
+def test_ancre_serve_preloads_both_models_at_start(tmp_path: Path) -> None:
+    """The first question does not pay the model's load: at start, before any question, ``ancre
+    serve`` sends each model an empty chat request with its keep_alive and the window questions
+    use (docs/api.md of ollama/ollama, "Load a model")."""
+    from support.model_servers import FakeOllama, Model
+
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "note.md").write_text("# Note\n\nRien.\n", "utf-8")
+    (tmp_path / "directory.json").write_bytes((CORPUS / "directory.json").read_bytes())
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "ANCRE_CONFIG", "WATCHDOG_USEC")}
+    env["ANCRE_TEST_API_KEY"] = KEY
+    log = tmp_path / "serve.log"
+    with ScriptedServer() as model:
+        FakeOllama(model, {ANSWER_MODEL: Model(), JUDGE_MODEL: Model(GROUNDED, 40960, "qwen3")})
+        config = tmp_path / "ancre.toml"
+        config.write_text(f'''data_dir = "data"
+[directory]
+kind = "file"
+path = "directory.json"
+[daemon]
+log_format = "text"
+[api]
+port = {port}
+api_key = {{ env = "ANCRE_TEST_API_KEY" }}
+[llm]
+kind = "ollama"
+url = "{model.url}"
+num_ctx = 16384
+[[sources]]
+id = "t"
+root = "tree"
+principals = ["sid:S-1-1-0"]
+''', encoding="utf-8")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(_ancre("serve", "--config", str(config)), stdout=out, stderr=subprocess.STDOUT,
+                                    env=env, cwd=tmp_path)
+        try:
+            loads = _wait(lambda: len(model.requests_to("/api/chat")) >= 2 and model.requests_to("/api/chat"),
+                          "the models' pre-load", proc, log)
+            assert [(r.json["model"], r.json["messages"], r.json["keep_alive"], r.json["options"]["num_ctx"])
+                    for r in loads] == [(ANSWER_MODEL, [], "30m", 16384), (JUDGE_MODEL, [], "2h", 8192)]
+            _wait(lambda: "judge model qwen3:4b loaded" in log.read_text(errors="replace"), "the log line", proc, log)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0, log.read_text(errors="replace")[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def test_ancre_api_refuses_to_start_without_a_key(tmp_path: Path) -> None:
     config = write_config(copy_corpus(tmp_path))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCRE_")}
