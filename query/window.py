@@ -88,6 +88,8 @@ TEMPLATE_TOKENS = 8
 """Tokens of chat template counted per message, and for the generation prompt."""
 INFO_TTL_S = 600.0
 """Seconds a server's description of the model is reused."""
+FAILED_INFO_TTL_S = 60.0
+"""Seconds before a server that could not describe the model is asked again."""
 SERVER_COUNT_SLACK = 0.98
 """A server's own count (vLLM ``/tokenize``) stands for the lower bound, less this margin."""
 
@@ -245,7 +247,7 @@ class ContextWindow:
         self.max_tokens = max_tokens
         self.context_length = context_length
         self._lock = threading.Lock()
-        self._known: tuple[float, int | None] | None = None  # (when, the server's length)
+        self._known: tuple[float, int | None] | None = None  # (until when, the server's length)
 
     def limit(self) -> int | None:
         """The model's context length in tokens as used: the server's, capped by the configured
@@ -253,20 +255,22 @@ class ContextWindow:
         the server says it has no such model; another failure to ask leaves the configured one."""
         with self._lock:
             known = self._known
-        if known is None or time.monotonic() - known[0] > INFO_TTL_S:
+        now = time.monotonic()
+        if known is None or now > known[0]:
             try:
                 info = self.client.info()
             except ModelNotFoundError:
                 raise
-            except LlmError as e:
+            except LlmError as e:  # asked again in a minute, not at every question
                 log.warning("%s: the model's context length could not be read (%s)", self.client.model, e)
-                return self.context_length
-            if info.present is False:
+                info, ttl = None, FAILED_INFO_TTL_S
+            else:
+                ttl = INFO_TTL_S
+            if info is not None and info.present is False:  # never kept: the admin may pull it now
                 raise ModelNotFoundError(self.client.kind, self.client.model, getattr(self.client, "url", ""))
-            known = (time.monotonic(), info.context_length)
-            if info.present:
-                with self._lock:
-                    self._known = known
+            known = (now + ttl, info.context_length if info is not None else None)
+            with self._lock:
+                self._known = known
         server = known[1]
         if server is None or self.context_length is None:
             return server if server is not None else self.context_length
