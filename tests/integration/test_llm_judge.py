@@ -390,3 +390,51 @@ def test_seed_case1_grounded_then_enriched(srv: ScriptedServer) -> None:
     assert f"[{ROCHAT}]." in judged[0].json["messages"][1]["content"]
     assert shown.count(f"[{ROCHAT} : `{LOC}`]") == 2
     assert not srv.errors
+
+
+# ----------------------------------------------------------------------------- the documented fakes
+
+
+def test_ollama_client_reads_what_ollama_documents(srv: ScriptedServer) -> None:
+    from support.model_servers import FakeOllama, Model, chatml, tokens
+
+    FakeOllama(srv, {"qwen3:4b": Model("Bonjour.", 40960, "qwen3", thinking="je salue")})
+    client = OllamaChat(srv.url, "qwen3:4b", num_ctx=8192, max_tokens=64)
+    info = client.info()
+    assert info.present is True and info.context_length == 40960  # model_info["qwen3.context_length"]
+    assert client.models() == ("qwen3:4b",)
+    res = client.chat(MESSAGES, temperature=0.2)
+    wire = [{"role": m.role, "content": m.content} for m in MESSAGES]
+    assert res.content == "Bonjour." and res.thinking == "je salue" and res.done_reason == "stop"
+    assert res.prompt_tokens == len(tokens(chatml(wire)))
+    stream = client.stream(MESSAGES, temperature=0.2)
+    assert "".join(stream) == "Bonjour." and stream.done_reason == "stop" and stream.prompt_tokens == res.prompt_tokens
+    assert client.preload() is True and srv.requests_to("/api/chat")[-1].json["messages"] == []
+    missing = OllamaChat(srv.url, "qwen2.5:14b")
+    assert missing.info().present is False
+    with pytest.raises(ModelNotFoundError):
+        missing.chat(MESSAGES, temperature=0.2)
+    for c in (client, missing):
+        c.close()
+
+
+def test_openai_client_reads_what_vllm_documents(srv: ScriptedServer) -> None:
+    from support.model_servers import FakeVllm, Model
+
+    FakeVllm(srv, {"Qwen/Qwen3-4B": Model("Bonjour.", 32768, "qwen3", thinking="je salue")})
+    client = OpenAIChat(f"{srv.url}/v1", "Qwen/Qwen3-4B", max_tokens=64)
+    assert client.info().context_length == 32768 and client.models() == ("Qwen/Qwen3-4B",)
+    counted = client.count_tokens(MESSAGES)
+    res = client.chat(MESSAGES, temperature=0.2)
+    assert res.content == "Bonjour." and res.thinking == "je salue"  # "reasoning" (vLLM docs, "Reasoning Outputs")
+    assert res.done_reason == "stop" and res.prompt_tokens == counted
+    stream = client.stream(MESSAGES, temperature=0.2)
+    assert "".join(stream) == "Bonjour." and stream.done_reason == "stop" and stream.prompt_tokens == counted
+    assert srv.requests_to("/v1/chat/completions")[-1].json["stream_options"] == {"include_usage": True}
+    assert not client.server_is_ollama() and client.preload() is False
+    missing = OpenAIChat(srv.url, "Qwen/Qwen2.5-14B-Instruct")
+    assert missing.info().present is False
+    with pytest.raises(ModelNotFoundError, match="vllm serve"):
+        missing.chat(MESSAGES, temperature=0.2)
+    for c in (client, missing):
+        c.close()
