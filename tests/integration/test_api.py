@@ -101,7 +101,9 @@ class Served:
         return Path(self.settings.data_dir) / "audit"
 
     def audit_lines(self) -> list[dict[str, Any]]:
-        return [json.loads(x) for f in sorted(self.audit_dir.glob("audit-*.jsonl")) for x in f.read_text("utf-8").splitlines()]
+        # JSON lines end with "\n" only: a question may hold U+2028 or U+0085, which splitlines() cuts at
+        return [json.loads(x) for f in sorted(self.audit_dir.glob("audit-*.jsonl"))
+                for x in f.read_text("utf-8").split("\n") if x]
 
     def audit_count(self) -> int:
         """Questions audited: ``answer`` and ``start`` lines (a streamed answer's ``outcome``
