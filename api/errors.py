@@ -1,7 +1,9 @@
 """The API's errors, always in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``
 (README "API"): :class:`ApiError` raised by the routes, and the exception handlers that map
 every other failure to a status — 401 identity, 422 bad body (the message names the field), 503
-directory / audit log / index unavailable (fail closed), 502 answering model, a bland 500 for
+directory / audit log / index unavailable or answering model not installed on its server
+(``model_missing``: the log line names the model and the command that fixes it), 502 answering
+model failed, a bland 500 for
 anything else (logged server-side). No message carries a stack trace or document text. On the
 chat route staff reach through Open WebUI (``/v1/chat/completions``) the ``message`` is the French
 one of :mod:`ancre.api.staff` for the same ``code`` (the English detail goes to the log)."""
@@ -22,7 +24,7 @@ from ancre.api.schemas import INVALID_TEXT, ErrorResponse
 from ancre.api.staff import STAFF_PATHS, StaffMessages
 from ancre.errors import AncreError, AuditError, DirectoryError, EmbedderError, StoreError
 from ancre.models import visible_identity
-from ancre.query.llm import LlmError, ModelCallAborted
+from ancre.query.llm import LlmError, ModelCallAborted, ModelNotFoundError
 
 log = logging.getLogger("ancre.api")
 
@@ -155,6 +157,8 @@ def install_error_handlers(app: FastAPI) -> None:
         503, "directory_unavailable", "the directory cannot be read: no answer is given (fail closed)"))
     app.add_exception_handler(AuditError, _unavailable(
         503, "audit_unavailable", "the audit log cannot be written: the answer is withheld"))
+    app.add_exception_handler(ModelNotFoundError, _unavailable(
+        503, "model_missing", "the answering model is not installed on its server (see the server log)"))
     app.add_exception_handler(LlmError, _unavailable(502, "model_unavailable", "the answering model failed"))
     app.add_exception_handler(EmbedderError, _unavailable(503, "index_unavailable", "the search index is unavailable"))
     app.add_exception_handler(StoreError, _unavailable(503, "index_unavailable", "the search index is unavailable"))
@@ -169,6 +173,9 @@ def stream_error(cid: str, e: Exception, staff: StaffMessages | None = None) -> 
     if isinstance(e, ModelCallAborted):  # the client left: nobody reads this event
         log.info("stream %s: the client disconnected; the answer was stopped", cid)
         code, message = "interrupted", "the answer was stopped"
+    elif isinstance(e, ModelNotFoundError):
+        log.warning("stream %s: %s", cid, e)
+        code, message = "model_missing", "the answering model is not installed on its server (see the server log)"
     elif isinstance(e, LlmError):
         log.warning("stream %s: the answering model failed: %s", cid, e)
         code, message = "model_unavailable", "the answering model failed"

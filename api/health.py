@@ -1,4 +1,5 @@
-"""``GET /health`` (store, directory, answering model and index readiness: 200 or 503, JSON) and
+"""``GET /health`` (store, directory, the answering model and judge on their servers, index
+readiness: 200 or 503, JSON) and
 ``GET /metrics`` (Prometheus text: the API's metrics and, under ``ancre serve``, the daemon's).
 Neither needs authentication; neither discloses a document."""
 
@@ -8,16 +9,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import httpx
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ancre.api.schemas import Health
 from ancre.api.service import ApiContext
+from ancre.config import Settings
 from ancre.errors import ConfigError
-from ancre.settings import resolve_secret
-from ancre.settings.query import DEFAULT_OLLAMA_URL, LlmConfig
+from ancre.query.model_status import statuses
 
 log = logging.getLogger("ancre.api")
 
@@ -25,30 +25,25 @@ HEALTH_TIMEOUT_S = 3.0
 """Seconds allowed to each reachability probe of ``/health``."""
 
 
-def llm_probe(cfg: LlmConfig) -> dict[str, Any]:
-    """GET the answering model's server (Ollama ``/api/version``, OpenAI ``/v1/models``):
-    ``{"status": "ok" | "error" | "disabled", "kind", "error"?}``; never raises."""
-    if cfg.kind == "none":
+def llm_probe(settings: Settings) -> dict[str, Any]:
+    """The configured models on their servers (:func:`~ancre.query.model_status.statuses`: Ollama
+    ``/api/tags``, OpenAI ``/v1/models``): ``{"status": "ok" | "error" | "disabled", "kind",
+    "models": {name: "present" | "absent" | "unreachable"}, "error"?}`` — ``error`` when one is
+    not there or its server can't be reached (logged with the fix). Never raises."""
+    if settings.llm.kind == "none":
         return {"status": "disabled", "kind": "none"}
-    if cfg.kind == "ollama":
-        url = f"{(cfg.url or DEFAULT_OLLAMA_URL).rstrip('/')}/api/version"
-        headers: dict[str, str] = {}
-    else:
-        base = (cfg.url or "").rstrip("/")
-        url = f"{base}/models" if base.endswith("/v1") else f"{base}/v1/models"
-        try:
-            key = resolve_secret(cfg.api_key, "llm.api_key")
-        except ConfigError as e:
-            return {"status": "error", "kind": cfg.kind, "error": str(e)}
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        r = httpx.get(url, headers=headers, timeout=HEALTH_TIMEOUT_S)
-    except httpx.HTTPError as e:
-        log.warning("health: answering model unreachable at %s: %s", url, e)
-        return {"status": "error", "kind": cfg.kind, "error": f"unreachable ({type(e).__name__})"}
-    if r.status_code >= 400:
-        return {"status": "error", "kind": cfg.kind, "error": f"HTTP {r.status_code}"}
-    return {"status": "ok", "kind": cfg.kind}
+        found = statuses(settings, HEALTH_TIMEOUT_S)
+    except ConfigError as e:
+        return {"status": "error", "kind": settings.llm.kind, "error": str(e)}
+    models = {s.model: s.label for s in found}
+    bad = [s for s in found if s.present is not True]
+    for s in bad:
+        log.warning("health: %s model %s %s at %s: %s", s.role, s.model, s.label, s.url, s.error or s.fix)
+    out: dict[str, Any] = {"status": "error" if bad else "ok", "kind": settings.llm.kind, "models": models}
+    if bad:
+        out["error"] = ", ".join(f"{s.role} model {s.model} {s.label}" for s in bad)
+    return out
 
 
 def _check(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -80,7 +75,7 @@ def health_checks(ctx: ApiContext) -> dict[str, dict[str, Any]]:
     return {
         "store": _check("store", lambda: {"points": dict(svc.points())}),
         "directory": _check("directory", probe_directory),
-        "llm": llm_probe(ctx.settings.llm),
+        "llm": llm_probe(ctx.settings),
         "index": _index_check(ctx),
     }
 

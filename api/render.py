@@ -10,12 +10,39 @@ from ancre.query.answer import Answer, unverified_note
 from ancre.query.enrich import format_location
 from ancre.query.links import neutralise
 from ancre.query.versions import version_note
+from ancre.query.window import CONTROL_ANSWER_CUT, CONTROL_CONTEXT_REDUCED, CONTROL_CONTEXT_TRUNCATED
 
 WARNING_UNGROUNDED = (
     "⚠️ Attention : cette réponse n'a pas pu être rattachée aux documents disponibles "
     "(réponse non ancrée) ; vérifiez-la avant de vous en servir."
 )
 """Appended to a ``/v1`` answer whose verdict is ``ancree: false`` (the answer is still given)."""
+WARNING_CONTEXT_TRUNCATED = (
+    " Le serveur du modèle n'a pas lu tous les extraits qui lui ont été envoyés (contexte tronqué) : "
+    "la réponse a pu être écrite sans eux ni sans les consignes d'ancre."
+)
+"""Added to the warning when the model's server read less of the prompt than was sent."""
+WARNING_INCOMPLETE = (
+    "⚠️ Réponse incomplète : elle a atteint la longueur maximale permise au modèle et s'arrête avant la fin. "
+    "Posez une question plus précise pour obtenir la suite."
+)
+"""Appended to an answer that stopped on the model's token budget (``reponse_tronquee``)."""
+
+
+def dropped_note(answer: Answer) -> str:
+    """The sentence shown when extracts were left out to fit the model's context length (``""``
+    if none): how many, never which."""
+    run = answer.model_run
+    if run is None or CONTROL_CONTEXT_REDUCED not in answer.controles:
+        return ""
+    n = sum(d.chunks for d in run.fitted.dropped)
+    what = "1 extrait n'a pas pu" if n == 1 else f"{n} extraits n'ont pas pu"
+    return f"ℹ️ {what} être donné(s) au modèle, faute de place dans sa fenêtre de contexte : la réponse repose sur les autres."
+
+
+def incomplete(answer: Answer) -> bool:
+    """``reponse_incomplete``: the answer stopped on the model's token budget."""
+    return CONTROL_ANSWER_CUT in answer.controles
 
 
 def facts_out(answer: Answer) -> list[dict[str, Any]]:
@@ -61,7 +88,7 @@ def unchecked_out(answer: Answer) -> list[dict[str, Any]]:
 
 def verdict_out(answer: Answer) -> dict[str, Any]:
     """The ``ancre`` object: ``{ancree, verification, controles, sources, extractive,
-    documents_ecartes, faits_non_sources, versions, question_traitee}``."""
+    documents_ecartes, faits_non_sources, versions, question_traitee, reponse_incomplete}``."""
     return {
         "ancree": answer.ancree,
         "verification": answer.verification,
@@ -72,6 +99,7 @@ def verdict_out(answer: Answer) -> dict[str, Any]:
         "faits_non_sources": facts_out(answer),
         "versions": versions_out(answer),
         "question_traitee": resolved_question(answer),
+        "reponse_incomplete": incomplete(answer),
     }
 
 
@@ -88,8 +116,10 @@ def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
     follow-up, a Markdown « Sources » list, one line per document (file name, then its folder as a
     code span / its URL as an autolink), a note on versions of one document among the sources
     (which looks current and why) when the answer is not extractive (the extractive text has it),
-    a warning line when the answer is not grounded — naming the facts found in no cited extract —
-    and one when documents were left out because their rights could not be checked live. ``""``
+    a line saying the answer is incomplete when it stopped on the model's token budget, a warning
+    line when the answer is not grounded — naming the facts found in no cited extract, and saying
+    so when the model's server did not read every extract —, a note when extracts were left out to
+    fit the model's context length, and one when documents were left out because their rights could not be checked live. ``""``
     for a refusal (no source, grounded) otherwise. ``with_sources=False``: all but the « Sources »
     list (the sources go as native events, :mod:`ancre.api.native_sources`)."""
     parts: list[str] = []
@@ -102,14 +132,20 @@ def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
         parts.append("**Sources :**\n" + "\n".join(lines))
     if answer.versions and not answer.extractive:
         parts.extend(f"⚠️ {version_note(g, format_location)}" for g in answer.versions)
+    if incomplete(answer):
+        parts.append(WARNING_INCOMPLETE)
     if answer.ancree is False:
-        parts.append(WARNING_UNGROUNDED + unsupported_note(answer))
+        truncated = WARNING_CONTEXT_TRUNCATED if CONTROL_CONTEXT_TRUNCATED in answer.controles else ""
+        parts.append(WARNING_UNGROUNDED + truncated + unsupported_note(answer))
+    if dropped_note(answer):
+        parts.append(dropped_note(answer))
     if answer.unverified:
         parts.append(f"⚠️ {unverified_note(answer.unverified)}")
     return "\n\n---\n" + "\n\n".join(parts) if parts else ""
 
 
 __all__ = [
-    "WARNING_UNGROUNDED", "facts_out", "resolved_question", "sources_block", "sources_out", "unchecked_out",
+    "WARNING_CONTEXT_TRUNCATED", "WARNING_INCOMPLETE", "WARNING_UNGROUNDED", "dropped_note", "facts_out", "incomplete",
+    "resolved_question", "sources_block", "sources_out", "unchecked_out",
     "unsupported_note", "verdict_headers", "verdict_out", "versions_out",
 ]

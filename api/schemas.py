@@ -142,6 +142,7 @@ class Verdict(BaseModel):
     faits_non_sources: list[FactOut] = []
     versions: list[VersionsOut] = []
     question_traitee: str | None = Field(None, description="The standalone question answered for a follow-up.")
+    reponse_incomplete: bool = Field(False, description="The answer stopped on the model's token budget (reponse_tronquee).")
 
 
 class AssistantMessage(BaseModel):
@@ -200,6 +201,7 @@ class QueryAnswer(BaseModel):
     documents_ecartes: list[Unchecked] = []
     versions: list[VersionsOut] = []
     question_traitee: str | None = None
+    reponse_incomplete: bool = False
 
 
 class QueryBlocked(BaseModel):
@@ -215,6 +217,7 @@ class QueryBlocked(BaseModel):
     faits_non_sources: list[FactOut] = []
     documents_ecartes: list[Unchecked] = []
     versions: list[VersionsOut] = []
+    reponse_incomplete: bool = False
 
 
 class ErrorBody(BaseModel):

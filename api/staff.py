@@ -10,9 +10,9 @@ Three situations that must not be confused (README "Open WebUI"):
 - **his account is unknown to the directory** (no principal provider knows him, control
   ``utilisateur_inconnu``): he is told so, with the e-mail received, and whom to contact
   (:func:`unknown_user`) — it concerns him only, nothing about any document is disclosed;
-- **the service cannot answer** (index not built yet, model, directory, index or audit log
-  unavailable, his identity not verifiable): the HTTP error keeps its status and ``code``, its
-  ``message`` becomes :meth:`StaffMessages.error` — the English detail stays in ancre's log.
+- **the service cannot answer** (index not built yet, model unavailable or not installed on its
+  server, directory, index or audit log unavailable, his identity not verifiable): the HTTP error
+  keeps its status and ``code``, its ``message`` becomes :meth:`StaffMessages.error` — the English detail stays in ancre's log.
 
 ``contact`` is ``api.support_contact``, a French noun phrase (« votre service informatique »).
 """
@@ -59,8 +59,11 @@ _IDENTITY_HINTS = {
 _SERVICE = {
     "index_not_ready": "ancre démarre : l'indexation des documents n'est pas encore terminée. "
                        "Réessayez dans quelques minutes.",
-    "model_unavailable": "Le modèle de langage qui rédige les réponses d'ancre ne répond pas. "
-                         "Réessayez dans quelques minutes ; si cela dure, contactez {contact}.",
+    "model_unavailable": "Le modèle de langage qui rédige les réponses d'ancre ne répond pas (il est peut-être "
+                         "en cours de chargement). Réessayez dans quelques minutes ; si cela dure, contactez {contact}.",
+    "model_missing": "Le modèle de langage qui rédige les réponses d'ancre n'est pas installé sur son serveur : "
+                     "ancre ne peut pas répondre pour le moment. Contactez {contact} (la commande qui corrige cela "
+                     "est dans le journal d'ancre).",
     "directory_unavailable": "L'annuaire de l'entreprise ne répond pas : sans lui ancre ne peut pas vérifier vos "
                              "droits, et ne répond donc pas. Réessayez dans quelques minutes ; si cela dure, "
                              "contactez {contact}.",

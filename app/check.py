@@ -4,7 +4,8 @@ Each check contacts the real thing once, cheaply: each source lists its root and
 (SMB: the share root's security descriptor, with the share permissions applied; folder: the first
 file's ACL from the manifest or the configured principals), the directory binds and resolves a
 user, the embedder embeds one query, the store opens (against that embedder) and counts, the
-answering model and the judge answer one short message. ``ancre sync`` runs
+answering model and the judge are looked up on their servers (present or not, with the command
+that fixes it) and answer one short message. ``ancre sync`` runs
 :func:`check_directory` before its first pass.
 """
 
@@ -262,41 +263,62 @@ def _ping(client: object) -> str:
     return res.content.strip()[:40]
 
 
+def _window(client: object, settings_num_ctx: int) -> str:
+    """What the model's server says of its context length, and the window ancre asks for."""
+    from ancre.query.llm import ChatClient
+
+    assert isinstance(client, ChatClient)
+    info = client.info()
+    length = f"context length {info.context_length} tokens" if info.context_length else "context length not said"
+    return f"{length}; num_ctx {settings_num_ctx} or more" if client.sets_window else length
+
+
+def check_model(role: str, client: object, num_ctx: int) -> list[CheckResult]:
+    """``role``'s model (``llm``, ``judge``): present on its server (Ollama ``/api/tags``,
+    ``/v1/models``; absent: the fix, ``ollama pull …``), its context length, one short chat; and,
+    for an OpenAI-compatible kind, a warning when the server is an Ollama (its ``/api/version``
+    answers), whose OpenAI endpoint can't set the window. Never raises."""
+    from ancre.query.llm import ChatClient, OpenAIChat
+    from ancre.query.model_status import model_status
+
+    assert isinstance(client, ChatClient)
+    out: list[CheckResult] = []
+    status = model_status(role, client)
+    where = f"{client.kind} {client.model} at {status.url}"
+    if status.present is False:
+        return [CheckResult(role, False, f"{where}: not on the server", status.fix)]
+    if isinstance(client, OpenAIChat) and client.server_is_ollama():
+        out.append(CheckResult(
+            role, True, f"{where}: this server is an Ollama (/api/version answers): its OpenAI-compatible endpoint "
+            "can't set the context window, so a long prompt is cut without an error", warn=True,
+            fix=f'set {role}.kind = "ollama" and {role}.url to the server without /v1'))
+    try:
+        answer = _ping(client)
+        out.append(CheckResult(role, True, f"{where}: answered {answer!r} ({_window(client, num_ctx)})"))
+    except Exception as e:  # noqa: BLE001 - a check reports any failure of the model, never raises
+        out.append(CheckResult(role, False, f"{where}: {e}", f"check {role}.url and {role}.model"))
+    return out
+
+
 def check_models(rt: Runtime) -> list[CheckResult]:
-    """One short chat with the answering model and with the judge, when configured (no line for
+    """:func:`check_model` for the answering model and the judge, when configured (no line for
     ``llm.kind = "none"``: extractive mode; none for a disabled judge). Never raises."""
-    from ancre.query.judge import Judge
-    from ancre.query.llm import make_chat_client
+    from ancre.query.model_status import configured_clients
 
     cfg = rt.settings
-    out: list[CheckResult] = []
     if cfg.llm.kind == "none":
-        return out
-    client = None
+        return []
     try:
-        client = make_chat_client(cfg.llm)
-        assert client is not None
-        answer = _ping(client)
-        out.append(CheckResult("llm", True, f"{cfg.llm.kind} {client.model}: answered {answer!r}"))
-    except Exception as e:  # noqa: BLE001 - a check reports any failure of the model, never raises
-        detail = f"{cfg.llm.kind} {cfg.llm.model or ''}: {e}".strip()
-        out.append(CheckResult("llm", False, detail, "check llm.url and llm.model (is the model pulled?)"))
+        clients = configured_clients(cfg)
+    except ConfigError as e:
+        return [CheckResult("llm", False, str(e), "fix [llm] / [judge]")]
+    out: list[CheckResult] = []
+    try:
+        for role, client in clients:
+            out += check_model(role, client, cfg.llm.num_ctx if role == "llm" else cfg.judge.num_ctx)
     finally:
-        if client is not None:
+        for _, client in clients:
             client.close()
-    if cfg.judge.enabled:
-        judge = None
-        try:
-            judge = Judge.from_config(cfg.judge, cfg.llm)
-            answer = _ping(judge.client)
-            out.append(CheckResult("judge", True, f"ollama {cfg.judge.model}: answered {answer!r}"))
-        except Exception as e:  # noqa: BLE001 - a check reports any failure of the judge, never raises
-            out.append(CheckResult(
-                "judge", False, f"{cfg.judge.model}: {e}", "check judge.url and judge.model (or judge.enabled = false)"
-            ))
-        finally:
-            if judge is not None:
-                judge.client.close()
     return out
 
 

@@ -8,6 +8,9 @@ with it, run ``ancre serve``, or ``ancre api`` while no daemon runs. With a Qdra
 snapshot whenever the daemon publishes a new generation (:meth:`Bm25Manager.get`).
 
 uvicorn runs in a thread (:class:`ApiServer`) so that the main thread owns the signals:
+Both pre-load the answering model and the judge at start, in the background
+(:func:`~ancre.query.model_status.preload`: Ollama is sent an empty request with ``keep_alive`` and
+the window questions use), so that the first question does not pay their 30–90 s load.
 SIGTERM/SIGINT stop the API (in-flight requests get ``timeout_graceful_shutdown`` seconds) and
 the daemon (current item finished, state flushed) together, and the process exits 0; SIGHUP queues a full
 resync of every source (``ancre serve``; ignored by ``ancre api``).
@@ -32,6 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ancre.api.identity import Secrets, identity_mode
 from ancre.config import Settings
+from ancre.query.model_status import preload
 from ancre.settings.api import ApiConfig
 
 log = logging.getLogger("ancre.api")
@@ -233,6 +237,7 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
         core = rt.query_core  # opens the store now: StoreLockedError names the owner
         app = create_app(core, settings, not_ready=core.not_ready)
         _ = core.answers  # built here, not racing in the first requests
+        preload(settings)  # in the background: the first question does not pay the model's load
         # with the embedded store this process owns the index: the admin's CLI goes through its
         # control socket (with a Qdrant server the daemon, running apart, serves it)
         control = serve_control(rt, None) if settings.store.kind == "edge" else None
@@ -288,6 +293,7 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
         control = serve_control(rt, daemon)
         daemon.start()
         _ = core.answers  # built here, not racing in the first requests
+        preload(settings)  # in the background: the first question does not pay the model's load
         server = _listen(app, settings, host, port)
         while not signals.term and server.alive():
             time.sleep(0.1)

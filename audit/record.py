@@ -37,7 +37,11 @@ A line written by an older ancre has no ``kind`` and no ``id``: it is an ``answe
 
 A ``start`` has the fields of an ``answer`` up to ``versions`` plus ``timings_ms`` (the verdict
 fields are absent: there is none yet); an ``outcome`` has ``time``, ``kind``, ``id``, ``user``,
-``account`` and the fields from ``controls`` on. ``neutralised`` lists the addresses of links and
+``account`` and the fields from ``controls`` on. A record of a question a model answered ends with
+``model``: the model's name, the window sent (``num_ctx``), its context length, the prompt's
+tokens (estimated or counted by the server, and their lower bound), what the server says it
+evaluated (``prompt_eval_count``), why it stopped (``done_reason``) and the extracts left out to fit
+(``dropped``; :mod:`ancre.query.window`). ``neutralised`` lists the addresses of links and
 images of the model's answer that were shown as plain text (control ``lien_neutralise``,
 :mod:`ancre.query.links`).
 
@@ -244,6 +248,8 @@ class AuditRecord:
     """How the answered question came from ``question`` (a follow-up of a conversation)."""
     versions: tuple[VersionGroup, ...] = ()
     """Versions of one document found in the context."""
+    model: Mapping[str, Any] | None = None
+    """The model call's window and counts (:meth:`ancre.query.window.ModelRun.audit`), if any."""
 
 
 @dataclass(frozen=True)
@@ -261,6 +267,8 @@ class AuditOutcome:
     account: str | None = None
     neutralised: tuple[str, ...] = ()
     time: datetime | None = None
+    model: Mapping[str, Any] | None = None
+    """See :attr:`AuditRecord.model`."""
 
 
 def _conversation(resolution: Resolution | None) -> dict[str, object]:
@@ -383,9 +391,10 @@ class AuditLog:
             "user": self.pseudonym(record.user),
             "account": self.pseudonym(record.account) if record.account is not None else None,
         }
+        model = {"model": dict(record.model)} if record.model is not None else {}
         if isinstance(record, AuditOutcome):
             return {**head, **self._verdict_fields(record.verdict, record.neutralised),
-                    **self._tail(record.timings_ms, record.error)}
+                    **self._tail(record.timings_ms, record.error), **model}
         rights = {c.doc_id: c for c in record.rights}
         entry: dict[str, Any] = {
             **head,
@@ -413,9 +422,9 @@ class AuditLog:
             ],
         }
         if record.kind is AuditKind.START or record.verdict is None:
-            return {**entry, "timings_ms": self._tail(record.timings_ms, None)["timings_ms"]}
+            return {**entry, "timings_ms": self._tail(record.timings_ms, None)["timings_ms"], **model}
         return {**entry, **self._verdict_fields(record.verdict, record.neutralised),
-                **self._tail(record.timings_ms, record.error)}
+                **self._tail(record.timings_ms, record.error), **model}
 
     @staticmethod
     def _verdict_fields(v: Verdict, neutralised: tuple[str, ...]) -> dict[str, Any]:

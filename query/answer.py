@@ -12,7 +12,10 @@
    rights could not be checked is left out, the control ``droits_non_verifies`` fires and
    :attr:`Answer.unverified` says how many per source;
 3. control 1: no chunk → the standard refusal, **no model is called**;
-4. the context (:mod:`ancre.query.context`) and the strict prompt (:mod:`ancre.query.prompt`);
+4. the context (:mod:`ancre.query.context`) and the strict prompt (:mod:`ancre.query.prompt`),
+   sized to the answering model's window (:mod:`ancre.query.window`: complements left out to fit
+   are recorded, Ollama is sent the ``num_ctx`` it needs; what the server says it read is checked
+   after the answer — ``contexte_tronque``, ``reponse_tronquee``);
 5. the answering model — or, with none configured, the extractive answer
    (:class:`~ancre.query.llm.ExtractiveAnswerer`, which refuses when the extracts do not carry the
    question's terms);
@@ -80,6 +83,7 @@ from ancre.query.grounding import (
     CONTROL_REFUSAL,
     Verdict,
     Verification,
+    check_deterministic,
     ground,
     no_context_verdict,
 )
@@ -90,6 +94,7 @@ from ancre.query.llm import Abort, ChatClient, ExtractiveAnswerer, LlmError, Mod
 from ancre.query.prompt import REFUSAL, build_messages
 from ancre.query.retrieval import Retriever
 from ancre.query.versions import VersionGroup
+from ancre.query.window import ContextWindow, Fitted, ModelRun, apply_run
 
 log = logging.getLogger("ancre.query")
 
@@ -161,6 +166,9 @@ class Answer:
     resolved from the conversation); ``None`` when the caller gave no conversation."""
     versions: tuple[VersionGroup, ...] = ()
     """Versions of one document among the answer's sources, the one that looks current first."""
+    model_run: ModelRun | None = None
+    """The model call: the window sent, the extracts left out to fit it, what the server
+    evaluated and why it stopped (:mod:`ancre.query.window`); ``None`` without a model call."""
 
 
 def unverified_note(groups: tuple[Unverified, ...]) -> str:
@@ -188,6 +196,7 @@ class _Prepared:
     asked_for: str | None = None
     resolution: Resolution | None = None
     question_id: str = field(default_factory=new_question_id)
+    run: ModelRun | None = None
 
     @property
     def asked(self) -> str:
@@ -250,6 +259,10 @@ class AnswerService:
         self.judge = judge
         self.audit = audit
         self.extractive = ExtractiveAnswerer()
+        llm = settings.llm
+        self.window = (ContextWindow(chat_client, num_ctx=llm.num_ctx, max_tokens=llm.max_tokens,
+                                     context_length=llm.context_length) if chat_client is not None else None)
+        """Sizes the prompt to the answering model's window (:mod:`ancre.query.window`)."""
         self.conversation = ConversationResolver(chat_client)
         """Resolves follow-ups (the answering model's condense prompt, else the rule)."""
 
@@ -318,6 +331,7 @@ class AnswerService:
                 neutralised=neutralised,
                 resolution=prep.resolution,
                 versions=prep.context.versions,
+                model=prep.run.audit() if prep.run is not None else None,
             )
         )
 
@@ -327,7 +341,8 @@ class AnswerService:
         if self.audit is None:
             return
         self.audit.append(
-            AuditOutcome(prep.question_id, prep.user, verdict, dict(prep.timings), error, prep.account, neutralised)
+            AuditOutcome(prep.question_id, prep.user, verdict, dict(prep.timings), error, prep.account, neutralised,
+                         model=prep.run.audit() if prep.run is not None else None)
         )
 
     def _failed(self, prep: _Prepared, error: str, *, streamed: bool = False, neutralised: tuple[str, ...] = ()) -> None:
@@ -345,8 +360,11 @@ class AnswerService:
         t = time.perf_counter()
         if prep.context.empty:
             verdict = no_context_verdict()
+        elif prep.run is not None and prep.run.context_truncated:  # the model never read it all: no judge
+            verdict = check_deterministic(written, prep.context, prep.question)
         else:
             verdict = ground(prep.question, written, prep.context, self.judge, extractive=extractive)
+        verdict = apply_run(verdict, prep.run)
         prep.timings["grounding"] = _ms(t)
         extra = ((CONTROL_LINK_NEUTRALISED,) if neutralised else ()) + (
             (CONTROL_RIGHTS_UNVERIFIED,) if unverified(prep.rights) else ()) + (
@@ -385,6 +403,7 @@ class AnswerService:
             facts=verdict.facts,
             resolution=prep.resolution,
             versions=tuple(g for g in prep.context.versions if shown & set(g.documents)),
+            model_run=prep.run,
         )
 
     def _direct(self, prep: _Prepared, text: str, extractive: bool) -> Answer:
@@ -413,10 +432,16 @@ class AnswerService:
             return text, True
         return None
 
-    @staticmethod
-    def _messages(prep: _Prepared) -> list:
+    def _fit(self, prep: _Prepared) -> Fitted:
+        """The prompt sized to the model's window; the context becomes the one it holds (the
+        extracts left out to fit are in ``prep.run``). Raises :class:`~ancre.query.llm.LlmError`."""
+        assert self.window is not None
         instruction = prep.resolution.instruction if prep.resolution is not None else None
-        return build_messages(prep.question, prep.context, INSTRUCTION_TEXT[instruction] if instruction else None)
+        extra = INSTRUCTION_TEXT[instruction] if instruction else None
+        fitted = self.window.fit(prep.context, lambda ctx: build_messages(prep.question, ctx, extra))
+        prep.context = fitted.context
+        prep.run = ModelRun(fitted, self.window.client.model)
+        return fitted
 
     # ------------------------------------------------------------------ API
 
@@ -442,7 +467,12 @@ class AnswerService:
         assert self.chat_client is not None
         t = time.perf_counter()
         try:
-            raw = self.chat_client.chat(self._messages(prep), temperature=self.settings.llm.temperature).content
+            fitted = self._fit(prep)
+            result = self.chat_client.chat(list(fitted.messages), temperature=self.settings.llm.temperature,
+                                           num_ctx=fitted.num_ctx)
+            assert self.window is not None
+            prep.run = self.window.run(fitted, result.done_reason, result.prompt_tokens)
+            raw = result.content
         except LlmError:
             prep.timings["generation"] = _ms(t)
             self._failed(prep, ERROR_MODEL)
@@ -477,12 +507,20 @@ class AnswerService:
             yield answer.raw
             yield answer
             return
-        assert self.chat_client is not None
+        assert self.chat_client is not None and self.window is not None
+        t = time.perf_counter()
+        try:
+            fitted = self._fit(prep)
+        except LlmError:
+            prep.timings["generation"] = _ms(t)
+            self._failed(prep, ERROR_MODEL)
+            raise
         # written and fsync'd before the model is called: no byte of the answer exists without it
         self._record(prep, None, kind=AuditKind.START)
         guard = LinkGuard(_extracts_text(prep.context))
         t = time.perf_counter()
-        deltas = self.chat_client.stream(self._messages(prep), temperature=self.settings.llm.temperature)
+        deltas = self.chat_client.stream(list(fitted.messages), temperature=self.settings.llm.temperature,
+                                         num_ctx=fitted.num_ctx)
         try:
             while True:
                 with abort.bound():
@@ -511,6 +549,7 @@ class AnswerService:
             if close is not None:
                 close()  # release the HTTP stream at once, also when abandoned
         prep.timings["generation"] = _ms(t)
+        prep.run = self.window.run(fitted, deltas.done_reason, deltas.prompt_tokens)
         with abort.bound():  # the judge's call is stopped by a cancel too
             verdict = self._verdict(prep, guard.source, False, guard.addresses)
         if abort.cancelled:

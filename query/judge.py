@@ -1,9 +1,14 @@
 """The grounding judge (docs/ARCHITECTURE.md "Data flow of a question" step 7): a second, small model reads the extracts, the
 question and the answer, and says whether every affirmation is supported.
 
-The call goes through Ollama ``/api/chat`` with ``"format": "json"``, ``"think": false``,
-temperature 0 and the configured ``keep_alive`` (default ``"2h"``: the judge stays loaded next to
-the answering model). The verdict is ``{"ancree": bool, "affirmations_non_sourcees": [...]}``.
+The call goes through the same client code as answers (:func:`~ancre.query.llm.make_client`), to
+Ollama (``/api/chat`` with ``"format": "json"``, ``"think": false`` and the configured
+``keep_alive``, default ``"2h"``: the judge stays loaded next to the answering model) or to an
+OpenAI-compatible server such as vLLM (``response_format: {"type": "json_object"}``,
+``chat_template_kwargs: {"enable_thinking": false}`` — Qwen3's switch), temperature 0, its prompt
+sized to the judge's window like an answer's (:mod:`ancre.query.window`) but never cut: a judge
+whose prompt can't fit, or that the server says read less of it than was sent, gives no verdict.
+The verdict is ``{"ancree": bool, "affirmations_non_sourcees": [...]}``.
 
 Small models wrap their JSON in many ways, so :func:`parse_verdict` looks for it in the content,
 after a ``<think>…</think>`` block, inside a fenced ```json block, and — when the content is
@@ -22,9 +27,11 @@ from typing import Any
 
 from ancre.models import nfc
 from ancre.query.context import Context
-from ancre.query.llm import ChatClient, OllamaChat
+from ancre.query.llm import ChatClient, make_client
 from ancre.query.prompt import ChatMessage, format_extracts
-from ancre.settings.query import DEFAULT_OLLAMA_URL, JudgeConfig, LlmConfig
+from ancre.query.window import ContextWindow
+from ancre.settings import resolve_secret
+from ancre.settings.query import JudgeConfig, LlmConfig
 
 log = logging.getLogger(__name__)
 
@@ -120,25 +127,42 @@ def parse_verdict(content: str, thinking: str = "") -> JudgeVerdict | None:
     return found[-1] if found else None
 
 
-class Judge:
-    """Grounding judge over a :class:`ChatClient` (an :class:`OllamaChat` in production)."""
+def judge_kind(cfg: JudgeConfig, llm: LlmConfig | None = None) -> str:
+    """The judge's server kind: ``judge.kind``, else the answering model's, else ``ollama``."""
+    if cfg.kind is not None:
+        return cfg.kind
+    return llm.kind if llm is not None and llm.kind != "none" else "ollama"
 
-    def __init__(self, client: ChatClient) -> None:
+
+class Judge:
+    """Grounding judge over a :class:`ChatClient` (Ollama or OpenAI-compatible). ``window``
+    sizes its prompt (default: the client's model with an 8,192-token window and 512 tokens for
+    the verdict)."""
+
+    def __init__(self, client: ChatClient, window: ContextWindow | None = None) -> None:
         self.client = client
+        self.window = window if window is not None else ContextWindow(client, num_ctx=8192, max_tokens=512)
 
     @classmethod
     def from_config(cls, cfg: JudgeConfig, llm: LlmConfig | None = None) -> Judge:
-        """An Ollama judge: ``cfg.url``, else ``llm.url`` when the answering model is Ollama's,
-        else ``http://127.0.0.1:11434``."""
-        url = cfg.url or (llm.url if llm is not None and llm.kind == "ollama" else None)
-        client = OllamaChat(
-            url or DEFAULT_OLLAMA_URL,
-            cfg.model,
-            keep_alive=cfg.keep_alive,
-            timeout_s=cfg.timeout_s,
-            connect_timeout_s=cfg.connect_timeout_s,
+        """The judge of ``cfg``: on the server of kind :func:`judge_kind`, at ``cfg.url`` — else
+        ``llm.url`` when the kinds match, else Ollama's default URL — with ``cfg.api_key``, else
+        ``llm.api_key`` when it is the answering model's server. Raises
+        :class:`~ancre.errors.ConfigError` (``judge.url`` missing for kind ``openai``, a secret
+        that can't be read)."""
+        kind = judge_kind(cfg, llm)
+        same = llm is not None and llm.kind == kind
+        url = cfg.url or (llm.url if same and llm is not None else None)
+        key = cfg.api_key
+        if key is None and same and llm is not None and (cfg.url is None or cfg.url == llm.url):
+            key = llm.api_key
+        client = make_client(
+            kind, url, cfg.model, where="judge", api_key=resolve_secret(key, "judge.api_key"),
+            keep_alive=cfg.keep_alive, timeout_s=cfg.timeout_s, connect_timeout_s=cfg.connect_timeout_s,
+            num_ctx=cfg.num_ctx, max_tokens=cfg.max_tokens,
         )
-        return cls(client)
+        window = ContextWindow(client, num_ctx=cfg.num_ctx, max_tokens=cfg.max_tokens, context_length=cfg.context_length)
+        return cls(client, window)
 
     def messages(self, question: str, answer: str, context: Context) -> list[ChatMessage]:
         """The judge's ``[system, user]`` messages."""
@@ -157,12 +181,14 @@ class Judge:
         """The verdict on ``answer``, or ``None`` when the judge failed (error, timeout, HTTP
         error, unreadable output). Never raises."""
         try:
-            result = self.client.chat(
-                self.messages(question, answer, context), temperature=0.0, format="json", think=False
-            )
+            fitted = self.window.fit(context, lambda ctx: self.messages(question, answer, ctx), drop=False)
+            result = self.client.chat(list(fitted.messages), temperature=0.0, format="json", think=False,
+                                      num_ctx=fitted.num_ctx)
         except Exception as exc:  # noqa: BLE001 - any judge failure means "not verified", never a crash
             log.warning("grounding judge failed: %s", exc)
             return None
+        if self.window.run(fitted, result.done_reason, result.prompt_tokens).context_truncated:
+            return None  # it did not read the extracts: its verdict is worth nothing (logged by run())
         verdict = parse_verdict(result.content, result.thinking)
         if verdict is None:
             shown = (result.content or result.thinking)[:300]
@@ -174,4 +200,4 @@ class Judge:
         self.client.close()
 
 
-__all__ = ["JUDGE_SYSTEM_PROMPT", "Judge", "JudgeVerdict", "parse_verdict"]
+__all__ = ["JUDGE_SYSTEM_PROMPT", "Judge", "JudgeVerdict", "judge_kind", "parse_verdict"]

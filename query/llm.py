@@ -45,6 +45,7 @@ from ancre.query.context import Context, Extract, broad_topic
 from ancre.query.markdown import quote_extract
 from ancre.query.prompt import REFUSAL, ChatMessage
 from ancre.query.relevance import MIN_COVERAGE, TermStats, coverage, on_topic, question_terms
+from ancre.query.thinking import ThinkFilter, strip_thinking
 from ancre.query.versions import VersionGroup, similarity, version_note
 from ancre.settings import resolve_secret
 from ancre.settings.query import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
@@ -144,18 +145,79 @@ def _shutdown(sock: socket.socket) -> None:
 
 @dataclass(frozen=True)
 class ChatResult:
-    """A complete chat answer: ``content`` (the text) and ``thinking`` (reasoning the server
-    returned apart, ``""`` when none)."""
+    """A complete chat answer: ``content`` (the text, reasoning blocks removed:
+    :func:`~ancre.query.thinking.strip_thinking`), ``thinking`` (reasoning the server returned
+    apart — or, when it returned none, the raw content the blocks were removed from; ``""`` when
+    none), ``done_reason`` (why generation stopped: ``"stop"``, ``"length"`` when the answer
+    budget was reached; ``None`` when the server did not say) and ``prompt_tokens`` (the tokens
+    the server says it evaluated: Ollama ``prompt_eval_count``, OpenAI ``usage.prompt_tokens``;
+    ``None`` when it did not say)."""
 
     content: str
     thinking: str = ""
+    done_reason: str | None = None
+    prompt_tokens: int | None = None
+
+
+class ChatStream(Iterator[str]):
+    """A streamed answer: iterate it for the text pieces (reasoning blocks removed, also across
+    pieces: :class:`~ancre.query.thinking.ThinkFilter`); once it is exhausted, ``done_reason`` and
+    ``prompt_tokens`` are those of :class:`ChatResult` (``None`` until then, or when the server
+    did not say). :meth:`close` releases the HTTP stream at once."""
+
+    def __init__(self, pieces: Iterator[str]) -> None:
+        self._pieces = pieces
+        self.done_reason: str | None = None
+        self.prompt_tokens: int | None = None
+
+    def __iter__(self) -> ChatStream:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._pieces)
+
+    def close(self) -> None:
+        """Stop reading (the HTTP stream is closed)."""
+        close = getattr(self._pieces, "close", None)
+        if close is not None:
+            close()
+
+
+class ModelNotFoundError(LlmError):
+    """The server answered that it has no such model (Ollama ``404 {"error": "model 'x' not
+    found"}``, vLLM ``404 … "The model `x` does not exist."``). ``model``, ``url`` and ``kind``
+    name it; ``fix`` is what the admin runs (``ollama pull qwen2.5:14b``)."""
+
+    def __init__(self, kind: str, model: str, url: str) -> None:
+        self.kind, self.model, self.url = kind, model, url
+        super().__init__(f"model {model!r} is not on the {kind} server at {url}: {self.fix}")
+
+    @property
+    def fix(self) -> str:
+        """The command or setting that fixes it."""
+        if self.kind == "ollama":
+            return f"run `ollama pull {self.model}` on that server (or fix the model name)"
+        return "serve it there (vLLM: `vllm serve <model> --served-model-name …`) or fix the model name"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a server says of one model: ``present`` (``False``: not there; ``None``: the server
+    can't say) and ``context_length`` (tokens; ``None`` when not said)."""
+
+    present: bool | None
+    context_length: int | None = None
 
 
 @runtime_checkable
 class ChatClient(Protocol):
-    """A chat model backend. ``model`` names the model (audit, messages)."""
+    """A chat model backend. ``model`` names the model (audit, messages); ``kind`` is
+    ``"ollama"`` or ``"openai"``; ``sets_window`` tells whether a request can set the context
+    window (Ollama's ``options.num_ctx``)."""
 
     model: str
+    kind: str
+    sets_window: bool
 
     def chat(
         self,
@@ -164,16 +226,40 @@ class ChatClient(Protocol):
         temperature: float,
         format: str | None = None,
         think: bool | None = None,
+        num_ctx: int | None = None,
     ) -> ChatResult:
         """One complete answer. ``format="json"`` asks for a JSON object; ``think`` switches a
-        reasoning model's thinking on/off (``None``: server default). Raises :class:`LlmError`."""
+        reasoning model's thinking on/off (``None``: server default); ``num_ctx``: the context
+        window in tokens (Ollama; default the client's). Raises :class:`LlmError`
+        (:class:`ModelNotFoundError` for a model the server does not have)."""
         ...
 
     def stream(
-        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
-    ) -> Iterator[str]:
+        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None,
+        num_ctx: int | None = None,
+    ) -> ChatStream:
         """The answer's text as it is generated, piece by piece (thinking excluded). Raises
         :class:`LlmError`, possibly after some pieces were yielded."""
+        ...
+
+    def info(self) -> ModelInfo:
+        """What the server says of the model (see the clients). Raises :class:`LlmError` when it
+        can't be asked."""
+        ...
+
+    def models(self) -> tuple[str, ...]:
+        """The models the server has (Ollama ``/api/tags``, OpenAI ``/v1/models``). Raises
+        :class:`LlmError`."""
+        ...
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int | None:
+        """The server's own token count of ``messages`` with its chat template, where it has a
+        tokenizer endpoint (vLLM ``/tokenize``); ``None`` elsewhere. Never raises."""
+        ...
+
+    def preload(self, num_ctx: int | None = None) -> bool:
+        """Load the model now (Ollama: an empty chat request with ``keep_alive`` and the window
+        questions will use); ``False`` where there is nothing to do. Raises :class:`LlmError`."""
         ...
 
     def close(self) -> None:
@@ -202,18 +288,26 @@ def _error_text(response: httpx.Response) -> str:
         err = body.get("error") if isinstance(body, dict) else None
         if isinstance(err, dict):
             err = err.get("message")
+        if not err and isinstance(body, dict) and body.get("object") == "error":
+            err = body.get("message")  # vLLM before 0.10: the error object at the top level
         if err:
             return str(err)
     return response.text[:300]
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 class _HttpChat:
     """Shared HTTP plumbing of the chat clients: one pooled :class:`httpx.Client`, the
-    :meth:`chat` / :meth:`stream` calls, every failure mapped to :class:`LlmError`. A subclass
-    sets ``endpoint`` and implements the wire format: :meth:`_body`, :meth:`_result` and
-    :meth:`_pieces`."""
+    :meth:`chat` / :meth:`stream` calls, reasoning blocks removed, every failure mapped to
+    :class:`LlmError`. A subclass sets ``endpoint`` and implements the wire format:
+    :meth:`_body`, :meth:`_result` and :meth:`_pieces`, and the server's descriptions."""
 
     endpoint: str
+    kind = ""
+    sets_window = False
     _stream_errors: tuple[type[Exception], ...] = (httpx.HTTPError, ValueError)
     """What a broken stream raises, besides :class:`LlmError` (mapped by :meth:`_fail`)."""
 
@@ -225,10 +319,12 @@ class _HttpChat:
         timeout_s: float,
         connect_timeout_s: float,
         headers: dict[str, str] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.model = model
         self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
         timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
         self._http = httpx.Client(timeout=timeout, headers=headers or {})
         # calls under an Abort: a connection per call, so that its socket is known from the start
@@ -253,37 +349,71 @@ class _HttpChat:
 
     def _body(
         self, messages: Sequence[ChatMessage], temperature: float, stream: bool, format: str | None,
-        think: bool | None,
+        think: bool | None, num_ctx: int | None,
     ) -> dict[str, Any]:
         """The JSON request body."""
         raise NotImplementedError
 
     def _result(self, body: Any) -> ChatResult:
-        """The answer in a complete (non-streamed) JSON answer; raises :class:`LlmError`."""
+        """The answer in a complete (non-streamed) JSON answer, as the server wrote it (reasoning
+        blocks still in); raises :class:`LlmError`."""
         raise NotImplementedError
 
-    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any]) -> Iterator[str]:
-        """Post the streaming ``body`` with ``client`` (request ``extensions`` ``ext``) and yield
-        the answer's text pieces (raises :class:`LlmError` or one of :attr:`_stream_errors`)."""
+    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any], out: ChatStream) -> Iterator[str]:
+        """Post the streaming ``body`` with ``client`` (request ``extensions`` ``ext``), yield the
+        answer's text pieces and set ``out.done_reason`` / ``out.prompt_tokens`` from the last
+        message (raises :class:`LlmError` or one of :attr:`_stream_errors`)."""
         raise NotImplementedError
+
+    def info(self) -> ModelInfo:
+        """See :meth:`ChatClient.info`."""
+        raise NotImplementedError
+
+    def models(self) -> tuple[str, ...]:
+        """See :meth:`ChatClient.models`."""
+        raise NotImplementedError
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int | None:
+        """See :meth:`ChatClient.count_tokens` (``None`` here)."""
+        return None
+
+    def preload(self, num_ctx: int | None = None) -> bool:
+        """See :meth:`ChatClient.preload` (nothing to do here)."""
+        return False
 
     # -- calls --------------------------------------------------------------------------------
 
     def chat(
         self, messages: Sequence[ChatMessage], *, temperature: float,
-        format: str | None = None, think: bool | None = None,
+        format: str | None = None, think: bool | None = None, num_ctx: int | None = None,
     ) -> ChatResult:
         """See :meth:`ChatClient.chat`. Raises :class:`LlmError`."""
-        return self._result(self._post(self._body(messages, temperature, False, format, think)))
+        raw = self._result(self._post(self._body(messages, temperature, False, format, think, num_ctx)))
+        content = strip_thinking(raw.content)
+        thinking = raw.thinking or (raw.content if content != raw.content else "")
+        return replace(raw, content=content, thinking=thinking)
 
     def stream(
-        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None
-    ) -> Iterator[str]:
+        self, messages: Sequence[ChatMessage], *, temperature: float, think: bool | None = None,
+        num_ctx: int | None = None,
+    ) -> ChatStream:
         """See :meth:`ChatClient.stream`. Raises :class:`LlmError`, possibly after some pieces."""
-        body = self._body(messages, temperature, True, None, think)
+        body = self._body(messages, temperature, True, None, think, num_ctx)
+        out = ChatStream(iter(()))
+        out._pieces = self._streamed(body, out)
+        return out
+
+    def _streamed(self, body: dict[str, Any], out: ChatStream) -> Iterator[str]:
         client, ext, abort = self._client()
+        think = ThinkFilter()
         try:
-            yield from self._pieces(client, ext, body)
+            for piece in self._pieces(client, ext, body, out):
+                shown = think.feed(piece)
+                if shown:
+                    yield shown
+            rest = think.flush()
+            if rest:
+                yield rest
         except LlmError:
             if abort is not None and abort.cancelled:
                 raise ModelCallAborted(f"{self.model} at {self.endpoint}: stopped, the answer was abandoned") from None
@@ -298,7 +428,10 @@ class _HttpChat:
 
     def _check_status(self, r: httpx.Response) -> None:
         if r.status_code >= 400:
-            raise self._error(f"HTTP {r.status_code}: {_error_text(r)}")
+            text = _error_text(r)
+            if r.status_code == 404 and ("not found" in text.lower() or "does not exist" in text.lower()):
+                raise ModelNotFoundError(self.kind, self.model, self.url)
+            raise self._error(f"HTTP {r.status_code}: {text}")
 
     def _fail(self, exc: Exception) -> LlmError:
         if isinstance(exc, httpx.TimeoutException):
@@ -320,11 +453,39 @@ class _HttpChat:
                 raise ModelCallAborted(f"{self.model} at {self.endpoint}: stopped, the answer was abandoned") from exc
             raise self._fail(exc) from exc
 
+    def _get_json(self, method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """``(status, JSON body or None)`` of a short description request; raises :class:`LlmError`
+        when the server can't be reached or answers 5xx."""
+        try:
+            r = self._http.request(method, url, json=body)
+        except httpx.HTTPError as exc:
+            raise self._fail(exc) from exc
+        if r.status_code >= 500:
+            raise LlmError(f"{url}: HTTP {r.status_code}: {_error_text(r)}")
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            return r.status_code, None
+
+
+def ollama_name(name: str) -> str:
+    """An Ollama model name with its tag (``llama3.2`` → ``llama3.2:latest``; Ollama API
+    reference, "Model names": the tag defaults to ``latest``)."""
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
 
 class OllamaChat(_HttpChat):
     """Ollama ``/api/chat`` client. ``keep_alive`` is Ollama's duration string (``"30m"``, ``"2h"``);
     ``timeout_s`` bounds each read in seconds (a streamed answer may take longer overall);
-    ``num_ctx`` sets ``options.num_ctx`` (context window in tokens) when given."""
+    ``num_ctx`` sets ``options.num_ctx`` (context window in tokens) when a call gives none;
+    ``max_tokens`` sets ``options.num_predict``.
+
+    Read back (Ollama API reference, "Generate a chat completion"): ``message.content`` /
+    ``message.thinking``, and on the final object ``done_reason`` (``"stop"``, ``"length"``) and
+    ``prompt_eval_count`` (the prompt's tokens, cached ones included)."""
+
+    kind = "ollama"
+    sets_window = True
 
     def __init__(
         self,
@@ -335,19 +496,23 @@ class OllamaChat(_HttpChat):
         timeout_s: float = 600.0,
         connect_timeout_s: float = 10.0,
         num_ctx: int | None = None,
+        max_tokens: int | None = None,
     ) -> None:
-        super().__init__(url, model, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+        super().__init__(url, model, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_tokens=max_tokens)
         self.endpoint = f"{self.url}/api/chat"
         self.keep_alive = keep_alive
         self.num_ctx = num_ctx
 
     def _body(
         self, messages: Sequence[ChatMessage], temperature: float, stream: bool, format: str | None,
-        think: bool | None,
+        think: bool | None, num_ctx: int | None,
     ) -> dict[str, Any]:
         options: dict[str, Any] = {"temperature": clamp_temperature(temperature)}
-        if self.num_ctx:
-            options["num_ctx"] = self.num_ctx
+        window = num_ctx or self.num_ctx
+        if window:
+            options["num_ctx"] = window
+        if self.max_tokens:
+            options["num_predict"] = self.max_tokens
         body: dict[str, Any] = {
             "model": self.model,
             "messages": _wire(messages),
@@ -365,9 +530,11 @@ class OllamaChat(_HttpChat):
         if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
             raise self._error(f"answer without a message: {str(body)[:200]}")
         msg = body["message"]
-        return ChatResult(str(msg.get("content") or ""), str(msg.get("thinking") or ""))
+        reason = body.get("done_reason")
+        return ChatResult(str(msg.get("content") or ""), str(msg.get("thinking") or ""),
+                          str(reason) if reason else None, _int(body.get("prompt_eval_count")))
 
-    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any]) -> Iterator[str]:
+    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any], out: ChatStream) -> Iterator[str]:
         """Reads the NDJSON lines until ``"done": true``."""
         with client.stream("POST", self.endpoint, json=body, extensions=ext) as r:
             self._check_status(r)
@@ -383,7 +550,43 @@ class OllamaChat(_HttpChat):
                 if piece:
                     yield piece
                 if obj.get("done"):
+                    out.done_reason = str(obj["done_reason"]) if obj.get("done_reason") else None
+                    out.prompt_tokens = _int(obj.get("prompt_eval_count"))
                     return
+
+    def info(self) -> ModelInfo:
+        """``POST /api/show`` (Ollama API reference, "Show Model Information"): the context length
+        is ``model_info["<general.architecture>.context_length"]``; 404 ``model '…' not found`` →
+        absent. A server without the route says nothing (``present = None``)."""
+        status, body = self._get_json("POST", f"{self.url}/api/show", {"model": self.model})
+        if status == 404:
+            err = str(body.get("error", "")) if isinstance(body, dict) else ""
+            return ModelInfo(False if "not found" in err.lower() else None)
+        if status >= 400 or not isinstance(body, dict):
+            return ModelInfo(None)
+        info = body.get("model_info")
+        if not isinstance(info, dict):
+            return ModelInfo(True)
+        arch = info.get("general.architecture")
+        return ModelInfo(True, _int(info.get(f"{arch}.context_length")) if arch else None)
+
+    def models(self) -> tuple[str, ...]:
+        """``GET /api/tags`` (Ollama API reference, "List Local Models"): each model's ``name``."""
+        status, body = self._get_json("GET", f"{self.url}/api/tags")
+        if status >= 400 or not isinstance(body, dict) or not isinstance(body.get("models"), list):
+            raise LlmError(f"{self.url}/api/tags: HTTP {status}: not Ollama's model list")
+        return tuple(str(m.get("name") or m.get("model")) for m in body["models"] if isinstance(m, dict))
+
+    def preload(self, num_ctx: int | None = None) -> bool:
+        """``POST /api/chat`` with no message (Ollama API reference, "Load a model"), with
+        ``keep_alive`` and ``options.num_ctx`` — the window questions will use, so that the first
+        one does not reload the model with another."""
+        body: dict[str, Any] = {"model": self.model, "messages": [], "keep_alive": self.keep_alive}
+        window = num_ctx or self.num_ctx
+        if window:
+            body["options"] = {"num_ctx": window}
+        self._post(body)
+        return True
 
 
 def chat_endpoint(url: str) -> str:
@@ -392,11 +595,25 @@ def chat_endpoint(url: str) -> str:
     return f"{base}/chat/completions" if base.endswith("/v1") else f"{base}/v1/chat/completions"
 
 
+def server_root(url: str) -> str:
+    """An OpenAI-compatible server's root: ``url`` without a trailing ``/v1``."""
+    base = url.rstrip("/")
+    return base.removesuffix("/v1")
+
+
 class OpenAIChat(_HttpChat):
     """OpenAI-compatible chat client (vLLM first). ``format="json"`` becomes
     ``response_format: {"type": "json_object"}``; ``think`` becomes vLLM's
     ``chat_template_kwargs: {"enable_thinking": think}`` (Qwen3 templates) and is only sent when
-    not ``None``."""
+    not ``None``; ``max_tokens`` is sent as is; a stream asks for its ``usage``
+    (``stream_options.include_usage``).
+
+    Read back (vLLM docs, "OpenAI-Compatible Server" and "Reasoning Outputs"):
+    ``choices[0].message.content`` and ``reasoning`` (formerly ``reasoning_content``),
+    ``choices[0].finish_reason`` (``"stop"``, ``"length"``) and ``usage.prompt_tokens``. The
+    window can't be set by a request: the server's ``max_model_len`` holds."""
+
+    kind = "openai"
 
     def __init__(
         self,
@@ -406,16 +623,19 @@ class OpenAIChat(_HttpChat):
         api_key: str | None = None,
         timeout_s: float = 600.0,
         connect_timeout_s: float = 10.0,
+        max_tokens: int | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         super().__init__(
-            url, model, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, headers=headers
+            url, model, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, headers=headers,
+            max_tokens=max_tokens,
         )
         self.endpoint = chat_endpoint(url)
+        self._tokenize: bool | None = None  # whether /tokenize answers (unknown until asked)
 
     def _body(
         self, messages: Sequence[ChatMessage], temperature: float, stream: bool, format: str | None,
-        think: bool | None,
+        think: bool | None, num_ctx: int | None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -423,6 +643,10 @@ class OpenAIChat(_HttpChat):
             "temperature": clamp_temperature(temperature),
             "stream": stream,
         }
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
+        if stream:
+            body["stream_options"] = {"include_usage": True}
         if format == "json":
             body["response_format"] = {"type": "json_object"}
         if think is not None:
@@ -433,13 +657,17 @@ class OpenAIChat(_HttpChat):
 
     def _result(self, body: Any) -> ChatResult:
         try:
-            msg = body["choices"][0]["message"]
+            choice = body["choices"][0]
+            msg = choice["message"]
         except (KeyError, IndexError, TypeError):
             raise self._error(f"answer without choices: {str(body)[:200]}") from None
-        thinking = msg.get("reasoning_content") or msg.get("reasoning") or ""
-        return ChatResult(str(msg.get("content") or ""), str(thinking))
+        thinking = msg.get("reasoning") or msg.get("reasoning_content") or ""
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        reason = choice.get("finish_reason")
+        return ChatResult(str(msg.get("content") or ""), str(thinking), str(reason) if reason else None,
+                          _int(usage.get("prompt_tokens")))
 
-    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any]) -> Iterator[str]:
+    def _pieces(self, client: httpx.Client, ext: dict[str, Any], body: dict[str, Any], out: ChatStream) -> Iterator[str]:
         """Reads the server-sent events until ``[DONE]``."""
         with connect_sse(client, "POST", self.endpoint, json=body, extensions=ext) as source:
             self._check_status(source.response)
@@ -451,10 +679,80 @@ class OpenAIChat(_HttpChat):
                 obj = json.loads(event.data)
                 if isinstance(obj, dict) and obj.get("error"):
                     raise self._error(str(obj["error"]))
+                if isinstance(obj.get("usage"), dict):  # the last chunk (include_usage), choices []
+                    out.prompt_tokens = _int(obj["usage"].get("prompt_tokens"))
                 for choice in obj.get("choices") or ():
+                    if choice.get("finish_reason"):
+                        out.done_reason = str(choice["finish_reason"])
                     piece = (choice.get("delta") or {}).get("content") or ""
                     if piece:
                         yield piece
+
+    def _model_cards(self) -> list[dict[str, Any]]:
+        status, body = self._get_json("GET", f"{server_root(self.url)}/v1/models")
+        if status >= 400 or not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise LlmError(f"{server_root(self.url)}/v1/models: HTTP {status}: not a model list")
+        return [m for m in body["data"] if isinstance(m, dict)]
+
+    def info(self) -> ModelInfo:
+        """``GET /v1/models``: the model is there when a card has its ``id``; vLLM's cards say
+        ``max_model_len`` (vLLM docs, "OpenAI-Compatible Server"; other servers: ``None``)."""
+        card = next((m for m in self._model_cards() if m.get("id") == self.model), None)
+        if card is None:
+            return ModelInfo(False)
+        return ModelInfo(True, _int(card.get("max_model_len")))
+
+    def models(self) -> tuple[str, ...]:
+        """``GET /v1/models``: each card's ``id``."""
+        return tuple(str(m.get("id")) for m in self._model_cards())
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int | None:
+        """vLLM's ``POST /tokenize`` with the messages (vLLM docs, "OpenAI-Compatible Server",
+        Tokenizer API: ``{"count", "max_model_len", "tokens"}``), the chat template and the
+        generation prompt applied as for a chat completion. ``None`` from a server without it
+        (then never asked again). Never raises."""
+        if self._tokenize is False:
+            return None
+        body = {"model": self.model, "messages": _wire(messages), "add_generation_prompt": True}
+        try:
+            status, out = self._get_json("POST", f"{server_root(self.url)}/tokenize", body)
+        except LlmError as e:
+            log.debug("token count from %s: %s", self.url, e)
+            return None
+        count = _int(out.get("count")) if status < 400 and isinstance(out, dict) else None
+        self._tokenize = count is not None
+        return count
+
+    def server_is_ollama(self) -> bool:
+        """Whether the server also answers Ollama's ``GET /api/version`` (Ollama API reference,
+        "Version"): an Ollama behind its OpenAI-compatible endpoint, which can't set the window.
+        Never raises."""
+        try:
+            status, body = self._get_json("GET", f"{server_root(self.url)}/api/version")
+        except LlmError:
+            return False
+        return status == 200 and isinstance(body, dict) and "version" in body
+
+
+def make_client(
+    kind: str, url: str | None, model: str | None, *, where: str, api_key: str | None = None,
+    keep_alive: str = "30m", timeout_s: float = 600.0, connect_timeout_s: float = 10.0,
+    num_ctx: int | None = None, max_tokens: int | None = None,
+) -> ChatClient:
+    """The chat client of ``kind`` (``"ollama"`` or ``"openai"``), for the answering model and the
+    judge alike. ``where`` names the config section in errors (``llm``, ``judge``). Raises
+    :class:`~ancre.errors.ConfigError` naming ``<where>.url`` / ``<where>.model`` when an
+    OpenAI-compatible server lacks them."""
+    if kind == "ollama":
+        return OllamaChat(url or DEFAULT_OLLAMA_URL, model or DEFAULT_OLLAMA_MODEL, keep_alive=keep_alive,
+                          timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, num_ctx=num_ctx,
+                          max_tokens=max_tokens)
+    if not url:
+        raise ConfigError(f'{where}.url is required for kind "openai"')
+    if not model:
+        raise ConfigError(f'{where}.model is required for kind "openai"')
+    return OpenAIChat(url, model, api_key=api_key, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s,
+                      max_tokens=max_tokens)
 
 
 def make_chat_client(cfg: LlmConfig) -> ChatClient | None:
@@ -462,25 +760,10 @@ def make_chat_client(cfg: LlmConfig) -> ChatClient | None:
     Raises :class:`~ancre.errors.ConfigError` naming ``llm.url`` / ``llm.model`` when missing."""
     if cfg.kind == "none":
         return None
-    if cfg.kind == "ollama":
-        return OllamaChat(
-            cfg.url or DEFAULT_OLLAMA_URL,
-            cfg.model or DEFAULT_OLLAMA_MODEL,
-            keep_alive=cfg.keep_alive,
-            timeout_s=cfg.timeout_s,
-            connect_timeout_s=cfg.connect_timeout_s,
-            num_ctx=cfg.num_ctx,
-        )
-    if not cfg.url:
-        raise ConfigError('llm.url is required for kind "openai"')
-    if not cfg.model:
-        raise ConfigError('llm.model is required for kind "openai"')
-    return OpenAIChat(
-        cfg.url,
-        cfg.model,
-        api_key=resolve_secret(cfg.api_key, "llm.api_key"),
-        timeout_s=cfg.timeout_s,
-        connect_timeout_s=cfg.connect_timeout_s,
+    return make_client(
+        cfg.kind, cfg.url, cfg.model, where="llm", api_key=resolve_secret(cfg.api_key, "llm.api_key"),
+        keep_alive=cfg.keep_alive, timeout_s=cfg.timeout_s, connect_timeout_s=cfg.connect_timeout_s,
+        num_ctx=cfg.num_ctx, max_tokens=cfg.max_tokens,
     )
 
 
@@ -664,13 +947,19 @@ __all__ = [
     "Abort",
     "ChatClient",
     "ChatResult",
+    "ChatStream",
     "ExtractiveAnswerer",
     "LlmError",
     "ModelCallAborted",
+    "ModelInfo",
+    "ModelNotFoundError",
     "OllamaChat",
     "OpenAIChat",
     "chat_endpoint",
     "clamp_temperature",
     "current_abort",
     "make_chat_client",
+    "make_client",
+    "ollama_name",
+    "server_root",
 ]

@@ -46,28 +46,53 @@ class LlmConfig(_Section):
     """Seconds allowed to read the answer (CPU-only servers took 3 to 5 minutes in the lab)."""
     connect_timeout_s: float = Field(10.0, gt=0)
     """Seconds allowed to connect to the model server."""
-    num_ctx: int | None = Field(None, ge=512)
-    """Ollama context window in tokens (``options.num_ctx``); the server's default when unset."""
+    num_ctx: int = Field(8192, ge=512)
+    """Ollama context window in tokens (``options.num_ctx``): the smallest ancre asks for. A
+    question whose prompt and answer need more gets the next multiple of 4,096 above, within the
+    model's context length (Ollama reloads the model when ``num_ctx`` changes: few sizes, few
+    reloads); the model is pre-loaded with this one. Without ``num_ctx`` Ollama would use its
+    default (2,048 to 4,096 tokens in many versions) and silently cut a longer prompt."""
+    max_tokens: int = Field(2048, ge=16)
+    """Answer budget in tokens (Ollama ``options.num_predict``, OpenAI ``max_tokens``), reserved in
+    the window; an answer cut there is flagged ``reponse_tronquee``."""
+    context_length: int | None = Field(None, ge=512)
+    """The most context ancre uses, in tokens: the model's context length when the server does
+    not say it (Ollama's ``/api/show`` and vLLM's ``/v1/models`` do), and a cap under what it says
+    (the memory of the machine). Unset: what the server says; nothing if it says nothing."""
 
 
 class JudgeConfig(_Section):
-    """The grounding judge: a second call through Ollama ``/api/chat`` (``format: json``,
-    ``think: false``, temperature 0). A judge that fails never makes an answer grounded: the
-    answer passes with ``verification: non_effectuee``."""
+    """The grounding judge: a second model call through the same client code as answers — Ollama
+    ``/api/chat`` (``format: json``, ``think: false``) or an OpenAI-compatible server
+    (``response_format: json_object``, ``chat_template_kwargs.enable_thinking: false``),
+    temperature 0. A judge that fails never makes an answer grounded: the answer passes with
+    ``verification: non_effectuee``."""
 
     enabled: bool = True
     """Run the judge after each generated answer (``false``: answers pass with ``verification: non_effectuee``)."""
+    kind: Literal["ollama", "openai"] | None = None
+    """Server of the judge: ``ollama`` or ``openai`` (any OpenAI-compatible server, e.g. vLLM);
+    default: the answering model's (``llm.kind``), ``ollama`` when that is ``none``."""
     model: str = "qwen3:4b"
-    """Ollama model of the judge."""
+    """Model of the judge (on vLLM, the served model name, e.g. ``Qwen/Qwen3-4B``)."""
     url: str | None = None
-    """Ollama base URL; defaults to ``llm.url`` when ``llm.kind = "ollama"``, else
-    ``http://127.0.0.1:11434``."""
+    """Server base URL; default ``llm.url`` when the judge's kind is the answering model's, else
+    ``http://127.0.0.1:11434`` for ollama (required for openai)."""
+    api_key: Secret = None
+    """Bearer key sent to an ``openai`` judge server; default ``llm.api_key`` when the judge uses
+    the answering model's server."""
     keep_alive: str = "2h"
     """Ollama ``keep_alive`` of the judge's model."""
     timeout_s: float = Field(60.0, gt=0)
     """Seconds allowed to read the judge's verdict."""
     connect_timeout_s: float = Field(5.0, gt=0)
     """Seconds allowed to connect to the judge's server."""
+    num_ctx: int = Field(8192, ge=512)
+    """Ollama context window of the judge in tokens: the smallest ancre asks for (see ``llm.num_ctx``)."""
+    max_tokens: int = Field(512, ge=16)
+    """The verdict's budget in tokens."""
+    context_length: int | None = Field(None, ge=512)
+    """The most context the judge gets, in tokens (see ``llm.context_length``)."""
 
 
 class ContextConfig(_Section):

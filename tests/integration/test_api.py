@@ -101,7 +101,9 @@ class Served:
         return Path(self.settings.data_dir) / "audit"
 
     def audit_lines(self) -> list[dict[str, Any]]:
-        return [json.loads(x) for f in sorted(self.audit_dir.glob("audit-*.jsonl")) for x in f.read_text("utf-8").splitlines()]
+        # JSON lines end with "\n" only: a question may hold U+2028 or U+0085, which splitlines() cuts at
+        return [json.loads(x) for f in sorted(self.audit_dir.glob("audit-*.jsonl"))
+                for x in f.read_text("utf-8").split("\n") if x]
 
     def audit_count(self) -> int:
         """Questions audited: ``answer`` and ``start`` lines (a streamed answer's ``outcome``
@@ -211,7 +213,7 @@ def test_query_200_when_grounded_and_422_when_not(served: Served, srv: ScriptedS
     assert r.status_code == 200, r.text
     body = r.json()
     assert set(body) == {"reponse", "sources", "ancree", "controles", "verification", "extractive", "documents_ecartes",
-                         "versions", "question_traitee"}
+                         "versions", "question_traitee", "reponse_incomplete"}
     assert body["versions"] == [] and body["question_traitee"] is None  # one document, asked alone
     assert body["documents_ecartes"] == []  # every source document's rights were checked live
     assert body["ancree"] is True and body["controles"] == [] and body["verification"] == "effectuee"
@@ -388,7 +390,8 @@ def test_a_user_who_may_not_read_gets_the_refusal_and_no_trace(served: Served, s
     assert r.json()["ancre"] == {"ancree": True, "verification": "non_requise",
                                  "controles": ["aucun_extrait", "utilisateur_inconnu"],
                                  "sources": [], "extractive": False, "documents_ecartes": [],
-                                 "faits_non_sources": [], "versions": [], "question_traitee": None}
+                                 "faits_non_sources": [], "versions": [], "question_traitee": None,
+                                 "reponse_incomplete": False}
     r = httpx.post(f"{served.url}/query", json={"question": Q_ROCHAT}, headers=who("mallory"), timeout=60)
     assert r.json()["reponse"] == REFUSAL and r.json()["controles"] == ["aucun_extrait", "utilisateur_inconnu"]
     assert srv.requests_to("/api/chat") == []
@@ -572,9 +575,12 @@ def test_health_and_metrics(served: Served, srv: ScriptedServer) -> None:
     checks = r.json()["checks"]
     assert {k: v["status"] for k, v in checks.items()} == {"store": "ok", "directory": "ok", "llm": "ok", "index": "ok"}
     assert checks["store"]["points"]["documents"] > 0
-    srv.route("GET", "/api/version", (500, {"error": "down"}))
+    assert checks["llm"]["models"] == {ANSWER_MODEL: "present", JUDGE_MODEL: "present"}
+    srv.route("GET", "/api/tags", (500, {"error": "down"}))
     r = httpx.get(f"{served.url}/health")
     assert r.status_code == 503 and r.json()["checks"]["llm"]["status"] == "error"
+    assert r.json()["checks"]["llm"]["models"] == {ANSWER_MODEL: "unreachable", JUDGE_MODEL: "unreachable"}
+    script(srv, CASE1, GROUNDED)
 
     _post(served.url, "/query", who("alice"))
     text = httpx.get(f"{served.url}/metrics").text
@@ -751,8 +757,128 @@ principals = ["sid:S-1-1-0"]
         httpx.get(f"{url}/health")
 
 
+def test_ancre_serve_preloads_both_models_at_start(tmp_path: Path) -> None:
+    """The first question does not pay the model's load: at start, before any question, ``ancre
+    serve`` sends each model an empty chat request with its keep_alive and the window questions
+    use (docs/api.md of ollama/ollama, "Load a model")."""
+    from support.model_servers import FakeOllama, Model
+
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "note.md").write_text("# Note\n\nRien.\n", "utf-8")
+    (tmp_path / "directory.json").write_bytes((CORPUS / "directory.json").read_bytes())
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "ANCRE_CONFIG", "WATCHDOG_USEC")}
+    env["ANCRE_TEST_API_KEY"] = KEY
+    log = tmp_path / "serve.log"
+    with ScriptedServer() as model:
+        FakeOllama(model, {ANSWER_MODEL: Model(), JUDGE_MODEL: Model(GROUNDED, 40960, "qwen3")})
+        config = tmp_path / "ancre.toml"
+        config.write_text(f'''data_dir = "data"
+[directory]
+kind = "file"
+path = "directory.json"
+[daemon]
+log_format = "text"
+[api]
+port = {port}
+api_key = {{ env = "ANCRE_TEST_API_KEY" }}
+[llm]
+kind = "ollama"
+url = "{model.url}"
+num_ctx = 16384
+[[sources]]
+id = "t"
+root = "tree"
+principals = ["sid:S-1-1-0"]
+''', encoding="utf-8")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(_ancre("serve", "--config", str(config)), stdout=out, stderr=subprocess.STDOUT,
+                                    env=env, cwd=tmp_path)
+        try:
+            loads = _wait(lambda: len(model.requests_to("/api/chat")) >= 2 and model.requests_to("/api/chat"),
+                          "the models' pre-load", proc, log)
+            assert [(r.json["model"], r.json["messages"], r.json["keep_alive"], r.json["options"]["num_ctx"])
+                    for r in loads] == [(ANSWER_MODEL, [], "30m", 16384), (JUDGE_MODEL, [], "2h", 8192)]
+            _wait(lambda: "judge model qwen3:4b loaded" in log.read_text(errors="replace"), "the log line", proc, log)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0, log.read_text(errors="replace")[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def test_ancre_api_refuses_to_start_without_a_key(tmp_path: Path) -> None:
     config = write_config(copy_corpus(tmp_path))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCRE_")}
     r = subprocess.run(_ancre("api", "--config", str(config)), check=False, capture_output=True, env=env, timeout=120)
     assert r.returncode == 2 and "api.api_key is required" in " ".join(r.stderr.decode().split())
+
+
+# ----------------------------------------------------------------------------- the model's server (issue 42)
+
+
+def test_a_truncated_context_is_422_on_query_and_a_warning_on_v1(served: Served, srv: ScriptedServer) -> None:
+    """An Ollama that cuts the prompt whatever num_ctx says (tests/support/model_servers.py): the
+    answer is not grounded — 422 on /query, the answer with its warning on /v1 — and audited."""
+    script(srv, CASE1, GROUNDED, force_window=1024)
+    try:
+        r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+        assert r.status_code == 422, r.text
+        assert "contexte_tronque" in r.json()["controles"] and r.json()["reponse_bloquee"].startswith("Le contrat")
+        r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT), headers=who("alice"), timeout=60)
+        assert r.status_code == 200 and r.json()["ancre"]["ancree"] is False
+        content = r.json()["choices"][0]["message"]["content"]
+        assert "réponse non ancrée" in content and "contexte tronqué" in content
+        assert chats(srv, JUDGE_MODEL) == []  # a judge is not asked about a prompt the model never read
+        line = served.audit_lines()[-1]
+        assert "contexte_tronque" in line["controls"] and line["model"]["prompt_eval_count"] == 1024
+    finally:
+        script(srv, CASE1, GROUNDED)
+
+
+def test_an_answer_cut_by_its_budget_is_told_incomplete(served: Served, srv: ScriptedServer) -> None:
+    long = CASE1 + " Le contrat couvre aussi la supervision." * 2000  # more than llm.max_tokens (2,048)
+    script(srv, long, GROUNDED)
+    try:
+        r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT), headers=who("alice"), timeout=60)
+        assert r.status_code == 200 and r.json()["ancre"]["reponse_incomplete"] is True
+        assert "reponse_tronquee" in r.json()["ancre"]["controles"]
+        assert "Réponse incomplète" in r.json()["choices"][0]["message"]["content"]
+        with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT, stream=True),
+                          headers=who("alice"), timeout=60) as s:
+            streamed = s.read().decode()
+        chunks = [json.loads(x[6:]) for x in streamed.split("\n\n") if x.startswith("data: {")]
+        text = "".join((c["choices"] or [{}])[0].get("delta", {}).get("content") or "" for c in chunks)
+        assert "Réponse incomplète" in text and chunks[-1]["ancre"]["reponse_incomplete"] is True
+        r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+        assert r.json()["reponse_incomplete"] is True and "reponse_tronquee" in r.json()["controles"]
+        assert served.audit_lines()[-1]["model"]["done_reason"] == "length"
+    finally:
+        script(srv, CASE1, GROUNDED)
+
+
+def test_a_model_missing_from_its_server_gives_staff_the_service_message(
+    served: Served, srv: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from support.model_servers import FakeOllama, Model
+
+    FakeOllama(srv, {JUDGE_MODEL: Model(GROUNDED, 40960, "qwen3")})  # qwen2.5:14b not pulled
+    try:
+        for stream in (False, True):
+            caplog.clear()
+            r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(Q_BAUMONT, stream=stream),
+                           headers=who("alice"), timeout=60)
+            assert r.status_code == 503, r.text
+            err = r.json()["error"]
+            assert err["code"] == "model_missing" and err["message"].startswith(
+                "Le modèle de langage qui rédige les réponses d'ancre n'est pas installé sur son serveur")
+            assert "qwen2.5" not in err["message"]  # staff get the French message, the admin the log line
+            logged = [rec.getMessage() for rec in caplog.records if "ollama pull qwen2.5:14b" in rec.getMessage()]
+            assert len(logged) == 1 and "\n" not in logged[0]
+        r = httpx.post(f"{served.url}/query", json={"question": Q_BAUMONT}, headers=who("alice"), timeout=60)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "model_missing"
+        health = httpx.get(f"{served.url}/health").json()["checks"]["llm"]
+        assert health["status"] == "error" and health["models"] == {ANSWER_MODEL: "absent", JUDGE_MODEL: "present"}
+    finally:
+        script(srv, CASE1, GROUNDED)

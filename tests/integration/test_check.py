@@ -66,6 +66,36 @@ def test_check_passes_with_every_part_reached(root: Path, ollama: ScriptedServer
     assert len(chats(ollama, ANSWER_MODEL)) == 1 and len(chats(ollama, JUDGE_MODEL)) == 1
 
 
+def test_check_names_an_absent_model_and_the_command_that_fixes_it(root: Path) -> None:
+    from support.model_servers import FakeOllama, Model
+
+    with ScriptedServer() as srv:
+        FakeOllama(srv, {ANSWER_MODEL: Model("OK")})  # the judge's model was never pulled
+        url = srv.url
+        res = run("check", "--config", str(write_config(root, extra=llm(url))))
+        assert chats(srv, JUDGE_MODEL) == []  # looked up in /api/tags, not asked
+    assert res.exit_code == 1, res.output
+    got = lines(res.output)
+    assert got["llm"].startswith(f"ok   llm              ollama {ANSWER_MODEL} at {url}: answered 'OK'")
+    assert "context length 32768 tokens; num_ctx 8192 or more" in got["llm"]
+    assert got["judge"] == (f"FAIL judge            ollama {JUDGE_MODEL} at {url}: not on the server — fix: run "
+                            f"`ollama pull {JUDGE_MODEL}` on that server (or fix the model name) — or set judge.model")
+
+
+def test_check_warns_when_the_openai_kind_points_at_an_ollama(root: Path) -> None:
+    from support.model_servers import FakeOllama, Model
+
+    with ScriptedServer() as srv:
+        FakeOllama(srv, {ANSWER_MODEL: Model("OK")})
+        extra = f"[llm]\nkind = 'openai'\nurl = '{srv.url}/v1'\nmodel = '{ANSWER_MODEL}'\n[judge]\nenabled = false\n"
+        res = run("check", "--config", str(write_config(root, extra=extra)))
+    assert res.exit_code == 0, res.output  # a warning, not a failure
+    (warn,) = [ln for ln in res.output.splitlines() if ln.startswith("warn")]
+    assert warn.startswith("warn llm") and "is an Ollama" in warn and "can't set the context window" in warn
+    assert 'fix: set llm.kind = "ollama" and llm.url to the server without /v1' in warn
+    assert lines(res.output)["llm"].startswith("ok   llm")
+
+
 def test_check_without_a_model_has_no_model_lines(root: Path) -> None:
     res = run("check", "--as", "chloe", "--config", str(write_config(root)))
     assert res.exit_code == 0, res.output

@@ -13,7 +13,7 @@ from ancre.query.context import Context, Extract, Source
 from ancre.query.enrich import enrich_citations
 from ancre.query.grounding import CONTROL_FACT, CONTROL_INVENTED, CONTROL_JUDGE, CONTROL_REFUSAL, ground
 from ancre.query.judge import Judge, parse_verdict
-from ancre.query.llm import ChatClient, LlmError, OllamaChat, OpenAIChat, make_chat_client
+from ancre.query.llm import ChatClient, LlmError, ModelNotFoundError, OllamaChat, OpenAIChat, make_chat_client
 from ancre.query.prompt import REFUSAL, ChatMessage, build_messages
 from ancre.settings.query import JudgeConfig, LlmConfig
 
@@ -130,8 +130,9 @@ def test_ollama_stream_errors(srv: ScriptedServer) -> None:
     )
     with pytest.raises(LlmError):
         list(client.stream(MESSAGES, temperature=0.2))
+    # docs/api/errors.mdx of ollama/ollama: 404 for a model that does not exist
     srv.route("POST", "/api/chat", (404, {"error": "model 'qwen2.5:14b' not found"}))
-    with pytest.raises(LlmError, match=r"HTTP 404: model 'qwen2.5:14b' not found"):
+    with pytest.raises(ModelNotFoundError, match=r"not on the ollama server .*`ollama pull qwen2.5:14b`"):
         list(client.stream(MESSAGES, temperature=0.2))
     client.close()
 
@@ -389,3 +390,51 @@ def test_seed_case1_grounded_then_enriched(srv: ScriptedServer) -> None:
     assert f"[{ROCHAT}]." in judged[0].json["messages"][1]["content"]
     assert shown.count(f"[{ROCHAT} : `{LOC}`]") == 2
     assert not srv.errors
+
+
+# ----------------------------------------------------------------------------- the documented fakes
+
+
+def test_ollama_client_reads_what_ollama_documents(srv: ScriptedServer) -> None:
+    from support.model_servers import FakeOllama, Model, chatml, tokens
+
+    FakeOllama(srv, {"qwen3:4b": Model("Bonjour.", 40960, "qwen3", thinking="je salue")})
+    client = OllamaChat(srv.url, "qwen3:4b", num_ctx=8192, max_tokens=64)
+    info = client.info()
+    assert info.present is True and info.context_length == 40960  # model_info["qwen3.context_length"]
+    assert client.models() == ("qwen3:4b",)
+    res = client.chat(MESSAGES, temperature=0.2)
+    wire = [{"role": m.role, "content": m.content} for m in MESSAGES]
+    assert res.content == "Bonjour." and res.thinking == "je salue" and res.done_reason == "stop"
+    assert res.prompt_tokens == len(tokens(chatml(wire)))
+    stream = client.stream(MESSAGES, temperature=0.2)
+    assert "".join(stream) == "Bonjour." and stream.done_reason == "stop" and stream.prompt_tokens == res.prompt_tokens
+    assert client.preload() is True and srv.requests_to("/api/chat")[-1].json["messages"] == []
+    missing = OllamaChat(srv.url, "qwen2.5:14b")
+    assert missing.info().present is False
+    with pytest.raises(ModelNotFoundError):
+        missing.chat(MESSAGES, temperature=0.2)
+    for c in (client, missing):
+        c.close()
+
+
+def test_openai_client_reads_what_vllm_documents(srv: ScriptedServer) -> None:
+    from support.model_servers import FakeVllm, Model
+
+    FakeVllm(srv, {"Qwen/Qwen3-4B": Model("Bonjour.", 32768, "qwen3", thinking="je salue")})
+    client = OpenAIChat(f"{srv.url}/v1", "Qwen/Qwen3-4B", max_tokens=64)
+    assert client.info().context_length == 32768 and client.models() == ("Qwen/Qwen3-4B",)
+    counted = client.count_tokens(MESSAGES)
+    res = client.chat(MESSAGES, temperature=0.2)
+    assert res.content == "Bonjour." and res.thinking == "je salue"  # "reasoning" (vLLM docs, "Reasoning Outputs")
+    assert res.done_reason == "stop" and res.prompt_tokens == counted
+    stream = client.stream(MESSAGES, temperature=0.2)
+    assert "".join(stream) == "Bonjour." and stream.done_reason == "stop" and stream.prompt_tokens == counted
+    assert srv.requests_to("/v1/chat/completions")[-1].json["stream_options"] == {"include_usage": True}
+    assert not client.server_is_ollama() and client.preload() is False
+    missing = OpenAIChat(srv.url, "Qwen/Qwen2.5-14B-Instruct")
+    assert missing.info().present is False
+    with pytest.raises(ModelNotFoundError, match="vllm serve"):
+        missing.chat(MESSAGES, temperature=0.2)
+    for c in (client, missing):
+        c.close()

@@ -25,6 +25,7 @@ import openai
 import pytest
 from support.corpus import copy_corpus, write_config
 from support.httpserver import Request, ScriptedServer, sse
+from support.model_servers import chatml, tokens
 
 from ancre.api.app import create_app
 from ancre.app.runtime import Runtime
@@ -45,11 +46,13 @@ FAITHFUL = f"Le forfait mensuel s'élève à CHF 3 840 HT [{ROCHAT}] pour 20 pos
 WHO = {"Authorization": f"Bearer {KEY}", "X-OpenWebUI-User-Email": "alice.martin@axonix.ch"}
 
 
-def _completion(content: str) -> dict[str, Any]:
-    """An OpenAI chat completion object (API reference, "The chat completion object")."""
+def _completion(content: str, req: Request) -> dict[str, Any]:
+    """An OpenAI chat completion object (API reference, "The chat completion object"), its
+    ``usage`` counting the whole prompt (tests/support/model_servers.py's tokens)."""
+    prompt, answer = len(tokens(chatml(req.json["messages"]))), len(tokens(content))
     return {"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            "usage": {"prompt_tokens": prompt, "completion_tokens": answer, "total_tokens": prompt + answer}}
 
 
 @dataclass
@@ -67,7 +70,7 @@ class Model:
             return sse({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
                         "choices": [{"index": 0, "delta": {"content": content[i : i + 9]}, "finish_reason": None}]}
                        for i in range(0, len(content), 9))
-        return 200, _completion(content)
+        return 200, _completion(content, req)
 
 
 @dataclass
