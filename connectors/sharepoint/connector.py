@@ -3,9 +3,9 @@ delta, permissions through Graph ``/permissions`` (batched) and SharePoint REST 
 assignments (README "SharePoint").
 
 **Listing.** One source = one tenant. Per site (``sites``, or every site), per document library
-(drive) matching ``libraries`` / ``libraries_exclude``, the connector keeps a *snapshot* of the
-drive — every item's name, parent, kind, size, ``quickXorHash``, permissions and labels — and the
-drive's ``deltaLink``, both in a store of its own (:mod:`ancre.connectors.sharepoint.snapshot`). A pass
+(drive) matching ``libraries`` / ``libraries_exclude``, the connector caches a *snapshot* of the
+drive — every item's name, parent, kind, size, ``quickXorHash``, permissions and labels — with the
+``deltaLink`` it was last brought to, in a store of its own (:mod:`ancre.connectors.sharepoint.snapshot`). A listing
 asks Graph only for the delta since that link (``@odata.nextLink`` pages followed by the Graph
 client), applies it (an item seen twice takes its last occurrence; ``deleted`` items — maybe
 without a name — and what was under a deleted folder are dropped) and lists the whole snapshot:
@@ -44,10 +44,14 @@ dropped).
 **Change feed.** The connector is a :class:`~ancre.connectors.base.ChangeFeed`: the daemon calls
 :meth:`SharePointConnector.changes` every ``delta_interval_s`` with the
 :class:`~ancre.connectors.sharepoint.delta.DeltaCursor` (drive id → ``deltaLink``) the previous
-call returned, which the engine keeps. A round applies every library's delta to the snapshot and
-reports what it changed; a ``410`` is a ``rescan`` event. The permission sweep rides on the same
-calls: when ``permission_sweep_interval_s`` has elapsed, the round also re-reads every permission
-and reports the files whose rights changed as ``acl`` events (one capability, one schedule).
+call returned, which the engine keeps. Each library's round asks Graph for the delta since the
+cursor's link — the snapshot is a cache that answers only a link it handed out itself; without
+it (its file deleted, restored, another install's) the tree is read again and the delta since the
+cursor still says what changed — applies it and reports what it changed; a ``410`` is a
+``rescan`` event, and so is a deletion since the cursor that no remaining snapshot can place.
+The permission sweep rides on the same calls: when ``permission_sweep_interval_s`` has elapsed,
+the round also re-reads every permission and reports the files whose rights changed as ``acl``
+events (one capability, one schedule).
 The events are the snapshot's differences: a change a listing pass or ``get_item`` applied
 first is not reported again (that pass synced it).
 
@@ -200,14 +204,14 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     def _prefer(self) -> tuple[str, ...]:
         return PREFER_ALWAYS + (PREFER_SHARING if self.cfg.sharing_delta else ())
 
-    def _refresh_drive(self, drive: Drive) -> DriveDelta:
-        """Apply the delta since the drive's link (or a full enumeration after a 410 or on the
-        first pass), read what must be read, save. Returns the ids whose listing or rights may
-        have changed (for the change feed's events) and whether Graph asked for a resync."""
-        full = drive.delta_link is None
+    def _refresh_drive(self, drive: Drive, start: str | None) -> DriveDelta:
+        """Apply the delta since the link ``start`` (``None``: a full enumeration; a 410 gives one
+        too), read what must be read, save. Returns the ids whose listing or rights may have
+        changed (for the change feed's events) and whether Graph asked for a resync."""
+        full = start is None
         resynced = False
         try:
-            page = self.graph.delta(drive.drive_id, drive.delta_link, prefer=self._prefer())
+            page = self.graph.delta(drive.drive_id, start, prefer=self._prefer())
         except ResyncRequired as e:
             log.warning("delta of %s/%s: %s, full enumeration", drive.site_seg, drive.name, e)
             page = self.graph.delta(drive.drive_id, None, prefer=self._prefer())
@@ -231,6 +235,52 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             self._save(drive)
         return DriveDelta(drive, frozenset(touched), resynced)
 
+    def _feed_drive(self, drive: Drive, cursor: DeltaCursor | None) -> DriveDelta:
+        """One library's round of the change feed, resumed from the link the engine's ``cursor``
+        holds for it — never from the snapshot's own: the snapshot answers only a cursor it
+        :meth:`~ancre.connectors.sharepoint.snapshot.Drive.serves`. A library the cursor does not
+        name (no cursor yet: the baseline; a library new since) is brought up to date from its
+        snapshot; a cursor the snapshot does not serve (the connector's own files lost, restored
+        or another install's) resumes through :meth:`_resume_unserved`."""
+        link = cursor.links.get(drive.drive_id) if cursor is not None else None
+        if link is None:
+            dd = self._refresh_drive(drive, drive.delta_link)
+        elif drive.serves(link):
+            dd = self._refresh_drive(drive, link)
+        else:
+            dd = self._resume_unserved(drive, link)
+        if drive.hand_out():
+            self._save(drive)
+        return dd
+
+    def _resume_unserved(self, drive: Drive, link: str) -> DriveDelta:
+        """The round of a library whose snapshot does not serve the engine's ``link``: the tree is
+        read again from Graph (a full enumeration), then the delta since ``link`` — what changed
+        since the engine's cursor — is applied to it and reported at the items' current paths
+        (a deletion or move after the enumeration at its path before). An item deleted between
+        ``link`` and the enumeration has no path left to report: the round then asks for a rescan,
+        saying so (the full pass purges it); a ``410`` on ``link`` too."""
+        log.warning("source %s: %s: the snapshot does not serve the engine's cursor (lost, restored or another "
+                    "install's): the library is read again, changes taken from the cursor", self.source_id, drive.prefix)
+        drive.items, drive.delta_link, drive.root, drive.served = {}, None, None, []
+        self._refresh_drive(drive, None)
+        before = {iid: drive.path(iid) for iid in drive.items}
+        try:
+            page = self.graph.delta(drive.drive_id, link, prefer=self._prefer())
+        except ResyncRequired as e:
+            return DriveDelta(drive, frozenset(), resynced=True, reason=f"{drive.prefix}: the engine's cursor expired ({e})")
+        seen = {str(it.get("id")) for it in page.items}
+        gone = {str(it.get("id")) for it in page.items if it.get("deleted") is not None}
+        touched = (self._apply(drive, page.items, full=False) | seen) - {drive.root or ""}
+        drive.delta_link = page.delta_link
+        self._paths = None
+        self._save(drive)
+        unplaced = sorted(i for i in gone if before.get(i) is None)
+        if unplaced:
+            why = (f"{drive.prefix}: {len(unplaced)} item(s) deleted since the engine's cursor, whose paths only the lost "
+                   "snapshot knew: a full pass purges them")
+            return DriveDelta(drive, frozenset(), resynced=True, reason=why)
+        return DriveDelta(drive, frozenset(touched), before=before)
 
     # ------------------------------------------------------------------------- reads in batch
 
@@ -261,7 +311,14 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
 
 
     def refresh(self) -> list[DriveDelta]:
-        """Apply every library's delta (see the module doc). Raises ``SourceUnavailableError``."""
+        """Apply every library's delta since its snapshot (see the module doc): a listing's
+        round. Raises ``SourceUnavailableError``."""
+        return self._round(lambda d: self._refresh_drive(d, d.delta_link))[1]
+
+    def _round(self, step: Callable[[Drive], DriveDelta]) -> tuple[list[Drive], list[DriveDelta]]:
+        """``step`` on every library to read now; a library refusing the app (401/403/404) is left
+        out with its reason (:attr:`unreachable_reasons`). Returns the libraries discovered and
+        the rounds of those that answered. Raises ``SourceUnavailableError``."""
         with self._lock:
             drives = [self._load(d) for d in self._discover()]
             self.permission_failures = 0
@@ -269,7 +326,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             unreachable = dict(self.unreachable_reasons)
             for d in drives:
                 try:
-                    out.append(self._refresh_drive(d))
+                    out.append(step(d))
                 except GraphError as e:
                     if e.status not in REFUSED:
                         raise SourceUnavailableError(f"source {self.source_id}: {d.prefix}: {e}") from e
@@ -278,7 +335,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 log.warning("source %s: %s skipped (nothing under it purged): %s", self.source_id, prefix, why)
             self.unreachable_reasons = unreachable
             self._listed = [d.drive_id for d in drives if d.prefix not in unreachable]
-            return out
+            return drives, out
 
     def list_items(self) -> Listing:
         """Every file of every selected library (module doc), after applying the deltas.
@@ -332,7 +389,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
                 if drive is None or drive.drive_id not in self._listed:
                     self.refresh()
                 else:
-                    self._refresh_drive(drive)
+                    self._refresh_drive(drive, drive.delta_link)
             except GraphError as e:
                 if e.status in REFUSED:
                     return None
@@ -532,28 +589,34 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
 
     def changes(self, cursor: DeltaCursor | None) -> ChangeBatch[DeltaCursor]:
         """``ChangeFeed``: one delta round of every library as change events, and the drives'
-        delta links as the next cursor. ``cursor`` ``None``: the baseline (the snapshots are
-        brought up to date, no event). Otherwise ``modified`` for new, changed and re-shared
+        delta links as the next cursor. Each library resumes from the link ``cursor`` holds for
+        it (:meth:`_feed_drive`): the snapshot kept in ``sharepoint.sqlite3`` is a cache of the
+        tree, never where the feed resumes — deleted, the round reads the tree again and still
+        reports what changed since ``cursor``. ``cursor`` ``None``: the baseline (the snapshots
+        are brought up to date, no event). Otherwise ``modified`` for new, changed and re-shared
         files, ``deleted`` for files gone (by their last known path), ``acl`` for a folder whose
         sharing changed (its path covers what is under it), ``acl`` without a path when a
-        library's role assignments changed, and ``rescan`` when Graph answered ``410 Gone``
-        ("driveItem: delta": resync) — what vanished is purged by the full pass it brings. When
-        ``permission_sweep_interval_s`` has elapsed since the last sweep (or since the first call),
-        the round also sweeps every permission (:meth:`sweep_permissions`): ``acl`` for each file
-        whose rights changed; a failed sweep is logged and tried again at the next call. Raises
-        ``SourceUnavailableError`` when Graph can't be reached (the engine keeps the old cursor)."""
+        library's role assignments changed, and ``rescan`` (with its ``reason``) when Graph
+        answered ``410 Gone`` ("driveItem: delta": resync) or what changed since ``cursor`` can't
+        be placed — what vanished is purged by the full pass it brings. A library refusing the
+        app keeps its link in the next cursor. When ``permission_sweep_interval_s`` has elapsed
+        since the last sweep (or since the first call), the round also sweeps every permission
+        (:meth:`sweep_permissions`): ``acl`` for each file whose rights changed; a failed sweep is
+        logged and tried again at the next call. Raises ``SourceUnavailableError`` when Graph
+        can't be reached (the engine keeps the old cursor)."""
         with self._lock:
             self._load_saved()
             before = {d.drive_id: {i: d.path(i) for i in d.items} for d in self._drives.values()}
             try:
-                deltas = self.refresh()
+                drives, deltas = self._round(lambda d: self._feed_drive(d, cursor))
             except GraphError as e:
                 raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
             events = [] if cursor is None else [ev for dd in deltas for ev in delta_events(self.source_id, dd, before)]
             events += self._sweep_if_due()
-            links = {dd.drive.drive_id: dd.drive.delta_link for dd in deltas if dd.drive.delta_link}
+            kept = cursor.links if cursor is not None else {}
+            links = {d.drive_id: kept[d.drive_id] for d in drives if d.drive_id in kept}  # refused: resumed later
+            links.update({dd.drive.drive_id: dd.drive.delta_link for dd in deltas if dd.drive.delta_link})
         return ChangeBatch(tuple(events), DeltaCursor(links=links))
-
 
     def _sweep_if_due(self) -> list[ChangeEvent]:
         """``acl`` events of a permission sweep when one is due (see :meth:`changes`), else ``[]``."""
