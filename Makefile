@@ -39,8 +39,8 @@ typecheck: install
 layers: install
 	$(BIN)/lint-imports
 
-# Unit tests and the connector contract suite without its Samba half (no DC, no network, no root).
-FAST_TESTS := tests/unit tests/contract -m "not slow" -k "not smb_source"
+# Unit tests and the source contract (ancre.testing) run by every source but SMB (no DC, no network, no root).
+FAST_TESTS := tests/unit tests/contract tests/examples/test_toy_contract.py -m "not slow" -k "not TestSmbSource"
 
 test-fast: install
 	$(BIN)/pytest -q $(FAST_TESTS)
