@@ -428,6 +428,8 @@ class FeedRunner:
         if self._stop.is_set():
             return False  # stopping: neither queued nor kept, replayed at the next start
         for ev in batch.events:
+            if ev.kind == ChangeKind.RESCAN and ev.reason:
+                log.warning("feed %s: full pass requested: %s", self.source_id, ev.reason)
             self.on_change(ev)
         if batch.cursor != cursor:
             self.cursors.save(self.source_id, batch.cursor)
