@@ -10,12 +10,13 @@ answering model and the judge answer one short message. ``ancre sync`` runs
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ancre.acl.directory import AccountName, AccountNames
 from ancre.acl.engine import acl_problem
+from ancre.app.check_result import CheckResult, directory_configured
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Checkable, Closeable, LocalTree
 from ancre.errors import (
@@ -35,36 +36,6 @@ if TYPE_CHECKING:
 DEFAULT_USER_TRIES = 10
 """Without a user to resolve, the first accounts the directory lists are tried, up to this many,
 until one resolves (built-in accounts may be disabled)."""
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One line of ``ancre check``: ``part`` (``directory``, ``source partage``, ``store``…),
-    ``ok``, what was found or went wrong (``detail``) and, on failure, what to change (``fix``)."""
-
-    part: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-    warn: bool = False
-    """A passed check that found something the admin should fix (``ok`` stays true: ancre works,
-    fail-closed, around it)."""
-
-    @property
-    def status(self) -> str:
-        """``ok``, ``warn`` or ``FAIL``."""
-        return "FAIL" if not self.ok else "warn" if self.warn else "ok"
-
-    def line(self) -> str:
-        """``ok   directory  …`` / ``warn identities …`` / ``FAIL directory  … — fix: …``."""
-        text = f"{self.status:<4} {self.part:<16} {self.detail}"
-        return text + (f" — fix: {self.fix}" if self.fix and (self.warn or not self.ok) else "")
-
-
-def directory_configured(settings: Settings) -> bool:
-    """Whether a directory is configured (``ldap``, or ``file`` with a ``path``)."""
-    d = settings.directory
-    return not isinstance(d, FileDirectoryConfig) or d.path is not None
 
 
 def _directory_fix(e: AncreError) -> str:
@@ -300,10 +271,16 @@ def check_models(rt: Runtime) -> list[CheckResult]:
     return out
 
 
-def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Every check, in order: the API's secrets, directory, each source, embedder, store,
-    answering model, judge.
+def run_checks(
+    rt: Runtime, user: str | Sequence[str] | None = None, on_result: Callable[[CheckResult], None] | None = None
+) -> list[CheckResult]:
+    """Every check, in order: the API's secrets, directory (each of ``user``, ``--as``), each
+    source, what the checked users and the sources' readers can read
+    (:func:`~ancre.app.check_reach.check_reach`), embedder, store, answering model, judge.
     ``on_result`` is called as each result is known (for printing as they come)."""
+    from ancre.app.check_reach import check_reach, checked_users
+
+    users = [user] if isinstance(user, str) else list(user or ())
     results: list[CheckResult] = []
 
     def add(r: CheckResult) -> None:
@@ -312,13 +289,16 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
             on_result(r)
 
     add(check_api(rt.settings))
-    add(check_directory(rt, user))
+    for r in [check_directory(rt, u) for u in users] or [check_directory(rt)]:
+        add(r)
     if directory_configured(rt.settings) or rt.settings.api.user_map:
         add(check_identities(rt))
     if not rt.settings.sources:
         add(CheckResult("sources", False, "no source configured", "add a [[sources]] section"))
     for src in rt.settings.sources:
         add(check_source(rt, src))
+    for r in check_reach(rt, checked_users(rt, users), rt.settings.sources, time.time()):
+        add(r)
     emb = check_embedder(rt)
     add(emb)
     if emb.ok:

@@ -785,14 +785,16 @@ def _print_status(d: dict[str, Any]) -> None:
 def check(
     config: ConfigOpt = None,
     user: Annotated[
-        str | None,
-        typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account)."),
+        list[str] | None,
+        typer.Option("--as", help="Resolve this user in the directory and check what they can read; repeatable "
+                                  "(default: directory.check_user, else the first account)."),
     ] = None,
 ) -> None:
-    """Check the configuration end to end: the directory (bind, resolve a user), each source (list
-    its root, read one ACL), the embedder (one embedding), the store, and the answering model and
-    judge when configured (one short call each). One line per check, with what to fix; exit
-    status 1 if any fails."""
+    """Check the configuration end to end: the directory (bind, resolve each user), each source (list
+    its root, read one ACL), what each checked user and each source's readers can read, the embedder
+    (one embedding), the store, and the answering model and judge when configured (one short call
+    each). One line per check, with what to fix; a warning for what works but should be fixed;
+    exit status 1 if any fails."""
     from ancre.app.check import CheckResult, run_checks
 
     settings = _settings(config)
@@ -812,7 +814,8 @@ def check(
     if failed:
         console.print(f"[bold red]{len(failed)} check(s) failed[/]")
         raise typer.Exit(1)
-    console.print("[green]all checks passed[/]")
+    warned = sum(r.warn for r in results)
+    console.print(f"[yellow]all checks passed, {warned} warning(s)[/]" if warned else "[green]all checks passed[/]")
 
 
 @app.command()
