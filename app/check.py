@@ -158,7 +158,7 @@ def check_source(rt: Runtime, src: SourceSettings) -> CheckResult:
         )
     except AncreError as e:
         return CheckResult(part, False, str(e), f"check sources.{src.id}")
-    except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+    except Exception as e:  # a check reports, it does not crash
         return CheckResult(part, False, f"{type(e).__name__}: {e}", f"check sources.{src.id}")
     finally:
         if isinstance(conn, Closeable):
@@ -171,7 +171,7 @@ def check_embedder(rt: Runtime) -> CheckResult:
     try:
         vec = rt.embedder.embed_query("vérification de la configuration")
         return CheckResult("embedder", True, f"{rt.embedder.name}: one embedding of {len(vec)} dimensions")
-    except Exception as e:  # noqa: BLE001 - a check reports any failure of the embedder, never raises
+    except Exception as e:  # a check reports any failure of the embedder, never raises
         url = getattr(cfg, "url", None)
         where = f" at {url}" if url else ""
         return CheckResult(
@@ -192,7 +192,7 @@ def check_store(rt: Runtime) -> CheckResult:
         return CheckResult("store", True, f"{cfg.kind}: in use by another process ({e})")
     except EmbedderMismatchError as e:
         return CheckResult("store", False, str(e), "run `ancre reindex` (or configure the embedder that built the index)")
-    except Exception as e:  # noqa: BLE001 - a check reports any failure of the store, never raises
+    except Exception as e:  # a check reports any failure of the store, never raises
         return CheckResult("store", False, f"{cfg.kind}: {e}", "check [store] (url, api_key) and data_dir")
 
 
@@ -249,7 +249,7 @@ def check_models(rt: Runtime) -> list[CheckResult]:
         assert client is not None
         answer = _ping(client)
         out.append(CheckResult("llm", True, f"{cfg.llm.kind} {client.model}: answered {answer!r}"))
-    except Exception as e:  # noqa: BLE001 - a check reports any failure of the model, never raises
+    except Exception as e:  # a check reports any failure of the model, never raises
         detail = f"{cfg.llm.kind} {cfg.llm.model or ''}: {e}".strip()
         out.append(CheckResult("llm", False, detail, "check llm.url and llm.model (is the model pulled?)"))
     finally:
@@ -261,7 +261,7 @@ def check_models(rt: Runtime) -> list[CheckResult]:
             judge = Judge.from_config(cfg.judge, cfg.llm)
             answer = _ping(judge.client)
             out.append(CheckResult("judge", True, f"ollama {cfg.judge.model}: answered {answer!r}"))
-        except Exception as e:  # noqa: BLE001 - a check reports any failure of the judge, never raises
+        except Exception as e:  # a check reports any failure of the judge, never raises
             out.append(CheckResult(
                 "judge", False, f"{cfg.judge.model}: {e}", "check judge.url and judge.model (or judge.enabled = false)"
             ))

@@ -358,7 +358,7 @@ class ConnectorWatcher:
                 self.effective_mode = "notify"
                 self.connector.watch(self.on_change, self._stop)
                 backoff = 1.0
-            except Exception as e:  # noqa: BLE001 - any failure of the watch falls back to a rescan and a restart
+            except Exception as e:  # any failure of the watch falls back to a rescan and a restart
                 log.warning("watch %s: %s: %s; restarting in %gs", self.source_id, type(e).__name__, e, backoff)
             if self._stop.is_set():
                 return
@@ -422,7 +422,7 @@ class FeedRunner:
         except SourceUnavailableError as e:
             self._down("source unavailable", e)
             return False
-        except Exception as e:  # noqa: BLE001 - a feed thread never dies; the cursor is kept
+        except Exception as e:  # a feed thread never dies; the cursor is kept
             self._down(type(e).__name__, e)
             return False
         if self._stop.is_set():

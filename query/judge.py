@@ -160,7 +160,7 @@ class Judge:
             result = self.client.chat(
                 self.messages(question, answer, context), temperature=0.0, format="json", think=False
             )
-        except Exception as exc:  # noqa: BLE001 - any judge failure means "not verified", never a crash
+        except Exception as exc:  # any judge failure means "not verified", never a crash
             log.warning("grounding judge failed: %s", exc)
             return None
         verdict = parse_verdict(result.content, result.thinking)

@@ -172,7 +172,7 @@ class EntraProvider:
         for site in self.sites():
             try:
                 groups += self._groups_of(site)
-            except Exception as e:  # noqa: BLE001 - this site's groups are missing, the rest resolves
+            except Exception as e:  # this site's groups are missing, the rest resolves
                 problems[site.url] = f"{type(e).__name__}: {e}"[:300]
                 log.warning("SharePoint site %s: site groups unreadable, its sp: principals are missing "
                             "(what only they grant is readable by nobody): %s", site.url, problems[site.url])

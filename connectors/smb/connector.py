@@ -308,7 +308,7 @@ class SmbConnector(CollectionFromConfig[SmbSourceConfig]):
         where = self.unc_of("")
         try:
             entries = smb_wire.list_dir(where, **self.session_kwargs())
-        except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+        except Exception as e:  # a check reports, it does not crash
             fix = (
                 f"check sources.{self.source_id}.username and its password (password / password_env)"
                 if is_auth_error(e) else f"check sources.{self.source_id}.server / share / port and that the server answers"

@@ -98,7 +98,7 @@ class FileRights:
             if is_not_found(e):
                 raise Gone(str(e)) from None
             return None, str(e)
-        except Exception as e:  # noqa: BLE001 - whatever went wrong, fail closed
+        except Exception as e:  # whatever went wrong, fail closed
             return None, f"{type(e).__name__}: {e}"
         try:
             return parse_security_descriptor(raw), None

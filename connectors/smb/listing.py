@@ -194,7 +194,7 @@ class ShareListing:
         fault, not this server)."""
         try:
             smb_wire.stat(self.names.unc, **kw)
-        except Exception as e:  # noqa: BLE001 - any failure: the server itself is in doubt
+        except Exception as e:  # any failure: the server itself is in doubt
             log.debug("source %s: share root check failed: %s", self.source_id, e)
             return False
         return True
@@ -229,7 +229,7 @@ class ShareListing:
             except SourceUnavailableError as e:
                 try:  # the prefix itself missing or a file: nothing below it
                     info = self.stat(rel, kw)
-                except Exception:  # noqa: BLE001 - re-raise the listing error below
+                except Exception:  # re-raise the listing error below
                     info = None
                 if info is None or not info.file_attributes & FileAttributes.FILE_ATTRIBUTE_DIRECTORY:
                     return []

@@ -123,7 +123,7 @@ class ShareWatcher:
             raise _Lost(f"{type(exc).__name__}: {exc}")
         try:
             result = w.result
-        except Exception as e:  # noqa: BLE001 - NOTIFY_CLEANUP, closed handle, ...
+        except Exception as e:  # NOTIFY_CLEANUP, closed handle, ...
             raise _Lost(f"{type(e).__name__}: {e}") from None
         if result is None:
             raise _Lost("change notify request ended without an answer")
@@ -250,7 +250,7 @@ class ShareWatcher:
             try:
                 self._session(cache, after_loss=lost)
                 return
-            except Exception as e:  # noqa: BLE001 - any failure: the watch is lost, reconnect
+            except Exception as e:  # any failure: the watch is lost, reconnect
                 self._flush(force=True)
                 if self.armed_at is not None or not lost:  # a new loss (not a failed reconnection)
                     log.warning("source %s: change notify lost (%s: %s); reconnecting",
