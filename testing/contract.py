@@ -87,6 +87,15 @@ def populate(h: SourceHarness) -> dict[str, bytes]:
     return {h.path(n): data for n, data in FILES.items()}
 
 
+def populated_item(h: SourceHarness, name: str) -> tuple[Connector, str, SourceItem]:
+    """:func:`populate`, then ``(connector, path, item)`` of the tree's ``name`` (checked listed)."""
+    populate(h)
+    path = h.path(name)
+    item = h.connector.get_item(path)
+    assert item is not None, f"{path} is not listed"
+    return h.connector, path, item
+
+
 def change_feed(conn: Connector) -> ChangeFeed[Any]:
     """How the daemon asks ``conn`` for its changes when it has no push: its own change feed, else
     the snapshot-diff poller over its listing."""
@@ -111,11 +120,7 @@ class ListingContract:
             assert conn.get_item(path) == item
 
     def test_a_changed_file_changes_its_version(self, harness: SourceHarness) -> None:
-        populate(harness)
-        conn = harness.connector
-        path = harness.path("docs/b.md")
-        before = conn.get_item(path)
-        assert before is not None
+        conn, path, before = populated_item(harness, "docs/b.md")
         harness.write("docs/b.md", b"# bravo, rewritten\n")
         after = conn.get_item(path)
         assert after is not None and version(after) != version(before)
@@ -124,10 +129,7 @@ class ListingContract:
         assert conn.get_item(other) == listing(conn)[other], "the others did not move"
 
     def test_a_deleted_file_disappears(self, harness: SourceHarness) -> None:
-        populate(harness)
-        conn = harness.connector
-        path = harness.path("docs/deep/c.csv")
-        assert conn.get_item(path) is not None
+        conn, path, _ = populated_item(harness, "docs/deep/c.csv")
         harness.delete("docs/deep/c.csv")
         assert path not in listing(conn)
         assert conn.get_item(path) is None
@@ -179,9 +181,7 @@ class ContentContract:
         assert item is not None and harness.connector.fetch_content(item) == b"# bravo, rewritten\n"
 
     def test_a_deleted_file_cant_be_read(self, harness: SourceHarness) -> None:
-        populate(harness)
-        item = harness.connector.get_item(harness.path("docs/deep/c.csv"))
-        assert item is not None
+        _, _, item = populated_item(harness, "docs/deep/c.csv")
         harness.delete("docs/deep/c.csv")
         with _raises(OSError):
             harness.connector.fetch_content(item)
@@ -205,11 +205,7 @@ class AclContract:
             assert acl.allow and acl_problem(acl) is None, (path, acl)
 
     def test_an_acl_only_change_is_reported_as_such(self, harness: AclHarness) -> None:
-        populate(harness)
-        conn = harness.connector
-        path = harness.path("a.txt")
-        item = conn.get_item(path)
-        assert item is not None
+        conn, path, item = populated_item(harness, "a.txt")
         acl = conn.fetch_acl(item)
         harness.change_acl("a.txt")
         again = conn.get_item(path)
@@ -221,9 +217,7 @@ class AclContract:
         assert other is not None and conn.fetch_acl(other) == acl, "the neighbours keep theirs"
 
     def test_an_unreadable_acl_is_nobody(self, harness: AclHarness) -> None:
-        populate(harness)
-        conn = harness.connector
-        path = harness.path("docs/b.md")
+        conn, path, _ = populated_item(harness, "docs/b.md")
         harness.break_acl("docs/b.md")
         item = conn.get_item(path)
         assert item is not None
@@ -249,11 +243,8 @@ class LiveRightsContract:
             assert by_id == {it.native_id: live[p] for p, it in items.items()}
 
     def test_a_path_gone_is_left_out(self, harness: SourceHarness) -> None:
-        populate(harness)
-        conn = harness.connector
-        gone, kept = harness.path("docs/deep/c.csv"), harness.path("a.txt")
-        item = conn.get_item(gone)
-        assert item is not None
+        conn, gone, item = populated_item(harness, "docs/deep/c.csv")
+        kept = harness.path("a.txt")
         harness.delete("docs/deep/c.csv")
         assert set(conn.read_acls([gone, kept, harness.path("never.txt")])) == {kept}
         if isinstance(conn, AclsByNativeId):
@@ -348,5 +339,6 @@ __all__ = [
     "change_feed",
     "listing",
     "populate",
+    "populated_item",
     "version",
 ]

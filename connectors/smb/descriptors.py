@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from smbprotocol.exceptions import SMBOSError
 
@@ -32,26 +33,24 @@ Guard = Callable[[str, dict[str, Any], bool], None]
 under a DFS link that is not followed (:meth:`ancre.connectors.smb.listing.ShareListing.guard`)."""
 
 
+@dataclass(kw_only=True)
 class FileRights:
     """The rights side of one SMB source: descriptors read on the pooled ``session`` at the server
     spellings of ``names``, DFS links checked by ``guard``, the server's token rules and share
     permissions from ``rights``; ``source_id`` and ``unc_root`` (``\\\\SRV\\Partage``) for
     messages. A parent folder's descriptor is reused :attr:`PARENT_TTL_S` seconds. Thread-safe."""
 
-    PARENT_TTL_S = 5.0
+    PARENT_TTL_S: ClassVar[float] = 5.0
     """A parent folder's descriptor (for FILE_READ_ATTRIBUTES) is reused this many seconds."""
 
-    def __init__(
-        self, *, source_id: str, unc_root: str, session: SmbSession, names: ServerNames, rights: ServerRights, guard: Guard
-    ) -> None:
-        self.source_id = source_id
-        self.unc_root = unc_root
-        self.session = session
-        self.names = names
-        self.rights = rights
-        self._guard = guard
-        self._lock = threading.Lock()
-        self._parents: dict[str, tuple[float, SecurityDescriptor | None]] = {}
+    source_id: str
+    unc_root: str
+    session: SmbSession
+    names: ServerNames
+    rights: ServerRights
+    guard: Guard
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _parents: dict[str, tuple[float, SecurityDescriptor | None]] = field(default_factory=dict, init=False, repr=False)
 
     def forget(self) -> None:
         """Forget the share permissions, the token rules and the parents' descriptors: read again
@@ -61,7 +60,7 @@ class FileRights:
             self._parents = {}
 
     def _read(self, rel: str, kw: dict[str, Any], *, listed: bool) -> bytes:
-        self._guard(rel, kw, listed)
+        self.guard(rel, kw, listed)
         return smb_wire.read_security_descriptor(self.names.unc_of(self.names.wire_of(rel, kw)), **kw)
 
     def security_descriptor(self, rel_path: str) -> SecurityDescriptor:
