@@ -93,16 +93,11 @@ class LdapDirectory:
         netbios: str | None = None,
         timeout_s: float = 10.0,
     ) -> None:
-        self.urls = tuple(urls)
         self.base_dn = base_dn
-        self.bind_dn = bind_dn
-        self.ca_file = ca_file
-        self.tls_server_name = tls_server_name
         self.user_attributes = tuple(user_attributes)
-        self.timeout_s = timeout_s
         self._netbios = netbios
         self.ldap = LdapConnection(
-            self.urls, bind_dn=bind_dn, bind_password=bind_password, tls=tls, ca_file=ca_file,
+            urls, bind_dn=bind_dn, bind_password=bind_password, tls=tls, ca_file=ca_file,
             tls_server_name=tls_server_name, timeout_s=timeout_s,
         )
         """The connection every search runs on (:class:`~ancre.acl.ldap_connection.LdapConnection`)."""

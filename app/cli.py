@@ -338,6 +338,22 @@ def _empty(rt: Runtime) -> bool:
     return not any(rt.store.count(c) for c in COLLECTIONS)
 
 
+def _as_user(settings: Settings, user: str, query: Callable[[Any], R]) -> R:
+    """``query(core)`` on the query core that owns the index — the running ancre's, through its
+    control socket, else one opened in this process —, after saying on stderr when an empty
+    answer is due to the setup (an unknown user, an index never synced)."""
+    owner = _owner(settings)
+    if owner is not None:
+        from ancre.query.remote import RemoteQueryCore
+
+        with RemoteQueryCore(owner) as core:
+            _remote_setup(owner, user)
+            return query(core)
+    with Runtime(settings) as rt:
+        _warn_setup(user, rt.query_core.principals(user), _empty(rt))
+        return query(rt.query_core)
+
+
 @app.command()
 @_errors
 def search(
@@ -348,18 +364,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Hybrid search (vector + BM25, RRF) trimmed to what USER may read now."""
-    settings = _settings(config)
-    owner = _owner(settings)
-    if owner is not None:
-        from ancre.query.remote import RemoteQueryCore
-
-        with RemoteQueryCore(owner) as core:
-            _remote_setup(owner, user)
-            found = core.search(question, user, limit=limit)
-    else:
-        with Runtime(settings) as rt:
-            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
-            found = rt.query_core.search(question, user, limit=limit)
+    found = _as_user(_settings(config), user, lambda core: core.search(question, user, limit=limit))
     rows, unverified = list(found.hits), list(found.unverified)
     _print_search(question, user, rows, unverified, as_json)
 
@@ -411,19 +416,7 @@ def ask(
     is grounded (ancree), the controls that fired and the judge's verification. Without a model
     configured (llm.kind = "none") the answer quotes the extracts (extractive mode). Through the
     control socket of a running ancre, the audit line names the Unix user who asked."""
-    settings = _settings(config)
-    owner = _owner(settings)
-    if owner is not None:
-        from ancre.query.remote import RemoteQueryCore
-
-        with RemoteQueryCore(owner) as core:
-            _remote_setup(owner, user)
-            ans = core.ask(question, user)
-    else:
-        with Runtime(settings) as rt:
-            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
-            ans = rt.query_core.ask(question, user)
-    _print_answer(ans, as_json)
+    _print_answer(_as_user(_settings(config), user, lambda core: core.ask(question, user)), as_json)
 
 
 def _print_answer(ans: Any, as_json: bool) -> None:
