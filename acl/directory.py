@@ -138,8 +138,9 @@ class MembershipTracer(Protocol):
 
 # --- the directory.json format --------------------------------------------------------------------
 class _Model(BaseModel):
-    # parsed with model_validate_json: strict JSON types (no "1234" → int or 12 → "12" coercion)
-    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+    # parsed with model_validate_json: strict JSON types (no "1234" → int or 12 → "12" coercion);
+    # an unknown key is refused, named (a user's "member_of" for "groups" would read nothing)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class _GroupEntry(_Model):
@@ -154,6 +155,8 @@ class _UserEntry(_Model):
 
 
 class _DirectoryFile(_Model):
+    note: str | None = None
+    """Free text for whoever maintains the file; not read."""
     domain_sid: str | None = Field(None, pattern=_SID_PATTERN)
     netbios: str = Field(min_length=1)
     groups: dict[str, _GroupEntry] = {}

@@ -410,6 +410,32 @@ def _sid_name(sid: str, directory: Directory) -> str:
     return f"{name} ({sid})" if name else sid
 
 
+def _token_line(decision: Decision, decided: str | None, user: str, directory: Directory) -> str | None:
+    """How the deciding ACE's SID (or the owner) is in ``user``'s token, ``None`` without a route."""
+    if decision.route is None:
+        return None
+    ace = decision.deciding_ace
+    through = ""
+    if decided and ace is not None and decided[4:] != ace.sid:
+        through = f", through {decided} ({directory.name_of(decided) or decided})"
+    return f"{_sid_name(ace.sid, directory) if ace is not None else 'owner'} in {user}'s token: {decision.route}{through}"
+
+
+def _ace_where(decision: Decision, ace: Ace, layer: str, origin: str | None, path: str) -> str:
+    """Where the deciding ``ace`` is written: the share permissions, the parent folder, inherited
+    from ``origin`` (``""``: the share root), or explicit on the file."""
+    word = "DENY" if ace.is_deny else "ALLOW"
+    if layer == "share":
+        return f"{word} ACE of the share permissions"
+    if decision.rule.endswith(")") and "on the parent folder" in decision.rule:
+        return f"{word} ACE on the parent folder"
+    if ace.inherited:
+        if origin == "":
+            return f"{word} ACE inherited from the share root"
+        return f"{word} ACE inherited from {origin if origin is not None else 'a parent folder'}"
+    return f"explicit {word} ACE on {origin or path or 'the share root'}"
+
+
 def _layer(
     decision: Decision,
     trace: AclTrace,
@@ -428,12 +454,7 @@ def _layer(
         bits = tuple(f"{layer}: {_bit_line(v, directory)}" for v in decision.bits)
     ace = decision.deciding_ace
     decided = min(decision.decided_by) if decision.decided_by else None
-    token = None
-    if decision.route is not None:
-        through = ""
-        if decided and ace is not None and decided[4:] != ace.sid:
-            through = f", through {decided} ({directory.name_of(decided) or decided})"
-        token = f"{_sid_name(ace.sid, directory) if ace is not None else 'owner'} in {user}'s token: {decision.route}{through}"
+    token = _token_line(decision, decided, user, directory)
     if ace is None:
         verdict = _word(decision.readable).lower().replace("_", " ")
         rule = decision.rule
@@ -451,17 +472,7 @@ def _layer(
     name = directory.name_of(ace.sid) or well_known_name(ace.sid)
     origin = ace_origins.get(ace)
     via = via_of(ace.sid) if via_of is not None else None
-    word = "DENY" if ace.is_deny else "ALLOW"
-    if layer == "share":
-        where = f"{word} ACE of the share permissions"
-    elif decision.rule.endswith(")") and "on the parent folder" in decision.rule:
-        where = f"{word} ACE on the parent folder"
-    elif ace.inherited:
-        where = f"{word} ACE inherited from {origin if origin is not None else 'a parent folder'}"
-        if origin == "":
-            where = f"{word} ACE inherited from the share root"
-    else:
-        where = f"explicit {word} ACE on {origin or path or 'the share root'}"
+    where = _ace_where(decision, ace, layer, origin, path)
     who = f"{name} ({ace.sid})" if name else ace.sid
     summary = f"{'allowed' if decision.readable else 'denied'} by {where} for {who}"
     if not decision.readable and ace.is_deny and "(" in decision.rule.rsplit(" for ", 1)[-1]:

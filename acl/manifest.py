@@ -99,6 +99,18 @@ class _EntryModel(BaseModel):
     aces: tuple[tuple[StrictStr, StrictStr, StrictStr, StrictStr], ...] = ()
 
 
+class _ManifestFile(BaseModel):
+    """The file's top level; an unknown key is refused, named (the whole source then reads as
+    nobody until it is fixed). Each entry is checked apart (:func:`_parse_entry`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    entries: dict[str, object]
+    share: StrictStr | None = None
+    unc_root: StrictStr | None = None
+    note: StrictStr | None = None
+    """Free text for whoever maintains the file; not read."""
+
+
 def _parse_entry(key: str, raw: object, where: str) -> ManifestEntry:
     try:
         m = _EntryModel.model_validate(raw)
@@ -147,9 +159,10 @@ class AclManifest:
     @classmethod
     def load(cls, path: Path, directory: Directory) -> AclManifest:
         """Read a manifest file. Raises :class:`~ancre.errors.AclError` when the file can't be read,
-        isn't JSON, or has no ``entries`` object (the caller then fails closed for the whole
-        source). A bad *entry* does not raise: it is kept as broken and its subtree reads as nobody.
-        Two keys naming the same path (``CLIENTS`` / ``Clients``) break both."""
+        isn't JSON, has no ``entries`` object or a top-level key other than ``entries``, ``share``,
+        ``unc_root`` and ``note`` (named; the caller then fails closed for the whole source). A bad
+        *entry* does not raise: it is kept as broken and its subtree reads as nobody. Two keys
+        naming the same path (``CLIENTS`` / ``Clients``) break both."""
         where = f"acl manifest {path}"
         try:
             raw = json.loads(Path(path).read_bytes())
@@ -159,17 +172,21 @@ class AclManifest:
             raise AclError(f"{where}: not valid JSON: {e}") from None
         if not isinstance(raw, dict) or not isinstance(raw.get("entries"), dict):
             raise AclError(f"{where}: expected an object with an 'entries' object")
+        try:
+            top = _ManifestFile.model_validate(raw)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"]) or "(root)"
+            raise AclError(f"{where}: {loc}: {first['msg']} (keys: entries, share, unc_root, note)") from None
         entries: dict[str, ManifestEntry] = {}
-        for key, value in raw["entries"].items():
+        for key, value in top.entries.items():
             k = _key(path_parts(key))
             if k in entries:
                 msg = f"{where}: entries {entries[k].key!r} and {key!r} name the same path"
                 entries[k] = ManifestEntry(entries[k].key, error=msg)
                 continue
             entries[k] = _parse_entry(key, value, where)
-        share = raw.get("share") if isinstance(raw.get("share"), str) else None
-        unc = raw.get("unc_root") if isinstance(raw.get("unc_root"), str) else None
-        return cls(entries, directory, where=where, share=share, unc_root=unc)
+        return cls(entries, directory, where=where, share=top.share, unc_root=top.unc_root)
 
     def entry(self, rel_path: str) -> ManifestEntry | None:
         """The manifest entry for exactly this path (case-insensitive, NFC), or ``None``."""

@@ -182,7 +182,7 @@ def _sse(rest: Iterator[str | Answer], cid: str, created: int, model: str, metri
                 if tail:
                     yield _chunk(cid, created, model, {"content": tail})
                 break
-    except Exception as e:  # noqa: BLE001 - the status line is gone: report in the stream
+    except Exception as e:  # the status line is gone: report in the stream
         yield f"data: {json.dumps(stream_error(cid, e, staff), ensure_ascii=False)}\n\n".encode()
     finally:
         close = getattr(rest, "close", None)

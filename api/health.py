@@ -49,7 +49,7 @@ def llm_probe(settings: Settings) -> dict[str, Any]:
 def _check(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return {"status": "ok", **fn()}
-    except Exception as e:  # noqa: BLE001 - a health check reports, it does not raise
+    except Exception as e:  # a health check reports, it does not raise
         log.warning("health: %s check failed: %s", name, e)
         return {"status": "error", "error": type(e).__name__}
 
@@ -57,7 +57,7 @@ def _check(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 def _index_check(ctx: ApiContext) -> dict[str, Any]:
     try:
         reason = ctx.not_ready()
-    except Exception as e:  # noqa: BLE001 - a health check reports, it does not raise
+    except Exception as e:  # a health check reports, it does not raise
         log.warning("health: index readiness check failed: %s", e)
         return {"status": "error", "error": type(e).__name__}
     return {"status": "ok"} if reason is None else {"status": "starting", "detail": reason}

@@ -67,7 +67,7 @@ class CancellableStream(Response):
             for chunk in self.body_iterator:
                 put(_CHUNK, chunk)
             put(_END, None)
-        except BaseException as e:  # noqa: BLE001 - handed to the event loop, raised there
+        except BaseException as e:  # handed to the event loop, raised there
             put(_ERROR, e)
         finally:
             close = getattr(self.body_iterator, "close", None)

@@ -11,12 +11,13 @@ that fixes it) and answer one short message. ``ancre sync`` runs
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ancre.acl.directory import AccountName, AccountNames
 from ancre.acl.engine import acl_problem
+from ancre.app.check_result import CheckResult, directory_configured
 from ancre.config import Settings, SourceSettings
 from ancre.connectors.base import Checkable, Closeable, LocalTree
 from ancre.errors import (
@@ -36,36 +37,6 @@ if TYPE_CHECKING:
 DEFAULT_USER_TRIES = 10
 """Without a user to resolve, the first accounts the directory lists are tried, up to this many,
 until one resolves (built-in accounts may be disabled)."""
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One line of ``ancre check``: ``part`` (``directory``, ``source partage``, ``store``…),
-    ``ok``, what was found or went wrong (``detail``) and, on failure, what to change (``fix``)."""
-
-    part: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-    warn: bool = False
-    """A passed check that found something the admin should fix (``ok`` stays true: ancre works,
-    fail-closed, around it)."""
-
-    @property
-    def status(self) -> str:
-        """``ok``, ``warn`` or ``FAIL``."""
-        return "FAIL" if not self.ok else "warn" if self.warn else "ok"
-
-    def line(self) -> str:
-        """``ok   directory  …`` / ``warn identities …`` / ``FAIL directory  … — fix: …``."""
-        text = f"{self.status:<4} {self.part:<16} {self.detail}"
-        return text + (f" — fix: {self.fix}" if self.fix and (self.warn or not self.ok) else "")
-
-
-def directory_configured(settings: Settings) -> bool:
-    """Whether a directory is configured (``ldap``, or ``file`` with a ``path``)."""
-    d = settings.directory
-    return not isinstance(d, FileDirectoryConfig) or d.path is not None
 
 
 def _directory_fix(e: AncreError) -> str:
@@ -188,7 +159,7 @@ def check_source(rt: Runtime, src: SourceSettings) -> CheckResult:
         )
     except AncreError as e:
         return CheckResult(part, False, str(e), f"check sources.{src.id}")
-    except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+    except Exception as e:  # a check reports, it does not crash
         return CheckResult(part, False, f"{type(e).__name__}: {e}", f"check sources.{src.id}")
     finally:
         if isinstance(conn, Closeable):
@@ -201,7 +172,7 @@ def check_embedder(rt: Runtime) -> CheckResult:
     try:
         vec = rt.embedder.embed_query("vérification de la configuration")
         return CheckResult("embedder", True, f"{rt.embedder.name}: one embedding of {len(vec)} dimensions")
-    except Exception as e:  # noqa: BLE001 - a check reports any failure of the embedder, never raises
+    except Exception as e:  # a check reports any failure of the embedder, never raises
         url = getattr(cfg, "url", None)
         where = f" at {url}" if url else ""
         return CheckResult(
@@ -222,7 +193,7 @@ def check_store(rt: Runtime) -> CheckResult:
         return CheckResult("store", True, f"{cfg.kind}: in use by another process ({e})")
     except EmbedderMismatchError as e:
         return CheckResult("store", False, str(e), "run `ancre reindex` (or configure the embedder that built the index)")
-    except Exception as e:  # noqa: BLE001 - a check reports any failure of the store, never raises
+    except Exception as e:  # a check reports any failure of the store, never raises
         return CheckResult("store", False, f"{cfg.kind}: {e}", "check [store] (url, api_key) and data_dir")
 
 
@@ -295,7 +266,7 @@ def check_model(role: str, client: object, num_ctx: int) -> list[CheckResult]:
     try:
         answer = _ping(client)
         out.append(CheckResult(role, True, f"{where}: answered {answer!r} ({_window(client, num_ctx)})"))
-    except Exception as e:  # noqa: BLE001 - a check reports any failure of the model, never raises
+    except Exception as e:  # a check reports any failure of the model, never raises
         out.append(CheckResult(role, False, f"{where}: {e}", f"check {role}.url and {role}.model"))
     return out
 
@@ -322,10 +293,16 @@ def check_models(rt: Runtime) -> list[CheckResult]:
     return out
 
 
-def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Every check, in order: the API's secrets, directory, each source, embedder, store,
-    answering model, judge.
+def run_checks(
+    rt: Runtime, user: str | Sequence[str] | None = None, on_result: Callable[[CheckResult], None] | None = None
+) -> list[CheckResult]:
+    """Every check, in order: the API's secrets, directory (each of ``user``, ``--as``), each
+    source, what the checked users and the sources' readers can read
+    (:func:`~ancre.app.check_reach.check_reach`), embedder, store, answering model, judge.
     ``on_result`` is called as each result is known (for printing as they come)."""
+    from ancre.app.check_reach import check_reach, checked_users
+
+    users = [user] if isinstance(user, str) else list(user or ())
     results: list[CheckResult] = []
 
     def add(r: CheckResult) -> None:
@@ -334,13 +311,17 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
             on_result(r)
 
     add(check_api(rt.settings))
-    add(check_directory(rt, user))
-    if directory_configured(rt.settings) or rt.settings.api.user_map:
-        add(check_identities(rt))
+    directory = [check_directory(rt, u) for u in users] or [check_directory(rt)]
+    for r in directory:
+        add(r)
+    if all(r.ok for r in directory) and (directory_configured(rt.settings) or rt.settings.api.user_map):
+        add(check_identities(rt))  # a directory that failed is reported once, above
     if not rt.settings.sources:
         add(CheckResult("sources", False, "no source configured", "add a [[sources]] section"))
     for src in rt.settings.sources:
         add(check_source(rt, src))
+    for r in check_reach(rt, checked_users(rt, users), rt.settings.sources, time.time()):
+        add(r)
     emb = check_embedder(rt)
     add(emb)
     if emb.ok:

@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ancre.app.cli_audit import audit_app
-from ancre.app.cli_common import ConfigOpt, console, err, plain, shown, write_json
+from ancre.app.cli_common import ConfigOpt, R, console, err, plain, shown, write_json
 from ancre.app.cli_common import errors as _errors
 from ancre.app.cli_common import load as _settings
 from ancre.app.cli_common import owner as _owner
@@ -297,6 +297,22 @@ def _empty(rt: Runtime) -> bool:
     return not any(rt.store.count(c) for c in COLLECTIONS)
 
 
+def _as_user(settings: Settings, user: str, query: Callable[[Any], R]) -> R:
+    """``query(core)`` on the query core that owns the index — the running ancre's, through its
+    control socket, else one opened in this process —, after saying on stderr when an empty
+    answer is due to the setup (an unknown user, an index never synced)."""
+    owner = _owner(settings)
+    if owner is not None:
+        from ancre.query.remote import RemoteQueryCore
+
+        with RemoteQueryCore(owner) as core:
+            _remote_setup(owner, user)
+            return query(core)
+    with Runtime(settings) as rt:
+        _warn_setup(user, rt.query_core.principals(user), _empty(rt))
+        return query(rt.query_core)
+
+
 @app.command()
 @_errors
 def search(
@@ -307,18 +323,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Hybrid search (vector + BM25, RRF) trimmed to what USER may read now."""
-    settings = _settings(config)
-    owner = _owner(settings)
-    if owner is not None:
-        from ancre.query.remote import RemoteQueryCore
-
-        with RemoteQueryCore(owner) as core:
-            _remote_setup(owner, user)
-            found = core.search(question, user, limit=limit)
-    else:
-        with Runtime(settings) as rt:
-            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
-            found = rt.query_core.search(question, user, limit=limit)
+    found = _as_user(_settings(config), user, lambda core: core.search(question, user, limit=limit))
     rows, unverified = list(found.hits), list(found.unverified)
     _print_search(question, user, rows, unverified, as_json)
 
@@ -371,19 +376,7 @@ def ask(
     is grounded (ancree), the controls that fired and the judge's verification. Without a model
     configured (llm.kind = "none") the answer quotes the extracts (extractive mode). Through the
     control socket of a running ancre, the audit line names the Unix user who asked."""
-    settings = _settings(config)
-    owner = _owner(settings)
-    if owner is not None:
-        from ancre.query.remote import RemoteQueryCore
-
-        with RemoteQueryCore(owner) as core:
-            _remote_setup(owner, user)
-            ans = core.ask(question, user)
-    else:
-        with Runtime(settings) as rt:
-            _warn_setup(user, rt.query_core.principals(user), _empty(rt))
-            ans = rt.query_core.ask(question, user)
-    _print_answer(ans, as_json)
+    _print_answer(_as_user(_settings(config), user, lambda core: core.ask(question, user)), as_json)
 
 
 def _print_answer(ans: Any, as_json: bool) -> None:
@@ -598,14 +591,16 @@ def _print_status(d: dict[str, Any]) -> None:
 def check(
     config: ConfigOpt = None,
     user: Annotated[
-        str | None,
-        typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account)."),
+        list[str] | None,
+        typer.Option("--as", help="Resolve this user in the directory and check what they can read; repeatable "
+                                  "(default: directory.check_user, else the first account)."),
     ] = None,
 ) -> None:
-    """Check the configuration end to end: the directory (bind, resolve a user), each source (list
-    its root, read one ACL), the embedder (one embedding), the store, and the answering model and
-    judge when configured (one short call each). One line per check, with what to fix; exit
-    status 1 if any fails."""
+    """Check the configuration end to end: the directory (bind, resolve each user), each source (list
+    its root, read one ACL), what each checked user and each source's readers can read, the embedder
+    (one embedding), the store, and the answering model and judge when configured (one short call
+    each). One line per check, with what to fix; a warning for what works but should be fixed;
+    exit status 1 if any fails."""
     from ancre.app.check import CheckResult, run_checks
 
     settings = _settings(config)
@@ -623,7 +618,8 @@ def check(
     if failed:
         console.print(f"[bold red]{len(failed)} check(s) failed[/]")
         raise typer.Exit(1)
-    console.print("[green]all checks passed[/]")
+    warned = sum(r.warn for r in results)
+    console.print(f"[yellow]all checks passed, {warned} warning(s)[/]" if warned else "[green]all checks passed[/]")
 
 
 @app.command()

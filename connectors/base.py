@@ -52,13 +52,15 @@ class ChangeEvent:
     then needed. ``kind``: ``created`` / ``modified`` / ``deleted`` / ``moved`` / ``acl`` /
     ``rescan``; for ``moved``, ``dest_path`` is the new path (``None`` when moved out of the tree).
     An ``acl`` event without a path (an ACL manifest edit) means every document's rights may
-    have changed: the daemon re-reads them all in its rights lane, no rescan.
+    have changed: the daemon re-reads them all in its rights lane, no rescan. ``reason``: why a
+    ``rescan`` was asked for, when the source can say (prose for the log; ``""`` otherwise).
     """
 
     source: str
     path: str | None
     kind: ChangeKind
     dest_path: str | None = None
+    reason: str = ""
 
 
 ChangeCallback = Callable[[ChangeEvent], None]

@@ -88,7 +88,7 @@ def _plugin_kinds(known: Mapping[str, RegisteredKind]) -> dict[str, RegisteredKi
             continue
         try:
             entry = ep.load()
-        except Exception as e:  # noqa: BLE001 - a broken plugin must not stop ancre
+        except Exception as e:  # a broken plugin must not stop ancre
             log.error("source kind %r: entry point %s can't be loaded: %s", ep.name, ep.value, e)
             continue
         if not isinstance(entry, RegisteredKind) or entry.kind != ep.name:

@@ -9,11 +9,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ancre.connectors.base import Connector
 from ancre.daemon.bm25_rebuild import Bm25Rebuilder
 from ancre.daemon.progress import ProgressBook
-from ancre.daemon.queue import ChangeQueue, FullPass, Task
+from ancre.daemon.queue import AclRefresh, ChangeQueue, FullPass, Task
 from ancre.daemon.sync import SyncEngine
 from ancre.models import PassOutcome, PassScope
 
@@ -47,39 +48,40 @@ class Lanes:
 
     def content_loop(self) -> None:
         """The content lane: take tasks until stopped; a failing task is retried as a full pass."""
-        while not self._stop.is_set():
-            task = self.queue.take(0.5)
-            if task is None:
-                continue
-            try:
-                self.run_task(task)
-            except Exception:
-                log.exception("sync task failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
-                self._retry_later(task.source)
-            finally:
-                self.queue.done()
-                self._refresh(False)
+        self._serve(self.queue.take, self.run_task, self.queue.done, "sync task")
 
     def rights_loop(self) -> None:
         """The rights lane: ACL refreshes only, alongside the content lane."""
+        self._serve(self.queue.take_acl, self.run_acl, self.queue.done_acl, "ACL refresh")
+
+    def _serve(self, take: Callable[[float], Any], run: Callable[[Any], None], done: Callable[[], None], what: str) -> None:
+        """One lane's loop until stopped: ``take`` a task (``None`` after 0.5 s: look again),
+        ``run`` it, mark it ``done`` and refresh the status; a task that raises is logged and its
+        source gets a full pass :data:`RETRY_AFTER_S` seconds later (the lane never dies)."""
         while not self._stop.is_set():
-            task = self.queue.take_acl(0.5)
+            task = take(0.5)
             if task is None:
                 continue
             try:
-                conn = self.connectors.get(task.source)
-                if conn is not None:
-                    t0 = time.time()
-                    rep = self.engine.refresh_acls(conn, task.paths, should_stop=self._stop.is_set)
-                    self.book.record(rep, task.trigger, t0)
-                    if rep.outcome == PassOutcome.SUSPECT:
-                        self._retry_later(task.source)
+                run(task)
             except Exception:
-                log.exception("ACL refresh failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
+                log.exception("%s failed; full pass of %s in %gs", what, task.source, RETRY_AFTER_S)
                 self._retry_later(task.source)
             finally:
-                self.queue.done_acl()
+                done()
                 self._refresh(False)
+
+    def run_acl(self, task: AclRefresh) -> None:
+        """One rights task: the ACLs of the task's source (of its paths, or all) re-read and
+        written, recorded; a suspect refresh (source unreachable) is retried as a full pass."""
+        conn = self.connectors.get(task.source)
+        if conn is None:
+            return
+        t0 = time.time()
+        rep = self.engine.refresh_acls(conn, task.paths, should_stop=self._stop.is_set)
+        self.book.record(rep, task.trigger, t0)
+        if rep.outcome == PassOutcome.SUSPECT:
+            self._retry_later(task.source)
 
     def run_task(self, task: Task) -> None:
         """One content task: a full pass or a batch of paths, with live progress, the BM25

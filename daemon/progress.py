@@ -42,6 +42,8 @@ class ProgressBook:
         self._reports: dict[str, tuple[float, PassReport]] = {}
         self._delays: deque[float] = deque(maxlen=1000)
         self._counts: dict[str, Any] | None = None
+        self._counts_epoch = 0
+        """Bumped by every :meth:`record`: counts read from the state DB before a bump are stale."""
         self._bm25_generation = bm25_generation
         self._current: dict[str, Any] | None = None
         self._progress_pushed = 0.0
@@ -109,6 +111,7 @@ class ProgressBook:
             if rep.outcome == PassOutcome.OK:
                 src["last_ok_at"] = now
             self._counts = None
+            self._counts_epoch += 1
         self.metrics.record(rep, trigger, now)
         level = logging.INFO if rep.outcome in (PassOutcome.OK, PassOutcome.INTERRUPTED) else logging.WARNING
         log.log(
@@ -148,10 +151,14 @@ class ProgressBook:
     # ------------------------------------------------------------------ outward forms
     def doc_counts(self, state: StateDB) -> dict[str, Any]:
         """``{"documents": {source: {status: n}}, "chunks": {source: n}}``, cached until the next
-        :meth:`record`."""
+        :meth:`record`. Counts read while a task was being recorded are returned to this caller
+        but never cached: a status thread that read the state DB just before a purge must not
+        keep showing the purged rows until the next task (issue 46: ``{'indexed': 10}`` after a
+        folder moved out)."""
         with self._mu:
             if self._counts is not None:
                 return self._counts
+            epoch = self._counts_epoch
         items = state.all_items()
         docs: dict[str, dict[str, int]] = {}
         chunks: dict[str, int] = {}
@@ -162,7 +169,8 @@ class ProgressBook:
         self.metrics.refresh_state(items)
         counts = {"documents": docs, "chunks": chunks}
         with self._mu:
-            self._counts = counts
+            if self._counts_epoch == epoch:
+                self._counts = counts
         return counts
 
     def snapshot(self, watch_modes: dict[str, str]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ancre.connectors.base import ChangeEvent
 from ancre.models import ChangeKind
@@ -73,6 +73,7 @@ class _Pending:
     last: float
 
 
+@dataclass(kw_only=True, eq=False)
 class ChangeQueue:
     """See the module doc. Thread-safe; ``clock`` is monotonic seconds (injectable for tests).
 
@@ -80,34 +81,25 @@ class ChangeQueue:
     ``batch_max`` ≥ 1 paths per :class:`PathBatch`.
     """
 
-    def __init__(
-        self,
-        *,
-        debounce_s: float,
-        max_delay_s: float,
-        queue_max: int,
-        batch_max: int,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.debounce_s = debounce_s
-        self.max_delay_s = max_delay_s
-        self.queue_max = queue_max
-        self.batch_max = batch_max
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._paths: dict[str, dict[str, _Pending]] = {}
-        self._full: dict[str, FullPass] = {}
-        self._acl: dict[str, AclRefresh] = {}
-        self._closed = False
-        self._inflight = 0
-        self._acl_inflight = 0
-        self.overflows = 0
-        """How many times a source's paths were replaced by a full pass."""
+    debounce_s: float
+    max_delay_s: float
+    queue_max: int
+    batch_max: int
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+    overflows: int = field(default=0, init=False)
+    """How many times a source's paths were replaced by a full pass."""
+    _cond: threading.Condition = field(default_factory=threading.Condition, init=False, repr=False)
+    _paths: dict[str, dict[str, _Pending]] = field(default_factory=dict, init=False, repr=False)
+    _full: dict[str, FullPass] = field(default_factory=dict, init=False, repr=False)
+    _acl: dict[str, AclRefresh] = field(default_factory=dict, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
+    _inflight: int = field(default=0, init=False, repr=False)
+    _acl_inflight: int = field(default=0, init=False, repr=False)
 
     # -------------------------------------------------------------------------------- feeding
     def add_path(self, source: str, path: str) -> None:
         """Queue (or re-arm the debounce of) one relative path of ``source``."""
-        now = self._clock()
+        now = self.clock()
         with self._cond:
             pending = self._paths.setdefault(source, {})
             entry = pending.get(path)
@@ -161,13 +153,13 @@ class ChangeQueue:
     def take_acl(self, timeout: float) -> AclRefresh | None:
         """The next rights task (oldest source first), waiting at most ``timeout`` seconds; ``None``
         on timeout or after :meth:`close`. In flight until :meth:`done_acl`."""
-        deadline = self._clock() + timeout
+        deadline = self.clock() + timeout
         with self._cond:
             while not self._closed:
                 if self._acl:
                     self._acl_inflight += 1
                     return self._acl.pop(next(iter(self._acl)))
-                wait = deadline - self._clock()
+                wait = deadline - self.clock()
                 if wait <= 0:
                     return None
                 self._cond.wait(max(wait, 0.005))
@@ -193,14 +185,14 @@ class ChangeQueue:
         else up to ``batch_max`` due paths of one source (earliest first event first); ``None`` on
         timeout or after :meth:`close`. Each task returned counts as in flight until
         :meth:`done` is called for it."""
-        deadline = self._clock() + timeout
+        deadline = self.clock() + timeout
         with self._cond:
             while not self._closed:
                 if self._full:
                     source = next(iter(self._full))
                     self._inflight += 1
                     return self._full.pop(source)
-                now = self._clock()
+                now = self.clock()
                 batch, next_due = self._due(now)
                 if batch is not None:
                     self._inflight += 1

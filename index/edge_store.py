@@ -510,7 +510,7 @@ class EdgeStore(QdrantBackend):
         release_pages(old.path)
         try:
             old.shard.close()
-        except Exception as exc:  # noqa: BLE001 - its folder goes anyway: the new shard is live
+        except Exception as exc:  # its folder goes anyway: the new shard is live
             log.warning("closing a replaced shard: %s", exc)
         shutil.rmtree(old.path, ignore_errors=True)
 
@@ -825,7 +825,7 @@ class EdgeStore(QdrantBackend):
                 if flush:
                     live.shard.flush()
                 live.shard.close()
-            except Exception as exc:  # noqa: BLE001 - close every shard even if one fails; the first error is raised
+            except Exception as exc:  # close every shard even if one fails; the first error is raised
                 errors.append(exc)
         if errors:
             raise StoreError(f"embedded Qdrant: close failed: {errors[0]}") from errors[0]

@@ -93,7 +93,7 @@ def _worker_main(
                 conn.send(("error", "crashed", "MemoryError"))
             finally:
                 os._exit(70)
-        except Exception as exc:  # noqa: BLE001 - a bug or an unexpected parser failure: the file fails, we go on
+        except Exception as exc:  # a bug or an unexpected parser failure: the file fails, we go on
             reply = ("error", "crashed", f"{type(exc).__name__}: {exc}"[:500])
         del data, msg
         conn.send(reply)

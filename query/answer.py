@@ -227,6 +227,25 @@ def shown_sources(verdict: Verdict, context: Context) -> tuple[AnswerSource, ...
     return tuple(_as_source(s, context) for s in (cited or context.sources))
 
 
+def _relay(deltas: Iterator[str], guard: LinkGuard, abort: Abort) -> Iterator[str]:
+    """The model's pieces as they may be shown: each waited for under ``abort`` (a cancel stops
+    the wait), passed through ``guard`` (links and images not in the extracts made plain text,
+    :mod:`ancre.query.links`), then what ``guard`` still held at the end."""
+    while True:
+        with abort.bound():
+            abort.check()
+            try:
+                piece = next(deltas)
+            except StopIteration:
+                break
+        safe = guard.feed(piece)
+        if safe:
+            yield safe
+    tail = guard.flush()
+    if tail:
+        yield tail
+
+
 class AnswerService:
     """Answers questions for users (see the module doc). Thread-safe when its parts are.
 
@@ -522,19 +541,7 @@ class AnswerService:
         deltas = self.chat_client.stream(list(fitted.messages), temperature=self.settings.llm.temperature,
                                          num_ctx=fitted.num_ctx)
         try:
-            while True:
-                with abort.bound():
-                    abort.check()
-                    try:
-                        piece = next(deltas)
-                    except StopIteration:
-                        break
-                safe = guard.feed(piece)
-                if safe:
-                    yield safe
-            tail = guard.flush()
-            if tail:
-                yield tail
+            yield from _relay(deltas, guard, abort)
         except LlmError:
             prep.timings["generation"] = _ms(t)
             self._failed(prep, ERROR_INTERRUPTED if abort.cancelled else ERROR_MODEL, streamed=True,

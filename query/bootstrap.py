@@ -220,7 +220,7 @@ class Bootstrap:
             if isinstance(conn, Closeable):
                 try:
                     conn.close()
-                except Exception as e:  # noqa: BLE001 - the store and state must still be released
+                except Exception as e:  # the store and state must still be released
                     log.debug("closing connector %s: %s", conn.source_id, e)
         if "state" in self.__dict__:
             self.state.close()

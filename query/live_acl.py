@@ -270,7 +270,7 @@ class LiveAclChecker:
         applies it."""
         try:
             done = self.writer.set_acl(pl.source, pl.collection, pl.doc_id, fresh, ticket, reason=acl_problem(fresh))
-        except Exception as e:  # noqa: BLE001 - the decision does not depend on the write
+        except Exception as e:  # the decision does not depend on the write
             log.warning("live ACL check: %s changed but the index could not be updated: %s", pl.doc_id, e)
             return AclWrite.READ_ONLY
         if done is AclWrite.WRITTEN:
@@ -374,7 +374,7 @@ class LiveAclChecker:
                 got = fut.result()
             except SourceUnavailableError as e:
                 reason = str(e)
-            except Exception as e:  # noqa: BLE001 - any failure of a source: fail closed
+            except Exception as e:  # any failure of a source: fail closed
                 log.warning("live ACL check: source %s failed: %s: %s", b.source, type(e).__name__, e)
                 reason = f"source {b.source!r}: {type(e).__name__}: {e}"
             else:
@@ -432,7 +432,7 @@ class LiveAclChecker:
             if isinstance(conn, Closeable):
                 try:
                     conn.close()
-                except Exception as e:  # noqa: BLE001 - closing must not fail the caller
+                except Exception as e:  # closing must not fail the caller
                     log.debug("closing connector %s: %s", conn.source_id, e)
 
 

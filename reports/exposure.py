@@ -321,20 +321,18 @@ _Reached = tuple[Reach, frozenset[str]]
 """How far a document reaches, and the token (a broad principal and what it implies) that reads it."""
 
 
+@dataclass(eq=False)
 class _Reach:
     """The reach of each distinct stored ACL at ``now`` (computed once per ACL), and the names of
     the principals it names (looked up once each in the directory)."""
 
-    def __init__(
-        self, directory: Directory, readers: _Readers, configured: list[_Broad], cfg: ReportsConfig, now: float
-    ) -> None:
-        self.directory = directory
-        self.readers = readers
-        self.configured = configured
-        self.cfg = cfg
-        self.now = now
-        self._names: dict[str, str] = {}
-        self._reach_of: dict[tuple[object, ...], _Reached | None] = {}
+    directory: Directory
+    readers: _Readers
+    configured: list[_Broad]
+    cfg: ReportsConfig
+    now: float
+    _names: dict[str, str] = field(default_factory=dict, init=False)
+    _reach_of: dict[tuple[object, ...], _Reached | None] = field(default_factory=dict, init=False)
 
     def name_of(self, principal: str) -> str:
         """The directory's name of a ``sid:`` principal, else (or when it has none) the principal."""

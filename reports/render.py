@@ -7,10 +7,11 @@ from __future__ import annotations
 import csv
 import html
 import io
+from collections.abc import Callable
 
 from ancre.models import visible
 from ancre.reports.detectors import LABELS, Kind
-from ancre.reports.exposure import DocumentExposure, ExposureReport, Reach
+from ancre.reports.exposure import DocumentExposure, ExposureReport, FolderExposure, Reach
 
 CSV_COLUMNS = (
     "source", "folder", "path", "filename", "broad_principal", "basis", "until", "readers", "users", "opened_by",
@@ -86,6 +87,34 @@ code{font-size:.85rem}
 """
 
 
+def _folder_html(folder: FolderExposure, e: Callable[[str], str]) -> list[str]:
+    """One folder's heading and table of exposed documents (:func:`to_html`); ``e`` escapes text."""
+    parts: list[str] = []
+    sens = sum(1 for d in folder.documents if d.sensitive)
+    parts.append(f"<h2>{e(folder.location or folder.source)} <span class='meta'>(source {e(folder.source)} — "
+                 f"{len(folder.documents)} document(s) lisible(s) largement, {sens} sensible(s)"
+                 f"{f', {folder.restricted} restreint(s)' if folder.restricted else ''})</span></h2>")
+    parts.append("<table><tr><th>Document</th><th>Lisible par</th><th>Utilisateurs</th>"
+                 "<th>Ouvert par (ACE ou permission)</th><th>Trouvé</th></tr>")
+    for d in folder.documents:
+        cls = "found" if d.sensitive else "undecided" if d.undecided else "clean"
+        found = e(findings_text(d))
+        reasons = "; ".join(r for f in d.findings for r in f.reasons)
+        if reasons:
+            found += f"<br><span class='undecided'>non tranché : {e(reasons)}</span>"
+        opened = e(d.reach.opened_by) if d.reach.opened_by else f"<span class='meta'>{e(d.reach.why_not or '')}</span>"
+        basis = " (part des utilisateurs)" if d.reach.basis.value == "share" else ""
+        if d.reach.until:
+            basis += f" jusqu'au {d.reach.until}"
+        parts.append(
+            f"<tr><td>{e(d.filename)}<br><span class='meta'>{e(d.path)}</span></td>"
+            f"<td>{e(d.reach.name)}{e(basis)}</td><td>{e(readers_text(d.reach, french=True))}</td><td>{opened}</td>"
+            f"<td class='{cls}'>{found}</td></tr>"
+        )
+    parts.append("</table>")
+    return parts
+
+
 def to_html(report: ExposureReport) -> str:
     """One self-contained HTML page (French) with the summary, each folder's exposed documents,
     and the restricted folders that were not scanned."""
@@ -111,28 +140,7 @@ def to_html(report: ExposureReport) -> str:
     for n in report.notes:
         parts.append(f'<p class="note">{e(n)}</p>')
     for folder in report.folders:
-        sens = sum(1 for d in folder.documents if d.sensitive)
-        parts.append(f"<h2>{e(folder.location or folder.source)} <span class='meta'>(source {e(folder.source)} — "
-                     f"{len(folder.documents)} document(s) lisible(s) largement, {sens} sensible(s)"
-                     f"{f', {folder.restricted} restreint(s)' if folder.restricted else ''})</span></h2>")
-        parts.append("<table><tr><th>Document</th><th>Lisible par</th><th>Utilisateurs</th>"
-                     "<th>Ouvert par (ACE ou permission)</th><th>Trouvé</th></tr>")
-        for d in folder.documents:
-            cls = "found" if d.sensitive else "undecided" if d.undecided else "clean"
-            found = e(findings_text(d))
-            reasons = "; ".join(r for f in d.findings for r in f.reasons)
-            if reasons:
-                found += f"<br><span class='undecided'>non tranché : {e(reasons)}</span>"
-            opened = e(d.reach.opened_by) if d.reach.opened_by else f"<span class='meta'>{e(d.reach.why_not or '')}</span>"
-            basis = " (part des utilisateurs)" if d.reach.basis.value == "share" else ""
-            if d.reach.until:
-                basis += f" jusqu'au {d.reach.until}"
-            parts.append(
-                f"<tr><td>{e(d.filename)}<br><span class='meta'>{e(d.path)}</span></td>"
-                f"<td>{e(d.reach.name)}{e(basis)}</td><td>{e(readers_text(d.reach, french=True))}</td><td>{opened}</td>"
-                f"<td class='{cls}'>{found}</td></tr>"
-            )
-        parts.append("</table>")
+        parts += _folder_html(folder, e)
     if report.restricted:
         parts.append("<h2>Dossiers restreints (aucun document lisible largement, non analysés)</h2><table>"
                      "<tr><th>Source</th><th>Dossier</th><th>Documents</th></tr>")

@@ -25,7 +25,7 @@ def rest_refusals(rest: RestFactory | None, drives: Sequence[Drive]) -> dict[str
             continue
         try:
             rest(url).site_groups()
-        except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+        except Exception as e:  # a check reports, it does not crash
             out[seg] = f"{type(e).__name__}: {e}"[:300]
     return out
 
@@ -49,7 +49,7 @@ def check_source(cfg: SharePointSourceConfig, graph: Any, rest: RestFactory | No
     module doc). Never raises."""
     try:
         drives, refused = discover(graph, cfg)
-    except Exception as e:  # noqa: BLE001 - a check reports, it does not crash
+    except Exception as e:  # a check reports, it does not crash
         return SourceCheck(
             False, f"SharePoint {cfg.tenant_id}: {type(e).__name__}: {e}",
             f"check sources.{cfg.id}.tenant_id / client_id / the credential, and that the app has "
@@ -62,7 +62,7 @@ def check_source(cfg: SharePointSourceConfig, graph: Any, rest: RestFactory | No
     d = drives[0]
     try:
         d.list_id = str(graph.get(f"/drives/{d.drive_id}/list", params={"$select": "id"}).get("id") or "") or None
-    except Exception as e:  # noqa: BLE001 - check() never raises: any failure is the check's answer
+    except Exception as e:  # check() never raises: any failure is the check's answer
         return SourceCheck(False, f"{d.prefix}: library list unreadable: {e}", "the app needs Sites.Read.All")
     library = read_library(rest, d)
     if isinstance(library, str) and isinstance(graph.settings.credential, SecretCredential):

@@ -3,9 +3,9 @@ delta, permissions through Graph ``/permissions`` (batched) and SharePoint REST 
 assignments (README "SharePoint").
 
 **Listing.** One source = one tenant. Per site (``sites``, or every site), per document library
-(drive) matching ``libraries`` / ``libraries_exclude``, the connector keeps a *snapshot* of the
-drive — every item's name, parent, kind, size, ``quickXorHash``, permissions and labels — and the
-drive's ``deltaLink``, both in a store of its own (:mod:`ancre.connectors.sharepoint.snapshot`). A pass
+(drive) matching ``libraries`` / ``libraries_exclude``, the connector caches a *snapshot* of the
+drive — every item's name, parent, kind, size, ``quickXorHash``, permissions and labels — with the
+``deltaLink`` it was last brought to, in a store of its own (:mod:`ancre.connectors.sharepoint.snapshot`). A listing
 asks Graph only for the delta since that link (``@odata.nextLink`` pages followed by the Graph
 client), applies it (an item seen twice takes its last occurrence; ``deleted`` items — maybe
 without a name — and what was under a deleted folder are dropped) and lists the whole snapshot:
@@ -44,10 +44,14 @@ dropped).
 **Change feed.** The connector is a :class:`~ancre.connectors.base.ChangeFeed`: the daemon calls
 :meth:`SharePointConnector.changes` every ``delta_interval_s`` with the
 :class:`~ancre.connectors.sharepoint.delta.DeltaCursor` (drive id → ``deltaLink``) the previous
-call returned, which the engine keeps. A round applies every library's delta to the snapshot and
-reports what it changed; a ``410`` is a ``rescan`` event. The permission sweep rides on the same
-calls: when ``permission_sweep_interval_s`` has elapsed, the round also re-reads every permission
-and reports the files whose rights changed as ``acl`` events (one capability, one schedule).
+call returned, which the engine keeps. Each library's round asks Graph for the delta since the
+cursor's link — the snapshot is a cache that answers only a link it handed out itself; without
+it (its file deleted, restored, another install's) the tree is read again and the delta since the
+cursor still says what changed — applies it and reports what it changed; a ``410`` is a
+``rescan`` event, and so is a deletion since the cursor that no remaining snapshot can place.
+The permission sweep rides on the same calls: when ``permission_sweep_interval_s`` has elapsed,
+the round also re-reads every permission and reports the files whose rights changed as ``acl``
+events (one capability, one schedule).
 The events are the snapshot's differences: a change a listing pass or ``get_item`` applied
 first is not reported again (that pass synced it).
 
@@ -68,15 +72,14 @@ Graph unreachable raises :class:`~ancre.errors.SourceUnavailableError` (the pass
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
 
 from ancre.acl.explain import AclTrace
 from ancre.connectors.base import ChangeBatch, ChangeEvent, CollectionFromConfig, Listing, SourceCheck, Unreachable
 from ancre.connectors.folder import is_ignored, path_selected
+from ancre.connectors.sharepoint.cache import DriveCache
 from ancre.connectors.sharepoint.check import check_source
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.delta import (
@@ -90,12 +93,12 @@ from ancre.connectors.sharepoint.delta import (
 )
 from ancre.connectors.sharepoint.discovery import REFUSED, discover, refusal, resolve_sites, site_ref, site_segment
 from ancre.connectors.sharepoint.graph import GraphClient, GraphError, ResyncRequired
+from ancre.connectors.sharepoint.item_rights import ItemRights
 from ancre.connectors.sharepoint.labels import LabelReader, label_skip
 from ancre.connectors.sharepoint.library import RestFactory, read_library, sweep_drive
-from ancre.connectors.sharepoint.permissions import Grant, Mapped, item_acl
-from ancre.connectors.sharepoint.reads import batch_get, read_permissions
-from ancre.connectors.sharepoint.reads import perms as perms_of
-from ancre.connectors.sharepoint.snapshot import Drive, DriveSnapshotStore, Entry
+from ancre.connectors.sharepoint.permissions import Grant
+from ancre.connectors.sharepoint.reads import read_permissions
+from ancre.connectors.sharepoint.snapshot import Drive, DriveSnapshotStore
 from ancre.errors import AncreError, SourceUnavailableError
 from ancre.models import Acl, ChangeKind, SourceItem, nfc
 
@@ -135,26 +138,22 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         self.collection = cfg.collection
         self.graph = graph
         self.rest = rest
-        self.snapshots = snapshots
         self.ignore = ignore
         self.unreachable_reasons: dict[str, str] = {}
         """Relative path prefix (``<site>`` or ``<site>/<library>``) left out of the last
         listing → why (``403 accessDenied: …``)."""
-        self._drives: dict[str, Drive] = {}
-        self._lock = threading.RLock()
-        self._upn: dict[str, str | None] = {}
+        self.cache = DriveCache(cfg.id, snapshots)
+        """The libraries' snapshots (a cache of the tree, kept in ``snapshots``)."""
+        self.rights = ItemRights(cfg, graph=graph, rest=rest, cache=self.cache)
+        """The rights side: permissions mapped, read live, swept."""
+        self._lock = self.cache.lock
         self._label_reader = LabelReader(graph)
-        self._listed: list[str] = []
-        self._paths: dict[str, tuple[str, str]] | None = None
-        self._loaded = False
         self._clock = clock
         self._last_sweep: float | None = None
         self.permission_failures = 0
         """Items whose permissions could not be read at the last pass (read again at the next)."""
 
     # ------------------------------------------------------------------------------- discovery
-
-
     def _discover(self) -> list[Drive]:
         """The libraries to read now (:func:`~ancre.connectors.sharepoint.discovery.discover`);
         refusals go to :attr:`unreachable_reasons`. Raises ``SourceUnavailableError`` /
@@ -163,51 +162,18 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         self.unreachable_reasons = refused
         return drives
 
-    # -------------------------------------------------------------------------------- snapshot
-    def _load(self, drive: Drive) -> Drive:
-        """``drive`` with the snapshot kept for it (the one in memory, else the store's)."""
-        have = self._drives.get(drive.drive_id)
-        if have is not None:
-            return have
-        raw = self.snapshots.load(self.source_id, drive.drive_id)
-        if raw:
-            drive.restore(raw)
-        self._drives[drive.drive_id] = drive
-        self._paths = None
-        return drive
-
-    def _save(self, drive: Drive) -> None:
-        self.snapshots.save(self.source_id, drive.drive_id, drive.dumps())
-
-    def _load_saved(self, *, again: bool = False) -> None:
-        """Every drive snapshot of this source kept in the store (a connector that has not
-        listed yet — the query side's — finds items by path through them). ``again``: re-read
-        them (another process — the daemon — may have applied deltas since), except the drives
-        this connector refreshed itself."""
-        if self._loaded and not again:
-            return
-        self._loaded = True
-        self._paths = None
-        for drive_id in self.snapshots.drive_ids(self.source_id):
-            if drive_id in self._drives and (not again or drive_id in self._listed):
-                continue
-            self._drives.pop(drive_id, None)
-            raw = self.snapshots.load(self.source_id, drive_id)
-            if raw:
-                self._drives[drive_id] = Drive.loads(drive_id, raw)
-
     # ------------------------------------------------------------------------------------ delta
     def _prefer(self) -> tuple[str, ...]:
         return PREFER_ALWAYS + (PREFER_SHARING if self.cfg.sharing_delta else ())
 
-    def _refresh_drive(self, drive: Drive) -> DriveDelta:
-        """Apply the delta since the drive's link (or a full enumeration after a 410 or on the
-        first pass), read what must be read, save. Returns the ids whose listing or rights may
-        have changed (for the change feed's events) and whether Graph asked for a resync."""
-        full = drive.delta_link is None
+    def _refresh_drive(self, drive: Drive, start: str | None) -> DriveDelta:
+        """Apply the delta since the link ``start`` (``None``: a full enumeration; a 410 gives one
+        too), read what must be read, save. Returns the ids whose listing or rights may have
+        changed (for the change feed's events) and whether Graph asked for a resync."""
+        full = start is None
         resynced = False
         try:
-            page = self.graph.delta(drive.drive_id, drive.delta_link, prefer=self._prefer())
+            page = self.graph.delta(drive.drive_id, start, prefer=self._prefer())
         except ResyncRequired as e:
             log.warning("delta of %s/%s: %s, full enumeration", drive.site_seg, drive.name, e)
             page = self.graph.delta(drive.drive_id, None, prefer=self._prefer())
@@ -216,7 +182,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             listed = self.graph.get(f"/drives/{drive.drive_id}/list", params={"$select": "id"})
             drive.list_id = str(listed.get("id") or "") or None
         touched = self._apply(drive, page.items, full=full)
-        self._paths = None
+        self.cache.changed()
         library = read_library(self.rest, drive)  # one REST call per library and pass, never per item
         if library != drive.library:
             first = drive.library is None
@@ -228,9 +194,55 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         self.permission_failures += sum(1 for e in drive.items.values() if isinstance(e.perms, str))
         if touched or page.delta_link != drive.delta_link:
             drive.delta_link = page.delta_link
-            self._save(drive)
+            self.cache.save(drive)
         return DriveDelta(drive, frozenset(touched), resynced)
 
+    def _feed_drive(self, drive: Drive, cursor: DeltaCursor | None) -> DriveDelta:
+        """One library's round of the change feed, resumed from the link the engine's ``cursor``
+        holds for it — never from the snapshot's own: the snapshot answers only a cursor it
+        :meth:`~ancre.connectors.sharepoint.snapshot.Drive.serves`. A library the cursor does not
+        name (no cursor yet: the baseline; a library new since) is brought up to date from its
+        snapshot; a cursor the snapshot does not serve (the connector's own files lost, restored
+        or another install's) resumes through :meth:`_resume_unserved`."""
+        link = cursor.links.get(drive.drive_id) if cursor is not None else None
+        if link is None:
+            dd = self._refresh_drive(drive, drive.delta_link)
+        elif drive.serves(link):
+            dd = self._refresh_drive(drive, link)
+        else:
+            dd = self._resume_unserved(drive, link)
+        if drive.hand_out():
+            self.cache.save(drive)
+        return dd
+
+    def _resume_unserved(self, drive: Drive, link: str) -> DriveDelta:
+        """The round of a library whose snapshot does not serve the engine's ``link``: the tree is
+        read again from Graph (a full enumeration), then the delta since ``link`` — what changed
+        since the engine's cursor — is applied to it and reported at the items' current paths
+        (a deletion or move after the enumeration at its path before). An item deleted between
+        ``link`` and the enumeration has no path left to report: the round then asks for a rescan,
+        saying so (the full pass purges it); a ``410`` on ``link`` too."""
+        log.warning("source %s: %s: the snapshot does not serve the engine's cursor (lost, restored or another "
+                    "install's): the library is read again, changes taken from the cursor", self.source_id, drive.prefix)
+        drive.items, drive.delta_link, drive.root, drive.served = {}, None, None, []
+        self._refresh_drive(drive, None)
+        before = {iid: drive.path(iid) for iid in drive.items}
+        try:
+            page = self.graph.delta(drive.drive_id, link, prefer=self._prefer())
+        except ResyncRequired as e:
+            return DriveDelta(drive, frozenset(), resynced=True, reason=f"{drive.prefix}: the engine's cursor expired ({e})")
+        seen = {str(it.get("id")) for it in page.items}
+        gone = {str(it.get("id")) for it in page.items if it.get("deleted") is not None}
+        touched = (self._apply(drive, page.items, full=False) | seen) - {drive.root or ""}
+        drive.delta_link = page.delta_link
+        self.cache.changed()
+        self.cache.save(drive)
+        unplaced = sorted(i for i in gone if before.get(i) is None)
+        if unplaced:
+            why = (f"{drive.prefix}: {len(unplaced)} item(s) deleted since the engine's cursor, whose paths only the lost "
+                   "snapshot knew: a full pass purges them")
+            return DriveDelta(drive, frozenset(), resynced=True, reason=why)
+        return DriveDelta(drive, frozenset(touched), before=before)
 
     # ------------------------------------------------------------------------- reads in batch
 
@@ -261,15 +273,22 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
 
 
     def refresh(self) -> list[DriveDelta]:
-        """Apply every library's delta (see the module doc). Raises ``SourceUnavailableError``."""
+        """Apply every library's delta since its snapshot (see the module doc): a listing's
+        round. Raises ``SourceUnavailableError``."""
+        return self._round(lambda d: self._refresh_drive(d, d.delta_link))[1]
+
+    def _round(self, step: Callable[[Drive], DriveDelta]) -> tuple[list[Drive], list[DriveDelta]]:
+        """``step`` on every library to read now; a library refusing the app (401/403/404) is left
+        out with its reason (:attr:`unreachable_reasons`). Returns the libraries discovered and
+        the rounds of those that answered. Raises ``SourceUnavailableError``."""
         with self._lock:
-            drives = [self._load(d) for d in self._discover()]
+            drives = [self.cache.adopt(d) for d in self._discover()]
             self.permission_failures = 0
             out = []
             unreachable = dict(self.unreachable_reasons)
             for d in drives:
                 try:
-                    out.append(self._refresh_drive(d))
+                    out.append(step(d))
                 except GraphError as e:
                     if e.status not in REFUSED:
                         raise SourceUnavailableError(f"source {self.source_id}: {d.prefix}: {e}") from e
@@ -277,8 +296,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             for prefix, why in sorted(unreachable.items()):
                 log.warning("source %s: %s skipped (nothing under it purged): %s", self.source_id, prefix, why)
             self.unreachable_reasons = unreachable
-            self._listed = [d.drive_id for d in drives if d.prefix not in unreachable]
-            return out
+            self.cache.listed = [d.drive_id for d in drives if d.prefix not in unreachable]
+            return drives, out
 
     def list_items(self) -> Listing:
         """Every file of every selected library (module doc), after applying the deltas.
@@ -289,36 +308,11 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
         with self._lock:
             out = []
-            for drive_id in self._listed:
-                d = self._drives[drive_id]
+            for drive_id in self.cache.listed:
+                d = self.cache.drives[drive_id]
                 out += [it for it in (self._item(d, i) for i in d.items) if it is not None]
             refused = tuple(Unreachable(p, why) for p, why in sorted(self.unreachable_reasons.items()))
         return Listing(tuple(sorted(out, key=lambda it: it.path)), refused)
-
-    def _find(self, path: str) -> tuple[Drive, str] | None:
-        """The drive and item id at ``path``; a miss re-reads the saved snapshots once (a
-        connector of the query side finds what the daemon listed since)."""
-        with self._lock:
-            self._load_saved()
-            hit = self._path_index().get(path)
-            if hit is None:
-                self._load_saved(again=True)
-                hit = self._path_index().get(path)
-            if hit is None or hit[0] not in self._drives:
-                return None
-            return self._drives[hit[0]], hit[1]
-
-    def _path_index(self) -> dict[str, tuple[str, str]]:
-        """path → (drive id, item id) of every item, rebuilt after any snapshot change."""
-        if self._paths is None:
-            index: dict[str, tuple[str, str]] = {}
-            for d in self._drives.values():
-                for iid in d.items:
-                    p = d.path(iid)
-                    if p is not None:
-                        index[p] = (d.drive_id, iid)
-            self._paths = index
-        return self._paths
 
     def get_item(self, path: str) -> SourceItem | None:
         """The current entry at ``path``: the delta of its library is applied first (one request
@@ -326,27 +320,27 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         ``SourceUnavailableError`` when Graph can't be reached."""
         rel = nfc(path.strip("/"))
         with self._lock:
-            self._load_saved()
-            drive = next((d for d in self._drives.values() if rel.startswith(d.prefix + "/")), None)
+            self.cache.load_saved()
+            drive = next((d for d in self.cache.drives.values() if rel.startswith(d.prefix + "/")), None)
             try:
-                if drive is None or drive.drive_id not in self._listed:
+                if drive is None or drive.drive_id not in self.cache.listed:
                     self.refresh()
                 else:
-                    self._refresh_drive(drive)
+                    self._refresh_drive(drive, drive.delta_link)
             except GraphError as e:
                 if e.status in REFUSED:
                     return None
                 raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
-            hit = self._find(rel)
+            hit = self.cache.find(rel)
             return self._item(*hit) if hit is not None else None
 
     def list_under(self, prefix: str) -> list[SourceItem]:
         """The files below the folder ``prefix`` in the snapshot."""
         pre = nfc(prefix.strip("/")) + "/"
         with self._lock:
-            self._load_saved()
+            self.cache.load_saved()
             out = []
-            for d in self._drives.values():
+            for d in self.cache.drives.values():
                 for iid in d.items:
                     it = self._item(d, iid)
                     if it is not None and it.path.startswith(pre):
@@ -354,13 +348,6 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             return out
 
     # ---------------------------------------------------------------------------------- content
-    def _locate(self, item: SourceItem) -> tuple[Drive, str] | None:
-        drive_id, _, iid = item.native_id.partition("/")
-        with self._lock:
-            self._load_saved()
-            d = self._drives.get(drive_id)
-            return (d, iid) if d is not None and iid in d.items else None
-
     def fetch_content(self, item: SourceItem) -> bytes:
         """The file's bytes by drive id + item id. ``OSError`` when this file can't be read (gone,
         refused); ``SourceUnavailableError`` when Graph can't be reached."""
@@ -373,37 +360,10 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
             raise OSError(f"{item.path}: {e.status} {e.code}: {e.message}") from e
 
     # ---------------------------------------------------------------------------------- rights
-    def _resolve_upn(self, upn: str) -> str | None:
-        key = upn.casefold()
-        if key not in self._upn:
-            try:
-                self._upn[key] = str(self.graph.get(f"/users/{quote(upn)}", params={"$select": "id"})["id"])
-            except GraphError as e:
-                if e.status != 404:
-                    raise
-                self._upn[key] = None
-        return self._upn[key]
-
-    def _mapped(self, drive: Drive, perms: list[dict[str, Any]] | str | None) -> Mapped:
-        """The ACL of an item of ``drive`` from its Graph permission list (``None``: not read)."""
-        try:
-            return item_acl(
-                "not read" if perms is None else perms,
-                site_id=drive.site_id, tenant_id=self.cfg.tenant_id, policy=self.cfg.sharing_links,
-                resolve_upn=self._resolve_upn, site_groups_unresolvable=drive.rest_refused,
-            )
-        except GraphError as e:
-            return Mapped(Acl.nobody(f"acl_unreadable: {e.status} {e.code}: {e.message}"))
-
     def explain(self, item: SourceItem) -> tuple[Acl, tuple[Grant, ...]]:
-        """The item's ACL and the grants behind it (which permission, link or group decided)."""
-        hit = self._locate(item)
-        if hit is None:
-            return Acl.nobody(f"{item.path}: not in the SharePoint listing"), ()
-        d, iid = hit
-        with self._lock:
-            m = self._mapped(d, _perms_or_reason(d.items.get(iid)))
-        return m.acl, m.grants
+        """The item's ACL and the grants behind it (which permission, link or group decided):
+        :meth:`~ancre.connectors.sharepoint.item_rights.ItemRights.explain`."""
+        return self.rights.explain(item)
 
     def explain_path(self, path: str) -> str:
         """``ancre acl explain``'s path (``AclExplainable``): a relative path
@@ -416,8 +376,8 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
         if "://" not in p:
             return nfc(p.strip("/"))
         with self._lock:
-            self._load_saved()
-            for d in self._drives.values():
+            self.cache.load_saved()
+            for d in self.cache.drives.values():
                 base = unquote(d.url).rstrip("/") + "/"
                 if unquote(p).startswith(base):
                     return nfc(f"{d.prefix}/{unquote(p)[len(base):]}".strip("/"))
@@ -440,80 +400,31 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     def fetch_acl(self, item: SourceItem) -> Acl:
         """The item's read ACL from the permissions read at the last delta or sweep. Never
         raises for unreadable permissions (``Acl.nobody``)."""
-        return self.explain(item)[0]
+        return self.rights.explain(item)[0]
 
     def read_acls(self, paths: Sequence[str]) -> Mapping[str, Acl]:
         """The current ACL of each path: its permissions read from Graph now (20 items per
         ``$batch``). A path not in the snapshot, or whose item Graph no longer has (404), is left
         out. Raises ``SourceUnavailableError``. The query-time check reads by id instead
         (:meth:`read_acls_by_id`): a path names what is there now, an id what was indexed."""
-        ids: dict[str, str] = {}
-        for path in paths:
-            hit = self._find(nfc(path.strip("/")))
-            if hit is not None:
-                ids[path] = f"{hit[0].drive_id}/{hit[1]}"
-        got = self.read_acls_by_id(list(ids.values()))
-        return {path: got[nid] for path, nid in ids.items() if nid in got}
+        return self.rights.read_acls(paths)
 
     def read_acls_by_id(self, native_ids: Sequence[str]) -> Mapping[str, Acl]:
-        """``AclsByNativeId``: the current ACL of each item by its ``<drive id>/<item id>``, its
-        permissions read from Graph now (20 items per ``$batch``, the drives' requests in
-        parallel up to ``max_in_flight``). An id of no known library, or whose item Graph no longer
-        has (404), is left out. Raises ``SourceUnavailableError``."""
-        by_drive: dict[str, list[str]] = {}
-        for nid in dict.fromkeys(native_ids):
-            drive_id, _, iid = nid.partition("/")
-            by_drive.setdefault(drive_id, []).append(iid)
-        with self._lock:
-            self._load_saved()
-            drives = {k: self._drives.get(k) for k in by_drive}
-            if any(d is None for d in drives.values()):
-                self._load_saved(again=True)
-                drives = {k: self._drives.get(k) for k in by_drive}
-        out: dict[str, Acl] = {}
-        try:
-            for drive_id, iids in by_drive.items():
-                d = drives[drive_id]
-                if d is None:
-                    continue
-                for iid, body in batch_get(self.graph, drive_id, iids, "permissions").items():
-                    if isinstance(body, str) and body.startswith("404"):
-                        continue
-                    perms = body if isinstance(body, str) else perms_of(body)
-                    with self._lock:
-                        out[f"{drive_id}/{iid}"] = self._mapped(d, perms).acl
-        except GraphError as e:
-            raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
-        return out
+        """``AclsByNativeId``: the current ACL of each item by its ``<drive id>/<item id>``
+        (:meth:`~ancre.connectors.sharepoint.item_rights.ItemRights.read_acls_by_id`). Raises
+        ``SourceUnavailableError``."""
+        return self.rights.read_acls_by_id(native_ids)
 
     def sweep_permissions(self) -> list[str]:
         """Re-read every item's permissions and every library's role assignments (Graph misses
-        some sharing changes), as :meth:`_sweep_drive` does: the unique scopes only when
-        SharePoint REST says which items have them. Returns the paths of the files whose ACL
-        changed (for ``SyncEngine.refresh_acls``). Raises ``SourceUnavailableError``."""
-        changed: list[str] = []
-        with self._lock:
-            self._load_saved()
-            for d in list(self._drives.values()):
-                before = {i: self._mapped(d, e.perms).acl.digest() for i, e in d.items.items() if e.kind == "file"}
-                d.library = read_library(self.rest, d)
-                try:
-                    sweep_drive(self.graph, self.rest, d)
-                except GraphError as e:
-                    raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
-                self._save(d)
-                for i, digest in before.items():
-                    entry = d.items.get(i)
-                    if entry is not None and self._mapped(d, entry.perms).acl.digest() != digest:
-                        p = d.path(i)
-                        if p is not None:
-                            changed.append(p)
-        return sorted(changed)
-
+        some sharing changes): the unique scopes only when SharePoint REST says which items have
+        them. Returns the paths of the files whose ACL changed (for ``SyncEngine.refresh_acls``).
+        Raises ``SourceUnavailableError``."""
+        return self.rights.sweep()
 
     def location(self, item: SourceItem) -> str:
         """The web URL of the item's folder (the library's for a file at its root)."""
-        hit = self._locate(item)
+        hit = self.cache.locate(item.native_id)
         if hit is None:
             return ""
         d, iid = hit
@@ -532,28 +443,34 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
 
     def changes(self, cursor: DeltaCursor | None) -> ChangeBatch[DeltaCursor]:
         """``ChangeFeed``: one delta round of every library as change events, and the drives'
-        delta links as the next cursor. ``cursor`` ``None``: the baseline (the snapshots are
-        brought up to date, no event). Otherwise ``modified`` for new, changed and re-shared
+        delta links as the next cursor. Each library resumes from the link ``cursor`` holds for
+        it (:meth:`_feed_drive`): the snapshot kept in ``sharepoint.sqlite3`` is a cache of the
+        tree, never where the feed resumes — deleted, the round reads the tree again and still
+        reports what changed since ``cursor``. ``cursor`` ``None``: the baseline (the snapshots
+        are brought up to date, no event). Otherwise ``modified`` for new, changed and re-shared
         files, ``deleted`` for files gone (by their last known path), ``acl`` for a folder whose
         sharing changed (its path covers what is under it), ``acl`` without a path when a
-        library's role assignments changed, and ``rescan`` when Graph answered ``410 Gone``
-        ("driveItem: delta": resync) — what vanished is purged by the full pass it brings. When
-        ``permission_sweep_interval_s`` has elapsed since the last sweep (or since the first call),
-        the round also sweeps every permission (:meth:`sweep_permissions`): ``acl`` for each file
-        whose rights changed; a failed sweep is logged and tried again at the next call. Raises
-        ``SourceUnavailableError`` when Graph can't be reached (the engine keeps the old cursor)."""
+        library's role assignments changed, and ``rescan`` (with its ``reason``) when Graph
+        answered ``410 Gone`` ("driveItem: delta": resync) or what changed since ``cursor`` can't
+        be placed — what vanished is purged by the full pass it brings. A library refusing the
+        app keeps its link in the next cursor. When ``permission_sweep_interval_s`` has elapsed
+        since the last sweep (or since the first call), the round also sweeps every permission
+        (:meth:`sweep_permissions`): ``acl`` for each file whose rights changed; a failed sweep is
+        logged and tried again at the next call. Raises ``SourceUnavailableError`` when Graph
+        can't be reached (the engine keeps the old cursor)."""
         with self._lock:
-            self._load_saved()
-            before = {d.drive_id: {i: d.path(i) for i in d.items} for d in self._drives.values()}
+            self.cache.load_saved()
+            before = {d.drive_id: {i: d.path(i) for i in d.items} for d in self.cache.drives.values()}
             try:
-                deltas = self.refresh()
+                drives, deltas = self._round(lambda d: self._feed_drive(d, cursor))
             except GraphError as e:
                 raise SourceUnavailableError(f"source {self.source_id}: {e}") from e
             events = [] if cursor is None else [ev for dd in deltas for ev in delta_events(self.source_id, dd, before)]
             events += self._sweep_if_due()
-            links = {dd.drive.drive_id: dd.drive.delta_link for dd in deltas if dd.drive.delta_link}
+            kept = cursor.links if cursor is not None else {}
+            links = {d.drive_id: kept[d.drive_id] for d in drives if d.drive_id in kept}  # refused: resumed later
+            links.update({dd.drive.drive_id: dd.drive.delta_link for dd in deltas if dd.drive.delta_link})
         return ChangeBatch(tuple(events), DeltaCursor(links=links))
-
 
     def _sweep_if_due(self) -> list[ChangeEvent]:
         """``acl`` events of a permission sweep when one is due (see :meth:`changes`), else ``[]``."""
@@ -580,15 +497,7 @@ class SharePointConnector(CollectionFromConfig[SharePointSourceConfig]):
     def close(self) -> None:
         """Close the Graph client and the snapshot store; idempotent."""
         self.graph.close()
-        self.snapshots.close()
-
-
-def _perms_or_reason(e: Entry | None) -> list[dict[str, Any]] | str:
-    if e is None:
-        return "item not in the snapshot"
-    if e.perms is None:
-        return "not read"
-    return e.perms
+        self.cache.close()
 
 
 __all__ = ["SharePointConnector", "resolve_sites", "site_ref", "site_segment"]

@@ -49,11 +49,17 @@ class DeltaCursor(BaseModel):
 class DriveDelta:
     """What one library's delta round did: ``touched``, the item ids whose listing or rights may
     have changed (:data:`LIBRARY_CHANGED` among them when the library's role assignments did),
-    and ``resynced``, whether Graph answered ``410 Gone`` (the drive was enumerated again)."""
+    and ``resynced``, whether the round's events can't be told and a full pass must reconcile
+    (Graph answered ``410 Gone`` and the drive was enumerated again, or what changed since the
+    engine's cursor can't be placed: ``reason`` says which). ``before``: item id → path before
+    the round, when the round itself knows it (a snapshot rebuilt from Graph); ``None``: the
+    caller's."""
 
     drive: Drive
     touched: frozenset[str]
     resynced: bool = False
+    reason: str = ""
+    before: Mapping[str, str | None] | None = None
 
 
 @dataclass
@@ -175,9 +181,10 @@ def delta_events(source_id: str, dd: DriveDelta, before: Mapping[str, Mapping[st
     folder or package (its path covers what is under it). ``before``: drive id → item id →
     path before the round."""
     if dd.resynced:
-        return [ChangeEvent(source_id, None, ChangeKind.RESCAN)]
+        why = dd.reason or f"{dd.drive.prefix}: Graph asked for a resync (410): the library was enumerated again"
+        return [ChangeEvent(source_id, None, ChangeKind.RESCAN, reason=why)]
     d, out = dd.drive, []
-    old = before.get(d.drive_id, {})
+    old = dd.before if dd.before is not None else before.get(d.drive_id, {})
     if LIBRARY_CHANGED in dd.touched and old:
         out.append(ChangeEvent(source_id, None, ChangeKind.ACL))  # every inheriting item's rights
     for iid in sorted(dd.touched - {LIBRARY_CHANGED}):

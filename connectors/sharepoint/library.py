@@ -70,7 +70,7 @@ def unique_scopes(rest: RestFactory | None, d: Drive) -> dict[str, bool] | None:
         rows = rest(d.site_url).unique_scopes(d.list_id)
     except SourceUnavailableError:
         raise
-    except Exception as e:  # noqa: BLE001 - then every item is read through Graph
+    except Exception as e:  # then every item is read through Graph
         log.warning("unique scopes of %s unreadable (%s): every item's permissions are read", d.prefix, e)
         return None
     base = unquote(urlsplit(d.url).path).rstrip("/")

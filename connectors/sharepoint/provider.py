@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -53,6 +53,7 @@ class _User:
     member: bool
 
 
+@dataclass(eq=False)
 class EntraProvider:
     """Principals of a user from Microsoft Graph (and SharePoint REST for site groups), cached
     ``ttl_s`` seconds per user (site group members ``ttl_s`` per group).
@@ -70,31 +71,19 @@ class EntraProvider:
     configured sites); ``rest``: ``site URL -> SharePointRest`` (``None``: no site groups).
     """
 
-    name = "entra"
-
-    def __init__(
-        self,
-        graph: Any,
-        *,
-        tenant_id: str,
-        sites: Callable[[], Sequence[SiteRef]],
-        rest: Callable[[str], Any] | None,
-        ttl_s: float = 300.0,
-        clock: Callable[[], float] = time.monotonic,
-        name: str = "entra",
-    ) -> None:
-        self.name = name
-        self.graph = graph
-        self.tenant_id = tenant_id
-        self.sites = sites
-        self.rest = rest
-        self.ttl_s = ttl_s
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._users: dict[str, tuple[float, frozenset[str]]] = {}
-        self._groups: tuple[float, list[tuple[str, int, tuple[str, ...]]]] | None = None
-        self.site_problems: dict[str, str] = {}
-        """Site URL → why its site groups could not be read at the last refresh."""
+    graph: Any
+    _: KW_ONLY
+    tenant_id: str
+    sites: Callable[[], Sequence[SiteRef]]
+    rest: Callable[[str], Any] | None
+    ttl_s: float = 300.0
+    clock: Callable[[], float] = time.monotonic
+    name: str = "entra"
+    site_problems: dict[str, str] = field(default_factory=dict, init=False)
+    """Site URL → why its site groups could not be read at the last refresh."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _users: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False, repr=False)
+    _groups: tuple[float, list[tuple[str, int, tuple[str, ...]]]] | None = field(default=None, init=False, repr=False)
 
     # ----------------------------------------------------------------------------------- public
     def principals(self, user: str) -> frozenset[str]:
@@ -172,7 +161,7 @@ class EntraProvider:
         for site in self.sites():
             try:
                 groups += self._groups_of(site)
-            except Exception as e:  # noqa: BLE001 - this site's groups are missing, the rest resolves
+            except Exception as e:  # this site's groups are missing, the rest resolves
                 problems[site.url] = f"{type(e).__name__}: {e}"[:300]
                 log.warning("SharePoint site %s: site groups unreadable, its sp: principals are missing "
                             "(what only they grant is readable by nobody): %s", site.url, problems[site.url])

@@ -1,6 +1,9 @@
-"""The SharePoint connector's memory of each document library: a *snapshot* of the drive — every
-driveItem's name, parent, kind, size, ``quickXorHash``, permissions and labels — and the drive's
-Graph ``deltaLink`` ("driveItem: delta"), so that a pass asks Graph only for what changed.
+"""The SharePoint connector's cache of each document library: a *snapshot* of the drive — every
+driveItem's name, parent, kind, size, ``quickXorHash``, permissions and labels — with the Graph
+``deltaLink`` ("driveItem: delta") it was last brought to, so that a listing asks Graph only for
+what changed. The snapshot caches listings; it never decides where the change feed resumes: the
+feed resumes from the link the engine kept in its cursor, and the snapshot serves that cursor
+only when it has handed that link out itself (:meth:`Drive.serves`: it is then at or past it).
 
 :class:`Entry` is one driveItem, :class:`Drive` one library with its items and the tree walks
 over them (:meth:`Drive.path`, :meth:`Drive.ancestors`, :meth:`Drive.attached`).
@@ -26,6 +29,10 @@ from ancre.models import nfc
 
 FILE_NAME = "sharepoint.sqlite3"
 """The store's file name inside ancre's data directory."""
+
+SERVED_MAX = 16
+"""Delta links a snapshot remembers having handed to the change feed's cursor (the engine keeps
+the last; a crash between a round and its cursor being kept replays an older one)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sharepoint_drive_snapshots (
@@ -74,7 +81,8 @@ class Entry:
 @dataclass
 class Drive:
     """A document library: its site (Graph id, web URL, path segment), drive id, name, web URL,
-    list id, root item id, snapshot ``items`` (item id → :class:`Entry`) and ``delta_link``."""
+    list id, root item id, snapshot ``items`` (item id → :class:`Entry`) and ``delta_link``, the
+    link the snapshot was last brought to."""
 
     site_id: str
     site_url: str
@@ -90,6 +98,24 @@ class Drive:
     """The library's role assignments (dumped), or why they could not be read."""
     rest_refused: str | None = None
     """Why the site's SharePoint REST refused the app (its site groups can't be resolved)."""
+    served: list[str] = field(default_factory=list)
+    """The delta links this snapshot handed to the change feed's cursor, oldest first (at most
+    :data:`SERVED_MAX`): the snapshot is at or past each of them."""
+
+    def serves(self, link: str) -> bool:
+        """Whether this snapshot may answer a change-feed round resumed from ``link``: it handed
+        that link out (or stands at it), so it holds every change up to it — a delta since
+        ``link`` applied to it makes it current. A snapshot lost, restored from an older copy or
+        written by another cursor's rounds does not serve it."""
+        return link == self.delta_link or link in self.served
+
+    def hand_out(self) -> bool:
+        """Record :attr:`delta_link` as handed to the change feed's cursor; ``True`` when that
+        changed the snapshot (to be saved)."""
+        if self.delta_link is None or (self.served and self.served[-1] == self.delta_link):
+            return False
+        self.served = [*self.served, self.delta_link][-SERVED_MAX:]
+        return True
 
     @property
     def prefix(self) -> str:
@@ -147,7 +173,7 @@ class Drive:
         snap = {
             "site_id": self.site_id, "site_url": self.site_url, "site_seg": self.site_seg, "name": self.name,
             "url": self.url, "root": self.root, "delta": self.delta_link, "list_id": self.list_id,
-            "library": self.library, "rest_refused": self.rest_refused,
+            "library": self.library, "rest_refused": self.rest_refused, "served": self.served,
             "items": {k: v.dump() for k, v in self.items.items()},
         }
         return json.dumps(snap, separators=(",", ":"))
@@ -162,6 +188,7 @@ class Drive:
         self.list_id = snap.get("list_id")
         self.library = snap.get("library")
         self.rest_refused = snap.get("rest_refused")
+        self.served = [str(x) for x in snap.get("served") or ()]
         self.items = {k: Entry.load(v) for k, v in snap.get("items", {}).items()}
 
     @classmethod
@@ -227,4 +254,4 @@ class DriveSnapshotStore:
                 self._db = None
 
 
-__all__ = ["FILE_NAME", "Drive", "DriveSnapshotStore", "Entry"]
+__all__ = ["FILE_NAME", "SERVED_MAX", "Drive", "DriveSnapshotStore", "Entry"]

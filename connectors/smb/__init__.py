@@ -12,9 +12,17 @@ Split as watchdog splits ``inotify_c`` (the wire) from ``inotify`` (the observer
 - :mod:`~ancre.connectors.smb.rpc` — MS-RPC on ``IPC$``: share permissions, local groups;
 - :mod:`~ancre.connectors.smb.rights` — the server's token rules and the share permissions, cached
   per source;
+- :mod:`~ancre.connectors.smb.names` — the server's spelling of NFC paths (names written NFD);
+- :mod:`~ancre.connectors.smb.listing` — the listing and walk (listing rules, links reported, DFS
+  links followed inside the share);
+- :mod:`~ancre.connectors.smb.descriptors` — descriptors and rights: a file's DACL (and its
+  parent's) walked with the token rules, joined with the share permissions;
 - :mod:`~ancre.connectors.smb.notify` — SMB2 CHANGE_NOTIFY as change events;
-- :mod:`~ancre.connectors.smb.connector` — :class:`SmbConnector` (listing rules, ACLs, the live
-  check, ``check``, ``explain_*``) and the kind's factory.
+- :mod:`~ancre.connectors.smb.connector` — :class:`SmbConnector`, composed of those parts (the
+  live check, ``check``, ``explain_*``), and the kind's factory.
+
+Each part is an object the connector holds, with a narrow interface; no module imports the
+connector back (the watcher gets a :class:`~ancre.connectors.smb.notify.WatchTarget`).
 
 :data:`KIND` is what :data:`ancre.connectors.registry.REGISTRY` loads.
 """

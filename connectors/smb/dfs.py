@@ -94,7 +94,7 @@ def dfs_target_inside(
     try:
         ours = frozenset(resolve(server))
         theirs = frozenset(resolve(target.server))
-    except Exception as e:  # noqa: BLE001 - any resolution failure: another server
+    except Exception as e:  # any resolution failure: another server
         log.debug("DFS target %s: %s does not resolve (%s): outside", target.unc, target.server, e)
         return False
     return bool(ours & theirs)
@@ -200,7 +200,7 @@ class DfsResolver:
                 dfs_path = request[: int(response["path_consumed"].get_value()) // 2]
             link = "/".join([p for p in str(dfs_path).split("\\") if p][2:])
             targets = tuple(DfsTarget.parse(str(e.network_address)) for e in entries)
-        except Exception as e:  # noqa: BLE001 - a referral we can't read: not followed
+        except Exception as e:  # a referral we can't read: not followed
             raise Blocked(f"dfs link referral unreadable ({type(e).__name__}: {e})") from None
         if not link:
             return None

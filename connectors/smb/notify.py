@@ -24,7 +24,8 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from smbprotocol.change_notify import CompletionFilter, FileAction, FileSystemWatcher
 from smbprotocol.open import Open
@@ -32,10 +33,8 @@ from smbprotocol.open import Open
 from ancre.connectors.base import ChangeCallback, ChangeEvent
 from ancre.connectors.folder import is_ignored
 from ancre.connectors.smb import wire
+from ancre.connectors.smb.session import SmbSession, drop_connections
 from ancre.models import ChangeKind, nfc
-
-if TYPE_CHECKING:
-    from ancre.connectors.smb.connector import SmbConnector
 
 log = logging.getLogger("ancre.connectors.smb")
 
@@ -67,19 +66,35 @@ class _Lost(Exception):
     """The watch lost its session or handle."""
 
 
+@dataclass(frozen=True)
+class WatchTarget:
+    """What a :class:`ShareWatcher` watches: the share ``unc`` (``\\\\server\\share``) of source
+    ``source_id``, with ``session``'s credentials (its :meth:`~ancre.connectors.smb.session.SmbSession.kwargs`
+    over a connection cache of the watcher's own); ``ignore``: file-name globs dropped;
+    ``buffer_size``: bytes the server may return per CHANGE_NOTIFY; ``ready``: set while the
+    requests are armed on the server."""
+
+    source_id: str
+    unc: str
+    ignore: tuple[str, ...]
+    session: SmbSession
+    buffer_size: int
+    ready: threading.Event
+
+
 class ShareWatcher:
-    """Runs the watch of one :class:`~ancre.connectors.smb.connector.SmbConnector` until ``stop`` is set.
+    """Runs the watch of one SMB share (:class:`WatchTarget`) until ``stop`` is set.
 
     ``coalesce_s``: an answer is held this long (seconds) for more answers to merge with.
     Reconnects with exponential back-off (1 s … 30 s) after a lost session. Sets and clears
-    ``connector.watch_ready`` as the requests are armed or lost. ``on_change`` is called from this
+    ``target.ready`` as the requests are armed or lost. ``on_change`` is called from this
     thread; an exception from it is logged and the watch goes on.
     """
 
     def __init__(
-        self, connector: SmbConnector, on_change: ChangeCallback, stop: threading.Event, *, coalesce_s: float = 0.2
+        self, target: WatchTarget, on_change: ChangeCallback, stop: threading.Event, *, coalesce_s: float = 0.2
     ) -> None:
-        self.conn = connector
+        self.target = target
         self.on_change = on_change
         self.stop = stop
         self.coalesce_s = coalesce_s
@@ -94,10 +109,10 @@ class ShareWatcher:
         try:
             self.on_change(event)
         except Exception:  # a consumer bug must not stop the watch
-            log.exception("source %s: change callback failed for %s", self.conn.source_id, event)
+            log.exception("source %s: change callback failed for %s", self.target.source_id, event)
 
     def _arm(self, op: Open, completion_filter: int) -> FileSystemWatcher:
-        return wire.arm_notify(op, completion_filter, self.conn.notify_buffer_size)
+        return wire.arm_notify(op, completion_filter, self.target.buffer_size)
 
     @staticmethod
     def _answer(w: FileSystemWatcher) -> list[Any]:
@@ -108,7 +123,7 @@ class ShareWatcher:
             raise _Lost(f"{type(exc).__name__}: {exc}")
         try:
             result = w.result
-        except Exception as e:  # noqa: BLE001 - NOTIFY_CLEANUP, closed handle, ...
+        except Exception as e:  # NOTIFY_CLEANUP, closed handle, ...
             raise _Lost(f"{type(e).__name__}: {e}") from None
         if result is None:
             raise _Lost("change notify request ended without an answer")
@@ -132,8 +147,8 @@ class ShareWatcher:
             self._pending[(event.kind, f"{path}\0{event.dest_path}")] = event
 
     def _records(self, records: list[Any], *, security: bool) -> None:
-        src = self.conn.source_id
-        ignore = self.conn.ignore
+        src = self.target.source_id
+        ignore = self.target.ignore
         old_name: str | None = None
         for rec in records:
             action = int(rec["action"].get_value())
@@ -187,15 +202,15 @@ class ShareWatcher:
     def _session(self, cache: dict[str, Any], *, after_loss: bool) -> None:
         """One armed session: returns when ``stop`` is set, raises on loss. ``after_loss``: emit a
         rescan once armed (changes made while the watch was down are unknown)."""
-        kw = self.conn.session_kwargs(cache)
-        tree = wire.share_tree(self.conn.unc, **kw)
+        kw = self.target.session.kwargs(cache)
+        tree = wire.share_tree(self.target.unc, **kw)
         handles = [(wire.open_share_root(tree), DATA_FILTER, False), (wire.open_share_root(tree), SECURITY_FILTER, True)]
         watchers = [self._arm(op, flt) for op, flt, _ in handles]
         try:
-            self.conn.watch_ready.set()
+            self.target.ready.set()
             self.armed_at = time.monotonic()
             if after_loss:
-                self._emit(ChangeEvent(self.conn.source_id, None, ChangeKind.RESCAN))
+                self._emit(ChangeEvent(self.target.source_id, None, ChangeKind.RESCAN))
             while not self.stop.is_set():
                 fired = False
                 for i, (op, flt, security) in enumerate(handles):
@@ -208,7 +223,7 @@ class ShareWatcher:
                     self._last_answer = time.monotonic()
                     if not records:  # STATUS_NOTIFY_ENUM_DIR: too many changes to tell
                         self._flush(force=True)
-                        self._emit(ChangeEvent(self.conn.source_id, None, ChangeKind.RESCAN))
+                        self._emit(ChangeEvent(self.target.source_id, None, ChangeKind.RESCAN))
                         continue
                     self._records(records, security=security)
                 self._flush()
@@ -216,7 +231,7 @@ class ShareWatcher:
                     self.stop.wait(POLL_S)
             self._flush(force=True)
         finally:
-            self.conn.watch_ready.clear()
+            self.target.ready.clear()
             for w in watchers:
                 if not w.response_event.is_set():
                     with contextlib.suppress(Exception):
@@ -235,17 +250,18 @@ class ShareWatcher:
             try:
                 self._session(cache, after_loss=lost)
                 return
-            except Exception as e:  # noqa: BLE001 - any failure: the watch is lost, reconnect
+            except Exception as e:  # any failure: the watch is lost, reconnect
                 self._flush(force=True)
                 if self.armed_at is not None or not lost:  # a new loss (not a failed reconnection)
-                    log.warning("source %s: change notify lost (%s: %s); reconnecting", self.conn.source_id, type(e).__name__, e)
+                    log.warning("source %s: change notify lost (%s: %s); reconnecting",
+                                self.target.source_id, type(e).__name__, e)
                 if self.armed_at is not None and time.monotonic() - self.armed_at >= STABLE_S:
                     backoff = 1.0  # it worked for a while: a new outage, retry quickly
                 lost = True
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
             finally:
-                self.conn.drop_connections(cache)
+                drop_connections(cache)
 
 
-__all__ = ["DATA_FILTER", "SECURITY_FILTER", "ShareWatcher"]
+__all__ = ["DATA_FILTER", "SECURITY_FILTER", "ShareWatcher", "WatchTarget"]

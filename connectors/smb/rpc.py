@@ -122,7 +122,7 @@ class RpcSession:
                 dce.connect()
                 self._smb = rpc.get_smb_connection()
                 dce.bind(interface)
-            except Exception as e:  # noqa: BLE001 - impacket raises its own SessionError, OSError, …
+            except Exception as e:  # impacket raises its own SessionError, OSError, …
                 raise RpcError(f"{self.target.unc}: can't open the {pipe.strip(chr(92))} pipe: {type(e).__name__}: {e}") from None
             self._pipes[pipe] = dce
             return dce
@@ -133,13 +133,13 @@ class RpcSession:
             for dce in self._pipes.values():
                 try:
                     dce.disconnect()
-                except Exception as e:  # noqa: BLE001 - closing a dead connection may fail in any way
+                except Exception as e:  # closing a dead connection may fail in any way
                     log.debug("closing a pipe to %s: %s", self.target.unc, e)
             self._pipes = {}
             if self._smb is not None:
                 try:
                     self._smb.close()
-                except Exception as e:  # noqa: BLE001 - closing a dead connection may fail in any way
+                except Exception as e:  # closing a dead connection may fail in any way
                     log.debug("closing %s: %s", self.target.unc, e)
                 self._smb = None
 
@@ -157,7 +157,7 @@ def share_descriptor(target: RpcTarget, share: str, session: RpcSession | None =
             dce = session.pipe(r"\srvsvc", srvs.MSRPC_UUID_SRVS)
             try:
                 answer = srvs.hNetrShareGetInfo(dce, share + "\x00", 502)
-            except Exception as e:  # noqa: BLE001 - DCERPCException, a dead connection, …
+            except Exception as e:  # DCERPCException, a dead connection, …
                 raise RpcError(f"{target.unc}: NetShareGetInfo({share!r}, 502) refused: {e}") from None
     finally:
         if own:
@@ -216,7 +216,7 @@ class _AliasMembers(Mapping[str, frozenset[str]]):
                 handle = samr.hSamrOpenAlias(dce, self._handles[domain], aliasId=rid)["AliasHandle"]
                 found = samr.hSamrGetMembersInAlias(dce, handle)["Members"]["Sids"]
                 samr.hSamrCloseHandle(dce, handle)
-            except Exception as e:  # noqa: BLE001 - DCERPCException, a dead connection, …
+            except Exception as e:  # DCERPCException, a dead connection, …
                 raise RpcError(f"{self._session.target.unc}: SamrGetMembersInAlias({sid}): {type(e).__name__}: {e}") from None
             members = frozenset(m["SidPointer"].formatCanonical() for m in found)
             self._members[sid] = members
@@ -242,7 +242,7 @@ def _policy(session: RpcSession) -> tuple[str, str | None]:
         primary = lsad.hLsarQueryInformationPolicy2(
             dce, handle, lsad.POLICY_INFORMATION_CLASS.PolicyPrimaryDomainInformation
         )["PolicyInformation"]["PolicyPrimaryDomainInfo"]["Sid"]
-    except Exception as e:  # noqa: BLE001 - DCERPCException, a dead connection, …
+    except Exception as e:  # DCERPCException, a dead connection, …
         raise RpcError(f"{session.target.unc}: LsarQueryInformationPolicy: {type(e).__name__}: {e}") from None
     primary_sid = primary.formatCanonical() if _present(primary) else None
     return account.formatCanonical(), primary_sid
@@ -251,7 +251,7 @@ def _policy(session: RpcSession) -> tuple[str, str | None]:
 def _present(sid: Any) -> bool:
     try:
         return bool(sid.formatCanonical())
-    except Exception:  # noqa: BLE001 - a NULL pointer (standalone server) has no SID
+    except Exception:  # a NULL pointer (standalone server) has no SID
         return False
 
 
@@ -280,7 +280,7 @@ def server_accounts(target: RpcTarget) -> ServerAccounts:
                     alias_sid = f"{sid}-{alias['RelativeId']}"
                     aliases[alias_sid] = (sid, int(alias["RelativeId"]))
                     names[alias_sid] = f"{prefix}\\{alias['Name']}"
-        except Exception as e:  # noqa: BLE001 - DCERPCException, a dead connection, …
+        except Exception as e:  # DCERPCException, a dead connection, …
             raise RpcError(f"{target.unc}: SAMR: {type(e).__name__}: {e}") from None
         if not any(s.startswith(BUILTIN_DOMAIN + "-") for s in aliases):
             raise RpcError(f"{target.unc}: SAMR listed no BUILTIN group (the list would be incomplete)")

@@ -129,7 +129,7 @@ def drop_connections(cache: dict[str, Any]) -> None:
             continue
         try:
             conn.disconnect(close=False)
-        except Exception as e:  # noqa: BLE001 - a dead connection may fail in any way
+        except Exception as e:  # a dead connection may fail in any way
             log.debug("dropping SMB connection %s: %s", key, e)
 
 

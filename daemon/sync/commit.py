@@ -259,7 +259,7 @@ class CommitPipe:
         def run() -> None:
             try:
                 self._engine._commit(self._connector, batch, part)
-            except BaseException as exc:  # noqa: BLE001 - everything is re-raised in the caller's thread
+            except BaseException as exc:  # everything is re-raised in the caller's thread
                 self._error = exc
 
         self._part = part

@@ -352,7 +352,7 @@ def read_docx(data: bytes, options: ExtractOptions = DEFAULT_OPTIONS) -> list[Bl
     part = document.part
     try:
         styles_el = part.styles.element
-    except Exception:  # noqa: BLE001 - python-docx on hostile input: a document without a styles part still has text
+    except Exception:  # python-docx on hostile input: a document without a styles part still has text
         styles_el = None
     notes = DocxNotes.of_part(part)
     levels = _style_levels(styles_el)

@@ -118,7 +118,7 @@ def _ole_error(data: bytes) -> ExtractionError:
     try:
         with olefile.OleFileIO(data) as ole:
             encrypted = ole.exists("EncryptedPackage") or ole.exists("EncryptionInfo")  # type: ignore[arg-type]  # olefile takes str stream names; its stub says bytes
-    except Exception as exc:  # noqa: BLE001 - olefile on hostile input: a damaged compound file
+    except Exception as exc:  # olefile on hostile input: a damaged compound file
         return ExtractionError("corrupt", f"damaged OLE2 compound file ({type(exc).__name__}: {exc})"[:500])
     if encrypted:
         return ExtractionError("encrypted", "password-protected Office file (EncryptedPackage)")

@@ -77,7 +77,7 @@ def _has_image(page: Node) -> bool:
     or an inline image): with no text layer, such a page is a scan."""
     try:
         return len(page.images) > 0
-    except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken image dictionary still means "there is an image"
+    except Exception:  # pypdf on hostile input: a broken image dictionary still means "there is an image"
         return True
 
 
@@ -95,7 +95,7 @@ class _PdfFields:
         self._seen: set[str] = set()
         try:
             self._fields = reader.get_fields() or {}
-        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken form never costs the page text
+        except Exception:  # pypdf on hostile input: a broken form never costs the page text
             self._fields = {}
         self._any_value = False
 
@@ -147,7 +147,7 @@ class _PdfFields:
                 line = self._line(qualified, field if field is not None else annot)
                 if line:
                     out.append(Block(BlockKind.PARAGRAPH, line, page=number))
-        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken annotation keeps the fields read so far
+        except Exception:  # pypdf on hostile input: a broken annotation keeps the fields read so far
             return out
         return out
 
@@ -163,7 +163,7 @@ class _PdfFields:
     def _xfa(self) -> list[str]:
         try:
             packets = self._reader.xfa or {}
-        except Exception:  # noqa: BLE001 - pypdf on hostile input: a broken XFA packet costs only the XFA data
+        except Exception:  # pypdf on hostile input: a broken XFA packet costs only the XFA data
             return []
         data = packets.get("datasets") if isinstance(packets, dict) else None
         if not data:

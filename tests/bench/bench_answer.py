@@ -25,7 +25,6 @@ threads posting ``/v1/chat/completions`` (not streamed) as Open WebUI's users wo
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -64,7 +63,7 @@ def run(quick: bool = False) -> list[dict]:
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     sys.path.insert(0, str(REPO / "tests"))
     import httpx
-    from support.corpus import copy_corpus, write_config
+    from support.corpus import copy_corpus, load_question_set, write_config
 
     from ancre.api.app import create_app
     from ancre.app.runtime import Runtime
@@ -83,7 +82,7 @@ def run(quick: bool = False) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="ancre-bench-answer-") as tmp:
         root = copy_corpus(Path(tmp) / "corpus")
         settings = load_settings(write_config(root), api={"api_key": KEY})
-        questions = [q["q"] for q in json.loads((root / "questions.json").read_text(encoding="utf-8"))][:8]
+        questions = [q["q"] for q in load_question_set(root / "questions.json")][:8]
         long_q = _long_question(root, settings.api.max_question_chars)
         rows: list[dict] = []
         with Runtime(settings) as rt:

@@ -324,8 +324,11 @@ def _cpu_s() -> float:
 
 def _questions() -> list[str]:
     """Real French questions: the corpus's ``questions.json`` plus :data:`EXTRA_QUESTIONS`."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.corpus import load_question_set
+
     path = REPO / "examples" / "axonix" / "questions.json"
-    corpus = [q["q"] for q in json.loads(path.read_text(encoding="utf-8"))]
+    corpus = [q["q"] for q in load_question_set(path)]
     return list(dict.fromkeys(corpus + list(EXTRA_QUESTIONS)))
 
 

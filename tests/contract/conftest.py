@@ -1,9 +1,9 @@
-"""Source harnesses of the connector contract suite (test_connector_contract.py): one fixture per
-source kind, each returning a :class:`~support.source_harness.SourceHarness`.
+"""Harnesses of the in-tree source kinds for the source contract (:mod:`ancre.testing`), one
+fixture per kind, each an :class:`~ancre.testing.harness.AclHarness`; test_connector_contract.py
+runs the contract mixins on each (README "Adding a source").
 
-A new source kind runs the whole suite by adding its fixture here and its name to ``HARNESSES``
-(README "Adding a source"). The SMB harness uses the session's Samba AD DC (tests/support/samba.py):
-run it under ``flock /tmp/ancre-samba.lock``; ``-k folder`` runs the folder harness alone.
+The SMB harness uses the session's Samba AD DC (tests/support/samba.py): run it under
+``flock /tmp/ancre-samba.lock``; ``-k TestFolderSource`` runs the folder harness alone.
 """
 
 from __future__ import annotations
@@ -21,23 +21,13 @@ import smbclient
 from pydantic import SecretStr
 from support.corpus import CORPUS
 from support.samba import SambaDC
-from support.source_harness import SourceHarness
 
 from ancre.acl.directory import FileDirectory
 from ancre.config import DEFAULT_IGNORE
+from ancre.connectors.base import Connector
 from ancre.connectors.folder import FolderConnector, FolderSourceConfig
 from ancre.connectors.smb import SmbConnector, SmbSourceConfig
 from ancre.models import nfc
-
-HARNESSES = ["folder_source", "smb_source", "sharepoint_source"]
-"""The fixtures the ``source`` fixture is parametrised over (one per source kind)."""
-
-
-@pytest.fixture(params=HARNESSES)
-def source(request: pytest.FixtureRequest) -> SourceHarness:
-    """Each source kind's harness in turn."""
-    harness: SourceHarness = request.getfixturevalue(request.param)
-    return harness
 
 
 # ---------------------------------------------------------------- folder (with an acl.json manifest)
@@ -53,10 +43,15 @@ class FolderHarness:
             "": {"protected": True, "aces": [["ALLOW", "GG_Techniciens", "READ", "OI|CI"]]}
         }
         self._save()
-        cfg = FolderSourceConfig(id="contract", root=self.tree, acl_manifest=self.manifest)
-        self.connector = FolderConnector(
-            cfg, directory=FileDirectory(CORPUS / "directory.json"), ignore=DEFAULT_IGNORE
-        )
+        self.cfg = FolderSourceConfig(id="contract", root=self.tree, acl_manifest=self.manifest)
+        self.connector: Connector = self._build()
+
+    def _build(self) -> Connector:
+        return FolderConnector(self.cfg, directory=FileDirectory(CORPUS / "directory.json"), ignore=DEFAULT_IGNORE)
+
+    def reopen(self) -> Connector:
+        self.connector = self._build()  # keeps no file of its own
+        return self.connector
 
     def _save(self) -> None:
         tmp = self.manifest.with_suffix(".tmp")
@@ -109,11 +104,11 @@ class SmbHarness:
         self.folder = f"contract-{uuid.uuid4().hex[:8]}"
         self.cache: dict = {}
         self.admin = {"username": dc.admin_principal, "password": dc.admin_password, "port": dc.smb_port}
-        cfg = SmbSourceConfig(
+        self.cfg = SmbSourceConfig(
             id="contract", kind="smb", server=dc.host, port=dc.smb_port, share=dc.share,
             username=dc.admin_principal, password=SecretStr(dc.admin_password), include=(f"{self.folder}/*",),
         )
-        self.connector = SmbConnector(cfg, directory=None, ignore=DEFAULT_IGNORE)
+        self.connector: Connector = SmbConnector(self.cfg, directory=None, ignore=DEFAULT_IGNORE)
         smbclient.mkdir(self._unc(""), connection_cache=self.cache, **self.admin)
 
     def _unc(self, name: str) -> str:
@@ -152,7 +147,14 @@ class SmbHarness:
         finally:
             self.dc.start_smbd()
 
+    def reopen(self) -> Connector:
+        assert isinstance(self.connector, SmbConnector)
+        self.connector.close()  # keeps no file of its own
+        self.connector = SmbConnector(self.cfg, directory=None, ignore=DEFAULT_IGNORE)
+        return self.connector
+
     def close(self) -> None:
+        assert isinstance(self.connector, SmbConnector)
         self.connector.close()
         SmbConnector.drop_connections(self.cache)
         shutil.rmtree(self.dc.share_path / self.folder, ignore_errors=True)
@@ -200,8 +202,20 @@ class SharePointHarness:
         def no_directory():
             raise AssertionError("the SharePoint connector resolves no directory name")
 
-        self.connector = build(cfg, SourceContext(directory=no_directory, ignore=DEFAULT_IGNORE,
-                                                  private_paths=(), data_dir=base))
+        self.data_dir = base
+        self._build = lambda: build(cfg, SourceContext(directory=no_directory, ignore=DEFAULT_IGNORE,
+                                                       private_paths=(), data_dir=base))
+        self.connector: Connector = self._build()
+
+    def reopen(self) -> Connector:
+        """A new connector after its drive snapshots (``sharepoint.sqlite3``) are deleted."""
+        self.connector.close()  # type: ignore[attr-defined]
+        own = list(self.data_dir.glob("sharepoint.sqlite3*"))
+        assert own, "the SharePoint connector keeps its drive snapshots in the data directory"
+        for f in own:
+            f.unlink()
+        self.connector = self._build()
+        return self.connector
 
     def path(self, name: str) -> str:
         return nfc(f"sites/Contract/Documents/{name}")

@@ -66,9 +66,11 @@ class ToyConnector(CollectionFromConfig[ToySourceConfig]):
         return r
 
     def _index(self) -> dict[str, SourceItem]:
+        """The store's files by NFC path; each item's ``native_id`` is the path as the store
+        spells it (a name written NFD stays NFD there: content is fetched by that spelling)."""
         files = self._get("/index.json").json()["files"]
         return {
-            nfc(p): SourceItem(self.cfg.id, nfc(p), nfc(p), int(f["size"]), float(f["mtime"]), str(f["etag"]))
+            nfc(p): SourceItem(self.cfg.id, p, nfc(p), int(f["size"]), float(f["mtime"]), str(f["etag"]))
             for p, f in sorted(files.items())
         }
 
@@ -79,7 +81,7 @@ class ToyConnector(CollectionFromConfig[ToySourceConfig]):
         return self._index().get(path)
 
     def fetch_content(self, item: SourceItem) -> bytes:
-        r = self._get("/files/" + urllib.parse.quote(item.path))
+        r = self._get("/files/" + urllib.parse.quote(item.native_id))
         if r.status_code == 404:
             raise FileNotFoundError(item.path)
         r.raise_for_status()

@@ -298,7 +298,7 @@ def test_ancre_never_grants_what_the_server_refuses(world: World) -> None:
                 acl = conn.fetch_acl(item)
                 rights = conn.read_rights(path, listed=True)
                 sd = conn.security_descriptor(path)
-                parent = conn._parent_descriptor(path)
+                parent = conn.files.parent_descriptor(path)
                 for user in world.users:
                     p = principals[user]
                     tree = sessions[user]

@@ -24,7 +24,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from starlette.testclient import TestClient
-from support.corpus import CORPUS, copy_corpus, write_config
+from support.corpus import CORPUS, copy_corpus, load_question_set, write_config
 from support.httpserver import Request, ScriptedServer
 from support.providers import DownProvider, OddProvider
 from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL, chats, script, user_part
@@ -42,7 +42,7 @@ from ancre.settings.query import AuditConfig, LlmConfig
 
 KEY = "test-service-key-0123456789"
 SECRET = "test-signing-secret"
-QUESTIONS = json.loads((CORPUS / "questions.json").read_text(encoding="utf-8"))
+QUESTIONS = load_question_set()
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
 ROCHAT = "03_Contrat_Maintenance_Etude_Rochat.docx"
 INVENTED = "22_Contrat_Maintenance_Étude_Rochat.docx"

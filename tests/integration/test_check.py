@@ -58,7 +58,9 @@ def test_check_passes_with_every_part_reached(root: Path, ollama: ScriptedServer
     res = run("check", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     got = lines(res.output)
-    assert set(got) == {"config", "api", "directory", "identities", "source", "embedder", "store", "llm", "judge"}, res.output
+    assert set(got) == {"config", "api", "directory", "identities", "source", "reach", "embedder", "store", "llm",
+                        "judge"}, res.output
+    assert got["reach"].startswith("ok   reach            every source has readers; alice reads partage, sharepoint-direction")
     assert got["identities"].startswith("ok   identities       10 directory name(s)"), res.output
     assert all(ln.startswith("ok") for ln in got.values()) and "all checks passed" in res.output
     assert sum(ln.startswith("ok   source") for ln in res.output.splitlines()) == 2
@@ -152,6 +154,47 @@ def test_check_warns_about_identities_that_can_never_match(root: Path) -> None:
                  "api.user_map account 'david<U+0009>': U+0009 (CHARACTER TABULATION) at position 6", "— fix: "):
         assert part in warn, warn
     assert "\u00a0" not in res.output and "\u200b" not in res.output and "\t" not in res.output
+
+
+def _sources_only(cfg: Path, keep: str, principals: str | None = None) -> Path:
+    """``cfg`` with only the source ``keep`` (``principals``: what it grants instead)."""
+    head, _, rest = cfg.read_text(encoding="utf-8").partition("[[sources]]")
+    blocks = ["[[sources]]" + b for b in ("[[sources]]" + rest).split("[[sources]]") if b.strip()]
+    kept = "".join(b for b in blocks if f'id = "{keep}"' in b)
+    if principals is not None:
+        kept = kept.replace('principals = ["GG_Direction"]', f"principals = {principals}")
+    cfg.write_text(head + kept, encoding="utf-8")
+    return cfg
+
+
+def test_check_warns_for_a_user_who_reads_nothing_and_a_source_nobody_reads(root: Path) -> None:
+    """Issue 46: everything reachable and configured, yet bruno (not in GG_Direction) can read
+    nothing of a GG_Direction-only source, and a source granting a SID no user holds has no
+    reader at all: `ancre check` warns, naming them and what to check (it still passes)."""
+    cfg = _sources_only(write_config(root), "sharepoint-direction")
+    res = run("check", "--as", "alice", "--as", "bruno", "--config", str(cfg))
+    assert res.exit_code == 0 and "all checks passed, 1 warning(s)" in res.output, res.output
+    warns = [ln for ln in res.output.splitlines() if ln.startswith("warn reach")]
+    assert len(warns) == 1 and "user bruno (" in warns[0] and "none of the files of sharepoint-direction" in warns[0]
+    assert "check bruno's groups in the directory" in warns[0], warns
+
+    cfg = _sources_only(write_config(root), "sharepoint-direction", principals='["sid:S-1-5-21-1-2-3-4242"]')
+    res = run("check", "--as", "alice", "--config", str(cfg))
+    warns = [ln for ln in res.output.splitlines() if ln.startswith("warn reach")]
+    assert res.exit_code == 0 and len(warns) == 2, res.output
+    assert "source sharepoint-direction: none of its 1 file(s) is readable by any of the directory's 5 user(s)" in warns[0]
+    assert "user alice (" in warns[1]
+
+
+def test_check_refuses_a_directory_file_with_an_unknown_key(root: Path) -> None:
+    """Issue 46: a user's "member_of" for "groups" used to be ignored — the user read nothing and
+    `ancre check --as` her said « all checks passed ». The file is refused, naming the key."""
+    data = json.loads((root / "directory.json").read_text(encoding="utf-8"))
+    data["users"]["bruno"]["member_of"] = data["users"]["bruno"].pop("groups")
+    (root / "directory.json").write_text(json.dumps(data), encoding="utf-8")
+    res = run("check", "--as", "bruno", "--config", str(write_config(root)))
+    assert res.exit_code == 1 and "all checks passed" not in res.output, res.output
+    assert "users.bruno.member_of: Extra inputs are not permitted" in lines(res.output)["directory"], res.output
 
 
 API = '[api]\napi_key = { env = "T_ANCRE_KEY" }\n'

@@ -55,10 +55,15 @@ def _assert_converged(cfg: Path, root: Path) -> None:
     assert bm25_len == sum(counts.values())
 
 
-def _timed(d: DaemonProc, delays: dict[str, float], name: str, pred) -> None:  # type: ignore[no-untyped-def]
+def _timed(d: DaemonProc, delays: dict[str, float], name: str, pred, root: Path) -> dict:  # type: ignore[no-untyped-def]
+    """Wait for ``pred`` (what a user sees: searchable, or no longer found), timed; then until the
+    daemon applied the change: its state DB and its store hold exactly the folder's files (the
+    search alone proves nothing for a removal: the live rights check hides a file gone from the
+    folder before the daemon even hears of it). Returns the daemon status of that moment."""
     t0 = time.monotonic()
     d.wait_for(pred, name, timeout=30)
     delays[name] = time.monotonic() - t0
+    return d.wait_applied(set(folder_truth(root, DEFAULT_IGNORE)), name)
 
 
 def test_events_signals_notify_and_restart(tmp_path: Path) -> None:
@@ -75,14 +80,14 @@ def test_events_signals_notify_and_restart(tmp_path: Path) -> None:
         assert st["sources"]["t"]["watch"] == "inotify"
 
         (root / "docs" / "new.txt").write_text(f"un nouveau fichier {token(5)}", encoding="utf-8")
-        _timed(d, delays, "create", lambda: "docs/new.txt" in d.bm25_paths(token(5)))
+        _timed(d, delays, "create", lambda: "docs/new.txt" in d.bm25_paths(token(5)), root)
 
         (root / "docs" / "d1.txt").write_text(f"contenu remplacé {token(6)}", encoding="utf-8")
-        _timed(d, delays, "modify", lambda: "docs/d1.txt" in d.bm25_paths(token(6))
-               and "docs/d1.txt" not in d.bm25_paths(token(1)))
+        st = _timed(d, delays, "modify", lambda: "docs/d1.txt" in d.bm25_paths(token(6))
+                    and "docs/d1.txt" not in d.bm25_paths(token(1)), root)
 
         # an editor's save: lock file, temp file renamed onto the document, a second "modified"
-        embedded = d.wait_idle()["embedded_chunks_total"]
+        embedded = st["embedded_chunks_total"]
         lock = root / "docs" / "~$d2.txt"
         lock.write_text("verrou de l'éditeur", encoding="utf-8")
         tmp = root / "docs" / "d2.txt.tmp"
@@ -90,24 +95,24 @@ def test_events_signals_notify_and_restart(tmp_path: Path) -> None:
         os.replace(tmp, root / "docs" / "d2.txt")
         os.utime(root / "docs" / "d2.txt")
         lock.unlink()
-        _timed(d, delays, "editor save", lambda: "docs/d2.txt" in d.bm25_paths(token(7)))
-        assert d.wait_idle()["embedded_chunks_total"] - embedded == 1, "one re-index of the destination"
+        st = _timed(d, delays, "editor save", lambda: "docs/d2.txt" in d.bm25_paths(token(7)), root)
+        assert st["embedded_chunks_total"] - embedded == 1, "one re-index of the destination"
 
         (root / "docs" / "lock-only").mkdir()
         (root / "docs" / "lock-only" / "~$brouillon.docx").write_text(f"verrou {token(8)}", encoding="utf-8")
         os.rename(root / "docs" / "d3.txt", root / "docs" / "d3-renamed.txt")
         _timed(d, delays, "rename", lambda: d.bm25_paths(token(3)) == {"docs/d3-renamed.txt"}
-               and "docs/d3.txt" not in d.all_paths(token(3)))
+               and "docs/d3.txt" not in d.all_paths(token(3)), root)
 
         (root / "docs" / "d4.txt").unlink()
-        _timed(d, delays, "delete", lambda: "docs/d4.txt" not in d.all_paths(token(4)))
+        _timed(d, delays, "delete", lambda: "docs/d4.txt" not in d.all_paths(token(4)), root)
 
         shutil.move(root / "projets", tmp_path / "outside-projets")
-        _timed(d, delays, "folder moved out", lambda: not any(
+        st = _timed(d, delays, "folder moved out", lambda: not any(
             p.startswith("projets/") for i in range(11, 15) for p in d.all_paths(token(i))
-        ))
-        st = d.wait_idle()
+        ), root)
         assert st["documents"]["t"] == {"indexed": 6}  # 4 docs + new + 2 corpus files - 1 deleted
+        assert d.wait_idle()["documents"]["t"] == {"indexed": 6}, "the status file says so too"
         assert not any("~$" in p for p in d.all_paths(token(8)))
 
         # SIGHUP: a forced full pass now, visible in the status and the metrics; nothing re-embedded

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from support.corpus import CORPUS, USERS, copy_corpus, readable_paths, write_config
+from support.corpus import USERS, copy_corpus, load_question_set, readable_paths, write_config
 
 from ancre.app.runtime import Runtime
 from ancre.config import load_settings
 
-QUESTIONS = json.loads((CORPUS / "questions.json").read_text(encoding="utf-8"))
+QUESTIONS = load_question_set()
 EXTRA_QUESTIONS = [
     "etude rochat",
     "grille salariale 2026",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.corpus import CORPUS, copy_corpus, write_config
+from support.corpus import copy_corpus, load_question_set, write_config
 from support.hostile import text_pdf
 from support.httpserver import Request, ScriptedServer, ndjson
 from typer.testing import CliRunner
@@ -39,7 +39,7 @@ from ancre.query.judge import Judge
 from ancre.query.llm import EXTRACTIVE_HEADER, LlmError, make_chat_client
 from ancre.query.prompt import REFUSAL
 
-QUESTIONS = json.loads((CORPUS / "questions.json").read_text(encoding="utf-8"))
+QUESTIONS = load_question_set()
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
 ROCHAT = "03_Contrat_Maintenance_Etude_Rochat.docx"
 INVENTED = "22_Contrat_Maintenance_Étude_Rochat.docx"

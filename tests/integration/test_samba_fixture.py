@@ -12,6 +12,7 @@ import os
 import socket
 import ssl
 from collections.abc import Iterator
+from pathlib import Path
 
 import ldap3
 import pytest
@@ -23,6 +24,7 @@ from support.samba import (
     CORPUS,
     RIGHTS,
     SambaDC,
+    process_alive,
     read_sd_raw,
     samba_dc,  # noqa: F401 - the session fixture
 )
@@ -261,3 +263,53 @@ def test_share_path_holds_the_nt_acls_in_xattrs(samba_dc: SambaDC) -> None:
     local = samba_dc.share_path / DENY_FILE
     assert local.read_bytes() == (CORPUS / "share" / DENY_FILE).read_bytes()
     assert len(os.getxattr(local, "security.NTACL")) > 0  # acl_xattr's store
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _naming(root: Path) -> list[int]:
+    """The live processes whose command line names a file under ``root``."""
+    return [int(p.name) for p in Path("/proc").iterdir()
+            if p.name.isdigit() and f"{root}/" in _cmdline(int(p.name)) and process_alive(int(p.name))]
+
+
+def test_closing_the_dc_leaves_no_process_behind(samba_dc: SambaDC) -> None:
+    """Issue 46: after ``make test`` samba-dcerpcd and its rpcd_classic workers of the test DC were
+    still running, orphaned: smbd starts samba-dcerpcd, which leaves smbd's session and process
+    group, so killing those groups missed it. The session's DC is made to start them with the RPC
+    calls a source check makes (SRVSVC, SAMR, LSA), then closed as the session's end closes it:
+    none of its processes is left, and no process names its folder. It is then started again for
+    the tests that follow (a new domain: new SIDs, read again by every test)."""
+    from pydantic import SecretStr
+
+    from ancre.connectors.smb import SmbConnector, SmbSourceConfig
+    from ancre.connectors.smb import rights as smb_rights
+
+    dc = samba_dc
+    cfg = SmbSourceConfig(id="s", kind="smb", server=dc.host, port=dc.smb_port, share=dc.share,
+                          username=dc.admin_principal, password=SecretStr(dc.admin_password))
+    conn = SmbConnector(cfg, directory=None, ignore=())
+    try:
+        assert conn.check().ok
+    finally:
+        conn.close()
+    started = dc.processes()
+    names = " | ".join(_cmdline(p) for p in started)
+    assert "samba-dcerpcd" in names and "rpcd_" in names, names
+    foreign = set(_naming(dc.root)) - set(started)  # another run's orphans (an older fixture's): not ours
+    dc.close()
+    try:
+        left = [(p, _cmdline(p)) for p in started if process_alive(p)]
+        assert not left, left
+        strays = [(p, _cmdline(p)) for p in _naming(dc.root) if p not in foreign]
+        assert not strays, strays
+        assert not dc.root.exists()
+    finally:
+        dc.start()
+        with smb_rights._SERVER_LOCK:  # the new domain's SIDs: nothing cached from the old one
+            smb_rights._SERVER_RIGHTS.clear()

@@ -111,12 +111,124 @@ def test_a_410_on_delta_is_a_rescan_event_and_a_fresh_cursor(ms: FakeMicrosoft, 
         docs = ms.drive("Projets")
         ms.gone_next_delta(docs.id, "resyncRequired")
         batch = conn.changes(base.cursor)
-        assert batch.events == (ChangeEvent("sp", None, "rescan"),)
+        assert [(e.path, e.kind) for e in batch.events] == [(None, "rescan")]
+        assert "410" in batch.events[0].reason and "Projets" in batch.events[0].reason, batch.events[0].reason
         assert set(batch.cursor.links) == set(base.cursor.links)
         assert conn.changes(batch.cursor).events == ()  # the fresh link works
         assert len(conn.list_items()) >= 6  # the re-enumerated snapshot lists everything
     finally:
         ms.clear_faults()
+        conn.close()  # type: ignore[attr-defined]
+
+
+def _forget_own_files(data_dir: Path) -> None:
+    """Remove every file the connector keeps of its own (its drive snapshots) from ``data_dir``."""
+    own = sorted(data_dir.glob("sharepoint.sqlite3*"))
+    assert own, "the connector kept a snapshot store"
+    for f in own:
+        f.unlink()
+
+
+def _delta_tokens(ms: FakeMicrosoft, drive_id: str) -> list[str]:
+    return [r.query.get("token", [""])[0] for r in ms.graph_requests(rf"/drives/{drive_id}/root/delta$")]
+
+
+def test_the_feed_resumes_from_the_engines_cursor_when_its_own_files_are_gone(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    """Issue 46: the change feed resumes from the cursor the engine kept, not from the
+    connector's own snapshot store. Between two rounds the connector's files are deleted and a
+    new connector (a restarted daemon) is asked for the changes since the engine's cursor: it
+    asks Graph for the delta since *that* link and reports every change made since, at the
+    items' current paths — nothing missed, nothing asked for a rescan."""
+    docs = ms.drive("Projets")
+    for name in ("perte-modifie.md", "perte-partage.md", "perte-stable.md", "perte-brouillon.md"):
+        ms.add_file(docs, name, f"# {name}".encode())
+    first = build(_cfg(ms, sharing_delta=True), _ctx(tmp_path))
+    try:
+        cursor = first.changes(None).cursor
+    finally:
+        first.close()  # type: ignore[attr-defined]
+    ms.add_file(docs, "perte-nouveau.md", b"# Ecrit pendant la perte")
+    ms.modify_file(docs, ms.item(docs, "perte-modifie.md"), b"# Revu")
+    ms.rename(docs, ms.item(docs, "perte-brouillon.md"), "perte-definitif.md")
+    ms.grant(docs, "perte-partage.md", user=ALICE)
+    _forget_own_files(tmp_path)
+
+    again = build(_cfg(ms, sharing_delta=True), _ctx(tmp_path))
+    try:
+        batch = again.changes(cursor)
+        assert cursor.links[docs.id].split("token=")[1] in _delta_tokens(ms, docs.id), "asked from the engine's cursor"
+        got = {(e.path, e.kind) for e in batch.events}
+        assert not any(e.kind == "rescan" for e in batch.events), batch.events
+        for name in ("perte-nouveau.md", "perte-modifie.md", "perte-definitif.md", "perte-partage.md"):
+            assert (f"sites/Projets/Documents/{name}", "modified") in got, (name, sorted(got, key=str))
+        assert not any(p and p.endswith(("perte-stable.md", "perte-brouillon.md")) for p, _ in got), got
+        assert batch.cursor.links[docs.id] != cursor.links[docs.id]
+        assert again.changes(batch.cursor).events == ()  # the rebuilt snapshot serves the new cursor
+    finally:
+        again.close()  # type: ignore[attr-defined]
+
+
+def test_a_deletion_the_lost_snapshot_alone_could_place_asks_for_a_rescan_saying_why(
+    ms: FakeMicrosoft, tmp_path: Path
+) -> None:
+    """A file deleted while the connector's files were gone has no path left anywhere but in the
+    engine's index: the round asks for a full pass (which purges it) and says why."""
+    docs = ms.drive("Projets")
+    doomed = ms.add_file(docs, "a-supprimer.md", b"# Condamne")
+    first = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        cursor = first.changes(None).cursor
+    finally:
+        first.close()  # type: ignore[attr-defined]
+    ms.delete_item(docs, doomed)
+    _forget_own_files(tmp_path)
+    again = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        batch = again.changes(cursor)
+        rescans = [e for e in batch.events if e.kind == "rescan"]
+        assert len(rescans) == 1 and rescans[0].path is None, batch.events
+        assert "deleted since the engine's cursor" in rescans[0].reason and "sites/Projets/Documents" in rescans[0].reason
+        assert again.changes(batch.cursor).events == ()  # resumed: the next round is an ordinary one
+        assert "sites/Projets/Documents/a-supprimer.md" not in {i.path for i in again.list_items()}
+    finally:
+        again.close()  # type: ignore[attr-defined]
+
+
+def test_a_snapshot_that_never_served_the_cursor_is_not_trusted(ms: FakeMicrosoft, tmp_path: Path) -> None:
+    """A snapshot store restored from an older copy (or another install's) is at a point the
+    engine's cursor is not: the round reads the tree again rather than applying the delta since
+    the cursor to a tree that missed what came between."""
+    import shutil
+
+    docs = ms.drive("Projets")
+    ms.add_file(docs, "restaure-avant.md", b"# Avant")
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        conn.changes(None)
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    for f in tmp_path.glob("sharepoint.sqlite3*"):
+        shutil.copy2(f, backup / f.name)
+    ms.rename(docs, ms.item(docs, "restaure-avant.md"), "restaure-apres.md")  # seen by the next round only
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        cursor = conn.changes(conn.changes(None).cursor).cursor
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+    _forget_own_files(tmp_path)
+    for f in backup.iterdir():
+        shutil.copy2(f, tmp_path / f.name)  # the older copy: it never handed out ``cursor``
+    ms.add_file(docs, "ensuite.md", b"# Ensuite")
+    conn = build(_cfg(ms), _ctx(tmp_path))
+    try:
+        got = {(e.path, e.kind) for e in conn.changes(cursor).events}
+        assert ("sites/Projets/Documents/ensuite.md", "modified") in got
+        paths = {i.path for i in conn.list_items()}
+        assert "sites/Projets/Documents/restaure-apres.md" in paths
+        assert "sites/Projets/Documents/restaure-avant.md" not in paths, "the restored copy's stale tree"
+    finally:
         conn.close()  # type: ignore[attr-defined]
 
 

@@ -5,12 +5,14 @@ may open it while the daemon runs). Shared by ``tests/integration/test_daemon.py
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -230,6 +232,39 @@ class DaemonProc:
 
     def all_paths(self, q: str) -> set[str]:
         return {r["path"] for r in self.search(q)}
+
+    def state_rows(self) -> dict[str, tuple[str, int]]:
+        """``{path: (status, chunk_count)}`` of the state DB, read now (read-only; WAL lets a
+        reader in while the daemon writes)."""
+        uri = f"file:{self.base / 'data' / 'state.sqlite3'}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as db:
+            return {p: (s, n) for p, s, n in db.execute("SELECT path, status, chunk_count FROM items")}
+
+    def store_documents(self) -> tuple[set[str], int]:
+        """``(paths, chunks)`` the daemon's store holds now, read whole by the owner (the exposure
+        report scans every chunk; the test sources grant Everyone, so every document is listed)."""
+        with self.control() as c:
+            rep = c.post("/v1/report/exposure", {"explain": False})
+        return {d["path"] for f in rep["folders"] for d in f["documents"]}, int(rep["chunks"])
+
+    def wait_applied(self, expected: set[str], what: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Wait until the daemon has applied what happened to its tree: idle (asked now through the
+        control socket, never the status file, which may predate the event), the state DB's rows
+        exactly ``expected``, all indexed, and the store holding exactly those documents with as
+        many chunks as the state DB says. Returns the daemon status of that moment."""
+
+        def agreed() -> dict[str, Any] | None:
+            with self.control() as c:
+                st = c.get("/v1/status")["daemon"]
+            if not st or not st["idle"] or st["bm25_dirty"]:
+                return None
+            rows = self.state_rows()
+            if set(rows) != expected or any(status != "indexed" for status, _ in rows.values()):
+                return None
+            paths, chunks = self.store_documents()
+            return st if paths == expected and chunks == sum(n for _, n in rows.values()) else None
+
+        return self.wait_for(agreed, f"state DB and store to agree after {what}", timeout)
 
     def metrics(self) -> str:
         st = self.status()

@@ -24,9 +24,10 @@ contract labelled an old version).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ancre.app.runtime import Runtime
 from ancre.config import load_settings
@@ -132,17 +133,37 @@ class KindResult:
         }
 
 
+class _EvalEntry(BaseModel):
+    """One entry of ``eval.json`` as written; an unknown key is refused, named."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: int
+    kind: str
+    as_: str = Field(alias="as")
+    q: str
+    expect: tuple[str, ...] = ()
+    turns: tuple[str, ...] = ()
+    resolved: tuple[str, ...] = ()
+    resolved_absent: tuple[str, ...] = ()
+    expect_all: bool = False
+    expect_refusal: bool = False
+    current: str | None = None
+    forbid: tuple[str, ...] = ()
+    forbid_fact: str | None = None
+    fact: str | None = None
+    why: str | None = None
+
+
 def load_questions(path: Path = EVAL_FILE) -> list[Question]:
-    """The questions of ``eval.json``."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    """The questions of ``eval.json``. Raises ``pydantic.ValidationError`` naming an unknown key
+    or a value of the wrong type (a misspelt ``expect`` would make a question expect a refusal)."""
+    entries = TypeAdapter(list[_EvalEntry]).validate_json(path.read_bytes())
     return [
         Question(
-            int(q["id"]), q["kind"], q["as"], q["q"], tuple(q.get("expect") or ()),
-            tuple(q.get("turns") or ()),
-            tuple(q.get("resolved") or ()), tuple(q.get("resolved_absent") or ()), bool(q.get("expect_all")),
-            q.get("current"), forbid=tuple(q.get("forbid") or ()), forbid_fact=q.get("forbid_fact"),
+            e.id, e.kind, e.as_, e.q, e.expect, e.turns, e.resolved, e.resolved_absent, e.expect_all, e.current,
+            forbid=e.forbid, forbid_fact=e.forbid_fact,
         )
-        for q in raw
+        for e in entries
     ]
 
 

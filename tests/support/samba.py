@@ -302,6 +302,10 @@ class SambaDC:
         base = root or os.environ.get("ANCRE_SAMBA_DIR") or Path(tempfile.gettempdir()) / "ancre-samba-dc"
         self.root = Path(base).resolve()
         self.corpus = corpus
+        self._mnt_ns: str | None = None
+        """The mount namespace samba runs in (``mnt:[inode]``): every process the DC starts —
+        smbd through ``nsenter``, samba-dcerpcd and its rpcd_* workers, which leave smbd's session
+        and process group — lives in it, and :meth:`close` ends them all."""
         self._samba: subprocess.Popen[bytes] | None = None
         self._smbd: subprocess.Popen[bytes] | None = None
         self._sids: dict[str, str] = {}
@@ -403,14 +407,33 @@ class SambaDC:
         return self
 
     def close(self) -> None:
-        """Stop smbd and samba (TERM, then KILL of their process groups) and remove ``root``. Idempotent."""
+        """Stop smbd and samba (TERM, then KILL of their process groups), then every other process
+        the DC started (:meth:`processes`: samba-dcerpcd and its rpcd_* workers, which leave smbd's
+        session and process group, were orphaned before), and remove ``root``. Idempotent."""
         atexit.unregister(self.close)
         self._stop_process(self._smbd)
         self._smbd = None
         self._stop_process(self._samba)
         self._samba = None
+        _end_processes(self.processes)
+        self._mnt_ns = None
         shutil.rmtree(self.root, ignore_errors=True)
         smbclient.reset_connection_cache(fail_on_error=False)
+
+    def processes(self) -> list[int]:
+        """The pids of every process in the DC's mount namespace — exactly the processes it
+        started and their descendants, whatever session or process group they moved to (``[]``
+        before samba started and after :meth:`close`)."""
+        ns = self._mnt_ns
+        if ns is None or ns == os.readlink("/proc/self/ns/mnt"):
+            return []
+        out = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.readlink(entry / "ns" / "mnt") == ns:
+                        out.append(int(entry.name))
+        return out
 
     # ---------------------------------------------------------------- smbd on/off
 
@@ -756,6 +779,8 @@ class SambaDC:
             log.close()
         self._record_pids()
         self._wait_ldap()
+        ns = os.readlink(f"/proc/{self._samba.pid}/ns/mnt")  # samba answers: unshare has run
+        self._mnt_ns = ns if ns != os.readlink("/proc/self/ns/mnt") else None
         # smbd joins samba's mount namespace: wait for the bind mount (winbindd's socket shows in it)
         deadline = time.monotonic() + _STARTUP_TIMEOUT
         while not (self.root / "run" / "winbindd" / "pipe").exists():
@@ -880,6 +905,29 @@ class SambaDC:
             proc.wait(timeout=5)
 
 
+def _end_processes(members: Callable[[], list[int]]) -> None:
+    """TERM, then (after at most 5 s) KILL the processes ``members()`` names, asked again before
+    each signal (a pid that ended is never signalled: it may be another process's by then)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in members():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(process_alive(p) for p in members()):
+            time.sleep(0.05)
+        if not any(process_alive(p) for p in members()):
+            return
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 # -------------------------------------------------------------------- pytest fixture
 
 _shared: SambaDC | None = None
@@ -887,7 +935,9 @@ _shared_users = 0
 _shared_lock = threading.Lock()
 
 
-def _skip_or_fail_if_unavailable() -> None:
+def require_samba() -> None:
+    """Skip the calling test when Samba can't run here (not root, packages missing), saying why;
+    under ``CI`` as root, fail instead (CI must install it)."""
     reason = missing_samba_reason()
     if reason is None:
         return
@@ -904,7 +954,7 @@ def samba_dc() -> Iterator[SambaDC]:
     Tests that change the directory or ACLs must restore them.
     """
     global _shared, _shared_users  # noqa: PLW0603 - one DC per test session, started on first use
-    _skip_or_fail_if_unavailable()
+    require_samba()
     with _shared_lock:
         if _shared is None:
             _shared = SambaDC().start()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.corpus import load_visibility
 
 from ancre.acl.directory import CachedDirectory, FileDirectory
 from ancre.acl.engine import READ, Ace, AceType, SecurityDescriptor
@@ -48,9 +49,8 @@ def readable(m: AclManifest, d: FileDirectory, user: str, rel: str, is_dir: bool
 
 def _visibility() -> list[tuple[str, set[str], set[str]]]:
     """(user, readable top-level folders, files excepted inside them) from visibility.json."""
-    raw = json.loads((CORPUS / "visibility.json").read_text(encoding="utf-8"))
     out = []
-    for user, items in raw.items():
+    for user, items in load_visibility().items():
         folders, excepted = set(), set()
         for item in items:
             if item == "nothing" or item.startswith("sharepoint:"):

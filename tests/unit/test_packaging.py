@@ -14,7 +14,7 @@ import pytest
 import ancre
 
 ROOT = Path(ancre.__file__).resolve().parent
-PARTS = ("acl", "api", "connectors", "daemon", "index", "query")
+PARTS = ("acl", "api", "connectors", "daemon", "index", "query", "testing")
 
 
 def _modules() -> list[str]:
@@ -51,3 +51,18 @@ def test_console_script_entry_point() -> None:
 
     (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "ancre"]
     assert ep.value == "ancre.app.cli:main"
+
+
+def test_the_shipped_source_contract_imports_without_pytest() -> None:
+    """``ancre.testing`` ships with ancre, whose dependencies do not include pytest: importing it
+    must not import pytest (its tests import it when they run)."""
+    code = (
+        "import sys; sys.modules['pytest'] = None\n"  # any `import pytest` now raises ImportError
+        "import ancre.testing as t\n"
+        "assert 'pytest' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "print(sorted(n for n in t.__all__ if n.endswith('Contract')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == str(
+        ["AclContract", "ChangeFeedContract", "ContentContract", "ListingContract", "LiveRightsContract", "SourceContract"]
+    )

@@ -106,10 +106,10 @@ def test_runtime_builds_connectors_through_the_registry_and_closes_them(tmp_path
     rt = Runtime(s)
     folder, smb = rt.connectors()
     assert isinstance(folder, FolderConnector) and isinstance(smb, SmbConnector)
-    smb._cache["127.0.0.1:9"] = _Conn()  # a pooled connection the runtime must release
-    conn = smb._cache["127.0.0.1:9"]
+    smb.session.cache["127.0.0.1:9"] = _Conn()  # a pooled connection the runtime must release
+    conn = smb.session.cache["127.0.0.1:9"]
     rt.close()
-    assert conn.closed and smb._cache == {}
+    assert conn.closed and smb.session.cache == {}
 
 
 class _Conn:
