@@ -37,6 +37,7 @@ from ancre.errors import AncreError
 from ancre.index.store_factory import make_store
 from ancre.models import COLLECTIONS, PassOutcome, PassScope
 from ancre.settings import LocalStoreConfig, QdrantStoreConfig
+from ancre.settings.locations import check_paths
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
@@ -83,6 +84,14 @@ def _settings(config: Path | None) -> Settings:
     return settings
 
 
+def _runtime(settings: Settings) -> Runtime:
+    """The parts of ``settings`` opened in this process, once every path key was checked
+    (:func:`~ancre.settings.locations.check_paths`: a missing CA file, certificate or manifest,
+    a data folder that can't be written, is one line naming the key, never a traceback)."""
+    check_paths(settings)
+    return Runtime(settings)
+
+
 def _owner(settings: Settings) -> Any:
     """A :class:`~ancre.query.remote.ControlClient` of the running ancre that owns the embedded
     index (it answers on its control socket), else ``None`` (open the index in-process). Raises
@@ -127,7 +136,7 @@ def sync(
         with owner:
             _sync_remote(owner, source, force, as_json)
         return
-    with Runtime(settings) as rt:
+    with _runtime(settings) as rt:
         if directory_configured(settings):
             res = check_directory(rt)
             if not res.ok:
@@ -357,7 +366,7 @@ def search(
             _remote_setup(owner, user)
             found = core.search(question, user, limit=limit)
     else:
-        with Runtime(settings) as rt:
+        with _runtime(settings) as rt:
             _warn_setup(user, rt.query_core.principals(user), _empty(rt))
             found = rt.query_core.search(question, user, limit=limit)
     rows, unverified = list(found.hits), list(found.unverified)
@@ -420,7 +429,7 @@ def ask(
             _remote_setup(owner, user)
             ans = core.ask(question, user)
     else:
-        with Runtime(settings) as rt:
+        with _runtime(settings) as rt:
             _warn_setup(user, rt.query_core.principals(user), _empty(rt))
             ans = rt.query_core.ask(question, user)
     _print_answer(ans, as_json)
@@ -490,7 +499,7 @@ def acl_explain(
     else:
         from ancre.app.explain import explain_lines
 
-        with Runtime(settings) as rt:
+        with _runtime(settings) as rt:
             lines = explain_lines(rt, path, user, source)
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
@@ -531,7 +540,7 @@ def report_exposure(
     else:
         from ancre.app.reports import exposure
 
-        with Runtime(settings) as rt:
+        with _runtime(settings) as rt:
             report = exposure(rt, source, explain=explain)
     if html is not None:
         html.write_text(to_html(report), encoding="utf-8")
@@ -744,7 +753,7 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
         with owner:
             data = owner.get("/v1/status")["index"]
     else:
-        with Runtime(settings) as rt:
+        with _runtime(settings) as rt:
             data = index_status(rt.state, rt.bm25.current_generation())
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
@@ -804,7 +813,7 @@ def check(
 
     def show(r: CheckResult) -> None:
         style = "bold red" if not r.ok else "yellow" if r.warn else "green"
-        console.print(f"[{style}]{r.status:<4}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True)
+        console.print(f"[{style}]{r.status:<4}[/] {escape(r.line()[5:])}", highlight=False, soft_wrap=True, emoji=False)
 
     with Runtime(settings) as rt:
         results = run_checks(rt, user, on_result=show)

@@ -226,8 +226,10 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     from ancre.app.control import serve_control
     from ancre.app.runtime import Runtime
     from ancre.daemon.logs import setup_logging
+    from ancre.settings.locations import check_paths
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
+    check_paths(settings)  # a file or folder it can't use: one line naming the key
     signals = _Signals()
     with Runtime(settings) as rt:
         core = rt.query_core  # opens the store now: StoreLockedError names the owner
@@ -270,8 +272,10 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     from ancre.app.daemon import make_daemon
     from ancre.app.runtime import Runtime
     from ancre.daemon.logs import setup_logging
+    from ancre.settings.locations import check_paths
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
+    check_paths(settings)  # a file or folder it can't use: one line naming the key
     signals = _Signals()
     rt = Runtime(settings)
     try:

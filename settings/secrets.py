@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import NoDecode
 
 from ancre.errors import ConfigError
+from ancre.settings.locations import PathRole
 
 log = logging.getLogger("ancre.config")
 
@@ -51,7 +52,7 @@ class SecretRef(BaseModel):
 
     env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Name of an environment variable holding the secret (e.g. set by the unit's ``EnvironmentFile=``)."""
-    file: Path | None = None
+    file: Annotated[Path | None, PathRole.SECRET] = None
     """A file holding the secret (its trailing line break dropped); relative paths against the config file's folder."""
     credential: str | None = Field(None, pattern=r"^[A-Za-z0-9_.@-]+$")
     """Name of a systemd credential (``LoadCredential=<name>:<path>``): read from ``$CREDENTIALS_DIRECTORY/<name>``."""
