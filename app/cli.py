@@ -36,7 +36,7 @@ from ancre.config import Settings, config_path, load_settings
 from ancre.errors import AncreError
 from ancre.index.store_factory import make_store
 from ancre.models import COLLECTIONS, PassOutcome, PassScope
-from ancre.settings import LocalStoreConfig, QdrantStoreConfig
+from ancre.settings import EdgeStoreConfig, LocalStoreConfig, QdrantStoreConfig
 from ancre.settings.locations import check_paths
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
@@ -751,18 +751,35 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     owner = _owner(settings)
     if owner is not None:
         with owner:
-            data = owner.get("/v1/status")["index"]
+            got = owner.get("/v1/status")
+        data = {**got["index"], "disk": (got["daemon"] or {}).get("disk") or {"state": "ok"}}
     else:
         with _runtime(settings) as rt:
-            data = index_status(rt.state, rt.bm25.current_generation())
+            data = {**index_status(rt.state, rt.bm25.current_generation()), "disk": _disk_state(settings)}
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
         return
     _print_status(data)
 
 
+def _disk_state(settings: Settings) -> dict[str, Any]:
+    """``disk`` of ``ancre status`` without a running daemon: ``disk_full`` when the embedded
+    store's file system is below its margin (``[store] min_free_mb``), else ``ok``."""
+    from ancre.index.disk_space import SpaceGuard
+
+    cfg = settings.store
+    if not isinstance(cfg, EdgeStoreConfig):
+        return {"state": "ok"}
+    short = SpaceGuard(Path(settings.data_dir) / "qdrant", int(cfg.min_free_mb * 2**20)).shortage(0, "a pass")
+    if short is None:
+        return {"state": "ok"}
+    return {"state": "disk_full", "folder": str(short.folder), "free_bytes": short.free, "needed_bytes": short.needed,
+            "message": str(short)}
+
+
 def _print_status(d: dict[str, Any]) -> None:
-    """The tables and lines of ``ancre status`` from its JSON form (:func:`~ancre.daemon.progress.index_status`)."""
+    """The tables and lines of ``ancre status`` from its JSON form (:func:`~ancre.daemon.progress.index_status`,
+    plus ``disk``)."""
     t = Table(title="documents")
     for c in ("source", "status", "documents"):
         t.add_column(c)
@@ -787,6 +804,9 @@ def _print_status(d: dict[str, Any]) -> None:
         console.print(f"[yellow]{s}: {n} document(s) readable by nobody: ACL unreadable or undecidable[/]", highlight=False)
     for p in d["problems"]:
         console.print(f"  {p['problem']:8} {p['source']}:{p['path']}  [dim]{p['reason']}[/]", highlight=False)
+    disk = d.get("disk") or {}
+    if disk.get("state") == "disk_full":
+        console.print(f"[bold red]disk_full[/] {escape(str(disk.get('message', '')))}", highlight=False, soft_wrap=True)
 
 
 @app.command()

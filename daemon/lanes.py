@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping
 
 from ancre.connectors.base import Connector
 from ancre.daemon.bm25_rebuild import Bm25Rebuilder
+from ancre.daemon.disk import DiskWait
 from ancre.daemon.progress import ProgressBook
 from ancre.daemon.queue import ChangeQueue, FullPass, Task
 from ancre.daemon.sync import SyncEngine
+from ancre.errors import DiskFullError
 from ancre.models import PassOutcome, PassScope
 
 log = logging.getLogger("ancre.daemon")
@@ -26,7 +28,9 @@ RETRY_AFTER_S = 30.0
 class Lanes:
     """The loops of both lanes over one queue. ``retry_later(source)`` schedules a full pass of
     ``source`` in :data:`RETRY_AFTER_S` seconds; ``refresh(notify)`` refreshes the outward status
-    (status file, queue gauge, and systemd ``STATUS=`` when ``notify``)."""
+    (status file, queue gauge, and systemd ``STATUS=`` when ``notify``); ``disk``: the wait for
+    free space — while it waits, content tasks are held back (resumed by a full pass), and a task
+    stopped for want of space starts it (:mod:`ancre.daemon.disk`)."""
 
     def __init__(
         self,
@@ -39,8 +43,10 @@ class Lanes:
         stop: threading.Event,
         retry_later: Callable[[str], None],
         refresh: Callable[[bool], None],
+        disk: DiskWait,
     ) -> None:
         self.engine, self.queue, self.connectors, self.book, self.bm25 = engine, queue, connectors, book, bm25
+        self.disk = disk
         self._stop = stop
         self._retry_later = retry_later
         self._refresh = refresh
@@ -52,7 +58,12 @@ class Lanes:
             if task is None:
                 continue
             try:
-                self.run_task(task)
+                if self.disk.waiting():
+                    self.disk.hold(task.source)  # nothing is extracted or embedded that could not be written
+                else:
+                    self.run_task(task)
+            except DiskFullError as e:
+                self.disk.full(task.source, e)
             except Exception:
                 log.exception("sync task failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
                 self._retry_later(task.source)
@@ -74,6 +85,8 @@ class Lanes:
                     self.book.record(rep, task.trigger, t0)
                     if rep.outcome == PassOutcome.SUSPECT:
                         self._retry_later(task.source)
+            except DiskFullError as e:
+                self.disk.full(task.source, e)
             except Exception:
                 log.exception("ACL refresh failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
                 self._retry_later(task.source)
@@ -112,6 +125,8 @@ class Lanes:
         if times and not changed:  # nothing to rebuild: searchable as it is now
             self.book.observe_delays(times)
         self.book.record(rep, trigger, t0)
+        if rep.outcome == PassOutcome.DISK_FULL and self.engine.disk_full is not None:
+            self.disk.full(task.source, self.engine.disk_full)
 
     def _progress(self, path: str, done: int, total: int) -> None:
         if self.book.progress(path, done, total):

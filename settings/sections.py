@@ -129,6 +129,11 @@ class EdgeStoreConfig(_Section):
     build_after_points: int = Field(20_000, ge=1)
     """Points not yet in the store's HNSW index (searched exactly) that start an index build in a
     separate process (README "Scale")."""
+    min_free_mb: float = Field(256.0, ge=0)
+    """Free space (MiB) the data folder's file system keeps beyond what a batch of writes or an
+    index build needs: short of it they are not started, the pass stops as ``disk_full`` and
+    indexing resumes by itself once there is room (the engine writes through memory maps, where a
+    full file system would kill the process). README "Running under systemd", *A full disk*."""
 
 
 class QdrantStoreConfig(_Section):
