@@ -109,7 +109,7 @@ def _errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except AncreError as e:
-            err.print(f"[bold red]error:[/] {e}", highlight=False)
+            err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
             raise typer.Exit(2) from None
 
     return wrapper

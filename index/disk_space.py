@@ -33,9 +33,9 @@ MIB = 2**20
 WRITE_FACTOR = 4
 """Bytes on disk per byte of vector and payload written (WAL + segment + payload and text
 indexes, with room to spare: measured ~2.5)."""
-OPEN_BYTES = 16 * MIB
-"""What opening the embedded store may write (the engine saves its structure when it loads a
-shard): below it, opening is refused rather than risked."""
+OPEN_BYTES = 4 * MIB
+"""What opening the embedded store writes beside filling its sparse files (the engine saves its
+structure when it loads a shard)."""
 POINT_OVERHEAD = 512
 """Bytes a point costs beside its vector and payload (id tracker, versions, index entries)."""
 
@@ -118,6 +118,27 @@ def tree_bytes(folder: Path) -> int:
     return total
 
 
+def sparse_bytes(folder: Path) -> int:
+    """The holes of the files under ``folder``: apparent size minus allocated blocks, in bytes.
+    Loading a shard maps its files for writing and touches every page (measured on qdrant-edge-py
+    0.9: the first load of a store written in another process grew it by ~57 MiB per collection
+    on tmpfs), so a load may have to allocate all of it: on a full file system, a bus error."""
+    total = 0
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(dirpath, name))
+            except FileNotFoundError:
+                continue
+            total += max(0, st.st_size - st.st_blocks * 512)
+    return total
+
+
+def open_bytes(root: Path) -> int:
+    """What opening the store under ``root`` may write: its files' holes and :data:`OPEN_BYTES`."""
+    return sparse_bytes(root) + OPEN_BYTES
+
+
 def build_bytes(shard: Path) -> int:
     """What an index build of the shard at ``shard`` may take: its copy (the whole apparent
     size) and the segments the build writes beside it (as much again)."""
@@ -135,5 +156,5 @@ def is_disk_full(exc: BaseException) -> bool:
 
 __all__ = [
     "MIB", "OPEN_BYTES", "WRITE_FACTOR", "SpaceGuard", "SpaceGuarded", "build_bytes", "free_bytes", "is_disk_full",
-    "mib", "tree_bytes", "upsert_bytes",
+    "mib", "open_bytes", "sparse_bytes", "tree_bytes", "upsert_bytes",
 ]

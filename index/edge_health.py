@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,7 +72,11 @@ def damaged(root: Path, where: Path, e: StoreError) -> StoreError:
         return StoreError(f"{text} — the index files under {root} can't be read by this user (uid {os.geteuid()}): "
                           "run the command as the service's user, or fix the owner of data_dir")
     m = _SEGMENT.search(text)
-    what = f"segment {m['seg']} of {m['coll']}" if m else f"the shard {where.name}"
+    if m:
+        what = f"segment {m['seg']} of {m['coll']}"
+    else:
+        segs = sorted(p.name for p in (where / "segments").glob("*") if p.is_dir()) if (where / "segments").is_dir() else []
+        what = f"the shard {where.name}" + (f" (segment{'s' if len(segs) > 1 else ''} {', '.join(segs)})" if segs else "")
     return StoreDamagedError(
         f"the index under {root} is damaged: {what} can't be read ({text}) — it was left so by a crash or a full "
         "disk while it was written. Run `ancre reindex --config <file>` (stop the service first) to rebuild the index "
@@ -80,24 +84,27 @@ def damaged(root: Path, where: Path, e: StoreError) -> StoreError:
     )
 
 
-def check_after_crash(store: EdgeStore, root: Path) -> None:
-    """Probe every collection of the open ``store`` (see the module doc); raises
-    :class:`~ancre.errors.StoreDamagedError` naming the segment that fails, or
+def check_after_crash(store: EdgeStore, root: Path, shards: Mapping[str, Path]) -> None:
+    """Probe every collection of the open ``store`` (see the module doc; ``shards``: each
+    collection's live shard folder); raises :class:`~ancre.errors.StoreDamagedError` naming the
+    segment that fails (or the shard and its segments, when the engine's error names none), or
     :class:`~ancre.errors.DiskFullError`."""
     log.warning("the index under %s was not closed cleanly (a crash?): checking it before use", root)
     probe = np.zeros(store._dim, dtype=np.float32)
     probe[0] = 1.0
     for coll in COLLECTIONS:
         try:
+            first = next(iter(store.scroll(coll, batch=64)), None)
             store.count(coll)
-            store.search(coll, probe, _PROBE_PRINCIPALS, 1)
+            # the first point's own principals and words: the filters then walk the indexes for real
+            principals = frozenset(first.payload.acl_allow) if first is not None else _PROBE_PRINCIPALS
+            store.search(coll, probe, principals or _PROBE_PRINCIPALS, 10)
             if store.keywords:
-                store.keyword_search(coll, "ancre", _PROBE_PRINCIPALS, 1)
-            next(iter(store.scroll(coll, batch=64)), None)
+                store.keyword_search(coll, first.payload.text[:200] if first else "ancre", principals, 10)
         except DiskFullError:
             raise
         except StoreError as e:
-            raise damaged(root, root / coll, e) from e
+            raise damaged(root, shards.get(coll, root / coll), e) from e
     log.info("index under %s checked after an unclean stop: readable", root)
 
 

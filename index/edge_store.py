@@ -64,7 +64,7 @@ import qdrant_edge as qe
 from ancre.errors import DiskFullError, EmbedderMismatchError, StoreError, StoreLockedError
 from ancre.index._filters import INTEGER_INDEXES, mismatch_message, readable_now, to_stored
 from ancre.index._qdrant_base import _MAX_OVERFETCH, QdrantBackend
-from ancre.index.disk_space import OPEN_BYTES, SpaceGuard, build_bytes, upsert_bytes
+from ancre.index.disk_space import SpaceGuard, build_bytes, open_bytes, upsert_bytes
 from ancre.index.edge_build import (
     LOAD_FILES_MAX,
     BuildReport,
@@ -310,7 +310,7 @@ class EdgeStore(QdrantBackend):
         :class:`StoreLockedError` when another owner holds ``LOCK``, :class:`EmbedderMismatchError`
         when the store was built with another embedder name or dimension,
         :class:`~ancre.errors.DiskFullError` when the file system can't take what loading writes
-        (:data:`~ancre.index.disk_space.OPEN_BYTES`), :class:`~ancre.errors.StoreDamagedError`
+        (:func:`~ancre.index.disk_space.open_bytes`), :class:`~ancre.errors.StoreDamagedError`
         when a shard can't be loaded or, after a stop that was not clean, fails its probe
         (:mod:`ancre.index.edge_health`), :class:`StoreError` on an unreadable meta file or
         another engine error."""
@@ -319,7 +319,7 @@ class EdgeStore(QdrantBackend):
         if dim <= 0:
             raise StoreError(f"invalid embedding dimension {dim}")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.space.require(OPEN_BYTES, "opening the index", margin=False)  # loading a shard writes
+        self.space.require(open_bytes(self.root), "opening the index", margin=False)  # loading a shard writes
         self._acquire_lock()
         self._closing.clear()
         try:
@@ -335,7 +335,7 @@ class EdgeStore(QdrantBackend):
                 release_wal(path)  # read once by the load, never again
             self._dim = dim
             if crashed:
-                check_after_crash(self, self.root)
+                check_after_crash(self, self.root, {name: live.path for name, live in self._live.items()})
             if self.keywords and not self._keywords_ready and not any(self._count(c) for c in COLLECTIONS):
                 self._write_meta(keywords=True)  # nothing to fill in
                 self._keywords_ready = True
