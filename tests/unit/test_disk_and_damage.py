@@ -104,10 +104,10 @@ def test_opening_needs_room_for_the_holes_the_load_fills(tmp_path: Path, monkeyp
 
 def test_an_engine_error_quoting_enospc_is_disk_full(tmp_path: Path) -> None:
     guard = SpaceGuard(tmp_path, 0)
-    with pytest.raises(DiskFullError, match="flush failed for want of space|flush need"):
-        with disk_errors(guard, "embedded Qdrant", "flush"):
-            raise RuntimeError("Service runtime error: Failed to save structure on disk with error: "
-                               "No space left on device (os error 28)")
+    with pytest.raises(DiskFullError, match=r"flush failed for want of space|flush need"), \
+            disk_errors(guard, "embedded Qdrant", "flush"):
+        raise RuntimeError("Service runtime error: Failed to save structure on disk with error: "
+                           "No space left on device (os error 28)")
     with pytest.raises(StoreError, match="boom") as e, disk_errors(guard, "embedded Qdrant", "flush"):
         raise RuntimeError("boom")
     assert not isinstance(e.value, DiskFullError)
@@ -199,7 +199,7 @@ def test_a_page_overwritten_is_found_at_open_and_named(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_database_is_named(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite3"
     path.write_bytes(os.urandom(8192))
-    with pytest.raises(StateDamagedError, match="is damaged .*file is not a database"):
+    with pytest.raises(StateDamagedError, match=r"is damaged .*file is not a database"):
         StateDB(path)
 
 
