@@ -898,15 +898,24 @@ def _listen_error(e: OSError, settings: Settings, host: str | None, port: int | 
 
 @app.command()
 @_errors
-def api(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) -> None:
-    """Run the RAG API alone: OpenAI-compatible /v1 for Open WebUI, /query, /health, /metrics.
-    With the embedded store, no other process (daemon) may run on the same index: use
-    `ancre serve` to run both in one process, or a Qdrant server to run them apart."""
-    from ancre.app.server import run_api
+def api(
+    config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None,
+    via_daemon: Annotated[bool, typer.Option(
+        "--via-daemon", help="Answer through the running daemon's control socket; never open the index here "
+                             "(the API unit, systemd/ancre-api.service). Fails at once when no daemon answers.",
+    )] = False,
+) -> None:
+    """Run the RAG API: OpenAI-compatible /v1 for Open WebUI, /query, /health, /metrics.
+
+    With --via-daemon it answers through the running daemon (`ancre daemon`, ancre.service), in a
+    process of its own that never opens the index: the systemd pair. Without it, it opens the
+    index itself: with the embedded store no daemon may run then (use `ancre serve` to run both
+    in one process), with a Qdrant server the daemon may run apart."""
+    from ancre.app.server import run_api, run_api_via_daemon
 
     settings = _settings(config)
     try:
-        code = run_api(settings, host, port)
+        code = run_api_via_daemon(settings, host, port) if via_daemon else run_api(settings, host, port)
     except OSError as e:
         raise _listen_error(e, settings, host, port) from None
     raise typer.Exit(code)
