@@ -304,9 +304,9 @@ def test_unit_verifies_and_meets_the_exposure_target(tmp_path: Path, name: str) 
     text = unit.read_text(encoding="utf-8")
     for line in UNIT_LINES[name]:
         assert line in text, line
-    doc = re.search(r"^Documentation=file://(\S+)$", text, re.M)
+    doc = re.search(r"^Documentation=file://(\S+)$", text, re.MULTILINE)
     assert doc, "Documentation= must point at a file the install steps create"
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     folder = str(Path(doc.group(1)).parent)
-    assert re.search(rf"^sudo .*{re.escape(folder)}", readme, re.M), f"the README's install steps do not create {folder}"
+    assert re.search(rf"^sudo .*{re.escape(folder)}", readme, re.MULTILINE), f"the README's install steps do not create {folder}"
     assert f"systemd/{name}" in readme, f"the README's install steps do not install {name}"

@@ -31,12 +31,12 @@ def test_one_admin_group_everywhere() -> None:
     admin = DaemonConfig().admin_group
     assert admin in groups and users == {"ancre"}
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    installed = set(re.findall(r"^sudo install .*?-g (\S+) .*?/etc/ancre", readme, re.M))
+    installed = set(re.findall(r"^sudo install .*?-g (\S+) .*?/etc/ancre", readme, re.MULTILINE))
     assert installed == {admin}, installed
     for unit in ("ancre.service", "ancre-api.service"):
         text = (SYSTEMD / unit).read_text(encoding="utf-8")
-        assert re.findall(r"^Group=(\S+)$", text, re.M) == [admin], unit
-        assert re.findall(r"^User=(\S+)$", text, re.M) == ["ancre"], unit
+        assert re.findall(r"^Group=(\S+)$", text, re.MULTILINE) == [admin], unit
+        assert re.findall(r"^User=(\S+)$", text, re.MULTILINE) == ["ancre"], unit
     env = (SYSTEMD / "ancre.env.example").read_text(encoding="utf-8")
     said = re.findall(r"readable by the (\S+) group", " ".join(env.split()))
     assert said == [admin], said
