@@ -123,10 +123,12 @@ def sync(
     force: Annotated[bool, typer.Option(help="Re-read every file's content hash.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the pass reports as JSON.")] = False,
 ) -> None:
-    """Run one full pass over every source (or one), then rebuild BM25 if anything changed, then
-    build the embedded store's vector index if enough points are not in it yet (in a separate
-    process). The directory is checked first (bind, resolve a user): a broken one stops here
-    (status 2)."""
+    """Sync every source (or one) once: a full pass, then BM25 and the vector index.
+
+    One full pass over every source (or the one named), then BM25 rebuilt if anything changed,
+    then the embedded store's vector index built if enough points are not in it yet (in a
+    separate process). The directory is checked first (bind, resolve a user): a broken one stops
+    here (status 2). A pass that had no room on the data folder's file system ends disk_full."""
     from ancre.app.check import check_directory, directory_configured
     from ancre.errors import DirectoryError
 
@@ -416,10 +418,12 @@ def ask(
     config: ConfigOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")] = False,
 ) -> None:
-    """Answer from what USER may read now: the answer, its sources with their folder, whether it
-    is grounded (ancree), the controls that fired and the judge's verification. Without a model
-    configured (llm.kind = "none") the answer quotes the extracts (extractive mode). Through the
-    control socket of a running ancre, the audit line names the Unix user who asked."""
+    """Answer QUESTION from what USER may read now, with its sources and verdict.
+
+    The answer, its sources with their folder, whether it is grounded (ancree), the controls that
+    fired and the judge's verification. Without a model configured (llm.kind = "none") the answer
+    quotes the extracts (extractive mode). Through the control socket of a running ancre, the
+    audit line names the Unix user who asked."""
     settings = _settings(config)
     owner = _owner(settings)
     if owner is not None:
@@ -485,8 +489,10 @@ def acl_explain(
         str | None, typer.Option(help="Source id (default: the source whose unc_root starts PATH, else the first one).")
     ] = None,
 ) -> None:
-    """Whether USER may read PATH, the ACE or rule that decided, with group names, and the
-    principal (and its provider) that decided.
+    """Say whether USER may read PATH, and which ACE or rule decided.
+
+    The ACE or rule that decided, with group names, and the principal (and its provider) that
+    decided.
 
     On an SMB source the file's security descriptor is read from the server (and the share
     permissions, when configured, are applied on top); on a folder source it comes from the ACL
@@ -521,9 +527,11 @@ def report_exposure(
     )] = True,
     all_documents: Annotated[bool, typer.Option("--all", help="List exposed documents where nothing was found too.")] = False,
 ) -> None:
-    """Documents readable by a broad principal (Everyone, Authenticated Users, Domain Users,
-    BUILTIN\\Users, Entra everyone-internal, [reports] broad_principals, or more than
-    [reports] broad_share of the users) and the sensitive data their indexed text holds: AVS
+    """List the documents a broad principal reads and the sensitive data they hold.
+
+    Documents readable by a broad principal (Everyone, Authenticated Users, Domain Users,
+    BUILTIN\\Users, Entra everyone-internal, reports.broad_principals, or more than
+    reports.broad_share of the users) and the sensitive data their indexed text holds: AVS
     numbers, IBANs, card numbers (check digits verified), salary and health vocabulary,
     passwords and access codes, « confidentiel » markings and sensitivity labels — kinds and
     counts, never the values. From the index alone."""
@@ -616,10 +624,11 @@ def audit_who_saw(
     key_file: KeyFileOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Who was shown extracts of this document (or of any document in this folder) between these
-    dates, from the audit log: each user, when, which question, which document, the outcome —
-    also for documents since deleted or re-permissioned (their rights now are said), and, with
-    the pseudonymisation key, with pseudonymised logs."""
+    """Say who was shown extracts of a document (or folder), when, and for which question.
+
+    From the audit log, between the dates given: each user, when, which question, which document,
+    the outcome — also for documents since deleted or re-permissioned (their rights now are
+    said), and, with the pseudonymisation key, with pseudonymised logs."""
     from ancre.app.reports import check_audit_folder, entries, now_state, pseudonyms, target_of
     from ancre.reports.audit_log import json_default, who_saw
 
@@ -660,8 +669,9 @@ def audit_user(
     until: UntilOpt = None,
     key_file: KeyFileOpt = None,
 ) -> None:
-    """Everything the audit log holds about one person (the nLPD right of access), as JSON: the
-    questions they asked and those asked on their behalf, with their sources and outcomes."""
+    """Print everything the audit log holds about one person, as JSON (nLPD right of access).
+
+    The questions they asked and those asked on their behalf, with their sources and outcomes."""
     from ancre.app.reports import check_audit_folder, entries, pseudonyms
     from ancre.reports.audit_log import subject_forms, user_records
 
@@ -716,8 +726,10 @@ def audit_verify(
     config: ConfigOpt = None, key_file: KeyFileOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Check the audit's hash chain: every changed, removed, inserted or reordered line is named
-    (file and line), across daily files and retention checkpoints. Exit status 1 if any."""
+    """Check the audit's hash chain; name every line changed, removed, inserted or reordered.
+
+    Each problem with its file and line, across daily files and retention checkpoints. Exit
+    status 1 if any."""
     from dataclasses import asdict
 
     from ancre.app.reports import chain_key_of, check_audit_folder
@@ -818,10 +830,12 @@ def check(
         typer.Option("--as", help="Resolve this user in the directory (default: directory.check_user, else the first account)."),
     ] = None,
 ) -> None:
-    """Check the configuration end to end: the directory (bind, resolve a user), each source (list
-    its root, read one ACL), the embedder (one embedding), the store, and the answering model and
-    judge when configured (one short call each). One line per check, with what to fix; exit
-    status 1 if any fails."""
+    """Check the configuration end to end, one line per part with what to fix.
+
+    The files and folders the configuration names, the API's secrets (at least 32 random bytes:
+    openssl rand -hex 32), the directory (bind, resolve a user), each source (list its root,
+    read one ACL), the embedder (one embedding), the store, and the answering model and judge
+    when configured (one short call each). Exit status 1 if any fails."""
     from ancre.app.check import CheckResult, run_checks
 
     settings = _settings(config)
@@ -879,8 +893,11 @@ def reindex(
 @app.command()
 @_errors
 def daemon(config: ConfigOpt = None) -> None:
-    """Run the sync daemon: initial sync, then file-system events, periodic reconciliation and
-    ACL sweeps until SIGTERM; SIGHUP = full resync now (systemd: Type=notify)."""
+    """Run the sync daemon, which owns the index (systemd: ancre.service).
+
+    An initial sync, then file-system events, change feeds, periodic reconciliation and ACL
+    sweeps until SIGTERM; SIGHUP = full resync now (systemd: Type=notify). It serves the control
+    socket the other commands and `ancre api --via-daemon` go through."""
     from ancre.app.daemon import run_daemon
 
     raise typer.Exit(run_daemon(_settings(config)))
@@ -924,8 +941,10 @@ def api(
 @app.command()
 @_errors
 def serve(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) -> None:
-    """Run the sync daemon and the RAG API in one process sharing one index (the embedded store
-    has one owner). SIGTERM stops both; SIGHUP = full resync now."""
+    """Run the sync daemon and the RAG API in one process sharing one index.
+
+    The embedded store has one owner: this process. SIGTERM stops both; SIGHUP = full resync
+    now. The systemd pair (ancre.service and ancre-api.service) is the alternative."""
     from ancre.app.server import run_serve
 
     settings = _settings(config)
