@@ -61,9 +61,11 @@ def run_daemon(settings: Settings) -> int:
     from ancre.app.control import serve_control
     from ancre.daemon.logs import setup_logging
     from ancre.settings.locations import check_paths
+    from ancre.settings.secrets import check_secrets
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     check_paths(settings)
+    check_secrets(settings, skip=("api",))  # the API's are its own (ancre-api.service, ancre serve)
     rt = Runtime(settings)
     try:
         daemon = make_daemon(rt)

@@ -227,9 +227,11 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     from ancre.app.runtime import Runtime
     from ancre.daemon.logs import setup_logging
     from ancre.settings.locations import check_paths
+    from ancre.settings.secrets import check_secrets
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     check_paths(settings)  # a file or folder it can't use: one line naming the key
+    check_secrets(settings)  # a secret it can't read: the same, at start rather than at first use
     signals = _Signals()
     with Runtime(settings) as rt:
         core = rt.query_core  # opens the store now: StoreLockedError names the owner
@@ -314,9 +316,11 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     from ancre.app.runtime import Runtime
     from ancre.daemon.logs import setup_logging
     from ancre.settings.locations import check_paths
+    from ancre.settings.secrets import check_secrets
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
     check_paths(settings)  # a file or folder it can't use: one line naming the key
+    check_secrets(settings)  # a secret it can't read: the same, at start rather than at first use
     signals = _Signals()
     rt = Runtime(settings)
     try:

@@ -16,7 +16,7 @@ from ancre.daemon.disk import DiskWait
 from ancre.daemon.progress import ProgressBook
 from ancre.daemon.queue import ChangeQueue, FullPass, Task
 from ancre.daemon.sync import SyncEngine
-from ancre.errors import DiskFullError
+from ancre.errors import AncreError, DiskFullError
 from ancre.models import PassOutcome, PassScope
 
 log = logging.getLogger("ancre.daemon")
@@ -64,6 +64,9 @@ class Lanes:
                     self.run_task(task)
             except DiskFullError as e:
                 self.disk.full(task.source, e)
+            except AncreError as e:  # a server down, a key to fix: one line naming it, no traceback
+                log.error("sync task of %s failed: %s; full pass in %gs", task.source, e, RETRY_AFTER_S)
+                self._retry_later(task.source)
             except Exception:
                 log.exception("sync task failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
                 self._retry_later(task.source)
@@ -87,6 +90,9 @@ class Lanes:
                         self._retry_later(task.source)
             except DiskFullError as e:
                 self.disk.full(task.source, e)
+            except AncreError as e:
+                log.error("ACL refresh of %s failed: %s; full pass in %gs", task.source, e, RETRY_AFTER_S)
+                self._retry_later(task.source)
             except Exception:
                 log.exception("ACL refresh failed; full pass of %s in %gs", task.source, RETRY_AFTER_S)
                 self._retry_later(task.source)
