@@ -366,8 +366,10 @@ def run_checks(rt: Runtime, user: str | None = None, on_result: Callable[[CheckR
     for r in check_files(rt.settings):
         add(r)
     add(check_api(rt.settings))
-    add(check_directory(rt, user))
-    if directory_configured(rt.settings) or rt.settings.api.user_map:
+    directory = check_directory(rt, user)
+    add(directory)
+    # a directory that failed already has its line: its accounts are not listed again
+    if directory.ok if directory_configured(rt.settings) else bool(rt.settings.api.user_map):
         add(check_identities(rt))
     if not rt.settings.sources:
         add(CheckResult("sources", False, "no source configured", "add a [[sources]] section"))
