@@ -766,7 +766,7 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
             got = owner.get("/v1/status")
         data = {**got["index"], "disk": (got["daemon"] or {}).get("disk") or {"state": "ok"}}
     else:
-        with _runtime(settings) as rt:
+        with Runtime(settings) as rt:  # the state and BM25 only: no path key checked, status stays available
             data = {**index_status(rt.state, rt.bm25.current_generation()), "disk": _disk_state(settings)}
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
