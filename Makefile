@@ -13,7 +13,11 @@ ROCHAT := Quel est le forfait mensuel du contrat de maintenance de l'étude Roch
 .PHONY: install demo test check lint typecheck layers budgets test-fast bench reference
 
 $(BIN)/ancre: pyproject.toml setup.py
-	$(PY) -m venv $(VENV)
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "make: ancre needs Python 3.11 or later as $(PY) (make PY=python3.12 … to name another)" >&2; exit 1; }
+	@$(PY) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "make: '$(PY) -m venv' failed: on Debian or Ubuntu install the venv module first: sudo apt install python3-venv" >&2; \
+	  exit 1; }
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(BIN)/ancre

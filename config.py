@@ -46,6 +46,7 @@ from ancre.settings import (
     WatchMode,
     resolve_secret,
 )
+from ancre.settings.locations import PathRole
 from ancre.settings.reference import render_reference, union_variants
 
 
@@ -81,7 +82,7 @@ class Settings(BaseSettings):
         env_prefix="ANCRE_", env_nested_delimiter="__", extra="forbid", frozen=True, use_attribute_docstrings=True
     )
 
-    data_dir: Path = Path("./ancre-data")
+    data_dir: Annotated[Path, PathRole.WRITE_DIR] = Path("./ancre-data")
     """ancre's own data (index, state DB, BM25 snapshots, audit); default ``<config folder>/ancre-data``.
     Never indexed, even through a link."""
     embedder: EmbedderConfig = E5LocalEmbedderConfig()
@@ -306,7 +307,7 @@ def _where(loc: list[Any], raw: dict[str, Any]) -> str:
 
 def _format_error(err: Any, raw: dict[str, Any]) -> str:
     loc = list(err["loc"])
-    msg = err["msg"]
+    msg = str(err["msg"]).removeprefix("Value error, ")  # a validator's own sentence
     where = _kind_variants(loc)
     if where is not None:
         at, variants = where

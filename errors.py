@@ -40,6 +40,39 @@ class StoreLockedError(StoreError):
     """The embedded store is already opened by another process (it can have one owner only)."""
 
 
+class DiskFullError(StoreError):
+    """The data folder's file system has less free space than a write or an index build needs
+    plus the margin (``[store] min_free_mb``): refused before any byte was written (README
+    "Running under systemd", *A full disk*). ``folder``, ``free`` and ``needed`` (bytes, the
+    margin included) say where and how much; a pass that meets it stops as ``disk_full``."""
+
+    def __init__(
+        self, folder: object, *, free: int | None = None, needed: int | None = None, what: str = "the writes",
+        margin: int = 0,
+    ) -> None:
+        self.folder, self.free, self.needed, self.what, self.margin = folder, free or 0, needed or 0, what, margin
+        if free is None or needed is None:  # rebuilt from its message (the control socket's client)
+            super().__init__(str(folder))
+            return
+        mib = 2**20
+        need = (f"{what} need {needed / mib:.1f} MiB (with the {margin / mib:.0f} MiB margin of [store] min_free_mb)"
+                if needed else f"{what} failed for want of space")
+        super().__init__(
+            f"disk full: the file system of {folder} has {free / mib:.1f} MiB free, {need}: free space there — "
+            "indexing waits and resumes by itself, questions are answered from the index as it is"
+        )
+
+
+class StoreDamagedError(StoreError):
+    """The index on disk is damaged (a crash left a segment the engine can't read): the message
+    names the shard or segment and the way back, ``ancre reindex``."""
+
+
+class StateDamagedError(AncreError):
+    """The state database is damaged (SQLite: corrupt, or not a database): the message names the
+    file and the way back."""
+
+
 class DirectoryError(AncreError):
     """The directory (users and groups) could not be read or reached. Queries fail closed on it."""
 

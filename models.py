@@ -289,6 +289,9 @@ class PassOutcome(StrEnum):
     """An exception stopped the pass (store or embedder down); what was committed stays."""
     CRASHED = "crashed"
     """The process running the pass ended before it did (closed on the next open)."""
+    DISK_FULL = "disk_full"
+    """The data folder's file system had no room for the next writes: the pass stopped before
+    them, what was committed stays, nothing purged; the daemon resumes once there is room."""
 
 
 class PassScope(StrEnum):

@@ -48,6 +48,24 @@ class _NameCheckedTls(ldap3.Tls):
             raise
 
 
+def check_ca_file(ca_file: str | None, key: str) -> None:
+    """Raise :class:`~ancre.errors.ConfigError` naming ``key`` when ``ca_file`` (a PEM CA bundle;
+    ``None``: the system's CAs) can't be loaded by OpenSSL: missing, unreadable, or holding no
+    certificate (ldap3 would otherwise end in ``LDAPSSLConfigurationError``, unnamed)."""
+    if ca_file is None:
+        return
+    try:
+        ssl.create_default_context(cafile=ca_file)
+    except FileNotFoundError:
+        raise ConfigError(f"{key}: {ca_file} does not exist") from None
+    except PermissionError:
+        raise ConfigError(f"{key}: {ca_file}: permission denied") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{key}: {ca_file} is a folder, not a PEM file") from None
+    except (ssl.SSLError, OSError, ValueError) as e:
+        raise ConfigError(f"{key}: {ca_file} is not a PEM CA bundle OpenSSL can load ({e})") from None
+
+
 def certificate_names(cert: dict[str, Any]) -> list[str]:
     """The names a certificate (``SSLSocket.getpeercert()`` form) is valid for: its
     subjectAltName DNS names and IP addresses, else its subject's commonName (RFC 6125 6.4.4)."""
@@ -100,6 +118,7 @@ class LdapConnection:
         port = parts.port or (636 if scheme == "ldaps" else 389)
         tls_cfg = None
         if mode != "none":
+            check_ca_file(self.ca_file, "directory.ca_file")
             tls_cfg = _NameCheckedTls(self.ca_file, self.tls_server_name)
         server = ldap3.Server(
             parts.hostname, port=port, use_ssl=mode == "ldaps", tls=tls_cfg,
@@ -144,7 +163,8 @@ class LdapConnection:
                     conn.unbind()
                 continue
             return conn
-        raise DirectoryError(f"directory unreachable ({'; '.join(errors)})")
+        keys = "directory.url" + (" / directory.urls" if len(self._servers) > 1 else "")
+        raise DirectoryError(f"{keys}: directory unreachable ({'; '.join(errors)})")
 
     def _stronger_auth_message(self, where: str, mode: str, result: dict[str, Any]) -> str:
         detail = (result.get("message") or "").strip()

@@ -9,7 +9,11 @@ request's ``state.peer`` by the server): **admins** (root, the service's own use
 ``daemon.admin_group``) may search, ask and explain as any user, read the status and request
 passes; any other caller that can open the socket may only search, ask and explain as its own
 login name. Every answer is still trimmed by the rights of the user asked about, and every
-``ask`` is audited with the admin who asked (``asked_by``, ``unix:<login>``).
+``ask`` is audited with the admin who asked (``asked_by``, ``unix:<login>``) — except for the
+service's own processes (same user as this one: ``ancre api --via-daemon``, the RAG API of
+``ancre-api.service``), which give the identity they received (``asked_by``: the e-mail Open
+WebUI forwarded), as ``ancre serve``'s API does in process. From anyone else ``asked_by`` is
+not taken: the audit names the Unix user who asked.
 
 Limits are those of the HTTP API (``[api]``): a body larger than ``api.max_body_bytes`` is 413,
 one not received within ``api.body_timeout_s`` 408, a question longer than
@@ -25,9 +29,13 @@ unavailable):
 
 ``GET /v1/status``            ``{"index": ancre status --json, "daemon": daemon status | null, "store_points": n}``
 ``POST /v1/search``           ``{question, user, limit}`` → the query core's search result
-``POST /v1/ask``              ``{question, user, history?}`` → the query core's :class:`~ancre.query.answer.Answer`
+``POST /v1/ask``              ``{question, user, history?, asked_by?}`` → the query core's :class:`~ancre.query.answer.Answer`
+``POST /v1/ask/stream``       the same, streamed as NDJSON: ``{"text": piece}`` lines, then ``{"answer": Answer}``
+                              (or ``{"error": message, "type": …}`` after a start); a caller that
+                              disconnects cancels the answer (the model call stops, audited ``interrompue``)
 ``GET /v1/principals``        ``?user=`` → ``{"account": name | null, "principals": [...]}``
 ``GET /v1/ready``             ``{"not_ready": reason | null, "points": {collection: n}, "store_points": n}``
+``GET /v1/directory``         reads the directory once (``{"ok": true}``; 503 when it can't be read)
 ``POST /v1/acl/explain``      ``{path, user, source}`` → ``{"lines": [plain text lines]}``
 ``POST /v1/report/exposure``  ``{sources, explain}`` → ``ancre report exposure --json`` (admins)
 ``POST /v1/sync``             ``{source, force}`` → :class:`~ancre.daemon.service.SyncTicket`
@@ -39,10 +47,11 @@ unavailable):
 from __future__ import annotations
 
 import grp
+import json
 import logging
 import os
 import pwd
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -57,8 +66,10 @@ from ancre.acl.explain import PathOutsideSourceError
 from ancre.api.errors import ApiError, param_name
 from ancre.api.middleware import BodyLimitMiddleware
 from ancre.api.questions import check_question
+from ancre.api.streaming import CancellableStream
 from ancre.daemon.service import Daemon
 from ancre.errors import AncreError, ControlBusyError, ControlPermissionError
+from ancre.query.answer import AnswerStream
 from ancre.settings.api import ApiConfig
 
 log = logging.getLogger("ancre.control")
@@ -79,6 +90,8 @@ class Caller:
 
     login: str
     admin: bool
+    service: bool = False
+    """The service's own user (another process of the service: the API of ``ancre-api.service``)."""
 
 
 class ControlQuery(Protocol):
@@ -87,6 +100,10 @@ class ControlQuery(Protocol):
     def search(self, question: str, user: str, *, limit: int | None = None) -> Any: ...
 
     def ask(self, question: str, user: str, *, asked_by: str | None = None, history: Any = None) -> Any: ...
+
+    def stream(self, question: str, user: str, *, asked_by: str | None = None, history: Any = None) -> Any: ...
+
+    def probe_directory(self) -> None: ...
 
     def principals(self, user: str) -> frozenset[str]: ...
 
@@ -128,6 +145,8 @@ class _Ask(BaseModel):
 class _AskInConversation(_Ask):
     history: list[str] | None = None
     """The earlier user questions of a conversation, oldest first."""
+    asked_by: str | None = Field(None, min_length=1, max_length=1024)
+    """The identity the caller received (the service's own processes only)."""
 
 
 class _Search(_Ask):
@@ -180,7 +199,7 @@ def caller_of(request: Request, admin_group: str) -> Caller:
         login = pwd.getpwuid(peer.uid).pw_name
     except KeyError:
         login = f"uid:{peer.uid}"
-    return Caller(login, is_admin(peer, admin_group))
+    return Caller(login, is_admin(peer, admin_group), service=peer.uid == os.getuid())
 
 
 def _as_user(caller: Caller, user: str) -> str:
@@ -190,6 +209,25 @@ def _as_user(caller: Caller, user: str) -> str:
             "user and members of the admin group"
         )
     return user
+
+
+def _asked_by(caller: Caller, body: _AskInConversation) -> str:
+    """Who the audit says asked: the identity the service's own process received, else
+    ``unix:<login>`` (an ``asked_by`` from anyone else is not taken: the audit names who asked)."""
+    if body.asked_by is not None and caller.service:
+        return body.asked_by
+    return f"unix:{caller.login}"
+
+
+def _ndjson(gen: Any) -> Iterator[bytes]:
+    """An answer's pieces as NDJSON lines: ``{"text": …}``, then ``{"answer": …}``; an error after
+    the first line as ``{"error": message, "type": class name}``."""
+    try:
+        for piece in gen:
+            key = "text" if isinstance(piece, str) else "answer"
+            yield (json.dumps({key: to_jsonable_python(piece)}, ensure_ascii=False) + "\n").encode()
+    except AncreError as e:
+        yield (json.dumps({"error": str(e), "type": type(e).__name__}, ensure_ascii=False) + "\n").encode()
 
 
 def _admin(caller: Caller, what: str) -> None:
@@ -269,7 +307,22 @@ def _query_routes(app: FastAPI, parts: ControlParts, who: Callable[[Request], Ca
         caller = who(request)
         user = _as_user(caller, body.user)
         extra = {"history": body.history} if body.history is not None else {}
-        return to_jsonable_python(parts.query.ask(question(body.question), user, asked_by=f"unix:{caller.login}", **extra))
+        return to_jsonable_python(parts.query.ask(question(body.question), user, asked_by=_asked_by(caller, body), **extra))
+
+    @app.post("/v1/ask/stream")
+    def ask_stream(body: _AskInConversation, request: Request) -> CancellableStream:
+        caller = who(request)
+        user = _as_user(caller, body.user)
+        extra = {"history": body.history} if body.history is not None else {}
+        gen = parts.query.stream(question(body.question), user, asked_by=_asked_by(caller, body), **extra)
+        return CancellableStream(_ndjson(gen), cancel=gen.cancel if isinstance(gen, AnswerStream) else lambda: None,
+                                 media_type="application/x-ndjson")
+
+    @app.get("/v1/directory")
+    def directory(request: Request) -> dict[str, Any]:
+        who(request)
+        parts.query.probe_directory()
+        return {"ok": True}
 
     @app.get("/v1/principals")
     def principals(user: str, request: Request) -> dict[str, Any]:

@@ -174,9 +174,10 @@ def check_embedder(rt: Runtime) -> CheckResult:
         return CheckResult("embedder", True, f"{rt.embedder.name}: one embedding of {len(vec)} dimensions")
     except Exception as e:  # a check reports any failure of the embedder, never raises
         url = getattr(cfg, "url", None)
-        where = f" at {url}" if url else ""
+        where = f" at embedder.url = {url}" if url else ""
         return CheckResult(
-            "embedder", False, f"{cfg.kind}{where}: {e}", "check embedder.kind / url / model (is the model pulled?)"
+            "embedder", False, f"{cfg.kind}{where}: {e}", "check embedder.url (the server answers from this host), "
+                                                          "embedder.kind and embedder.model (is the model pulled?)"
         )
 
 
@@ -194,7 +195,9 @@ def check_store(rt: Runtime) -> CheckResult:
     except EmbedderMismatchError as e:
         return CheckResult("store", False, str(e), "run `ancre reindex` (or configure the embedder that built the index)")
     except Exception as e:  # a check reports any failure of the store, never raises
-        return CheckResult("store", False, f"{cfg.kind}: {e}", "check [store] (url, api_key) and data_dir")
+        fix = "check store.url (the server answers from this host) and store.api_key" if cfg.kind == "qdrant" else \
+            "check data_dir (its file system, free space and owner) or run `ancre reindex`"
+        return CheckResult("store", False, f"{cfg.kind}: {e}", fix)
 
 
 def check_api(settings: Settings) -> CheckResult:
@@ -214,15 +217,64 @@ def check_api(settings: Settings) -> CheckResult:
         secrets = Secrets.from_config(cfg)
     except ConfigError as e:
         return CheckResult("api", False, str(e), _SECRET_FIX)
+    weak = [f"{key} ({ref.where(key)}): {why}" for key, ref, value in (
+        ("api.api_key", cfg.api_key, secrets.api_key),
+        ("api.user_jwt_secret", cfg.user_jwt_secret, secrets.user_jwt_secret),
+        ("api.signing_secret", cfg.signing_secret, secrets.signing_secret),
+    ) if ref is not None and value is not None and (why := secret_weakness(value)) is not None]
+    if weak:
+        return CheckResult("api", False, "; ".join(weak), f"make each one with `{MAKE_SECRET}` (32 random bytes, "
+                                                          "64 hex characters) and put it where the key names")
     where = cfg.api_key.where("api.api_key")
     n = len(secrets.api_key)
     return CheckResult("api", True, f"service key from {where} ({n} character{'s' if n != 1 else ''}); "
                                     f"{identity_mode(cfg, secrets, fingerprint=True)}")
 
 
+MIN_SECRET_BYTES = 32
+"""A service key or secret is at least this many bytes (as text: 32 random bytes are 64 hex digits)."""
+MIN_SECRET_GUESSES_LOG10 = 38.0
+"""…and zxcvbn must estimate at least 10^38 guesses (≈ 2^128) to find it: a random value of 32
+bytes written as hex or base64 is estimated at 10^42 and more; words, names, dates, repeats,
+keyboard runs and sequences count for little, and 16 random bytes for 10^32 at most."""
+MAKE_SECRET = "openssl rand -hex 32"
+"""The command that makes a good one."""
+
+
+def secret_weakness(secret: str) -> str | None:
+    """Why ``secret`` (an API key, a JWT or signing secret) is too weak, else ``None``: shorter
+    than :data:`MIN_SECRET_BYTES` bytes (UTF-8), or guessable — fewer than
+    10^:data:`MIN_SECRET_GUESSES_LOG10` guesses as zxcvbn (Dropbox's estimator: dictionary
+    words, names, dates, repeats, sequences, keyboard patterns; "zxcvbn: Low-Budget Password
+    Strength Estimation", USENIX Security 2016) estimates it. The message never holds the secret."""
+    from zxcvbn import zxcvbn
+
+    n = len(secret.encode("utf-8"))
+    if n < MIN_SECRET_BYTES:
+        return f"{n} bytes: at least {MIN_SECRET_BYTES} bytes of random text are needed"
+    guesses = float(zxcvbn(secret, max_length=256)["guesses_log10"])
+    if guesses < MIN_SECRET_GUESSES_LOG10:
+        return (f"{n} bytes but guessable (about 10^{guesses:.0f} guesses: words, repeats, sequences or too "
+                f"little randomness; at least 10^{MIN_SECRET_GUESSES_LOG10:.0f} are needed)")
+    return None
+
+
 _SECRET_FIX = ("provide what the message names — the variable in the service's environment (/etc/ancre/ancre.env), "
                "the file (mode 0600), or the unit's LoadCredential= (systemd/ancre.service) — or fix [api]")
 """The fix of an API secret that can't be read, whichever form (env, file, credential) it has."""
+
+
+def check_files(settings: Settings) -> list[CheckResult]:
+    """Every file and folder key as this process will use it
+    (:func:`~ancre.settings.locations.path_problems`): one failed line per key that can't play its
+    role (a CA file, certificate or manifest missing or unreadable, a data folder that can't be
+    written), else one line saying they all can. Never raises."""
+    from ancre.settings.locations import path_problems
+
+    problems = path_problems(settings)
+    if not problems:
+        return [CheckResult("files", True, "every file and folder the configuration names is usable")]
+    return [CheckResult("files", False, p, "fix the path (or the file's owner and mode) of the key named") for p in problems]
 
 
 def _ping(client: object) -> str:
@@ -296,7 +348,7 @@ def check_models(rt: Runtime) -> list[CheckResult]:
 def run_checks(
     rt: Runtime, user: str | Sequence[str] | None = None, on_result: Callable[[CheckResult], None] | None = None
 ) -> list[CheckResult]:
-    """Every check, in order: the API's secrets, directory (each of ``user``, ``--as``), each
+    """Every check, in order: the file and folder keys, the API's secrets, directory (each of ``user``, ``--as``), each
     source, what the checked users and the sources' readers can read
     (:func:`~ancre.app.check_reach.check_reach`), embedder, store, answering model, judge.
     ``on_result`` is called as each result is known (for printing as they come)."""
@@ -310,6 +362,8 @@ def run_checks(
         if on_result is not None:
             on_result(r)
 
+    for r in check_files(rt.settings):
+        add(r)
     add(check_api(rt.settings))
     directory = [check_directory(rt, u) for u in users] or [check_directory(rt)]
     for r in directory:
@@ -336,6 +390,7 @@ def run_checks(
 
 
 __all__ = [
-    "CheckResult", "check_api", "check_directory", "check_embedder", "check_identities", "check_models", "check_source",
-    "check_store", "directory_configured", "run_checks", "unusable_identities",
+    "MAKE_SECRET", "MIN_SECRET_BYTES", "MIN_SECRET_GUESSES_LOG10", "CheckResult", "check_api", "check_directory",
+    "check_embedder", "check_files", "check_identities", "check_models", "check_source", "check_store",
+    "directory_configured", "run_checks", "secret_weakness", "unusable_identities",
 ]

@@ -37,7 +37,8 @@ from ancre.app.runtime import Runtime
 from ancre.config import Settings
 from ancre.index.store_factory import make_store
 from ancre.models import COLLECTIONS, PassOutcome, PassScope
-from ancre.settings import LocalStoreConfig, QdrantStoreConfig
+from ancre.settings import EdgeStoreConfig, LocalStoreConfig, QdrantStoreConfig
+from ancre.settings.locations import check_paths
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="ancre: permission-trimmed, grounded retrieval.")
 acl_app = typer.Typer(no_args_is_help=True, help="Inspect who may read what.")
@@ -64,6 +65,14 @@ def _main(
     """ancre: permission-trimmed, grounded retrieval."""
 
 
+def _runtime(settings: Settings) -> Runtime:
+    """The parts of ``settings`` opened in this process, once every path key was checked
+    (:func:`~ancre.settings.locations.check_paths`: a missing CA file, certificate or manifest,
+    a data folder that can't be written, is one line naming the key, never a traceback)."""
+    check_paths(settings)
+    return Runtime(settings)
+
+
 @app.command()
 @_errors
 def sync(
@@ -72,10 +81,12 @@ def sync(
     force: Annotated[bool, typer.Option(help="Re-read every file's content hash.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the pass reports as JSON.")] = False,
 ) -> None:
-    """Run one full pass over every source (or one), then rebuild BM25 if anything changed, then
-    build the embedded store's vector index if enough points are not in it yet (in a separate
-    process). The directory is checked first (bind, resolve a user): a broken one stops here
-    (status 2)."""
+    """Sync every source (or one) once: a full pass, then BM25 and the vector index.
+
+    One full pass over every source (or the one named), then BM25 rebuilt if anything changed,
+    then the embedded store's vector index built if enough points are not in it yet (in a
+    separate process). The directory is checked first (bind, resolve a user): a broken one stops
+    here (status 2). A pass that had no room on the data folder's file system ends disk_full."""
     from ancre.app.check import check_directory, directory_configured
     from ancre.errors import DirectoryError
 
@@ -85,7 +96,7 @@ def sync(
         with owner:
             _sync_remote(owner, source, force, as_json)
         return
-    with Runtime(settings) as rt:
+    with _runtime(settings) as rt:
         if directory_configured(settings):
             res = check_directory(rt)
             if not res.ok:
@@ -308,7 +319,7 @@ def _as_user(settings: Settings, user: str, query: Callable[[Any], R]) -> R:
         with RemoteQueryCore(owner) as core:
             _remote_setup(owner, user)
             return query(core)
-    with Runtime(settings) as rt:
+    with _runtime(settings) as rt:
         _warn_setup(user, rt.query_core.principals(user), _empty(rt))
         return query(rt.query_core)
 
@@ -372,10 +383,12 @@ def ask(
     config: ConfigOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")] = False,
 ) -> None:
-    """Answer from what USER may read now: the answer, its sources with their folder, whether it
-    is grounded (ancree), the controls that fired and the judge's verification. Without a model
-    configured (llm.kind = "none") the answer quotes the extracts (extractive mode). Through the
-    control socket of a running ancre, the audit line names the Unix user who asked."""
+    """Answer QUESTION from what USER may read now, with its sources and verdict.
+
+    The answer, its sources with their folder, whether it is grounded (ancree), the controls that
+    fired and the judge's verification. Without a model configured (llm.kind = "none") the answer
+    quotes the extracts (extractive mode). Through the control socket of a running ancre, the
+    audit line names the Unix user who asked."""
     _print_answer(_as_user(_settings(config), user, lambda core: core.ask(question, user)), as_json)
 
 
@@ -429,8 +442,10 @@ def acl_explain(
         str | None, typer.Option(help="Source id (default: the source whose unc_root starts PATH, else the first one).")
     ] = None,
 ) -> None:
-    """Whether USER may read PATH, the ACE or rule that decided, with group names, and the
-    principal (and its provider) that decided.
+    """Say whether USER may read PATH, and which ACE or rule decided.
+
+    The ACE or rule that decided, with group names, and the principal (and its provider) that
+    decided.
 
     On an SMB source the file's security descriptor is read from the server (and the share
     permissions, when configured, are applied on top); on a folder source it comes from the ACL
@@ -443,7 +458,7 @@ def acl_explain(
     else:
         from ancre.app.explain import explain_lines
 
-        with Runtime(settings) as rt:
+        with _runtime(settings) as rt:
             lines = explain_lines(rt, path, user, source)
     for line in lines:
         console.print(plain(line), highlight=False, soft_wrap=True)  # no mid-sentence breaks in a pipe
@@ -465,9 +480,11 @@ def report_exposure(
     )] = True,
     all_documents: Annotated[bool, typer.Option("--all", help="List exposed documents where nothing was found too.")] = False,
 ) -> None:
-    """Documents readable by a broad principal (Everyone, Authenticated Users, Domain Users,
-    BUILTIN\\Users, Entra everyone-internal, [reports] broad_principals, or more than
-    [reports] broad_share of the users) and the sensitive data their indexed text holds: AVS
+    """List the documents a broad principal reads and the sensitive data they hold.
+
+    Documents readable by a broad principal (Everyone, Authenticated Users, Domain Users,
+    BUILTIN\\Users, Entra everyone-internal, reports.broad_principals, or more than
+    reports.broad_share of the users) and the sensitive data their indexed text holds: AVS
     numbers, IBANs, card numbers (check digits verified), salary and health vocabulary,
     passwords and access codes, « confidentiel » markings and sensitivity labels — kinds and
     counts, never the values. From the index alone."""
@@ -484,7 +501,7 @@ def report_exposure(
     else:
         from ancre.app.reports import exposure
 
-        with Runtime(settings) as rt:
+        with _runtime(settings) as rt:
             report = exposure(rt, source, explain=explain)
     if html is not None:
         html.write_text(to_html(report), encoding="utf-8")
@@ -546,18 +563,35 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
     owner = _owner(settings)
     if owner is not None:
         with owner:
-            data = owner.get("/v1/status")["index"]
+            got = owner.get("/v1/status")
+        data = {**got["index"], "disk": (got["daemon"] or {}).get("disk") or {"state": "ok"}}
     else:
-        with Runtime(settings) as rt:
-            data = index_status(rt.state, rt.bm25.current_generation())
+        with Runtime(settings) as rt:  # the state and BM25 only: no path key checked, status stays available
+            data = {**index_status(rt.state, rt.bm25.current_generation()), "disk": _disk_state(settings)}
     if as_json:
         write_json(data)
         return
     _print_status(data)
 
 
+def _disk_state(settings: Settings) -> dict[str, Any]:
+    """``disk`` of ``ancre status`` without a running daemon: ``disk_full`` when the embedded
+    store's file system is below its margin (``[store] min_free_mb``), else ``ok``."""
+    from ancre.index.disk_space import SpaceGuard
+
+    cfg = settings.store
+    if not isinstance(cfg, EdgeStoreConfig):
+        return {"state": "ok"}
+    short = SpaceGuard(Path(settings.data_dir) / "qdrant", int(cfg.min_free_mb * 2**20)).shortage(0, "a pass")
+    if short is None:
+        return {"state": "ok"}
+    return {"state": "disk_full", "folder": str(short.folder), "free_bytes": short.free, "needed_bytes": short.needed,
+            "message": str(short)}
+
+
 def _print_status(d: dict[str, Any]) -> None:
-    """The tables and lines of ``ancre status`` from its JSON form (:func:`~ancre.daemon.progress.index_status`)."""
+    """The tables and lines of ``ancre status`` from its JSON form (:func:`~ancre.daemon.progress.index_status`,
+    plus ``disk``)."""
     t = Table(title="documents")
     for c in ("source", "status", "documents"):
         t.add_column(c)
@@ -584,6 +618,9 @@ def _print_status(d: dict[str, Any]) -> None:
     for p in d["problems"]:
         console.print(f"  {shown(p['problem']):8} {shown(p['source'])}:{shown(p['path'])}  [dim]{shown(p['reason'])}[/]",
                       highlight=False)
+    disk = d.get("disk") or {}
+    if disk.get("state") == "disk_full":
+        console.print(f"[bold red]disk_full[/] {shown(str(disk.get('message', '')))}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -596,11 +633,13 @@ def check(
                                   "(default: directory.check_user, else the first account)."),
     ] = None,
 ) -> None:
-    """Check the configuration end to end: the directory (bind, resolve each user), each source (list
-    its root, read one ACL), what each checked user and each source's readers can read, the embedder
-    (one embedding), the store, and the answering model and judge when configured (one short call
-    each). One line per check, with what to fix; a warning for what works but should be fixed;
-    exit status 1 if any fails."""
+    """Check the configuration end to end, one line per part with what to fix.
+
+    The files and folders the configuration names, the API's secrets (at least 32 random bytes:
+    openssl rand -hex 32), the directory (bind, resolve each user), each source (list its root,
+    read one ACL), what each checked user and each source's readers can read, the embedder (one
+    embedding), the store, and the answering model and judge when configured (one short call
+    each). A warning for what works but should be fixed; exit status 1 if any fails."""
     from ancre.app.check import CheckResult, run_checks
 
     settings = _settings(config)
@@ -610,7 +649,7 @@ def check(
 
     def show(r: CheckResult) -> None:
         style = "bold red" if not r.ok else "yellow" if r.warn else "green"
-        console.print(f"[{style}]{r.status:<4}[/] {shown(r.line()[5:])}", highlight=False, soft_wrap=True)
+        console.print(f"[{style}]{r.status:<4}[/] {shown(r.line()[5:])}", highlight=False, soft_wrap=True, emoji=False)
 
     with Runtime(settings) as rt:
         results = run_checks(rt, user, on_result=show)
@@ -628,8 +667,9 @@ def reindex(
     config: ConfigOpt = None,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder
-    (the audit's witness kept in the state database is carried over)."""
+    """Drop the whole index (vectors, state, BM25) and rebuild it with the configured embedder.
+
+    The audit's witness kept in the state database is carried over."""
     from ancre.audit.witness import export_state_witness, import_state_witness
 
     settings = _settings(config)
@@ -661,8 +701,11 @@ def reindex(
 @app.command()
 @_errors
 def daemon(config: ConfigOpt = None) -> None:
-    """Run the sync daemon: initial sync, then file-system events, periodic reconciliation and
-    ACL sweeps until SIGTERM; SIGHUP = full resync now (systemd: Type=notify)."""
+    """Run the sync daemon, which owns the index (systemd: ancre.service).
+
+    An initial sync, then file-system events, change feeds, periodic reconciliation and ACL
+    sweeps until SIGTERM; SIGHUP = full resync now (systemd: Type=notify). It serves the control
+    socket the other commands and `ancre api --via-daemon` go through."""
     from ancre.app.daemon import run_daemon
 
     raise typer.Exit(run_daemon(_settings(config)))
@@ -680,15 +723,24 @@ def _listen_error(e: OSError, settings: Settings, host: str | None, port: int | 
 
 @app.command()
 @_errors
-def api(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) -> None:
-    """Run the RAG API alone: OpenAI-compatible /v1 for Open WebUI, /query, /health, /metrics.
-    With the embedded store, no other process (daemon) may run on the same index: use
-    `ancre serve` to run both in one process, or a Qdrant server to run them apart."""
-    from ancre.app.server import run_api
+def api(
+    config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None,
+    via_daemon: Annotated[bool, typer.Option(
+        "--via-daemon", help="Answer through the running daemon's control socket; never open the index here "
+                             "(the API unit, systemd/ancre-api.service). Fails at once when no daemon answers.",
+    )] = False,
+) -> None:
+    """Run the RAG API: OpenAI-compatible /v1 for Open WebUI, /query, /health, /metrics.
+
+    With --via-daemon it answers through the running daemon (`ancre daemon`, ancre.service), in a
+    process of its own that never opens the index: the systemd pair. Without it, it opens the
+    index itself: with the embedded store no daemon may run then (use `ancre serve` to run both
+    in one process), with a Qdrant server the daemon may run apart."""
+    from ancre.app.server import run_api, run_api_via_daemon
 
     settings = _settings(config)
     try:
-        code = run_api(settings, host, port)
+        code = run_api_via_daemon(settings, host, port) if via_daemon else run_api(settings, host, port)
     except OSError as e:
         raise _listen_error(e, settings, host, port) from None
     raise typer.Exit(code)
@@ -697,8 +749,10 @@ def api(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) ->
 @app.command()
 @_errors
 def serve(config: ConfigOpt = None, host: HostOpt = None, port: PortOpt = None) -> None:
-    """Run the sync daemon and the RAG API in one process sharing one index (the embedded store
-    has one owner). SIGTERM stops both; SIGHUP = full resync now."""
+    """Run the sync daemon and the RAG API in one process sharing one index.
+
+    The embedded store has one owner: this process. SIGTERM stops both; SIGHUP = full resync
+    now. The systemd pair (ancre.service and ancre-api.service) is the alternative."""
     from ancre.app.server import run_serve
 
     settings = _settings(config)

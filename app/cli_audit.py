@@ -41,10 +41,11 @@ def audit_who_saw(
     key_file: KeyFileOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Who was shown extracts of this document (or of any document in this folder) between these
-    dates, from the audit log: each user, when, which question, which document, the outcome —
-    also for documents since deleted or re-permissioned (their rights now are said), and, with
-    the pseudonymisation key, with pseudonymised logs."""
+    """Say who was shown extracts of a document (or folder), when, and for which question.
+
+    From the audit log, between the dates given: each user, when, which question, which document,
+    the outcome — also for documents since deleted or re-permissioned (their rights now are
+    said), and, with the pseudonymisation key, with pseudonymised logs."""
     from ancre.app.reports import check_audit_folder, entries, now_state, pseudonyms, target_of
     from ancre.reports.audit_log import json_default, who_saw
 
@@ -85,8 +86,9 @@ def audit_user(
     until: UntilOpt = None,
     key_file: KeyFileOpt = None,
 ) -> None:
-    """Everything the audit log holds about one person (the nLPD right of access), as JSON: the
-    questions they asked and those asked on their behalf, with their sources and outcomes."""
+    """Print everything the audit log holds about one person, as JSON (nLPD right of access).
+
+    The questions they asked and those asked on their behalf, with their sources and outcomes."""
     from ancre.app.reports import check_audit_folder, entries, pseudonyms
     from ancre.audit.reading import misplaced_note
     from ancre.reports.audit_log import subject_forms, user_records
@@ -152,11 +154,12 @@ def audit_verify(
     )] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Check the audit's hash chain and compare it with its witnesses ([audit] witnesses): every
-    changed, removed, inserted, reordered or misplaced line is named (file and line), across daily
-    files and retention checkpoints, and records cut from the end are found from what the
-    witnesses saw. A missing head anchor or witness is a failure. Exit status 1 if anything is
-    wrong."""
+    """Check the audit's hash chain against its witnesses; name every line that is wrong.
+
+    Every changed, removed, inserted, reordered or misplaced line is named (file and line),
+    across daily files and retention checkpoints (audit.witnesses), and records cut from the end
+    are found from what the witnesses saw. A missing head anchor or witness is a failure. Exit
+    status 1 if anything is wrong."""
     from dataclasses import asdict
 
     from ancre.app.reports import audit_folder, chain_key_of

@@ -53,13 +53,19 @@ def make_daemon(rt: Runtime, *, notifier: SdNotifier | None = None) -> Daemon:
 def run_daemon(settings: Settings) -> int:
     """``ancre daemon``: set up logging from ``settings.daemon``, open the index, serve the
     control socket and run a :class:`Daemon` until SIGTERM/SIGINT; returns the exit status.
-    Raises :class:`~ancre.errors.StoreLockedError` when another process owns the embedded store,
+    Raises :class:`~ancre.errors.ConfigError` naming the key of a file or folder it can't use
+    (:func:`~ancre.settings.locations.check_paths`),
+    :class:`~ancre.errors.StoreLockedError` when another process owns the embedded store,
     :class:`~ancre.errors.ControlError` when another ancre answers on the control socket,
     ``OSError`` when the metrics port or the socket can't be bound."""
     from ancre.app.control import serve_control
     from ancre.daemon.logs import setup_logging
+    from ancre.settings.locations import check_paths
+    from ancre.settings.secrets import check_secrets
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
+    check_paths(settings)
+    check_secrets(settings, skip=("api",))  # the API's are its own (ancre-api.service, ancre serve)
     rt = Runtime(settings)
     try:
         daemon = make_daemon(rt)

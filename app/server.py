@@ -230,8 +230,12 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     from ancre.app.control import serve_control
     from ancre.app.runtime import Runtime
     from ancre.daemon.logs import setup_logging
+    from ancre.settings.locations import check_paths
+    from ancre.settings.secrets import check_secrets
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
+    check_paths(settings)  # a file or folder it can't use: one line naming the key
+    check_secrets(settings)  # a secret it can't read: the same, at start rather than at first use
     signals = _Signals()
     with Runtime(settings) as rt:
         core = rt.query_core  # opens the store now: StoreLockedError names the owner
@@ -261,6 +265,47 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
     return 0 if signals.term else 1
 
 
+def run_api_via_daemon(settings: Settings, host: str | None = None, port: int | None = None) -> int:
+    """``ancre api --via-daemon`` (``ancre-api.service``): the API in a process of its own that
+    never opens the index — every question goes to the running daemon through its control
+    socket (:class:`~ancre.query.remote.RemoteQueryCore`: answers streamed as the model writes
+    them, a Stop in Open WebUI stops the model in the daemon, the audit written there with the
+    identity received here). Runs until SIGTERM/SIGINT; returns the exit status (0).
+
+    Raises :class:`~ancre.errors.ControlError` when no daemon answers on the control socket (the
+    unit starts after ``ancre.service`` and is restarted until one does),
+    :class:`~ancre.errors.ControlPermissionError` when this user may not use it,
+    :class:`~ancre.errors.ConfigError` without a service key, ``OSError`` when the port is taken.
+    While the daemon restarts, questions are answered 503 and ``/health`` says why."""
+    from ancre.api.app import create_app
+    from ancre.daemon.logs import setup_logging
+    from ancre.errors import ControlError
+    from ancre.query.remote import ControlClient, RemoteQueryCore
+    from ancre.settings.daemon import control_socket_candidates
+
+    setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
+    client = ControlClient.find(settings)
+    if client is None:
+        where = ", ".join(str(p) for p in control_socket_candidates(settings.daemon, settings.data_dir))
+        raise ControlError(f"no ancre daemon answers on its control socket ({where}): `ancre api --via-daemon` answers "
+                           "through the running daemon — start it first (systemctl start ancre), or run `ancre serve`")
+    signals = _Signals()
+    with RemoteQueryCore(client) as core:
+        app = create_app(core, settings, not_ready=core.not_ready)
+        server = _listen(app, settings, host, port)
+        log.info("API answering through the daemon's control socket %s", client.path)
+        try:
+            while not signals.term and server.alive():
+                time.sleep(0.1)
+                if signals.hup:
+                    signals.hup = False
+                    log.info("SIGHUP: nothing to resync in `ancre api` (the daemon syncs: systemctl reload ancre)")
+        finally:
+            log.info("API stopping")
+            server.stop()
+    return 0 if signals.term else 1
+
+
 def run_serve(settings: Settings, host: str | None = None, port: int | None = None) -> int:
     """``ancre serve``: the sync daemon and the API in one process over one Runtime, until
     SIGTERM/SIGINT (SIGHUP: full resync); returns the exit status (0 after a signal).
@@ -275,8 +320,12 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     from ancre.app.daemon import make_daemon
     from ancre.app.runtime import Runtime
     from ancre.daemon.logs import setup_logging
+    from ancre.settings.locations import check_paths
+    from ancre.settings.secrets import check_secrets
 
     setup_logging(settings.daemon.log_format, settings.daemon.log_level, settings.logging.levels(settings.daemon.log_level))
+    check_paths(settings)  # a file or folder it can't use: one line naming the key
+    check_secrets(settings)  # a secret it can't read: the same, at start rather than at first use
     signals = _Signals()
     rt = Runtime(settings)
     try:
@@ -319,4 +368,4 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
     return 0 if signals.term else 1
 
 
-__all__ = ["ApiServer", "RedactQueryString", "h11_protocol", "redact_access_log", "run_api", "run_serve"]
+__all__ = ["ApiServer", "RedactQueryString", "h11_protocol", "redact_access_log", "run_api", "run_api_via_daemon", "run_serve"]

@@ -13,9 +13,11 @@ from typing import Any
 
 from ancre.connectors.base import Connector
 from ancre.daemon.bm25_rebuild import Bm25Rebuilder
+from ancre.daemon.disk import DiskWait
 from ancre.daemon.progress import ProgressBook
 from ancre.daemon.queue import AclRefresh, ChangeQueue, FullPass, Task
 from ancre.daemon.sync import SyncEngine
+from ancre.errors import AncreError, DiskFullError
 from ancre.models import PassOutcome, PassScope
 
 log = logging.getLogger("ancre.daemon")
@@ -27,7 +29,9 @@ RETRY_AFTER_S = 30.0
 class Lanes:
     """The loops of both lanes over one queue. ``retry_later(source)`` schedules a full pass of
     ``source`` in :data:`RETRY_AFTER_S` seconds; ``refresh(notify)`` refreshes the outward status
-    (status file, queue gauge, and systemd ``STATUS=`` when ``notify``)."""
+    (status file, queue gauge, and systemd ``STATUS=`` when ``notify``); ``disk``: the wait for
+    free space — while it waits, content tasks are held back (resumed by a full pass), and a task
+    stopped for want of space starts it (:mod:`ancre.daemon.disk`)."""
 
     def __init__(
         self,
@@ -40,15 +44,25 @@ class Lanes:
         stop: threading.Event,
         retry_later: Callable[[str], None],
         refresh: Callable[[bool], None],
+        disk: DiskWait,
     ) -> None:
         self.engine, self.queue, self.connectors, self.book, self.bm25 = engine, queue, connectors, book, bm25
+        self.disk = disk
         self._stop = stop
         self._retry_later = retry_later
         self._refresh = refresh
 
     def content_loop(self) -> None:
         """The content lane: take tasks until stopped; a failing task is retried as a full pass."""
-        self._serve(self.queue.take, self.run_task, self.queue.done, "sync task")
+        self._serve(self.queue.take, self._content, self.queue.done, "sync task")
+
+    def _content(self, task: Task) -> None:
+        """One content task, unless the daemon waits for disk space: then it is held (nothing is
+        extracted or embedded that could not be written)."""
+        if self.disk.waiting():
+            self.disk.hold(task.source)
+        else:
+            self.run_task(task)
 
     def rights_loop(self) -> None:
         """The rights lane: ACL refreshes only, alongside the content lane."""
@@ -64,6 +78,11 @@ class Lanes:
                 continue
             try:
                 run(task)
+            except DiskFullError as e:
+                self.disk.full(task.source, e)
+            except AncreError as e:  # a server down, a key to fix: one line naming it, no traceback
+                log.error("%s of %s failed: %s; full pass in %gs", what, task.source, e, RETRY_AFTER_S)
+                self._retry_later(task.source)
             except Exception:
                 log.exception("%s failed; full pass of %s in %gs", what, task.source, RETRY_AFTER_S)
                 self._retry_later(task.source)
@@ -114,6 +133,8 @@ class Lanes:
         if times and not changed:  # nothing to rebuild: searchable as it is now
             self.book.observe_delays(times)
         self.book.record(rep, trigger, t0)
+        if rep.outcome == PassOutcome.DISK_FULL and self.engine.disk_full is not None:
+            self.disk.full(task.source, self.engine.disk_full)
 
     def _progress(self, path: str, done: int, total: int) -> None:
         if self.book.progress(path, done, total):

@@ -17,6 +17,9 @@ process embedding the daemon (``ancre serve``) can expose them next to its own.
 ``ancre_sync_documents_done{source}`` / ``…_todo``       items of the running pass or batch done / to do
 ``ancre_event_to_searchable_seconds``                   first event on a path → BM25 published
 ``ancre_bm25_generation`` / ``ancre_bm25_rebuild_seconds``  BM25 snapshots
+``ancre_disk_full``                                     1 while indexing waits for free space
+                                                        (a pass stopped as ``disk_full``), else 0
+``ancre_data_free_bytes``                               free bytes of the index folder's file system
 =====================================================  ========================================
 """
 
@@ -90,6 +93,10 @@ class DaemonMetrics:
         )
         self.bm25_generation = Gauge("ancre_bm25_generation", "Current BM25 generation", registry=r)
         self.bm25_rebuild = Histogram("ancre_bm25_rebuild_seconds", "BM25 rebuild duration", buckets=DURATION_BUCKETS, registry=r)
+        self.disk_full = Gauge(
+            "ancre_disk_full", "1 while indexing waits for free space on the data folder's file system, else 0", registry=r
+        )
+        self.free_bytes = Gauge("ancre_data_free_bytes", "Free bytes of the index folder's file system", registry=r)
         self._lock = threading.Lock()
         self._problem_keys: set[tuple[str, str, str]] = set()
         self._doc_keys: set[tuple[str, str]] = set()

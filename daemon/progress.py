@@ -113,7 +113,9 @@ class ProgressBook:
             self._counts = None
             self._counts_epoch += 1
         self.metrics.record(rep, trigger, now)
-        level = logging.INFO if rep.outcome in (PassOutcome.OK, PassOutcome.INTERRUPTED) else logging.WARNING
+        # a full disk is said once, by the daemon's wait for space (ancre.daemon.disk)
+        quiet = (PassOutcome.OK, PassOutcome.INTERRUPTED, PassOutcome.DISK_FULL)
+        level = logging.INFO if rep.outcome in quiet else logging.WARNING
         log.log(
             level, "%s %s of %s: %s",
             trigger, {PassScope.FULL: "pass", PassScope.ACL: "ACL refresh"}.get(rep.scope, "batch"), rep.source, rep.outcome,

@@ -60,6 +60,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from ancre.config import Settings
 from ancre.connectors.base import ChangeEvent, Connector
 from ancre.daemon.bm25_rebuild import BM25_DIRTY_KEY, Bm25Rebuilder
+from ancre.daemon.disk import DiskWait
 from ancre.daemon.lanes import RETRY_AFTER_S, Lanes
 from ancre.daemon.maintenance import IndexMaintainer
 from ancre.daemon.metrics import DaemonMetrics
@@ -71,6 +72,7 @@ from ancre.daemon.sync import PassReport, SyncEngine
 from ancre.daemon.wiring import Watcher, feed, start_watchers
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.cursors import CursorStore
+from ancre.index.disk_space import SpaceGuarded
 from ancre.index.state import StateDB
 from ancre.models import PassScope
 
@@ -137,6 +139,9 @@ class Daemon:
         self._threads: dict[str, threading.Thread] = {}
         self._bm25: Bm25Rebuilder | None = None
         self._builder: IndexMaintainer | None = None
+        store = parts.engine.store
+        self.disk = DiskWait(store.space if isinstance(store, SpaceGuarded) else None, self.queue, self.metrics)
+        """Whether indexing waits for free space (:mod:`ancre.daemon.disk`)."""
         self._term = False
         self._hup = False
 
@@ -181,7 +186,7 @@ class Daemon:
                 self.queue.request_full(sid, "startup")
         lanes = Lanes(
             p.engine, self.queue, self._connectors, self.book, self._bm25,
-            stop=self._stop, retry_later=self._retry_later, refresh=self._refresh,
+            stop=self._stop, retry_later=self._retry_later, refresh=self._refresh, disk=self.disk,
         )
         self._spawn("sync-worker", lanes.content_loop)
         self._spawn("rights-worker", lanes.rights_loop)
@@ -343,7 +348,9 @@ class Daemon:
         ``embedded_chunks_total``, per-source last pass/batch (``last``), last full pass
         (``last_full``), last ACL refresh (``last_acl``) and watch mode, document and chunk
         counts, recent event-to-searchable ``delays_s``, the metrics port and control socket,
-        ``index_build`` (``running``, ``builds`` done, ``last_error``: the store's index builds)."""
+        ``index_build`` (``running``, ``builds`` done, ``last_error``: the store's index builds),
+        ``disk`` (``state`` ``ok`` or ``disk_full`` while indexing waits for free space, with the
+        folder, free and needed bytes: :meth:`DiskWait.status <ancre.daemon.disk.DiskWait.status>`)."""
         counts = self.book.doc_counts(self.parts.state) if self.state in ("running", "stopping", "stopped") else {}
         pending = self.queue.pending()
         bm25_idle = self._bm25.idle() if self._bm25 is not None else True
@@ -364,6 +371,7 @@ class Daemon:
             },
             "metrics_port": self.metrics_port,
             "control_socket": self.control_socket,
+            "disk": self.disk.status(),
             **counts,
         }
 
@@ -380,7 +388,11 @@ class Daemon:
         self._write_status()
 
     def _status_line(self) -> str:
-        return self.book.status_line(self.state, self.queue.depth())
+        line = self.book.status_line(self.state, self.queue.depth())
+        disk = self.disk.status()
+        if disk["state"] != "ok":
+            return f"disk full: {disk['folder']} needs {disk['needed_bytes'] / 2**20:.0f} MiB free, indexing waits; {line}"
+        return line
 
     def _keepalive_loop(self) -> None:
         wd = self.cfg.watchdog_interval_s or watchdog_interval()
@@ -390,6 +402,8 @@ class Daemon:
             worker = self._threads.get("sync-worker")
             if wd and worker is not None and worker.is_alive():
                 self.notifier.watchdog()
+            if self.disk.poll():
+                self._write_status()
             if time.monotonic() >= next_status:
                 self.notifier.status(self._status_line())
                 self._write_status()

@@ -61,9 +61,10 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from ancre.errors import EmbedderMismatchError, StoreError, StoreLockedError
+from ancre.errors import DiskFullError, EmbedderMismatchError, StoreError, StoreLockedError
 from ancre.index._filters import INTEGER_INDEXES, mismatch_message, readable_now, to_stored
 from ancre.index._qdrant_base import _MAX_OVERFETCH, QdrantBackend
+from ancre.index.disk_space import SpaceGuard, build_bytes, open_bytes, upsert_bytes
 from ancre.index.edge_build import (
     LOAD_FILES_MAX,
     BuildReport,
@@ -75,6 +76,7 @@ from ancre.index.edge_build import (
     release_wal,
     run_child,
 )
+from ancre.index.edge_health import check_after_crash, damaged, disk_errors, mark_closed, mark_open
 from ancre.index.keywords import KEYWORD_FIELD, chunk_terms, joined, query_terms
 from ancre.index.store import PAYLOAD_INDEXES
 from ancre.models import COLLECTIONS, ChunkPayload, StoredPoint
@@ -221,6 +223,10 @@ class _Upsert:
     vectors: np.ndarray
     payloads: tuple[dict[str, Any], ...]
 
+    def bytes_needed(self) -> int:
+        """What writing these points may take on disk (:func:`~ancre.index.disk_space.upsert_bytes`)."""
+        return upsert_bytes(self.vectors, self.payloads)
+
     def apply(self, shard: qe.EdgeShard) -> None:
         points = [qe.Point(pid, vec.tolist(), pl) for pid, vec, pl in zip(self.ids, self.vectors, self.payloads, strict=True)]
         for i in range(0, len(points), _UPSERT_BATCH):
@@ -268,8 +274,12 @@ class EdgeStore(QdrantBackend):
 
     ENGINE = "embedded Qdrant"
 
-    def __init__(self, data_dir: Path, *, keywords: bool = True, tuning: EdgeTuning | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *, keywords: bool = True, tuning: EdgeTuning | None = None, min_free_bytes: int = 256 * 2**20
+    ) -> None:
         self.root = Path(data_dir) / "qdrant"
+        self.space = SpaceGuard(self.root, min_free_bytes)
+        """Free space checked before every write and build (:mod:`ancre.index.disk_space`)."""
         self.keywords = keywords
         self.tuning = tuning or EdgeTuning()
         self._dim = 0
@@ -298,16 +308,22 @@ class EdgeStore(QdrantBackend):
         """Lock, check/record the embedder, create or load one cosine shard of ``dim`` dims per
         collection with the payload indexes (and the keyword text index). Raises
         :class:`StoreLockedError` when another owner holds ``LOCK``, :class:`EmbedderMismatchError`
-        when the store was built with another embedder name or dimension, :class:`StoreError` on
-        an unreadable meta file or engine error."""
+        when the store was built with another embedder name or dimension,
+        :class:`~ancre.errors.DiskFullError` when the file system can't take what loading writes
+        (:func:`~ancre.index.disk_space.open_bytes`), :class:`~ancre.errors.StoreDamagedError`
+        when a shard can't be loaded or, after a stop that was not clean, fails its probe
+        (:mod:`ancre.index.edge_health`), :class:`StoreError` on an unreadable meta file or
+        another engine error."""
         if self._live:
             raise StoreError(f"store under {self.root} is already open")
         if dim <= 0:
             raise StoreError(f"invalid embedding dimension {dim}")
         self.root.mkdir(parents=True, exist_ok=True)
+        self.space.require(open_bytes(self.root), "opening the index", margin=False)  # loading a shard writes
         self._acquire_lock()
         self._closing.clear()
         try:
+            crashed = mark_open(self.root)
             self._check_meta(embedder_name, dim)
             config = shard_config(dim, self.tuning)
             for name in COLLECTIONS:
@@ -318,6 +334,8 @@ class EdgeStore(QdrantBackend):
                     self._live[name] = _Live(shard, path)
                 release_wal(path)  # read once by the load, never again
             self._dim = dim
+            if crashed:
+                check_after_crash(self, self.root, {name: live.path for name, live in self._live.items()})
             if self.keywords and not self._keywords_ready and not any(self._count(c) for c in COLLECTIONS):
                 self._write_meta(keywords=True)  # nothing to fill in
                 self._keywords_ready = True
@@ -333,7 +351,10 @@ class EdgeStore(QdrantBackend):
         self._closing.set()
         with self._build_mu:
             try:
+                opened = bool(self._live)
                 self._close_shards(flush=True)
+                if opened:
+                    mark_closed(self.root)
             finally:
                 self._release_lock()
 
@@ -438,6 +459,7 @@ class EdgeStore(QdrantBackend):
         built: qe.EdgeShard | None = None
         t0 = time.perf_counter()
         try:
+            self.space.require(build_bytes(old.path), f"the index build of {name}")
             manifest = copy_tree(old.path, target)
             t_copy = time.perf_counter()
             with self._write_mu:
@@ -687,6 +709,7 @@ class EdgeStore(QdrantBackend):
     def _apply(self, collection: str, op: _Op) -> None:
         """Apply ``op`` to the live shard and flush, under the write lock; journaled while a build
         of the collection runs."""
+        self.space.require(op.bytes_needed() if isinstance(op, _Upsert) else 0, f"writing to {collection}")
         with self._write_mu, self._use(collection) as shard:
             op.apply(shard)
             shard.flush()
@@ -730,13 +753,23 @@ class EdgeStore(QdrantBackend):
             return int(shard.count(qe.CountRequest(exact=True)))
 
     def _open_shard(self, path: Path, config: qe.EdgeConfig) -> qe.EdgeShard:
-        with self._errors(f"open shard {path}"):
-            if (path / "edge_config.json").exists():
-                shard = qe.EdgeShard.load(str(path), config)
-            else:
-                shard = qe.EdgeShard.create(str(path), config)
-            ensure_payload_indexes(shard, keywords=self.keywords)
+        try:
+            with self._errors(f"open shard {path}"):
+                if (path / "edge_config.json").exists():
+                    shard = qe.EdgeShard.load(str(path), config)
+                else:
+                    shard = qe.EdgeShard.create(str(path), config)
+                ensure_payload_indexes(shard, keywords=self.keywords)
+        except DiskFullError:
+            raise
+        except StoreError as e:
+            raise damaged(self.root, path, e) from e
         return shard
+
+    def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
+        """Engine failures as :class:`StoreError`; one that quotes ``ENOSPC`` as
+        :class:`~ancre.errors.DiskFullError` (:func:`~ancre.index.edge_health.disk_errors`)."""
+        return disk_errors(self.space, self.ENGINE, action)
 
     def _check_meta(self, embedder_name: str, dim: int) -> None:
         """Compare with ``ancre_meta.json``, or write it (atomically) for a new store. Reads the

@@ -273,7 +273,7 @@ class HttpEmbedder:
                     delay,
                 )
                 time.sleep(delay)
-        raise EmbedderError(f"{self.name}: {self.endpoint} failed after {attempts} attempt(s): {last}")
+        raise EmbedderError(f"{self.name}: {self.endpoint} (embedder.url) failed after {attempts} attempt(s): {last}")
 
     def _vectors(self, r: httpx.Response, n: int) -> np.ndarray:
         try:

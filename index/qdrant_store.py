@@ -13,6 +13,7 @@ With ``sparse_bm25=True`` (``[store] bm25 = "qdrant"``) each collection also has
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from qdrant_client import models as qm
 from ancre.errors import EmbedderMismatchError, StoreError
 from ancre.index import sparse_bm25
 from ancre.index._filters import INTEGER_INDEXES, REINDEX_COMMAND, mismatch_message, readable_now, to_stored
-from ancre.index._qdrant_base import _MAX_OVERFETCH, QdrantBackend
+from ancre.index._qdrant_base import _MAX_OVERFETCH, QdrantBackend, engine_errors
 from ancre.index.store import PAYLOAD_INDEXES
 from ancre.models import COLLECTIONS, ChunkPayload, StoredPoint
 
@@ -43,6 +44,10 @@ class QdrantStore(QdrantBackend):
     """
 
     ENGINE = "Qdrant"
+
+    def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
+        """Failures as :class:`StoreError` naming the server (``Qdrant at http://… (store.url)``)."""
+        return engine_errors(f"{self.ENGINE} at {self.location}", action)
 
     def __init__(
         self, client: QdrantClient, location: str | None = None, *, sparse_bm25: bool = False
@@ -67,7 +72,7 @@ class QdrantStore(QdrantBackend):
         client = QdrantClient(
             url=url, api_key=api_key, timeout=max(1, math.ceil(timeout_s)), check_compatibility=False
         )
-        return cls(client, location=url, sparse_bm25=sparse_bm25)
+        return cls(client, location=f"{url} (store.url)", sparse_bm25=sparse_bm25)
 
     @classmethod
     def local(cls, path: Path, *, sparse_bm25: bool = False) -> QdrantStore:

@@ -25,11 +25,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ancre.errors import DiskFullError, StateDamagedError
+from ancre.index.disk_space import free_bytes, is_disk_full
 from ancre.models import ItemStatus, PassOutcome, ReasonCode
 
 SCHEMA = """
@@ -125,17 +127,31 @@ class StateDB:
     """The state DB at ``path`` (created on first use). Thread-safe (one connection, one lock)."""
 
     def __init__(self, path: Path) -> None:
+        """Open (or create) the database; checks it first (``PRAGMA quick_check``: a tenth of a
+        second for 200,000 rows). Raises :class:`~ancre.errors.StateDamagedError` when it is
+        damaged, :class:`~ancre.errors.DiskFullError` when it can't be written for want of space."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
         except sqlite3.OperationalError as e:
             raise denied_or(e, path) from e
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
-        self._migrate()
+        try:
+            with sqlite_errors(path):
+                try:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                except sqlite3.OperationalError as e:
+                    raise denied_or(e, path) from e
+                self._db.execute("PRAGMA synchronous=FULL")
+                check = [str(r[0]) for r in self._db.execute("PRAGMA quick_check(5)").fetchall()]
+                if check != ["ok"]:
+                    raise StateDamagedError(damaged_message(path, "; ".join(check)))
+                self._db.executescript(SCHEMA)
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
 
     def _migrate(self) -> None:
         """Add the columns a database created by an older ancre lacks (values: their defaults),
@@ -156,24 +172,31 @@ class StateDB:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, sqlite_errors(self.path):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with suppress(sqlite3.Error):  # a failed COMMIT (disk full) may have ended it
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """The connection's lock, SQLite's errors translated (:func:`sqlite_errors`)."""
+        with self._lock, sqlite_errors(self.path):
+            yield
+
     def items(self, source: str) -> dict[str, ItemState]:
         """All rows of ``source`` keyed by ``native_id``."""
-        with self._lock:
+        with self._reading():
             cur = self._db.execute(f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items WHERE source = ?", (source,))
             return {row[1]: _row(row) for row in cur.fetchall()}
 
     def all_items(self) -> list[ItemState]:
         """Every row of every source."""
-        with self._lock:
+        with self._reading():
             cur = self._db.execute(f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items ORDER BY source, path")
             return [_row(row) for row in cur.fetchall()]
 
@@ -188,7 +211,7 @@ class StateDB:
 
     def get(self, source: str, native_id: str) -> ItemState | None:
         """One row, ``None`` if absent."""
-        with self._lock:
+        with self._reading():
             cur = self._db.execute(
                 f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items WHERE source = ? AND native_id = ?",
                 (source, native_id),
@@ -200,7 +223,7 @@ class StateDB:
         """An *indexed* row of another document than ``doc_id`` whose file has the same content
         (``content_hash``, SHA-256 of the bytes) and chunks, ``None`` if there is none: the sync's
         writer reuses its stored vectors for a copy of that file. One indexed lookup."""
-        with self._lock:
+        with self._reading():
             cur = self._db.execute(
                 f"SELECT {', '.join(ItemState.__dataclass_fields__)} FROM items "
                 "WHERE content_hash = ? AND status = ? AND doc_id != ? AND chunk_count > 0 LIMIT 1",
@@ -268,7 +291,7 @@ class StateDB:
 
     def last_passes(self, limit: int = 10) -> list[tuple[str, float, float | None, str | None, str | None]]:
         """The latest passes: ``(source, started_at, finished_at, outcome, summary)``, newest first."""
-        with self._lock:
+        with self._reading():
             cur = self._db.execute(
                 "SELECT source, started_at, finished_at, outcome, summary FROM passes ORDER BY id DESC LIMIT ?",
                 (limit,),
@@ -277,7 +300,7 @@ class StateDB:
 
     def get_meta(self, key: str) -> str | None:
         """A value of the ``meta`` table."""
-        with self._lock:
+        with self._reading():
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             return None if row is None else str(row[0])
 
@@ -300,6 +323,45 @@ def denied_or(e: sqlite3.OperationalError, path: Path) -> Exception:
         if where.exists() and not os.access(where, mode):
             return PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(where))
     return e
+
+
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 11, 13, 26
+"""SQLite's primary result codes (https://www.sqlite.org/rescode.html): a damaged file, a full
+disk, a file that is not a database."""
+
+
+def damaged_message(path: Path, detail: str) -> str:
+    """What :class:`~ancre.errors.StateDamagedError` says: the file, SQLite's finding, the way back."""
+    return (
+        f"the state database {path} is damaged ({detail[:300]}): run `ancre reindex --config <file>` (stop the service "
+        "first; copy the file elsewhere first to keep it) — it replaces the state database and rebuilds the index "
+        "from the sources, reading and embedding every document again"
+    )
+
+
+@contextmanager
+def sqlite_errors(path: Path) -> Iterator[None]:
+    """SQLite's errors on the state database at ``path`` as ancre's: a damaged file (``SQLITE_CORRUPT``,
+    ``SQLITE_NOTADB``: "database disk image is malformed") as
+    :class:`~ancre.errors.StateDamagedError` naming it and the way back, a full disk
+    (``SQLITE_FULL``, or an I/O error quoting ``ENOSPC``) as :class:`~ancre.errors.DiskFullError`;
+    the others pass."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in str(e) or "not a database" in str(e):
+            raise StateDamagedError(damaged_message(path, str(e))) from None
+        if code == _SQLITE_FULL or is_disk_full(e):
+            raise DiskFullError(path.parent, free=_free(path.parent), needed=0, what="the state database's writes") from e
+        raise
+
+
+def _free(folder: Path) -> int:
+    try:
+        return free_bytes(folder)
+    except OSError:
+        return 0
 
 
 def _row(row: tuple[Any, ...]) -> ItemState:

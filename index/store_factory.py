@@ -29,7 +29,8 @@ def make_store(cfg: StoreConfig, data_dir: Path) -> Store:
         from ancre.index.edge_store import EdgeStore, EdgeTuning
 
         return EdgeStore(
-            data_dir, keywords=cfg.bm25 == "qdrant", tuning=EdgeTuning(build_after_points=cfg.build_after_points)
+            data_dir, keywords=cfg.bm25 == "qdrant", tuning=EdgeTuning(build_after_points=cfg.build_after_points),
+            min_free_bytes=int(cfg.min_free_mb * 2**20),
         )
 
     from ancre.index.qdrant_store import QdrantStore

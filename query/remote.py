@@ -8,9 +8,11 @@ under it (httpx over the Unix socket), also used by the CLI for ``status`` and `
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -21,7 +23,7 @@ from pydantic import TypeAdapter
 from ancre import errors
 from ancre.config import Settings
 from ancre.errors import AncreError, ControlError, ControlPermissionError
-from ancre.query.answer import Answer
+from ancre.query.answer import Answer, AnswerStream
 from ancre.query.core import SearchResult
 from ancre.settings.daemon import control_socket_candidates
 
@@ -91,13 +93,33 @@ class ControlClient:
             body = {"error": r.text[:200]}
         if r.is_success:
             return body
-        cls = getattr(errors, str(body.get("type", "")), None) if isinstance(body, dict) else None
         message = body.get("error", r.reason_phrase) if isinstance(body, dict) else r.reason_phrase
         if isinstance(message, dict):  # the body limits answer in the HTTP API's shape
             message = message.get("message", r.reason_phrase)
-        if not (isinstance(cls, type) and issubclass(cls, AncreError)):
-            cls = ControlError
-        raise cls(str(message))
+        raise error_of(body.get("type") if isinstance(body, dict) else None, str(message))
+
+    @contextmanager
+    def stream(self, method: str, url: str, body: dict[str, Any]) -> Iterator[httpx.Response]:
+        """One streamed request on a connection of its own (never a pooled one: closing or
+        shutting it down ends this request only); the response once its status is a success,
+        else raises as :meth:`request`."""
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.path)), base_url="http://ancre", timeout=self._http.timeout,
+        ) as http:
+            try:
+                with http.stream(method, url, json=body) as r:
+                    if not r.is_success:
+                        r.read()
+                        try:
+                            data = r.json()
+                        except ValueError:
+                            data = {"error": r.text[:200]}
+                        raise error_of(data.get("type"), str(data.get("error", r.reason_phrase)))
+                    yield r
+            except httpx.TransportError as e:
+                if isinstance(e.__cause__, PermissionError) or "Permission denied" in str(e):
+                    probe_socket(self.path)
+                raise ControlError(f"the running ancre stopped answering on {self.path}: {e}") from e
 
     def get(self, url: str, **params: Any) -> Any:
         """``GET url?params`` (see :meth:`request`)."""
@@ -118,8 +140,30 @@ class ControlClient:
         self.close()
 
 
+def _ask_body(question: str, user: str, asked_by: str | None, history: Sequence[str] | None) -> dict[str, object]:
+    body: dict[str, object] = {"question": question, "user": user}
+    if history is not None:
+        body["history"] = list(history)
+    if asked_by is not None:
+        body["asked_by"] = asked_by
+    return body
+
+
 _ANSWER = TypeAdapter(Answer)
 _SEARCH = TypeAdapter(SearchResult)
+
+
+def error_of(type_name: object, message: str) -> AncreError:
+    """The error the owner raised, rebuilt from its class name (:mod:`ancre.errors`, or the
+    answering model's :class:`~ancre.query.llm.LlmError` family); :class:`ControlError` for a
+    name this client does not know."""
+    from ancre.query import llm
+
+    name = str(type_name or "")
+    cls = getattr(errors, name, None) or getattr(llm, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, AncreError)):
+        cls = ControlError
+    return cls(message)
 
 
 class RemoteQueryCore:
@@ -130,6 +174,7 @@ class RemoteQueryCore:
 
     def __init__(self, client: ControlClient) -> None:
         self.client = client
+        self._ready = False
 
     def search(self, question: str, user: str, *, limit: int | None = None) -> SearchResult:
         """See :meth:`QueryCore.search <ancre.query.core.QueryCore.search>`."""
@@ -139,12 +184,11 @@ class RemoteQueryCore:
     def ask(
         self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
     ) -> Answer:
-        """See :meth:`QueryCore.ask <ancre.query.core.QueryCore.ask>`; the audit line names this
-        process's Unix user as the one who asked (``asked_by`` is decided by the owner)."""
-        body: dict[str, object] = {"question": question, "user": user}
-        if history is not None:
-            body["history"] = list(history)
-        return _ANSWER.validate_python(self.client.post("/v1/ask", body))
+        """See :meth:`QueryCore.ask <ancre.query.core.QueryCore.ask>`. The audit line names this
+        process's Unix user as the one who asked; ``asked_by`` (the identity this process
+        received) is taken by the owner only from a process of the service's own user (the RAG
+        API of ``ancre-api.service``); from anyone else the audit names the Unix user."""
+        return _ANSWER.validate_python(self.client.post("/v1/ask", _ask_body(question, user, asked_by, history)))
 
     def principals(self, user: str) -> frozenset[str]:
         """See :meth:`QueryCore.principals <ancre.query.core.QueryCore.principals>`."""
@@ -157,16 +201,54 @@ class RemoteQueryCore:
 
     def stream(
         self, question: str, user: str, *, asked_by: str | None = None, history: Sequence[str] | None = None
-    ) -> Iterator[str | Answer]:
-        """See :meth:`QueryCore.stream <ancre.query.core.QueryCore.stream>`: here the whole raw
-        text in one piece, then the :class:`~ancre.query.answer.Answer`."""
-        answer = self.ask(question, user, asked_by=asked_by, history=history)
-        yield answer.raw
-        yield answer
+    ) -> AnswerStream:
+        """See :meth:`QueryCore.stream <ancre.query.core.QueryCore.stream>`: the owner's pieces as
+        they come (``POST /v1/ask/stream``, NDJSON), then the :class:`~ancre.query.answer.Answer`;
+        errors as the owner raised them (:func:`error_of`). :meth:`AnswerStream.cancel
+        <ancre.query.answer.AnswerStream.cancel>` shuts this request's connection down: the owner
+        then stops the model call and audits the answer ``interrompue``; the reading thread's
+        ``next()`` raises :class:`~ancre.query.llm.ModelCallAborted`."""
+        from ancre.query.llm import Abort
+
+        abort = Abort()
+        return AnswerStream(self._pieces(_ask_body(question, user, asked_by, history), abort), abort)
+
+    def _pieces(self, body: dict[str, object], abort: Any) -> Iterator[str | Answer]:
+        from ancre.query.llm import ModelCallAborted
+
+        with self.client.stream("POST", "/v1/ask/stream", body) as r:
+            stream = r.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if isinstance(sock, socket.socket):
+                abort.register(sock)  # cancel() shuts it down: the owner sees its caller leave
+            try:
+                for line in r.iter_lines():
+                    if not line.strip():
+                        continue
+                    item = json.loads(line)
+                    if "text" in item:
+                        yield str(item["text"])
+                    elif "answer" in item:
+                        yield _ANSWER.validate_python(item["answer"])
+                    else:
+                        raise error_of(item.get("type"), str(item.get("error", "the answer failed")))
+            except (httpx.TransportError, OSError) as e:
+                if abort.cancelled:
+                    raise ModelCallAborted("the answer was abandoned: its request to the owner was closed") from None
+                raise ControlError(f"the running ancre stopped answering on {self.client.path}: {e}") from e
+
+    def probe_directory(self) -> None:
+        """See :meth:`QueryCore.probe_directory <ancre.query.core.QueryCore.probe_directory>`
+        (the owner reads its directory once)."""
+        self.client.get("/v1/directory")
 
     def not_ready(self) -> str | None:
-        """See :meth:`QueryCore.not_ready <ancre.query.core.QueryCore.not_ready>`."""
+        """See :meth:`QueryCore.not_ready <ancre.query.core.QueryCore.not_ready>` (once ready,
+        stays ready: not asked again)."""
+        if self._ready:
+            return None
         reason = self.client.get("/v1/ready")["not_ready"]
+        self._ready = reason is None
         return str(reason) if reason is not None else None
 
     def points(self) -> Mapping[str, int]:

@@ -8,9 +8,11 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ancre.settings.locations import PathRole
 
 log = logging.getLogger("ancre.config")
 
@@ -59,7 +61,7 @@ class DaemonConfig(BaseModel):
     control_port: int | None = Field(None, ge=0, le=65535)
     """Deprecated and ignored: the control endpoint is now the local control socket
     (``control_socket``), never a TCP port. Still accepted (with a warning) so old configs load."""
-    control_socket: Path | None = None
+    control_socket: Annotated[Path | None, PathRole.SOCKET] = None
     """The control socket's path (a Unix domain socket; see README "Running under systemd").
     Default: ``$RUNTIME_DIRECTORY/control.sock`` when systemd gives one (``RuntimeDirectory=ancre``),
     else ``<data_dir>/run/control.sock``. Set it when the admin's shell can't find it by itself

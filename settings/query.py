@@ -7,10 +7,11 @@ The numbers are the seed lab's (docs/ARCHITECTURE.md "Data flow of a question" s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ancre.settings.locations import HTTP, PathRole
 from ancre.settings.secrets import Secret
 
 MAX_ANSWER_TEMPERATURE = 0.3
@@ -33,7 +34,7 @@ class LlmConfig(_Section):
     ``openai`` (any OpenAI-compatible ``/v1/chat/completions`` server)."""
     model: str | None = None
     """Model name; default ``qwen2.5:14b`` for ollama, required for openai."""
-    url: str | None = None
+    url: Annotated[str | None, HTTP] = None
     """Server base URL (ollama default ``http://127.0.0.1:11434``; openai: required, with or
     without the trailing ``/v1``)."""
     api_key: Secret = None
@@ -75,7 +76,7 @@ class JudgeConfig(_Section):
     default: the answering model's (``llm.kind``), ``ollama`` when that is ``none``."""
     model: str = "qwen3:4b"
     """Model of the judge (on vLLM, the served model name, e.g. ``Qwen/Qwen3-4B``)."""
-    url: str | None = None
+    url: Annotated[str | None, HTTP] = None
     """Server base URL; default ``llm.url`` when the judge's kind is the answering model's, else
     ``http://127.0.0.1:11434`` for ollama (required for openai)."""
     api_key: Secret = None
@@ -115,16 +116,16 @@ class AuditConfig(_Section):
 
     enabled: bool = True
     """Write one audit record per question (nLPD); ``false`` writes none."""
-    dir: Path | None = None
+    dir: Annotated[Path | None, PathRole.WRITE_DIR] = None
     """Folder of the daily files; default ``<data_dir>/audit``."""
     retention_days: int = Field(365, ge=0)
     """Daily files older than this many days are deleted; ``0`` keeps them forever."""
     pseudonymize: bool = False
     """Log an HMAC-SHA256 of the user name (keyed by ``key_file``) instead of the name."""
-    key_file: Path | None = None
+    key_file: Annotated[Path | None, PathRole.KEY_FILE] = None
     """Pseudonymisation key (created with 32 random bytes, mode 0600, when missing); default
     ``<data_dir>/audit.key``."""
-    chain_key_file: Path | None = None
+    chain_key_file: Annotated[Path | None, PathRole.KEY_FILE] = None
     """HMAC key of the audit's hash chain (created with 32 random bytes, mode 0600, when missing;
     best kept outside the audit folder, e.g. a systemd credential); unset: the chain is plain
     SHA-256 (:mod:`ancre.audit.chain`)."""

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import NoDecode
 
 from ancre.errors import ConfigError
+from ancre.settings.locations import PathRole
 
 log = logging.getLogger("ancre.config")
 
@@ -51,7 +52,7 @@ class SecretRef(BaseModel):
 
     env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Name of an environment variable holding the secret (e.g. set by the unit's ``EnvironmentFile=``)."""
-    file: Path | None = None
+    file: Annotated[Path | None, PathRole.SECRET] = None
     """A file holding the secret (its trailing line break dropped); relative paths against the config file's folder."""
     credential: str | None = Field(None, pattern=r"^[A-Za-z0-9_.@-]+$")
     """Name of a systemd credential (``LoadCredential=<name>:<path>``): read from ``$CREDENTIALS_DIRECTORY/<name>``."""
@@ -135,6 +136,32 @@ def resolve_secret(ref: SecretRef | None, key: str) -> str | None:
     return ref.resolve(key) if ref is not None else None
 
 
+def _refs(model: Any, key: str) -> Iterable[tuple[str, SecretRef]]:
+    """``(key, ref)`` of every secret set in ``model`` (a settings model) and its sub-models; a
+    source's keys are named by its ``id`` (``sources.partage.password``), as they are read."""
+    if isinstance(model, SecretRef):
+        yield key, model
+    elif isinstance(model, BaseModel):
+        for name in type(model).model_fields:
+            yield from _refs(getattr(model, name), f"{key}.{name}" if key else name)
+    elif isinstance(model, tuple):
+        for i, item in enumerate(model):
+            yield from _refs(item, f"{key}.{getattr(item, 'id', i)}")
+
+
+def check_secrets(settings: BaseModel, *, sections: Iterable[str] | None = None, skip: Iterable[str] = ()) -> None:
+    """Resolve every secret ``settings`` names — in the top-level ``sections`` only (``None``:
+    all), less those in ``skip`` — so that a long-running process stops at its start, in one
+    line naming the key, rather than at its first use (``ancre daemon``: everything but
+    ``api``; ``ancre serve``: everything). Raises :class:`~ancre.errors.ConfigError`."""
+    wanted = set(sections) if sections is not None else None
+    skipped = set(skip)
+    for key, ref in _refs(settings, ""):
+        top = key.split(".", 1)[0]
+        if (wanted is None or top in wanted) and top not in skipped:
+            ref.resolve(key)
+
+
 def legacy_env_keys(data: Any, names: Iterable[str]) -> Any:
     """A model's raw input with each old ``<name>_env = "VAR"`` key turned into ``<name> = { env =
     "VAR" }`` (a deprecation warning each; an empty ``_env`` is dropped). Raises ``ValueError``
@@ -156,4 +183,4 @@ def legacy_env_keys(data: Any, names: Iterable[str]) -> Any:
     return out
 
 
-__all__ = ["CREDENTIALS_DIRECTORY", "Secret", "SecretRef", "legacy_env_keys", "resolve_secret"]
+__all__ = ["CREDENTIALS_DIRECTORY", "Secret", "SecretRef", "check_secrets", "legacy_env_keys", "resolve_secret"]

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from ancre.settings.locations import HTTP, LDAP, PathRole
 from ancre.settings.secrets import Secret, legacy_env_keys
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
@@ -79,7 +80,7 @@ class OllamaEmbedderConfig(_HttpEmbedderConfig):
     """``ollama``: an Ollama server's ``/api/embed``."""
     model: str | None = None
     """Ollama model; default ``nomic-embed-text``."""
-    url: str | None = None
+    url: Annotated[str | None, HTTP] = None
     """Ollama base URL; default ``http://127.0.0.1:11434``."""
     keep_alive: str = "30m"
     """Ollama ``keep_alive``: how long the model stays loaded after a call (``"30m"``, ``"2h"``)."""
@@ -93,7 +94,7 @@ class OpenAIEmbedderConfig(_HttpEmbedderConfig):
     """``openai``: any OpenAI-compatible ``/v1/embeddings`` server."""
     model: str = Field(min_length=1)
     """Model name (required)."""
-    url: str = Field(min_length=1)
+    url: Annotated[str, HTTP] = Field(min_length=1)
     """Server base URL, with or without the trailing ``/v1`` (required)."""
 
 
@@ -128,6 +129,11 @@ class EdgeStoreConfig(_Section):
     build_after_points: int = Field(20_000, ge=1)
     """Points not yet in the store's HNSW index (searched exactly) that start an index build in a
     separate process (README "Scale")."""
+    min_free_mb: float = Field(256.0, ge=0)
+    """Free space (MiB) the data folder's file system keeps beyond what a batch of writes or an
+    index build needs: short of it they are not started, the pass stops as ``disk_full`` and
+    indexing resumes by itself once there is room (the engine writes through memory maps, where a
+    full file system would kill the process). README "Running under systemd", *A full disk*."""
 
 
 class QdrantStoreConfig(_Section):
@@ -135,7 +141,7 @@ class QdrantStoreConfig(_Section):
 
     kind: Literal["qdrant"]
     """``qdrant``: a Qdrant server or cluster at ``url``."""
-    url: str = Field(min_length=1)
+    url: Annotated[str, HTTP] = Field(min_length=1)
     """Qdrant server URL (``http://127.0.0.1:6333``); required."""
     api_key: Secret = None
     """Qdrant API key (``ANCRE_STORE__API_KEY`` keeps it out of the file)."""
@@ -152,7 +158,7 @@ class LocalStoreConfig(_Section):
 
     kind: Literal["local"]
     """``local``: qdrant-client's local mode under ``path``."""
-    path: Path | None = None
+    path: Annotated[Path | None, PathRole.WRITE_DIR] = None
     """Folder of qdrant-client's local store; default ``<data_dir>/qdrant-local``."""
     bm25: Literal["snapshot", "qdrant"] = "snapshot"
     """Where the keyword side lives: ``snapshot`` (bm25s snapshot files under the data dir) or
@@ -187,7 +193,7 @@ class FileDirectoryConfig(_DirectoryBase):
 
     kind: Literal["file"] = "file"
     """Directory: ``file`` (users and nested groups in a ``directory.json`` file) or ``ldap`` (Active Directory)."""
-    path: Path | None = None
+    path: Annotated[Path | None, PathRole.READ] = None
     """The ``directory.json`` file (relative paths against the config file's folder); required to resolve anyone."""
 
 
@@ -196,9 +202,9 @@ class LdapDirectoryConfig(_DirectoryBase):
 
     kind: Literal["ldap"]
     """``ldap``: Active Directory over LDAP."""
-    url: str | None = None
+    url: Annotated[str | None, LDAP] = None
     """``ldaps://dc1.axonix.ch`` or ``ldap://dc1.axonix.ch`` (StartTLS unless ``tls = "none"``)."""
-    urls: tuple[str, ...] = ()
+    urls: Annotated[tuple[str, ...], LDAP] = ()
     """More domain controllers, tried in order after ``url``."""
     base_dn: str = Field(min_length=1)
     """Search base, e.g. ``DC=axonix,DC=ch`` (required)."""
@@ -208,7 +214,7 @@ class LdapDirectoryConfig(_DirectoryBase):
     """The bind password (best ``{ env = "ANCRE_LDAP_PASSWORD" }`` or a systemd ``credential``)."""
     tls: Literal["ldaps", "starttls", "none"] | None = None
     """Transport security; default from the URL scheme: ``ldaps://`` → ldaps, ``ldap://`` → starttls."""
-    ca_file: Path | None = None
+    ca_file: Annotated[Path | None, PathRole.READ] = None
     """PEM CA bundle that signed the DCs' certificates (default: the system's)."""
     tls_server_name: str | None = None
     """The name checked in the DC's certificate when the URL uses another one (an IP address, an

@@ -12,11 +12,12 @@ docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ancre.settings.daemon import WatchMode
+from ancre.settings.locations import PathRole
 from ancre.settings.secrets import Secret, legacy_env_keys
 
 Collection = Literal["documents", "documentation"]
@@ -59,10 +60,10 @@ class FolderSourceConfig(SourceSettings):
 
     kind: Literal["folder"] = "folder"
     """``folder`` (the default): a directory tree on local disk or a mounted share."""
-    root: Path
+    root: Annotated[Path, PathRole.TREE]
     """The tree's root directory (required; relative paths in ``ancre.toml`` are resolved against
     the file's folder)."""
-    acl_manifest: Path | None = None
+    acl_manifest: Annotated[Path | None, PathRole.READ] = None
     """NT-style ACL manifest (corpus ``acl.json`` format) for trees mounted without ACLs."""
     principals: tuple[str, ...] = ()
     """Without a manifest: principals (``sid:…``, or a directory name like ``GG_Direction``)

@@ -11,6 +11,7 @@ from ancre.connectors.base import SourceCheck
 from ancre.connectors.sharepoint.auth import SecretCredential
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.connectors.sharepoint.discovery import discover
+from ancre.connectors.sharepoint.graph import unreachable_key
 from ancre.connectors.sharepoint.library import RestFactory, read_library
 from ancre.connectors.sharepoint.snapshot import Drive
 
@@ -44,17 +45,23 @@ def _rest_problem(cfg: SharePointSourceConfig, rest: RestFactory | None, drives:
     )
 
 
+def _discovery_fix(cfg: SharePointSourceConfig, e: Exception) -> str:
+    """What to fix when the sites could not be discovered, naming the key: the authority that
+    does not answer, Graph that does not answer, else the app registration."""
+    key = unreachable_key(e.__cause__ if isinstance(e.__cause__, Exception) else e)
+    if key is not None:
+        return f"check sources.{cfg.id}.{key} ({getattr(cfg, key)}): the server must answer from this host"
+    return (f"check sources.{cfg.id}.tenant_id / client_id / the credential, and that the app has "
+            "Sites.Read.All (or Sites.Selected) with admin consent (README \"SharePoint Online\")")
+
+
 def check_source(cfg: SharePointSourceConfig, graph: Any, rest: RestFactory | None) -> SourceCheck:
     """The check of source ``cfg`` through ``graph`` (a ``GraphClient``) and ``rest`` (see the
     module doc). Never raises."""
     try:
         drives, refused = discover(graph, cfg)
     except Exception as e:  # a check reports, it does not crash
-        return SourceCheck(
-            False, f"SharePoint {cfg.tenant_id}: {type(e).__name__}: {e}",
-            f"check sources.{cfg.id}.tenant_id / client_id / the credential, and that the app has "
-            "Sites.Read.All (or Sites.Selected) with admin consent (README \"SharePoint Online\")",
-        )
+        return SourceCheck(False, f"SharePoint {cfg.tenant_id}: {type(e).__name__}: {e}", _discovery_fix(cfg, e))
     if not drives:
         return SourceCheck(
             False, f"no document library found ({refused or 'no site'})", f"check sources.{cfg.id}.sites / libraries"

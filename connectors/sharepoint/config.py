@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from ancre.connectors.sharepoint.permissions import LinkPolicy
+from ancre.settings.locations import HTTPS, PathRole
 from ancre.settings.secrets import Secret, legacy_env_keys
 from ancre.settings.sources import SourceSettings
 
@@ -40,21 +41,21 @@ class SharePointSourceConfig(SourceSettings):
     """Entra tenant id (GUID) or its primary domain."""
     client_id: str = Field(min_length=1)
     """Application (client) id of the app registration."""
-    certificate_path: Path | None = None
+    certificate_path: Annotated[Path | None, PathRole.READ] = None
     """PEM file holding the app registration's certificate and its private key."""
     certificate_thumbprint: str | None = None
     """SHA-1 thumbprint (hex) of that certificate as uploaded to the app registration; required with ``certificate_path``."""
-    pfx_path: Path | None = None
+    pfx_path: Annotated[Path | None, PathRole.READ] = None
     """The certificate and its private key as a PKCS#12 (``.pfx``) file instead of a PEM."""
     pfx_passphrase: Secret = None
     """Passphrase of ``pfx_path`` (best ``{ env = "…" }`` or a systemd ``credential``)."""
     client_secret: Secret = None
     """The app registration's client secret (Graph only, see above; best ``{ env = "ANCRE_SP_SECRET" }``)."""
-    authority: str = "https://login.microsoftonline.com"
+    authority: Annotated[str, HTTPS] = "https://login.microsoftonline.com"
     """Entra authority host (sovereign clouds: ``https://login.microsoftonline.us`` …; tests)."""
-    graph_url: str = "https://graph.microsoft.com/v1.0"
+    graph_url: Annotated[str, HTTPS] = "https://graph.microsoft.com/v1.0"
     """Graph endpoint with its version (``https://graph.microsoft.us/v1.0`` …; tests)."""
-    sites: tuple[str, ...] = ()
+    sites: Annotated[tuple[str, ...], HTTPS] = ()
     """Site URLs to read; empty = every site of the tenant."""
     libraries: tuple[str, ...] = ()
     """Globs on document library names (``Documents``, ``Shared Documents``); empty = all."""
@@ -88,7 +89,7 @@ class SharePointSourceConfig(SourceSettings):
     """Seconds one Graph or SharePoint REST request may take."""
     max_retries: int = Field(5, ge=0, le=20)
     """Retries of a throttled or failed Graph request (HTTP 429, 500, 502, 503, 504; ``Retry-After`` honoured)."""
-    ca_file: Path | None = None
+    ca_file: Annotated[Path | None, PathRole.READ] = None
     """CA bundle to verify Graph's TLS certificate with (tests); default: the system's."""
 
     @model_validator(mode="before")

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
-from ancre.connectors.sharepoint.graph import GraphError
+from ancre.connectors.sharepoint.graph import GraphError, unreachable_key
 from ancre.connectors.sharepoint.snapshot import Drive
 from ancre.errors import SourceUnavailableError
 from ancre.models import nfc
@@ -100,8 +100,19 @@ def _site_drives(graph: Any, cfg: SharePointSourceConfig, seg: str, site: dict[s
 
 def discover(graph: Any, cfg: SharePointSourceConfig) -> tuple[list[Drive], dict[str, str]]:
     """The libraries to read now (snapshots empty) and the refused sites (segment → why).
-    Raises ``SourceUnavailableError`` when no site at all answers, ``GraphError`` when Graph
-    fails otherwise."""
+    Raises ``SourceUnavailableError`` when no site at all answers, or when the token endpoint or
+    Graph does not answer (the message then names ``sources.<id>.authority`` /
+    ``sources.<id>.graph_url``), ``GraphError`` when Graph fails otherwise."""
+    try:
+        return _discover(graph, cfg)
+    except SourceUnavailableError as e:
+        key = unreachable_key(e)
+        if key is None:
+            raise
+        raise SourceUnavailableError(f"{e} (sources.{cfg.id}.{key} = {getattr(cfg, key)})") from e
+
+
+def _discover(graph: Any, cfg: SharePointSourceConfig) -> tuple[list[Drive], dict[str, str]]:
     drives: list[Drive] = []
     refused: dict[str, str] = {}
     found = sites(graph, cfg)
@@ -117,7 +128,8 @@ def discover(graph: Any, cfg: SharePointSourceConfig) -> tuple[list[Drive], dict
             refused[seg] = refusal(e)
     if found and len(refused) == len(found):
         raise SourceUnavailableError(
-            f"source {cfg.id}: no site could be read ({'; '.join(f'{k}: {v}' for k, v in refused.items())})"
+            f"source {cfg.id}: no site could be read ({'; '.join(f'{k}: {v}' for k, v in refused.items())}; "
+            f"sources.{cfg.id}.sites)"
         )
     return drives, refused
 

@@ -44,6 +44,7 @@ from ancre.connectors.sharepoint.auth import (
     Credential,
     PfxCredential,
     SecretCredential,
+    TokenError,
     TokenProvider,
     shared_provider,
 )
@@ -461,6 +462,16 @@ class GraphClient:
         return done
 
 
+def unreachable_key(e: BaseException) -> str | None:
+    """The source key whose server did not answer in ``e``: ``authority`` (the token endpoint),
+    ``graph_url`` (Graph), else ``None`` (an answer, a refusal, anything else)."""
+    if isinstance(e, TokenError) and e.code == "unreachable":
+        return "authority"
+    if isinstance(e, SourceUnavailableError) and str(e).startswith("Graph unreachable"):
+        return "graph_url"
+    return None
+
+
 __all__ = [
     "BATCH_LIMIT",
     "BatchRequest",
@@ -474,4 +485,5 @@ __all__ = [
     "parse_retry_after",
     "retry_delay",
     "settings_from_source",
+    "unreachable_key",
 ]

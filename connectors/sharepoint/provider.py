@@ -18,6 +18,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from ancre.connectors.sharepoint.graph import unreachable_key
 from ancre.connectors.sharepoint.permissions import (
     EVERYONE_CLAIM,
     EVERYONE_INTERNAL,
@@ -100,7 +101,9 @@ class EntraProvider:
         except DirectoryError:
             raise
         except Exception as e:  # Graph/REST errors of every kind: fail closed
-            raise DirectoryError(f"Entra ID: principals of {user!r}: {type(e).__name__}: {e}") from e
+            down = unreachable_key(e)
+            where = f" (sources.{self.name.partition(':')[2]}.{down})" if down and ":" in self.name else ""
+            raise DirectoryError(f"Entra ID: principals of {user!r}: {type(e).__name__}: {e}{where}") from e
         with self._lock:
             self._users[key] = (now + self.ttl_s, got)
         return got

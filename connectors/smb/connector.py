@@ -55,6 +55,7 @@ permissions, :class:`~ancre.connectors.smb.rights.ServerRights`) and the change 
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -363,9 +364,17 @@ def build(cfg: SmbSourceConfig, ctx: SourceContext) -> Connector:
     (names of ``share_allow`` / ``share_deny`` / ``local_groups``, the users' domain SID; optional
     when none of those keys is set).
     Raises :class:`ConfigError` when ``cfg`` is not an :class:`SmbSourceConfig` (the registry may
-    hand any kind's config) or its password variable is unset."""
+    hand any kind's config), its password variable is unset, or ``auth = "kerberos"`` without
+    the ``kerberos`` extra (:data:`KERBEROS_MODULES`)."""
     if not isinstance(cfg, SmbSourceConfig):
         raise ConfigError(f"sources.{cfg.id}: not an smb source")
+    missing = [m for m in KERBEROS_MODULES if importlib.util.find_spec(m) is None] if cfg.auth == "kerberos" else []
+    if missing:
+        raise ConfigError(
+            f"sources.{cfg.id}.auth = \"kerberos\" needs the `kerberos` extra ({', '.join(missing)} not installed): "
+            "sudo apt install libkrb5-dev gcc python3-dev, then pip install 'ancre[kerberos]' in ancre's environment "
+            "(README \"Windows file server and Active Directory\")"
+        )
     try:
         directory: Directory | None = ctx.directory()
     except ConfigError:
@@ -374,6 +383,9 @@ def build(cfg: SmbSourceConfig, ctx: SourceContext) -> Connector:
         directory = None  # names to resolve: none; the users' domain then comes from the server (LSA)
     return SmbConnector(cfg, directory=directory, ignore=ctx.ignore)
 
+
+KERBEROS_MODULES = ("gssapi", "krb5")
+"""What ``auth = "kerberos"`` needs (pyspnego's Kerberos provider): the ``kerberos`` extra."""
 
 KIND = SourceKind("smb", SmbSourceConfig, build)
 """The ``smb`` source kind (:data:`ancre.connectors.registry.REGISTRY`)."""

@@ -7,6 +7,7 @@ import threading
 
 from ancre.config import Settings
 from ancre.connectors.base import Connector
+from ancre.errors import DiskFullError
 from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Manager
 from ancre.index.embedders import Embedder
@@ -47,6 +48,9 @@ class EngineBase:
         self.acl = acl_writer if acl_writer is not None else AclWriter(store, state)
         """The ACL writer owning the order of every ACL written (see :mod:`ancre.daemon.sync`)."""
         self._acl_mu = self.acl.lock
+        self.disk_full: DiskFullError | None = None
+        """Why the last pass or batch stopped for want of space (``None`` when it did not): the
+        daemon waits until the file system has what it needed (:mod:`ancre.daemon.disk`)."""
         """Held around every store write that sets ACLs (upserts, ``set_acl``)."""
 
     def _epoch(self, source: str) -> int:

@@ -23,7 +23,8 @@ from ancre.daemon.sync.paths import clean_rel_path, items_under
 from ancre.daemon.sync.plan import Action, Decision, Limits, plan_item
 from ancre.daemon.sync.report import PassReport, ProgressFn
 from ancre.daemon.sync.retries import Failure, RetryPolicy, code_of, failure
-from ancre.errors import ConfigError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
+from ancre.errors import ConfigError, DiskFullError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
+from ancre.index.disk_space import SpaceGuarded
 from ancre.index.state import ItemState
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extractor_version
@@ -86,9 +87,12 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
             rep = PassReport(source=connector.source_id)
             pass_id = self.state.begin_pass(connector.source_id)
             try:
-                self._run(connector, rep, force=force, progress=progress, should_stop=should_stop)
-                if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
-                    rep.bm25_generation = self.rebuild_bm25()
+                if self._room(rep):
+                    self._run(connector, rep, force=force, progress=progress, should_stop=should_stop)
+                    if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
+                        rep.bm25_generation = self.rebuild_bm25()
+            except DiskFullError as e:  # stopped before writing: what was committed stays
+                self._no_room(rep, e)
             except BaseException as e:  # recorded, then raised: the pass never stays open
                 rep.outcome, rep.reason = PassOutcome.ERROR, f"{type(e).__name__}: {e}"[:500]
                 raise
@@ -97,6 +101,22 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
                 self.state.end_pass(pass_id, rep.outcome, rep.to_json())
             log.info("pass done", extra={"report": asdict(rep)})
             return rep
+
+    def _room(self, rep: PassReport) -> bool:
+        """Whether the store's file system has room for a pass (its margin, ``[store]
+        min_free_mb``); if not, ``rep`` ends as ``disk_full`` before anything is read. A store
+        that does not check free space (a Qdrant server) always has room here."""
+        self.disk_full = None
+        short = self.store.space.shortage(0, "a pass") if isinstance(self.store, SpaceGuarded) else None
+        if short is None:
+            return True
+        self._no_room(rep, short)
+        return False
+
+    def _no_room(self, rep: PassReport, e: DiskFullError) -> None:
+        """End ``rep`` as ``disk_full`` (nothing purged) and keep ``e`` for the daemon."""
+        self.disk_full = e
+        rep.outcome, rep.reason = PassOutcome.DISK_FULL, str(e)
 
     def _run(
         self, connector: Connector, rep: PassReport, *, force: bool, progress: ProgressFn | None,
@@ -174,9 +194,12 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
             t0 = time.monotonic()
             rep = PassReport(source=connector.source_id, scope=PassScope.PATHS)
             try:
-                self._sync_paths(connector, wanted, rep, should_stop=should_stop, progress=progress)
-                if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
-                    rep.bm25_generation = self.rebuild_bm25()
+                if self._room(rep):
+                    self._sync_paths(connector, wanted, rep, should_stop=should_stop, progress=progress)
+                    if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
+                        rep.bm25_generation = self.rebuild_bm25()
+            except DiskFullError as e:
+                self._no_room(rep, e)
             finally:
                 rep.duration_s = time.monotonic() - t0
             log.info("paths synced", extra={"report": asdict(rep), "paths": len(wanted)})

@@ -5,6 +5,7 @@ status 1 with the failing part's line and what to fix. ``ancre sync`` checks the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 from collections.abc import Iterator
@@ -58,7 +59,7 @@ def test_check_passes_with_every_part_reached(root: Path, ollama: ScriptedServer
     res = run("check", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     got = lines(res.output)
-    assert set(got) == {"config", "api", "directory", "identities", "source", "reach", "embedder", "store", "llm",
+    assert set(got) == {"config", "files", "api", "directory", "identities", "source", "reach", "embedder", "store", "llm",
                         "judge"}, res.output
     assert got["reach"].startswith("ok   reach            every source has readers; alice reads partage, sharepoint-direction")
     assert got["identities"].startswith("ok   identities       10 directory name(s)"), res.output
@@ -206,24 +207,38 @@ def test_check_states_the_api_secrets_and_the_jwt_secret_length(root: Path) -> N
     (``printf %s "$SECRET" | sha256sum | cut -c1-8``, run here by the shell itself)."""
     import subprocess
 
-    secret = "9f" * 32  # what `openssl rand -hex 32` prints: 64 characters
+    secret = hashlib.sha256(b"jwt").hexdigest()  # 64 hex characters, as `openssl rand -hex 32` prints
+    key = hashlib.sha256(b"key").hexdigest()
     jwt = API + 'user_jwt_secret = { env = "T_OWUI_JWT" }\n'
     res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))],
-                        env={"T_ANCRE_KEY": "k" * 26, "T_OWUI_JWT": secret}, catch_exceptions=False)
+                        env={"T_ANCRE_KEY": key, "T_OWUI_JWT": secret}, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     fingerprint = subprocess.run(["sh", "-c", 'printf %s "$S" | sha256sum | cut -c1-8'], env={"S": secret},
                                  capture_output=True, text=True, check=True).stdout.strip()
     assert lines(res.output)["api"] == (
-        f"ok   api              service key from $T_ANCRE_KEY (26 characters); user JWT secret from $T_OWUI_JWT: "
+        f"ok   api              service key from $T_ANCRE_KEY (64 characters); user JWT secret from $T_OWUI_JWT: "
         f"64 bytes, sha256 {fingerprint}; the user is read from Open WebUI's signed X-OpenWebUI-User-Jwt only")
 
-    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))], env={"T_ANCRE_KEY": "k" * 26})
+    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))], env={"T_ANCRE_KEY": key})
     assert res.exit_code == 1 and lines(res.output)["api"].startswith("FAIL api") and "T_OWUI_JWT" in res.output
     res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=jwt))],
-                        env={"T_ANCRE_KEY": "k" * 26, "T_OWUI_JWT": "short"})
+                        env={"T_ANCRE_KEY": key, "T_OWUI_JWT": "short"})
     assert res.exit_code == 1 and "at least 32 bytes" in lines(res.output)["api"]
-    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=API))], env={"T_ANCRE_KEY": "k" * 26})
+    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=API))], env={"T_ANCRE_KEY": key})
     assert res.exit_code == 0 and "no user JWT secret (api.user_jwt_secret not set)" in lines(res.output)["api"]
+
+
+@pytest.mark.parametrize(("key", "why"), [
+    ("k", "api.api_key ($T_ANCRE_KEY): 1 bytes: at least 32 bytes of random text are needed"),
+    ("k" * 40, "api.api_key ($T_ANCRE_KEY): 40 bytes but guessable"),
+    ("change-me-to-32-random-bytes-or-more", "api.api_key ($T_ANCRE_KEY): 36 bytes but guessable"),
+    (hashlib.sha256(b"16").hexdigest()[:32], "api.api_key ($T_ANCRE_KEY): 32 bytes but guessable"),  # 16 random bytes
+])
+def test_check_refuses_a_weak_service_key_with_the_command_that_makes_one(root: Path, key: str, why: str) -> None:
+    res = runner.invoke(app, ["check", "--config", str(write_config(root, extra=API))], env={"T_ANCRE_KEY": key})
+    line = lines(res.output)["api"]
+    assert res.exit_code == 1 and line.startswith(f"FAIL api              {why}"), line
+    assert "fix: make each one with `openssl rand -hex 32`" in line and (len(key) < 8 or key not in line)  # never shown
     res = run("check", "--config", str(write_config(root)))
     assert "no service key configured" in lines(res.output)["api"]
 

@@ -259,20 +259,36 @@ def test_thousand_files_dropped_at_once_are_each_indexed_once(tmp_path: Path) ->
 
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
-UNIT = REPO / "systemd" / "ancre.service"
+UNITS = REPO / "systemd"
+UNIT = UNITS / "ancre.service"
+UNIT_LINES = {
+    "ancre.service": ("Type=notify", "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure",
+                      "KillMode=mixed", "User=ancre", "ProtectSystem=strict", "ReadWritePaths=/var/lib/ancre",
+                      "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service",
+                      "EnvironmentFile=-/etc/ancre/ancre.env", "ExecStart=/opt/ancre/bin/ancre daemon --config"),
+    "ancre-api.service": ("Requires=ancre.service", "After=ancre.service", "User=ancre", "ProtectSystem=strict",
+                          "ExecStart=/opt/ancre/bin/ancre api --via-daemon --config /etc/ancre/ancre.toml",
+                          "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "PrivateUsers=yes",
+                          "EnvironmentFile=-/etc/ancre/ancre.env", "Restart=on-failure"),
+}
 
 
 @pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze not installed (Debian package `systemd`; "
                     ".ci/setup-test-deps.sh installs it as root): the unit's verify/security checks need it")
-def test_unit_verifies_and_meets_the_exposure_target(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", sorted(UNIT_LINES))
+def test_unit_verifies_and_meets_the_exposure_target(tmp_path: Path, name: str) -> None:
+    """Both units of the systemd pair (the daemon, and the API answering through it) verify in a
+    root holding both, meet the exposure target, and need no hand edit: the commands, paths and
+    user are those the README's install steps create (its ``Documentation=`` included)."""
     assert SYSTEMD_ANALYZE is not None
-    sec = subprocess.run([SYSTEMD_ANALYZE, "security", "--offline=true", str(UNIT)], check=False, capture_output=True, text=True)
-    m = re.search(r"Overall exposure level for ancre\.service: (\d+(?:\.\d+)?)", sec.stdout + sec.stderr)
+    unit = UNITS / name
+    sec = subprocess.run([SYSTEMD_ANALYZE, "security", "--offline=true", str(unit)], check=False, capture_output=True, text=True)
+    m = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+(?:\.\d+)?)", sec.stdout + sec.stderr)
     assert m, sec.stdout + sec.stderr
     assert float(m.group(1)) <= 2.0, sec.stdout
 
     # verify in a private root: the commands the unit runs must exist there (stubs), and the
-    # system's units (targets it depends on) are copied in
+    # system's units (targets it depends on) are copied in, with both of ours
     fake = tmp_path / "root"
     for cmd in ("opt/ancre/bin/ancre", "bin/kill"):
         exe = fake / cmd
@@ -283,14 +299,19 @@ def test_unit_verifies_and_meets_the_exposure_target(tmp_path: Path) -> None:
     if units is None:
         pytest.skip("no system unit directory to verify against")
     shutil.copytree(units, fake / "usr" / "lib" / "systemd" / "system", symlinks=True)
-    target = fake / "etc" / "systemd" / "system" / "ancre.service"
+    target = fake / "etc" / "systemd" / "system" / name
     target.parent.mkdir(parents=True)
-    shutil.copy2(UNIT, target)
+    for other in UNIT_LINES:
+        shutil.copy2(UNITS / other, target.parent / other)
     ver = subprocess.run([SYSTEMD_ANALYZE, "verify", f"--root={fake}", str(target)], check=False, capture_output=True, text=True)
     assert ver.returncode == 0 and not ver.stderr.strip(), ver.stderr
 
-    text = UNIT.read_text(encoding="utf-8")
-    for line in ("Type=notify", "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure",
-                 "KillMode=mixed", "User=ancre", "ProtectSystem=strict", "ReadWritePaths=/var/lib/ancre",
-                 "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "EnvironmentFile=-/etc/ancre/ancre.env"):
+    text = unit.read_text(encoding="utf-8")
+    for line in UNIT_LINES[name]:
         assert line in text, line
+    doc = re.search(r"^Documentation=file://(\S+)$", text, re.MULTILINE)
+    assert doc, "Documentation= must point at a file the install steps create"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    folder = str(Path(doc.group(1)).parent)
+    assert re.search(rf"^sudo .*{re.escape(folder)}", readme, re.MULTILINE), f"the README's install steps do not create {folder}"
+    assert f"systemd/{name}" in readme, f"the README's install steps do not install {name}"

@@ -18,6 +18,10 @@ SLOW = {
         "test_build_swaps_in_an_indexed_shard_that_answers_the_same": "a full index build in a child process",
         "test_open_removes_what_an_interrupted_build_left": "a build killed in a child process",
     },
+    "test_disk_and_damage.py": {
+        "test_a_shard_the_engine_cannot_load_names_the_segment_and_reindex": "an index build in a child process",
+        "test_after_a_stop_that_was_not_clean_the_store_is_probed_at_open": "an index build in a child process",
+    },
     "test_keyword_incremental.py": {
         "test_incremental_keywords_equal_a_full_rebuild_and_bm25s": "hypothesis over the embedded store",
     },

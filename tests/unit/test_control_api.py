@@ -5,6 +5,7 @@ the ASGI ``state`` as the control server does (:mod:`ancre.app.control`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 from collections.abc import Mapping
@@ -31,6 +32,13 @@ class RecordingQuery:
     def ask(self, question: str, user: str, *, asked_by: str | None = None) -> Any:
         self.calls.append(("ask", user, asked_by))
         return {"reponse": "ok"}
+
+    def stream(self, question: str, user: str, *, asked_by: str | None = None) -> Any:
+        self.calls.append(("stream", user, asked_by))
+        return iter(["Le forfait ", "est de CHF 3 840."])
+
+    def probe_directory(self) -> None:
+        self.calls.append(("directory", "", None))
 
     def principals(self, user: str) -> frozenset[str]:
         return frozenset()
@@ -89,6 +97,27 @@ def test_anyone_else_may_only_ask_as_itself() -> None:
     assert q.calls == []
     assert c.post("/v1/ask", json={"question": "q", "user": "nobody"}).status_code == 200
     assert q.calls == [("ask", "nobody", "unix:nobody")]
+
+
+def test_the_services_own_process_gives_the_identity_it_received_others_cannot() -> None:
+    """The RAG API of ancre-api.service (same user as the daemon) passes the e-mail Open WebUI
+    forwarded; the audit then names it, as ``ancre serve`` does. From root or anyone else,
+    ``asked_by`` is not taken: the audit names the Unix user who asked."""
+    q = RecordingQuery()
+    service = _client(PeerCred(1, os.getuid(), os.getgid()), q)
+    assert service.post("/v1/ask", json={"question": "q", "user": "alice", "asked_by": "alice.martin@axonix.ch"}
+                        ).status_code == 200
+    r = service.post("/v1/ask/stream", json={"question": "q", "user": "alice", "asked_by": "alice.martin@axonix.ch"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+    assert [json.loads(line) for line in r.text.splitlines()] == [{"text": "Le forfait "}, {"text": "est de CHF 3 840."}]
+    assert service.get("/v1/directory").json() == {"ok": True}
+    assert q.calls[:2] == [("ask", "alice", "alice.martin@axonix.ch"), ("stream", "alice", "alice.martin@axonix.ch")]
+    if os.getuid() != NOBODY.pw_uid:
+        q.calls.clear()
+        other = _client(PeerCred(1, NOBODY.pw_uid, NOBODY.pw_gid), q)
+        assert other.post("/v1/ask", json={"question": "q", "user": "nobody", "asked_by": "alice.martin@axonix.ch"}
+                          ).status_code == 200
+        assert q.calls == [("ask", "nobody", "unix:nobody")]
 
 
 def test_without_peer_credentials_nothing_is_answered() -> None:

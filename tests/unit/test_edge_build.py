@@ -360,7 +360,7 @@ def test_build_swaps_in_an_indexed_shard_that_answers_the_same(store: EdgeStore,
     try:
         assert _content(again) == content and again.unindexed_points(DOCS) == 0
         assert sorted(p.name for p in root.iterdir()) == [
-            "LOCK", "ancre_meta.json", "documentation", "documents.current", "documents@1",
+            "LOCK", "OPEN", "ancre_meta.json", "documentation", "documents.current", "documents@1",
         ]
     finally:
         again.close()
@@ -499,7 +499,7 @@ def test_a_stopped_build_leaves_the_live_shard_as_it_was(store: EdgeStore, tmp_p
     with pytest.raises(StoreError, match="stopped"):
         store.maintain(should_stop=stop)
     root = tmp_path / "data" / "qdrant"
-    assert sorted(p.name for p in root.iterdir()) == ["LOCK", "ancre_meta.json", "documentation", "documents"]
+    assert sorted(p.name for p in root.iterdir()) == ["LOCK", "OPEN", "ancre_meta.json", "documentation", "documents"]
     assert _content(store) == content and store.unindexed_points(DOCS) == 60
     store.upsert(DOCS, _points("B", 1, (GROUPS[0],)))  # still writable
 

@@ -13,7 +13,7 @@ from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
 from ancre.index.ollama_embed import default_prefixes, split_in_two
 from ancre.index.openai_embed import embeddings_endpoint
-from ancre.settings import E5LocalEmbedderConfig, EmbedderConfig, OllamaEmbedderConfig
+from ancre.settings import E5LocalEmbedderConfig, EmbedderConfig
 
 MAINTENANCE = (
     "Article 5 – Conditions financières. En contrepartie des prestations de maintenance, le Client "
@@ -218,7 +218,6 @@ def test_factory_default_is_e5_local() -> None:
     [
         (E5LocalEmbedderConfig(model="bge-m3"), "embedder.model"),
         (E5LocalEmbedderConfig(dim=768), "embedder.dim"),
-        (OllamaEmbedderConfig(kind="ollama", url="127.0.0.1:11434"), "embedder.url"),
     ],
 )
 def test_factory_config_errors_name_the_key(cfg: EmbedderConfig, key: str) -> None:
@@ -236,6 +235,8 @@ def test_factory_config_errors_name_the_key(cfg: EmbedderConfig, key: str) -> No
         ({"url": "http://127.0.0.1:11434"}, "embedder.url: not a key of kind 'e5-local' (only of 'ollama', 'openai')"),
         ({"kind": "ollama", "keep_alive": "1h", "model": "x", "bogus": 1}, "embedder.bogus: unknown key for kind 'ollama'"),
         ({"kind": "onnx"}, "embedder.kind: unknown embedder kind 'onnx' (known: e5-local, ollama, openai)"),
+        ({"kind": "ollama", "url": "127.0.0.1:11434"},
+         "embedder.url: '127.0.0.1:11434' is not a URL (http:// or https://host…): no scheme"),
     ],
 )
 def test_embedder_keys_are_checked_per_kind(table: dict[str, object], message: str) -> None:

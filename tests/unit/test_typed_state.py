@@ -38,7 +38,7 @@ def test_item_status_values_are_the_stored_strings() -> None:
 def test_pass_outcome_values_are_the_stored_strings() -> None:
     assert {m.name: m.value for m in PassOutcome} == {
         "OK": "ok", "PARTIAL": "partial", "SUSPECT": "suspect", "INTERRUPTED": "interrupted", "ERROR": "error",
-        "CRASHED": "crashed",
+        "CRASHED": "crashed", "DISK_FULL": "disk_full",
     }
 
 
