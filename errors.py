@@ -11,6 +11,16 @@ class ConfigError(AncreError):
     """The configuration is invalid; the message names the offending key (e.g. ``sources[0].root``)."""
 
 
+class PathDeniedError(ConfigError):
+    """A path key names a file or folder this user may not use (``key``: the key, e.g.
+    ``data_dir``); raised from the :class:`PermissionError` that says which path, so that the CLI
+    can say what permission is needed where and how to run the command instead."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
 class ExtractionError(AncreError):
     """A file could not be turned into text.
 

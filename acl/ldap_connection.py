@@ -18,6 +18,7 @@ import ldap3
 from ldap3.core.exceptions import LDAPException
 
 from ancre.errors import ConfigError, DirectoryError
+from ancre.settings.locations import check_ca_file
 
 NO_SUCH_OBJECT = 32
 """LDAP result code noSuchObject (RFC 4511 4.1.9)."""
@@ -46,24 +47,6 @@ class _NameCheckedTls(ldap3.Tls):
         except ssl.SSLCertVerificationError as e:
             self.verify_error = e
             raise
-
-
-def check_ca_file(ca_file: str | None, key: str) -> None:
-    """Raise :class:`~ancre.errors.ConfigError` naming ``key`` when ``ca_file`` (a PEM CA bundle;
-    ``None``: the system's CAs) can't be loaded by OpenSSL: missing, unreadable, or holding no
-    certificate (ldap3 would otherwise end in ``LDAPSSLConfigurationError``, unnamed)."""
-    if ca_file is None:
-        return
-    try:
-        ssl.create_default_context(cafile=ca_file)
-    except FileNotFoundError:
-        raise ConfigError(f"{key}: {ca_file} does not exist") from None
-    except PermissionError:
-        raise ConfigError(f"{key}: {ca_file}: permission denied") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{key}: {ca_file} is a folder, not a PEM file") from None
-    except (ssl.SSLError, OSError, ValueError) as e:
-        raise ConfigError(f"{key}: {ca_file} is not a PEM CA bundle OpenSSL can load ({e})") from None
 
 
 def certificate_names(cert: dict[str, Any]) -> list[str]:

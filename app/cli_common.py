@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from ancre.config import Settings, config_path, load_settings
-from ancre.errors import AncreError
+from ancre.errors import AncreError, PathDeniedError
 from ancre.models import json_visible, visible
 
 console = Console(width=None if sys.stdout.isatty() else 140)
@@ -135,6 +135,8 @@ def errors(fn: Callable[P, R]) -> Callable[P, R]:
         except (AncreError, PermissionError) as e:
             cause = e if isinstance(e, PermissionError) else e.__cause__
             line = denied(cause) if isinstance(cause, PermissionError) else str(e)
+            if isinstance(e, PathDeniedError) and isinstance(cause, PermissionError):
+                line = f"{e.key}: {line}"  # the key that names the path, then what is needed there
             err.print(f"[bold red]error:[/] {shown(line)}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 

@@ -99,7 +99,7 @@ from typing import Any, Protocol
 
 from ancre.audit.chain import Sealer
 from ancre.audit.chain_writer import AuditChain
-from ancre.audit.witness import Witness, open_witnesses
+from ancre.audit.witness import DEV_LOG, Witness, open_witnesses
 from ancre.errors import AuditError
 from ancre.settings.query import AuditConfig
 
@@ -328,7 +328,7 @@ def witnesses(cfg: AuditConfig, data_dir: Path, key: bytes | None) -> list[Witne
     """The witnesses ``audit.witnesses`` names for the log of ``cfg`` (:mod:`ancre.audit.witness`;
     the state witness in ``<data_dir>/state.sqlite3``), sealing with the chain's ``key``."""
     return open_witnesses(cfg.witnesses, audit_dir(cfg, data_dir), Sealer(key), state_db=Path(data_dir) / "state.sqlite3",
-                          syslog_socket=cfg.syslog_socket, syslog_files=cfg.syslog_files)
+                          syslog_socket=cfg.syslog_socket or DEV_LOG, syslog_files=cfg.syslog_files)
 
 
 def open_audit_log(cfg: AuditConfig, data_dir: Path) -> AuditLog:

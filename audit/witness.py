@@ -57,6 +57,10 @@ _MARK_LINE = re.compile(rb"\b" + SYSLOG_TAG.encode() + rb"(?:\[\d+\])?: ?(\{.*\}
 """A syslog file's line holding a mark: the tag, an optional ``[pid]``, ``:``, the mark's JSON."""
 
 
+
+DEV_LOG = Path("/dev/log")
+"""The system log's socket when ``audit.syslog_socket`` is unset (journald's and rsyslog's)."""
+
 class WitnessKind(StrEnum):
     """The kinds of witness (``[audit] witnesses``)."""
 
@@ -328,7 +332,7 @@ class FileMarks:
             except FileNotFoundError:
                 continue
             except (OSError, EOFError, gzip.BadGzipFile) as e:
-                raise WitnessUnreadableError(f"audit witness {path}: cannot read it: {e}") from e
+                raise WitnessUnreadableError(f"audit.syslog_files: audit witness {path}: cannot read it: {e}") from e
             seen += 1
             for line in data.splitlines():
                 m = _MARK_LINE.search(line)
@@ -339,7 +343,7 @@ class FileMarks:
                 except ValueError:
                     continue
         if not seen and self.paths:
-            raise WitnessUnreadableError(f"audit witness: none of {', '.join(map(str, self.paths))} exists")
+            raise WitnessUnreadableError(f"audit.syslog_files: none of {', '.join(map(str, self.paths))} exists")
         return found
 
     def __repr__(self) -> str:
@@ -372,7 +376,8 @@ class SyslogWitness:
                     self._handler = handler
                 self._handler.emit(record)
         except OSError as e:
-            raise AuditError(f"audit witness: cannot send the record's mark to the system log {self.socket_path}: "
+            raise AuditError(f"audit.syslog_socket: the audit witness cannot send the record's mark to the system log "
+                             f"{self.socket_path}: "
                              f"{e.strerror or e}") from e
 
     def read(self) -> WitnessReading:
@@ -416,7 +421,7 @@ def open_witnesses(
 
 
 __all__ = [
-    "SYSLOG_TAG", "FileMarks", "JournalMarks", "Mark", "MarkSource", "StateWitness", "SyslogWitness", "Witness",
+    "DEV_LOG", "SYSLOG_TAG", "FileMarks", "JournalMarks", "Mark", "MarkSource", "StateWitness", "SyslogWitness", "Witness",
     "WitnessKind", "WitnessReading", "WitnessUnreadableError", "export_state_witness", "import_state_witness",
     "open_witnesses", "parse_journal_json",
 ]

@@ -15,7 +15,9 @@ URL key without one):
 
 from __future__ import annotations
 
+import errno
 import os
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,7 +28,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-from ancre.errors import ConfigError
+from ancre.errors import ConfigError, PathDeniedError
 
 
 class PathRole(StrEnum):
@@ -52,6 +54,10 @@ class PathRole(StrEnum):
     SOCKET = "socket"
     """A Unix socket the process owning the index creates (``daemon.control_socket``): its folder
     must exist or be creatable."""
+    PEER = "peer"
+    """A path another program serves or writes and ancre only uses when the feature that needs it
+    is on (the system log's socket and files of the ``syslog`` audit witness): it must exist;
+    the feature's own error names the key when it is used."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,8 @@ def path_problem(path: Path, role: PathRole) -> str | None:
                 return f"{path} is not a file"
             with path.open("rb"):
                 return None
+        if role is PathRole.PEER:
+            return None if path.exists() else f"{path} does not exist"
         if role is PathRole.WRITE_DIR and path.exists():
             if not path.is_dir():
                 return f"{path} is not a folder"
@@ -183,7 +191,10 @@ def _values(model: BaseModel, prefix: str) -> Iterator[tuple[str, Any, PathRole]
     for name, field in type(model).model_fields.items():
         value = getattr(model, name, None)
         role = _marker(field, PathRole)
-        if role is not None and value is not None:
+        if role is not None and isinstance(value, tuple):
+            for i, item in enumerate(value):  # a list of paths: each one named by its position
+                yield f"{prefix}{name}.{i}", Path(item), role
+        elif role is not None and value is not None:
             yield f"{prefix}{name}", Path(value), role
         if isinstance(value, BaseModel):
             yield from _values(value, f"{prefix}{name}.")
@@ -195,27 +206,66 @@ def _values(model: BaseModel, prefix: str) -> Iterator[tuple[str, Any, PathRole]
                         yield (f"{key} (source {ident!r})" if isinstance(ident, str) else key), path, r
 
 
-def path_problems(settings: BaseModel) -> list[str]:
-    """Every path key of ``settings`` that can't play its role, as ``key: why`` lines (empty when
-    all can). Secrets given as ``{ file = … }`` are checked where they are read (:attr:`PathRole.SECRET`)."""
+def _problems(settings: BaseModel) -> list[tuple[str, Path, str]]:
+    """``(key, path, why)`` of every path key of ``settings`` that can't play its role."""
     out = []
     for key, path, role in _values(settings, ""):
         why = path_problem(path, role)
         if why is not None:
-            out.append(f"{key}: {why}")
+            out.append((key, path, why))
     return out
+
+
+def path_problems(settings: BaseModel) -> list[str]:
+    """Every path key of ``settings`` that can't play its role, as ``key: why`` lines (empty when
+    all can). Secrets given as ``{ file = … }`` are checked where they are read (:attr:`PathRole.SECRET`)."""
+    return [f"{key}: {why}" for key, _path, why in _problems(settings)]
+
+
+def _denied(path: Path) -> bool:
+    """Whether ``path`` exists but this user may not use it (or a folder on the way to it)."""
+    try:
+        path.stat()
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return not os.access(path, os.R_OK | (os.W_OK | os.X_OK if path.is_dir() else 0))
+
+
+def check_ca_file(ca_file: str | Path | None, key: str) -> None:
+    """Raise :class:`~ancre.errors.ConfigError` naming ``key`` when ``ca_file`` (a PEM CA bundle;
+    ``None``: the system's CAs) can't be loaded by OpenSSL: missing, unreadable, or holding no
+    certificate (ldap3 would otherwise end in ``LDAPSSLConfigurationError``, unnamed)."""
+    if ca_file is None:
+        return
+    try:
+        ssl.create_default_context(cafile=ca_file)
+    except FileNotFoundError:
+        raise ConfigError(f"{key}: {ca_file} does not exist") from None
+    except PermissionError:
+        raise ConfigError(f"{key}: {ca_file}: permission denied") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{key}: {ca_file} is a folder, not a PEM file") from None
+    except (ssl.SSLError, OSError, ValueError) as e:
+        raise ConfigError(f"{key}: {ca_file} is not a PEM CA bundle OpenSSL can load ({e})") from None
 
 
 def check_paths(settings: BaseModel) -> None:
     """Raise :class:`~ancre.errors.ConfigError` with the first of :func:`path_problems`, naming
-    its key (``directory.ca_file: /etc/ssl/axonix-ca.pem does not exist``)."""
-    problems = path_problems(settings)
+    its key (``directory.ca_file: /etc/ssl/axonix-ca.pem does not exist``) — a
+    :class:`~ancre.errors.PathDeniedError` from a :class:`PermissionError` naming the path when
+    this user may not use it."""
+    problems = _problems(settings)
     if problems:
+        key, path, why = problems[0]
         more = f" (and {len(problems) - 1} more: `ancre check` lists them)" if len(problems) > 1 else ""
-        raise ConfigError(problems[0] + more)
+        if _denied(path):
+            raise PathDeniedError(key, why + more) from PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        raise ConfigError(f"{key}: {why}{more}")
 
 
 __all__ = [
-    "HTTP", "HTTPS", "LDAP", "PathRole", "UrlKey", "check_paths", "model_keys", "path_keys", "path_problem",
+    "HTTP", "HTTPS", "LDAP", "PathRole", "UrlKey", "check_ca_file", "check_paths", "model_keys", "path_keys", "path_problem",
     "path_problems", "url_keys",
 ]

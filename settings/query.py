@@ -136,10 +136,10 @@ class AuditConfig(_Section):
     (``<data_dir>/state.sqlite3``), ``syslog`` the system log (journald or rsyslog, through
     ``syslog_socket``). ``[]``: none — ``ancre audit verify`` then fails unless told the log was
     started without one (``--started-without-witness``)."""
-    syslog_socket: Path = Path("/dev/log")
+    syslog_socket: Annotated[Path | None, PathRole.PEER] = None
     """The system log's Unix datagram socket the ``syslog`` witness sends to (RFC 3164, facility
-    authpriv, tag ``ancre-audit``)."""
-    syslog_files: tuple[Path, ...] = ()
+    authpriv, tag ``ancre-audit``); unset: ``/dev/log``."""
+    syslog_files: Annotated[tuple[Path, ...], PathRole.PEER] = ()
     """Files where the syslog daemon writes the ``syslog`` witness's marks (e.g.
     ``["/var/log/auth.log", "/var/log/auth.log.1"]``, rotated ``.gz`` files too), read by
     ``ancre audit verify``; empty: read them from the journal (``journalctl``)."""

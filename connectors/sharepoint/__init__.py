@@ -14,6 +14,7 @@ from ancre.acl.providers import PrincipalProvider
 from ancre.connectors.base import Connector, SourceContext, SourceKind
 from ancre.connectors.sharepoint.config import SharePointSourceConfig
 from ancre.errors import ConfigError
+from ancre.settings.locations import check_ca_file
 from ancre.settings.sources import SourceSettings
 
 if TYPE_CHECKING:
@@ -34,9 +35,13 @@ def graph_client(cfg: SharePointSourceConfig) -> GraphClient:
 
 
 def graph_settings(cfg: SharePointSourceConfig) -> Any:
-    """The :class:`~ancre.connectors.sharepoint.graph.GraphSettings` of a source."""
+    """The :class:`~ancre.connectors.sharepoint.graph.GraphSettings` of a source. Raises
+    :class:`~ancre.errors.ConfigError` naming ``sources.<id>.ca_file`` when that CA bundle can't
+    be loaded."""
     from ancre.connectors.sharepoint import graph
 
+    if cfg.ca_file is not None:  # one line naming the key, not OpenSSL's FileNotFoundError
+        check_ca_file(cfg.ca_file, f"sources.{cfg.id}.ca_file")
     return graph.settings_from_source(cfg)
 
 

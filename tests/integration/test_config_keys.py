@@ -289,7 +289,7 @@ def _names(out: str, key: str) -> bool:
 
 
 def _bad_path(role: PathRole, tmp: Path) -> str:
-    if role in (PathRole.READ, PathRole.SECRET, PathRole.TREE):
+    if role in (PathRole.READ, PathRole.SECRET, PathRole.TREE, PathRole.PEER):
         return str(tmp / "missing" / "x.pem")
     blocker = tmp / "a-file"
     blocker.write_text("x", encoding="utf-8")
@@ -301,7 +301,8 @@ def test_a_path_key_that_cannot_be_used_is_one_line_naming_it(
     variant: str, key: str, role: PathRole, base: dict[str, Any], srv: ScriptedServer, tmp_path: Path, invoke: Any,
     ms: FakeMicrosoft,
 ) -> None:
-    cfg = _write(tmp_path, _with(base, variant, key, _bad_path(role, tmp_path), srv.url, tmp_path, ms))
+    bad = _bad_path(role, tmp_path)
+    cfg = _write(tmp_path, _with(base, variant, key, [bad] if key.endswith("_files") else bad, srv.url, tmp_path, ms))
     for command in COMMANDS:
         code, out = invoke(command, cfg)
         if role is PathRole.TREE:  # an outage of the source, never a configuration error
@@ -316,7 +317,7 @@ def test_a_path_key_that_cannot_be_used_is_one_line_naming_it(
                 assert code is None, out
             else:
                 assert code == 2 and out.startswith("error: ") and _names(out, key), (command, out)
-        elif role is PathRole.SECRET:  # read where it is used: the commands that use it name it
+        elif role in (PathRole.SECRET, PathRole.PEER):  # used only by what needs it, which names it
             assert code in (0, 1, 2), (command, out)
             assert code == 0 or _names(out, key), (command, out)
         else:
