@@ -288,7 +288,7 @@ class AnswerService:
         timings["retrieval"] = _ms(t)
         t = time.perf_counter()
         broad = broad_topic(question) is not None
-        context = build_context(results, self.store, principals, self.settings.context, broad=broad)
+        context = build_context(results, self.store, principals, self.settings.context, broad=broad, question=question)
         timings["context"] = _ms(t)
         asked_for = user if identity is not None and identity != user else None
         return _Prepared(

@@ -534,7 +534,7 @@ class ExtractiveAnswerer:
             return []
         shown: dict[tuple[str, str], list[str]] = {}
         for e in context.extracts:
-            shown.setdefault((e.collection, e.doc_id), [e.filename, e.path]).append(e.text)
+            shown.setdefault((e.collection, e.doc_id), [e.filename, e.path, e.header]).append(e.text)
         head = broad_topic(question)
         if head is not None and len(terms.distinctive) > 1:
             # a broad question or a comparison names several subjects: each document holds its own
@@ -544,12 +544,12 @@ class ExtractiveAnswerer:
             topical = {key for key, texts in shown.items() if on_topic(terms, "\n".join(texts))}
         if head is not None:  # « résume les contrats … »: only documents that are such things
             topical = {key for key in topical if head in set(tokenize("\n".join(shown[key])))}
-        # an extract is read with its file name: "4. Conditions financières" of
+        # an extract is read with its file name and header: "4. Conditions financières" of
         # 03_Contrat_Maintenance_Etude_Rochat.docx is about the Rochat maintenance contract even
         # though the chunk itself does not say so, and must outrank the title page
         ranked = sorted(
             (
-                (coverage(terms, f"{e.filename}\n{e.text}"), e.score or 0.0, -i, e)
+                (coverage(terms, f"{e.filename}\n{e.header}\n{e.text}"), e.score or 0.0, -i, e)
                 for i, e in enumerate(context.extracts)
                 if (e.collection, e.doc_id) in topical
             ),
@@ -615,32 +615,29 @@ def _section(e: Extract) -> str:
 
 def _with_versions(best: list[Extract], context: Context) -> tuple[list[Extract], list[VersionGroup]]:
     """``best`` with, for each quote from a versioned document, the matching passage of the
-    other versions (same section heading, else the most similar text), each group's quotes
-    ordered current first; and the groups concerned."""
+    other versions (same section heading, else the most similar text); then grouped: one
+    document's quotes together (in the order of its best quote), the documents in the order of
+    their best quote, a version group's documents together, current first. Returns the quotes and
+    the groups concerned."""
     groups = [g for g in context.versions if any(e.filename in g.documents for e in best)]
-    if not groups:
-        return best, []
-    out: list[Extract] = []
+    out: list[Extract] = list(best)
     for e in best:
-        if e in out:
-            continue
         group = next((g for g in groups if e.filename in g.documents), None)
-        if group is None:
-            out.append(e)
-            continue
-        family = [e]
-        for other in group.documents:
-            if other == e.filename:
-                continue
-            candidates = [x for x in context.extracts if x.filename == other]
-            if not candidates:
+        for other in group.documents if group is not None else ():
+            candidates = [x for x in context.extracts if x.filename == other and other != e.filename]
+            if not candidates or any(x.filename == other for x in out):
                 continue
             same = [x for x in candidates if _section(x) and _section(x) == _section(e)]
-            match = same[0] if same else max(candidates, key=lambda x: similarity(x.text, e.text))
-            family.append(match)
-        family.sort(key=lambda x: group.documents.index(x.filename))
-        out.extend(x for x in family if x not in out)
-    return out, groups
+            out.append(same[0] if same else max(candidates, key=lambda x: similarity(x.text, e.text)))
+
+    def family(x: Extract) -> tuple[int, int]:
+        """(rank of the group or document's first quote, rank within the group)."""
+        group = next((g for g in groups if x.filename in g.documents), None)
+        members = group.documents if group is not None else (x.filename,)
+        first = min(i for i, y in enumerate(out) if y.filename in members)
+        return first, members.index(x.filename)
+
+    return sorted(out, key=lambda x: (*family(x), out.index(x))), groups
 
 
 def _version_labels(groups: list[VersionGroup]) -> dict[str, str]:

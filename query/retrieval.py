@@ -141,7 +141,8 @@ def _results(order: list[_Ranked], by_id: dict[str, StoredPoint]) -> tuple[Searc
                 point_id=pid, doc_id=pl.doc_id, filename=pl.filename, path=pl.path,
                 location=pl.location, chunk_index=pl.chunk_index, score=score,
                 found_by=tuple(name for name in ("vector", "bm25") if name in ranks),
-                text=pl.text, collection=pl.collection, ranks=ranks,
+                text=pl.text, collection=pl.collection, ranks=ranks, subject=pl.subject,
+                heading_path=tuple(pl.heading_path),
             )
         )
     return tuple(results)

@@ -5,7 +5,10 @@ A share keeps old versions next to new ones (``ARCHIVES/03_Contrat_Maintenance_E
 beside ``DIRECTION/03_Contrat_Maintenance_Etude_Rochat.docx``): both answer « Quelle est la durée du
 contrat Rochat ? », one with 24 months, the other with 36. An answer must never pick one silently.
 
-**Versions of one another** (:func:`version_groups`), for two documents of a context:
+**Versions of one another** (:func:`version_groups`), for two documents of a context **about the
+same subject** (:func:`ancre.query.subjects.same_subject`: the same parties, else the same title
+name, else the same file name words — a different client's contract is never a version, however
+alike the two texts):
 
 - the *same name up to a version or date suffix*: the file name without extension, folded, with
   ``_v2024``, ``-v1.2``, ``_version 3``, ``_2024-01-15``, ``_old``, ``_ancien``, `` (2)``, « copie
@@ -17,9 +20,9 @@ contrat Rochat ? », one with 24 months, the other with 36. An answer must never
 - *near-identical text*: the word-trigram Jaccard similarity of their shown extracts is at least
   :data:`NEAR_IDENTICAL` (two contracts written from one template differ in names and numbers:
   about 0.65 on the Axonix corpus; two versions: about 0.78 and more) — unless their titles
-  differ, or each names (in its file name and as a capitalised word of its text) a subject the
-  other never writes (two clients' contracts from one template: their « Durée » sections alone
-  are near-identical, their titles and subjects are not).
+  differ, or, when their subjects give no clue, each names (in its file name and as a capitalised
+  word of its text) a subject the other never writes (two clients' contracts from one template:
+  their « Durée » sections alone are near-identical, their titles and subjects are not).
 
 **Which looks current** (:func:`_rank`), each clue giving a reason in French:
 
@@ -46,6 +49,7 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 from ancre.index.tokenize import fold
+from ancre.query.subjects import DocSubject, same_subject
 
 NEAR_IDENTICAL = 0.72
 """Word-trigram Jaccard similarity from which two documents' shown texts are versions."""
@@ -90,6 +94,8 @@ class Versioned:
     text: str
     modified_at: float = 0.0
     """The file's modification time as indexed, epoch seconds (``0.0``: unknown)."""
+    subject: DocSubject | None = None
+    """Whose document it is (:func:`ancre.query.subjects.doc_subject`); ``None``: unknown."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,9 @@ def similarity(a: str, b: str) -> float:
 def _related(a: Versioned, b: Versioned) -> str | None:
     if fold(a.filename) == fold(b.filename):
         return None  # copies, not versions (the context keeps one)
+    same = same_subject(a.subject, b.subject) if a.subject is not None and b.subject is not None else None
+    if same is False:
+        return None  # another subject (another client) is never a version
     if name_key(a.filename) == name_key(b.filename):
         return "nom"
     ta, tb = title_key(a.title), title_key(b.title)
@@ -160,7 +169,7 @@ def _related(a: Versioned, b: Versioned) -> str | None:
         return "titre"
     if ta and tb:
         return None  # two titles that differ: two documents (« … — Baumont Industries » / « … — Étude Rochat »)
-    if _names_apart(a, b):
+    if same is None and _names_apart(a, b):
         return None
     if len(a.text) >= 200 and len(b.text) >= 200 and similarity(a.text, b.text) >= NEAR_IDENTICAL:
         return "texte"
