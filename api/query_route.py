@@ -1,10 +1,10 @@
 """``POST /query`` ``{"question"}``, the route for machines (README "API").
 
 200 ``{reponse, sources, ancree, controles, verification, extractive, documents_ecartes,
-versions}`` when the answer is grounded (``ancree: true``, refusals included) or not established
+versions, liste}`` when the answer is grounded (``ancree: true``, refusals included) or not established
 (``ancree: null``, ``verification: "non_effectuee"``: the judge could not run); 422
 ``{reponse_bloquee, sources, ancree: false, controles, verification, citations_inventees,
-affirmations_non_sourcees, faits_non_sources, documents_ecartes, versions}`` when it is not
+affirmations_non_sourcees, faits_non_sources, documents_ecartes, versions, liste}`` when it is not
 grounded (a control or the judge refused it; ``faits_non_sources``: the figures, dates, codes and
 names found in no extract the answer cites, control 5). ``reponse`` has each citation followed by its folder.
 """
@@ -17,7 +17,15 @@ from fastapi.responses import JSONResponse, Response
 from ancre.api.errors import ERROR_RESPONSES
 from ancre.api.identity import Identity
 from ancre.api.questions import check_question
-from ancre.api.render import facts_out, resolved_question, sources_out, unchecked_out, verdict_headers, versions_out
+from ancre.api.render import (
+    facts_out,
+    listing_out,
+    resolved_question,
+    sources_out,
+    unchecked_out,
+    verdict_headers,
+    versions_out,
+)
 from ancre.api.schemas import ErrorResponse, QueryAnswer, QueryBlocked, QueryRequest
 from ancre.api.service import ApiContext, AuthDependencies
 from ancre.query.answer import Answer
@@ -53,7 +61,7 @@ def query_response(answer: Answer) -> JSONResponse:
                 "controles": list(answer.controles), "verification": answer.verification,
                 "citations_inventees": list(answer.invented), "affirmations_non_sourcees": list(answer.unsourced),
                 "faits_non_sources": facts_out(answer), "documents_ecartes": unchecked_out(answer),
-                "versions": versions_out(answer),
+                "versions": versions_out(answer), "liste": listing_out(answer),
             },
             status_code=422, headers=verdict_headers(answer),
         )
@@ -63,6 +71,7 @@ def query_response(answer: Answer) -> JSONResponse:
             "controles": list(answer.controles), "verification": answer.verification,
             "extractive": answer.extractive, "documents_ecartes": unchecked_out(answer),
             "versions": versions_out(answer), "question_traitee": resolved_question(answer),
+            "liste": listing_out(answer),
         },
         headers=verdict_headers(answer),
     )

@@ -444,6 +444,10 @@ def _print_answer(ans: Any, as_json: bool) -> None:
         return
     console.print(ans.reponse, markup=False, highlight=False, soft_wrap=True)
     console.print()
+    if ans.listing is not None and not ans.extractive:  # the extractive text has it
+        from ancre.query.listing import list_note
+
+        console.print(list_note(ans.listing), markup=False, highlight=False)
     if ans.unverified:
         from ancre.query.answer import unverified_note
 

@@ -24,11 +24,14 @@ How (:meth:`ConversationResolver.resolve`):
    asked.
 3. **With a model configured**, a short condense prompt (:data:`CONDENSE_PROMPT`, temperature 0)
    gets the earlier user questions and the new one and returns one standalone question. Its output
-   is used only when it is one line and names nothing (no proper name, code or number) that the
-   user's questions did not: a model cannot bring a subject in. Otherwise, and without a model,
-   the rule below applies.
+   is used only when it is one line and every name and word of it occurs in the user's questions,
+   case and accents aside (request wording apart): a model cannot bring a subject in, nor swap a
+   client that does not exist (« Fiduciaire Dubuy ») for its real lookalike (« Fiduciaire
+   Dubuis »). Otherwise, and without a model, the rule below applies.
 4. **The deterministic rule** works on the previous question, itself resolved first:
-   « fais pareil / et pour X » puts X in place of the previous question's last named subject
+   « fais pareil / et pour X / même chose (mais) pour X / pareil pour X / et X ? » puts X in place
+   of the previous question's named subject — one of the same kind as X (« garage », « étude »),
+   never a counterparty (« le contrat signé avec Axonix SA ») when another is named, else the last
    (« … avec Baumont Industries ? » → « … avec l'étude Rochat ? »); « et quelle est sa durée ? »
    takes the previous question's subject phrase (« du contrat de maintenance d'Axonix SA avec
    l'étude Rochat ») and puts it after the new question's noun, a possessive becoming an article;
@@ -48,11 +51,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ancre.index.tokenize import fold
+from ancre.index.tokenize import fold, tokenize
 from ancre.models import nfc
 from ancre.query.llm import ChatClient, LlmError
 from ancre.query.prompt import ChatMessage
-from ancre.query.relevance import question_terms
+from ancre.query.relevance import FILLER_TERMS, question_terms
 
 log = logging.getLogger("ancre.query")
 
@@ -152,15 +155,22 @@ class Resolution:
 _SAME_FOR = re.compile(
     r"^\s*(?:et\s+)?(?:(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me\s+chose|"
     r"la\s+m[eê]me\s+chose|de\s+m[eê]me|m[eê]me\s+question)(?:\s+(?:pareil|la\s+m[eê]me\s+chose|de\s+m[eê]me|"
-    r"idem|aussi))?\s+)?(?:pour|avec|concernant|chez|sur)\s+(?P<subject>[^?!.]+?)\s*[?!.]*\s*$",
+    r"idem|aussi))?[\s,]+(?:mais[\s,]+)?)?(?:pour|avec|concernant|chez|sur)\s+(?P<subject>[^?!.]+?)\s*[?!.]*\s*$",
     re.IGNORECASE,
 )
-"""« Fais pareil pour X », « Et pour X ? », « Même chose avec X »."""
-_AND_NAME = re.compile(
-    r"^\s*(?:et|idem|pareil|m[eê]me\s+chose)\s+"
-    r"(?P<subject>(?:l['’]|la\s+|le\s+|les\s+)?[^\W\d_]*\s*[A-ZÀ-Ý][^?!.]*?)\s*[?!.]*\s*$"
+"""« Fais pareil pour X », « Et pour X ? », « Même chose avec X », « Même chose mais pour X »,
+« Pareil pour X »."""
+_QUALIFIER_WORDS = (
+    r"(?:[ée]tude|garage|fiduciaire|cabinet|soci[ée]t[ée]|entreprise|groupe|bureau|atelier|maison|agence|"
+    r"commune|association|fondation|clinique|pharmacie|boulangerie|menuiserie|carrosserie|h[ôo]tel|restaurant|"
+    r"client|cliente|ma[îi]tre|madame|monsieur)"
 )
-"""« Et Rochat ? », « Et l'étude Rochat ? »."""
+_AND_NAME = re.compile(
+    r"^\s*(?i:et|idem|pareil|m[eê]me\s+chose)[\s,]+(?:(?i:mais|alors)[\s,]+)?"
+    rf"(?P<subject>(?:l['’]|la\s+|le\s+|les\s+)?(?:(?i:{_QUALIFIER_WORDS})\s+[^\W\d_][^?!.]*?|[A-ZÀ-Ý][^?!.]*?))"
+    r"\s*[?!.]*\s*$"
+)
+"""« Et Rochat ? », « Et l'étude Rochat ? », « Et le Garage Dubuis ? », « Et le garage dubuis ? »."""
 _ASKS_AGAIN = re.compile(
     r"^\s*(?:et\s+)?(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me|la\s+m[eê]me|de\s+m[eê]me"
     r"|pour|avec|concernant|chez|sur)",
@@ -293,12 +303,40 @@ def looks_like_follow_up(question: str) -> bool:
 # ----------------------------------------------------------------------------- the rule
 
 
+_COUNTERPARTY = re.compile(
+    r"(?:sign[ée]e?s?|conclue?s?|pass[ée]e?s?|[ée]tabli[es]*)\s+(?:avec|par)\s+$|(?:selon|par|chez)\s+$",
+    re.IGNORECASE,
+)
+"""Words before a name that make it the other party or the source (« le contrat signé avec Axonix
+SA », « selon Axonix SA »), not the subject asked about."""
+
+
+def _qualifier(phrase: str) -> str | None:
+    m = re.search(rf"(?i:{_QUALIFIER_WORDS})", phrase)
+    return fold(m.group(0)) if m else None
+
+
+def _entity_to_replace(previous: str, spans: list[tuple[int, int]], subject: str) -> tuple[int, int]:
+    """Which named subject of ``previous`` a follow-up about ``subject`` replaces: one of the same
+    kind (« garage » for « le Garage Dubuis »), else one with a kind when ``subject`` has one,
+    never a counterparty (« signé avec Axonix SA ») when another is named, else the last."""
+    kind = _qualifier(subject)
+
+    def score(i: int) -> tuple[int, int, int, int]:
+        s, e = spans[i]
+        mine = _qualifier(previous[s:e])
+        counterparty = _COUNTERPARTY.search(previous[:s]) is not None
+        return (int(kind is not None and mine == kind), int(kind is not None and mine is not None), -int(counterparty), i)
+
+    return spans[max(range(len(spans)), key=score)]
+
+
 def _replace_entity(previous: str, subject: str) -> str | None:
-    """``previous`` with its last named subject replaced by ``subject``."""
+    """``previous`` with its named subject (:func:`_entity_to_replace`) replaced by ``subject``."""
     spans = entity_phrases(previous)
     if not spans:
         return None
-    s, e = spans[-1]
+    s, e = _entity_to_replace(previous, spans, subject)
     head = previous[:s]
     if re.search(r"(?<![^\W_])d['’]$", head) and not re.match(r"[aeiouyhàâéèêëîïôûAEIOUYHÉ]", subject):
         head = head[:-2] + "de "
@@ -414,10 +452,21 @@ def regenerate_instruction(text: str) -> Instruction | None:
     return REGENERATE_PROMPTS.get(" ".join(nfc(text).split()).casefold().rstrip(" .!"))
 
 
+_WORDING_TERMS = frozenset(tokenize("document documents concerne concernant prévu prévue mentionné indiqué précisé "
+                                    "information informations question"))
+"""Words a condensed question may add to the user's: how a question is put, never what it is about."""
+
+
 def _introduces_nothing(candidate: str, sources: Sequence[str]) -> bool:
-    """Whether ``candidate`` names nothing (proper name, code, number) the ``sources`` do not."""
+    """Whether ``candidate`` names nothing the user's ``sources`` (their questions) do not: every
+    named term (proper name, code, number) and every other index term of it occurs in them, case
+    and accents aside — a model that swaps « Fiduciaire Dubuy » for its real lookalike « Fiduciaire
+    Dubuis », capitalised or not, is caught — save request wording (:data:`FILLER_TERMS`)."""
     allowed = " ".join(fold(s) for s in sources)
-    return all(re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed) for term in _named(candidate))
+    if not all(re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed) for term in _named(candidate)):
+        return False
+    known = set(tokenize(" ".join(sources)))
+    return all(t in known or t in FILLER_TERMS or t in _WORDING_TERMS for t in tokenize(candidate))
 
 
 class ConversationResolver:
