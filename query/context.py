@@ -5,7 +5,8 @@
 - Then up to ``other_docs`` (6) other distinct documents, in the order of their best result,
   ``chunks_per_complement`` (4) consecutive chunks each, around their best hit.
 - **Copies are dropped**: a document with the same file name as a kept one (case-insensitive, NFC:
-  the same contract on the share and on SharePoint), and any chunk whose text (whitespace
+  the same contract on the share and on SharePoint) — unless one of the two is in an archive
+  folder and the other not: that one is an older version —, and any chunk whose text (whitespace
   collapsed, NFC) equals a kept chunk's.
 - **When no document clearly leads**, the whole context is cut to ``max_chunks`` (14) chunks.
   "Clearly leads" is defined on RRF scores: the principal document's best score beats the best
@@ -23,8 +24,9 @@ its neighbourhood that state the most facts (amounts, dates, durations, names), 
 **The asked entity decides** (:mod:`ancre.query.subjects`). When the question names a client, a
 company or a person that tells the candidate documents apart (:func:`~ancre.query.subjects.asked_entities`),
 documents are ranked by how their subject matches it before their score: exactly (the same strong
-words: « Garage Dubois » = « Garage Dubois Sàrl »), then partly (« Dubois Transports SA »), then not
-at all (« Garage Dubuis », one letter apart, is another client). For a precise question (not broad)
+words: « Garage Dubois » = « Garage Dubois Sàrl »; or a passage that writes the name, as a note
+about « Baumont Industries »'s server room), then partly (« Dubois Transports SA »), then not at all
+(« Garage Dubuis », one letter apart, is another client). For a precise question (not broad)
 with a document that matches exactly, the context keeps only the documents that match exactly —
 that client's document and its versions —: another client's passages are never « complements »
 (:attr:`Context.focused`). A broad question keeps its diversity, the named subjects first.
@@ -47,8 +49,8 @@ from dataclasses import dataclass
 from ancre.index.store import Store
 from ancre.index.tokenize import fold, tokenize
 from ancre.models import SearchResult, StoredPoint, Subject, nfc
-from ancre.query.subjects import DocSubject, Level, Name, asked_entities, doc_subject
-from ancre.query.versions import Versioned, VersionGroup, version_groups
+from ancre.query.subjects import DocSubject, Level, Name, asked_entities, doc_levels, doc_subject
+from ancre.query.versions import Versioned, VersionGroup, archive_folder, version_groups
 from ancre.settings.query import ContextConfig
 
 
@@ -170,6 +172,12 @@ def name_key(filename: str) -> str:
     return nfc(filename).casefold()
 
 
+def _copy_key(r: SearchResult) -> tuple[str, bool]:
+    """What makes two documents copies: the same file name (:func:`name_key`), both in an archive
+    folder or both outside one — an archived file of the same name is an older version."""
+    return name_key(r.filename), archive_folder(r.path) is not None
+
+
 def _text_key(text: str) -> str:
     return " ".join(nfc(text).split())
 
@@ -272,10 +280,12 @@ def _by_entity(
     match, only the exact matches (see the module doc). Returns the documents, the entities and
     whether the context is focused on them."""
     subjects = [result_subject(d) for d in docs]
-    entities = asked_entities(question, subjects) if question else ()
+    texts = [d.text for d in docs]
+    entities = asked_entities(question, subjects, texts) if question else ()
     if not entities:
         return docs, (), False
-    levels = [max(s.level(e) for e in entities) for s in subjects]
+    per_entity = [doc_levels(e, subjects, texts) for e in entities]
+    levels = [max(lv[i] for lv in per_entity) for i in range(len(docs))]
     order = sorted(range(len(docs)), key=lambda i: (-levels[i], i))
     if not broad and Level.EXACT in levels:
         return [docs[i] for i in order if levels[i] is Level.EXACT], entities, True
@@ -307,7 +317,7 @@ def build_context(
 
     extracts: list[Extract] = []
     sources: list[Source] = []
-    kept_names: set[str] = set()
+    kept_names: set[tuple[str, bool]] = set()
     kept_texts: set[str] = set()
     principal: SearchResult | None = None
     distinct = len({name_key(d.filename) for d in docs})
@@ -315,7 +325,7 @@ def build_context(
     for best in docs:
         if principal is not None and len(sources) > cfg.other_docs:
             break
-        if name_key(best.filename) in kept_names:
+        if _copy_key(best) in kept_names:
             continue
         size = cfg.principal_max if principal is None else cfg.chunks_per_complement
         if broad:
@@ -325,7 +335,7 @@ def build_context(
         if not new:
             continue
         principal = principal or best
-        kept_names.add(name_key(best.filename))
+        kept_names.add(_copy_key(best))
         for p in new:
             kept_texts.add(_text_key(p.payload.text))
             extracts.append(_extract(p, hit_scores.get((best.collection, p.payload.doc_id, p.payload.chunk_index))))

@@ -64,7 +64,16 @@ from ancre.models import nfc
 from ancre.query.citations import CitationScan, scan_citations
 from ancre.query.context import Context
 from ancre.query.relevance import FILLER_TERMS
-from ancre.query.subjects import DocSubject, Level, Name, asked_entities, lookalike, mentions
+from ancre.query.subjects import (
+    DocSubject,
+    Level,
+    Name,
+    asked_entities,
+    discriminates,
+    doc_levels,
+    lookalike,
+    mentions,
+)
 
 
 class FactKind(StrEnum):
@@ -925,7 +934,10 @@ class _Docs:
             self.texts[key].append(e.text)
         self._evidence: dict[tuple[str, ...], Evidence] = {}
         self._labels: dict[str, list[_Labelled]] = {}
-        self.superseded = {nfc(d) for g in context.versions if g.current is not None for d in g.others}
+        self._entities: dict[frozenset[str], frozenset[str] | None] = {}
+        self.superseded = {  # a replaced version's file name (unless the one in force bears it too)
+            nfc(d) for g in context.versions if g.current is not None for d in g.others if d != g.current
+        }
 
     def evidence(self, files: Iterable[str]) -> Evidence:
         """The evidence of the extracts of ``files`` (file names as cited)."""
@@ -945,12 +957,19 @@ class _Docs:
         """The documents whose subject is ``name`` (the best level reached, at least partly), ``frozenset()`` for a
         near miss of a subject no document has, ``None`` when ``name`` tells nothing apart (no
         match, or every document of several subjects)."""
-        levels = {f: d.level(name) for f, d in self.subjects.items()}
+        if name.key in self._entities:
+            return self._entities[name.key]
+        self._entities[name.key] = found = self._of_entity(name)
+        return found
+
+    def _of_entity(self, name: Name) -> frozenset[str] | None:
+        files = list(self.subjects)
+        docs = [self.subjects[f] for f in files]
+        levels = dict(zip(files, doc_levels(name, docs, ["\n".join(self.texts[f][3:]) for f in files]), strict=True))
         best = max(levels.values(), default=Level.NONE)
         if best is Level.NONE:
-            return frozenset() if lookalike(name, list(self.subjects.values())) else None
-        distinct = len({(d.parties, d.title_name, d.file_name) for d in self.subjects.values()})
-        if distinct >= 2 and all(lv is Level.EXACT for lv in levels.values()):
+            return frozenset() if lookalike(name, docs) else None
+        if not discriminates(list(levels.values()), docs):
             return None
         return frozenset(f for f, lv in levels.items() if lv is best)
 
@@ -1059,7 +1078,10 @@ class _Control:
         self.names = known_names([*(e.text for e in context.extracts), question])
         self.sentences = _sentences(self.body)
         self.citations = _Citations(self.body, self.sentences, scan)
-        asked = context.entities or asked_entities(question, list(self.docs.subjects.values()))
+        files = list(self.docs.subjects)
+        asked = context.entities or asked_entities(
+            question, [self.docs.subjects[f] for f in files], ["\n".join(self.docs.texts[f][3:]) for f in files]
+        )
         self.binder = _Binder(self.body, self.docs, asked)
         self.question_facts = Evidence.of([question]) if question else Evidence(frozenset())
         self.subject_words = frozenset(w for d in self.docs.subjects.values() for n in d.names for w in tokenize(n.written))

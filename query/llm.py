@@ -596,9 +596,10 @@ class ExtractiveAnswerer:
         best, groups = _with_versions(best, context)
         parts = [EXTRACTIVE_HEADER]
         parts += [f"⚠️ {version_note(g, folder)}" for g in groups]
-        labels = _version_labels(groups)
+        shown_doc: str | None = None
         for e in best:
-            label = labels.get(e.filename)
+            label = _version_label(groups, e) if e.doc_id != shown_doc else None  # one label per document's quotes
+            shown_doc = e.doc_id
             lead = f"{label}\n\n" if label else ""
             # a blank line: the citation is its own paragraph, never a lazy line of the quote's last one
             parts.append(f"{lead}{quote_extract(_shorten(e.text, chars))}\n\n[{e.filename}]")
@@ -619,38 +620,51 @@ def _with_versions(best: list[Extract], context: Context) -> tuple[list[Extract]
     document's quotes together (in the order of its best quote), the documents in the order of
     their best quote, a version group's documents together, current first. Returns the quotes and
     the groups concerned."""
-    groups = [g for g in context.versions if any(e.filename in g.documents for e in best)]
+    groups = [g for g in context.versions if any(_member(g, e) is not None for e in best)]
     out: list[Extract] = list(best)
     for e in best:
-        group = next((g for g in groups if e.filename in g.documents), None)
-        for other in group.documents if group is not None else ():
-            candidates = [x for x in context.extracts if x.filename == other and other != e.filename]
-            if not candidates or any(x.filename == other for x in out):
+        group = next((g for g in groups if _member(g, e) is not None), None)
+        for i in range(len(group.documents) if group is not None else 0):
+            assert group is not None
+            candidates = [x for x in context.extracts if _member(group, x) == i and x.doc_id != e.doc_id]
+            if not candidates or any(_member(group, x) == i for x in out):
                 continue
             same = [x for x in candidates if _section(x) and _section(x) == _section(e)]
             out.append(same[0] if same else max(candidates, key=lambda x: similarity(x.text, e.text)))
 
     def family(x: Extract) -> tuple[int, int]:
         """(rank of the group or document's first quote, rank within the group)."""
-        group = next((g for g in groups if x.filename in g.documents), None)
-        members = group.documents if group is not None else (x.filename,)
-        first = min(i for i, y in enumerate(out) if y.filename in members)
-        return first, members.index(x.filename)
+        group = next((g for g in groups if _member(g, x) is not None), None)
+        if group is None:
+            return min(i for i, y in enumerate(out) if y.doc_id == x.doc_id), 0
+        first = min(i for i, y in enumerate(out) if _member(group, y) is not None)
+        return first, _member(group, x) or 0
 
     return sorted(out, key=lambda x: (*family(x), out.index(x))), groups
 
 
-def _version_labels(groups: list[VersionGroup]) -> dict[str, str]:
-    labels: dict[str, str] = {}
+def _member(group: VersionGroup, e: Extract) -> int | None:
+    """``e``'s document's place in ``group`` (0: the one that looks current), ``None`` if not in it."""
+    for i, (name, path) in enumerate(zip(group.documents, group.paths or group.documents, strict=True)):
+        if e.filename == name and (not group.paths or e.path == path):
+            return i
+    return None
+
+
+_LABELS = {
+    "unknown": "**Version d'un même document (en vigueur : inconnue)** :",
+    "current": "**Version en vigueur (probable)** :",
+    "replaced": "**Version antérieure (remplacée)** :",
+}
+
+
+def _version_label(groups: list[VersionGroup], e: Extract) -> str | None:
+    """The label of a quote of a versioned document (``None``: not versioned)."""
     for g in groups:
-        for d in g.documents:
-            if g.current is None:
-                labels[d] = "**Version d'un même document (en vigueur : inconnue)** :"
-            elif d == g.current:
-                labels[d] = "**Version en vigueur (probable)** :"
-            else:
-                labels[d] = "**Version antérieure (remplacée)** :"
-    return labels
+        i = _member(g, e)
+        if i is not None:
+            return _LABELS[g.role(e.filename, g.paths[i] if g.paths else "")]
+    return None
 
 
 __all__ = [

@@ -56,11 +56,14 @@ __all__ = [
     "Mention",
     "Name",
     "asked_entities",
+    "discriminates",
+    "doc_levels",
     "doc_subject",
     "lookalike",
     "mentions",
     "question_entities",
     "same_subject",
+    "text_level",
 ]
 
 
@@ -341,15 +344,39 @@ def question_entities(text: str, known: Iterable[DocSubject] = ()) -> tuple[Name
     return tuple(out)
 
 
-def asked_entities(text: str, docs: Sequence[DocSubject]) -> tuple[Name, ...]:
-    """The names of :func:`question_entities` (over ``docs``) that tell ``docs`` apart: each
-    matches one of them at least partly or is a :func:`lookalike` of one, and is not a name that
-    every one of several documents of different subjects answers to."""
-    out: list[Name] = []
+def text_level(asked: Name, text: str) -> Level:
+    """``EXACT`` when ``text`` writes ``asked`` as a name (a note about « Baumont Industries »'s
+    server room whose own subject is another), else ``NONE``."""
+    if not asked or not set(asked.strong) <= set(_tokens(text)):
+        return Level.NONE
+    return Level.EXACT if any(level(asked, m.name) is Level.EXACT for m in mentions(text)) else Level.NONE
+
+
+def doc_levels(asked: Name, docs: Sequence[DocSubject], texts: Sequence[str] | None = None) -> list[Level]:
+    """How ``asked`` matches each of ``docs``: by its subject, or exactly when its ``texts[i]``
+    (what is shown of it) write the name."""
+    levels = [d.level(asked) for d in docs]
+    if texts is not None:
+        levels = [max(lv, text_level(asked, t)) if lv is not Level.EXACT else lv for lv, t in zip(levels, texts, strict=True)]
+    return levels
+
+
+def discriminates(levels: Sequence[Level], docs: Sequence[DocSubject]) -> bool:
+    """Whether a name matching ``docs`` at ``levels`` tells them apart: not one that every one of
+    several documents of different subjects answers to exactly (the provider, a party of every
+    contract)."""
     distinct = len({(d.parties, d.title_name, d.file_name) for d in docs})
+    return not (distinct >= 2 and levels and all(lv is Level.EXACT for lv in levels))
+
+
+def asked_entities(text: str, docs: Sequence[DocSubject], texts: Sequence[str] | None = None) -> tuple[Name, ...]:
+    """The names of :func:`question_entities` (over ``docs``) that tell ``docs`` apart
+    (:func:`discriminates`, levels from :func:`doc_levels` with ``texts``): each matches one of
+    them at least partly or is a :func:`lookalike` of one."""
+    out: list[Name] = []
     for n in question_entities(text, docs):
-        levels = [d.level(n) for d in docs]
-        if distinct >= 2 and levels and all(lv is Level.EXACT for lv in levels):
+        levels = doc_levels(n, docs, texts)
+        if not discriminates(levels, docs):
             continue  # the provider, in every contract: asks about none of them
         if any(lv is not Level.NONE for lv in levels) or any(d.lookalike(n) for d in docs):
             out.append(n)
