@@ -65,6 +65,7 @@ from ancre.query.citations import CitationScan, scan_citations
 from ancre.query.context import Context
 from ancre.query.relevance import FILLER_TERMS
 from ancre.query.subjects import (
+    DOCUMENT_WORDS,
     DocSubject,
     Level,
     Name,
@@ -892,8 +893,16 @@ class _Labelled:
     label: frozenset[str]
 
 
+_CLAUSE = re.compile(r"[;,(]|(?<![^\W_])(?:et|ou|mais|soit)(?![^\W_])", re.IGNORECASE)
+_NOT_FIELD = frozenset(tokenize(" ".join(DOCUMENT_WORDS))) | FILLER_TERMS
+"""Words that name no field: the kind of document (« contrat »), request wording."""
+
+
 def _label_terms(text: str) -> frozenset[str]:
-    return frozenset(t for t in tokenize(text) if t not in FILLER_TERMS and not t.isdigit())
+    """The field words of the text before a figure: its last clause (after « , », « ; », « et »…),
+    as index terms, without numbers and words that name no field."""
+    clause = _CLAUSE.split(text)[-1]
+    return frozenset(t for t in tokenize(clause) if t not in _NOT_FIELD and not t.isdigit())
 
 
 def _labelled(text: str) -> list[_Labelled]:
@@ -911,10 +920,11 @@ def _labelled(text: str) -> list[_Labelled]:
             last = 0
             for f in scan_facts(piece, answer=False):
                 cls = _FIELD_CLASS.get(f.kind)
+                if cls is None:
+                    continue  # a name is part of a field's words
                 words = label or piece[last : f.start]
                 last = f.end
-                if cls is not None:
-                    out.append(_Labelled(frozenset().union(*f.keys), cls, _label_terms(words)))
+                out.append(_Labelled(frozenset().union(*f.keys), cls, _label_terms(words)))
     return out
 
 
@@ -926,18 +936,34 @@ class _Docs:
         self.context = context
         self.texts: dict[str, list[str]] = {}
         self.subjects: dict[str, DocSubject] = {}
+        self.by_path: dict[str, list[str]] = {}
         for e in context.extracts:
             key = nfc(e.filename)
             if key not in self.texts:
                 self.texts[key] = [e.filename, e.path, e.location]
                 self.subjects[key] = e.doc
             self.texts[key].append(e.text)
+            self.by_path.setdefault(e.path, []).append(e.text)
         self._evidence: dict[tuple[str, ...], Evidence] = {}
         self._labels: dict[str, list[_Labelled]] = {}
         self._entities: dict[frozenset[str], frozenset[str] | None] = {}
-        self.superseded = {  # a replaced version's file name (unless the one in force bears it too)
-            nfc(d) for g in context.versions if g.current is not None for d in g.others if d != g.current
-        }
+
+    def replaced_only(self, f: Fact, holders: Sequence[str]) -> bool:
+        """Whether the documents ``holders`` (file names) that hold ``f`` hold it only in versions
+        known to be replaced (not in the version in force of their group), by path: a file and its
+        archived copy may bear one name."""
+        in_force = replaced = False
+        for name in holders:
+            groups = [g for g in self.context.versions if g.current is not None and nfc(name) in map(nfc, g.documents)]
+            if not groups:
+                return False  # a document that is no version of another: its figure stands
+            for g in groups:
+                for i, (doc, path) in enumerate(zip(g.documents, g.paths or g.documents, strict=True)):
+                    texts = self.by_path.get(path) if g.paths else self.texts.get(nfc(doc), [])[3:]
+                    if nfc(doc) == nfc(name) and texts and Evidence.of(texts).supports(f):
+                        in_force |= i == 0
+                        replaced |= i > 0
+        return replaced and not in_force
 
     def evidence(self, files: Iterable[str]) -> Evidence:
         """The evidence of the extracts of ``files`` (file names as cited)."""
@@ -1040,7 +1066,6 @@ def _field_words(body: str, fact: Fact, offset: int, previous_end: int, seg_star
     the subjects' names."""
     start = max(previous_end, seg_start)
     window = body[start : offset + fact.start]
-    window = re.split(r"[;,(]|(?<![^\W_])(?:et|ou|mais|soit)(?![^\W_])", window)[-1]
     line_start = body.rfind("\n", 0, offset + fact.start) + 1
     row = body[line_start : offset + fact.start]
     if row.lstrip().startswith("|"):
@@ -1115,7 +1140,8 @@ class _Control:
                 self.binder.subject(pos, seg, para_start) if f.kind in _BOUND_KINDS else None,
                 _field_words(self.body, f, sent.start, sent.start + previous_end, seg.start, self.subject_words),
             )
-            previous_end = f.end
+            if f.kind in _BOUND_KINDS:
+                previous_end = f.end  # a name is part of a field's words (« le forfait de X est de … »)
             reason = self._check(f, claim, current)
             if reason is None or (negative and self.question_facts.supports(f)):
                 continue
@@ -1133,7 +1159,7 @@ class _Control:
         holders = [x for x in files if self.docs.evidence([x]).supports(f)]
         if f.kind in _FIELD_CLASS and all(_wrong_field(f, claim.field, self.docs.labelled(x)) for x in holders):
             return FactReason.OTHER_FIELD
-        if current and holders and all(nfc(x) in self.docs.superseded for x in holders):
+        if current and holders and self.docs.replaced_only(f, holders):
             return FactReason.SUPERSEDED
         return None
 

@@ -51,6 +51,7 @@ from ancre.ingest.subject import file_words
 from ancre.models import Subject
 
 __all__ = [
+    "DOCUMENT_WORDS",
     "DocSubject",
     "Level",
     "Mention",
@@ -80,9 +81,10 @@ QUALIFIERS = _folded(
 """Words that say what kind of business a name is: they count only when the asked name has them."""
 IGNORED = _folded(
     "sa sàrl sarl ag gmbh sagl snc sas ltd inc cie co & et de du des d la le les l au aux "
-    "associés associé associées fils frères partenaires partners madame monsieur mme m me maître dr mlle"
+    "associés associé associées fils frères partenaires partners madame monsieur mme m me maître dr mlle "
+    "chf eur usd fr frs ht ttc tva"
 )
-"""Legal forms, links, articles and civilities: never part of a name's identity."""
+"""Legal forms, links, articles, civilities, currencies and tax marks: never part of a name's identity."""
 DOCUMENT_WORDS = _folded(
     "contrat contrats maintenance offre offres réponse ao appel d'offres bail baux lettre lettres avenant annexe "
     "proposition devis facture convention accord mandat attestation certificat engagement résiliation confirmation "
