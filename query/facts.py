@@ -1032,7 +1032,7 @@ class _Binder:
         if column is not None:
             return self.docs.of_entity(column)
         inside = [m for m in self.mentions if seg.start <= m.start and m.end <= seg.end]
-        before = [m for m in inside if m.end <= pos]
+        before = [m for m in inside if m.start < pos]
         after = [m for m in inside if m.start >= pos]
         earlier = [m for m in self.mentions if para_start <= m.start and m.end <= seg.start]
         for group, pick in ((before, -1), (after, 0), (earlier, -1)):

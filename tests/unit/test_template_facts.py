@@ -50,9 +50,9 @@ def _ctx(*paths: str) -> Context:
     return context(corpus(), *paths)
 
 
-def _family() -> tuple[Client, Client, Client]:
-    """A lookalike family: « Kind Name », « Kind Nome » (one letter apart), « Name Sector SA »."""
-    fam = [c for c in corpus().clients if c.family == 0]
+def _family(n: int = 0) -> tuple[Client, Client, Client]:
+    """Lookalike family ``n``: « Kind Name », « Kind Nome » (one letter apart), « Name Sector SA »."""
+    fam = [c for c in corpus().clients if c.family == n]
     return fam[0], fam[1], fam[2]
 
 
@@ -66,7 +66,30 @@ def _fr(amount: int) -> str:
 
 
 def _wrong() -> list[Case]:
-    a, b, c = _family()
+    return [(f"{i} (family {n})", ctx, q, a) for n in (0, 1) for i, ctx, q, a in _wrong_in(n)] + _wrong_other_templates()
+
+
+def _wrong_other_templates() -> list[Case]:
+    """Another client's offer total, another person's salary (the offer and letter templates)."""
+    out: list[Case] = []
+    a, b, _ = _family()
+    oa, ob = f"OFFRES/{a.offer_file}", f"OFFRES/{b.offer_file}"
+    out.append(("lookalike offer total", _ctx(oa, ob), f"Quel est le prix total de l'offre pour {a.legal} ?",
+                f"Le prix total de l'offre pour {a.name} s'élève à {chf(b.offer, 'swiss')} [{a.offer_file}][{b.offer_file}]."))
+    out.append(("offer validity of the lookalike", _ctx(oa, ob), f"Quelle est la validité de l'offre pour {a.legal} ?",
+                f"L'offre est valable {b.validity + 30} jours [{a.offer_file}]."))
+    people = [p for p in corpus().people if p.family == 0]
+    p, q = people[0], people[1]
+    la, lb = f"RH/{p.filename}", f"RH/{q.filename}"
+    out.append(("lookalike person's salary", _ctx(la, lb), f"Quel est le salaire annuel brut de {p.name} ?",
+                f"Le salaire annuel brut de {p.name} s'élève à CHF {q.salary:,} [{p.filename}][{q.filename}].".replace(",", " ")))
+    out.append(("holidays of the other person", _ctx(la, lb), f"Combien de jours de vacances pour {p.name} ?",
+                f"{p.name} a droit à {p.holidays + 3} jours de vacances par année [{p.filename}]."))
+    return out
+
+
+def _wrong_in(family: int) -> list[Case]:
+    a, b, c = _family(family)
     fa, fb, fc = (_path(x) for x in (a, b, c))
     shown = _ctx(fa, fb, fc)
     na, nb = fa.rsplit("/", 1)[1], fb.rsplit("/", 1)[1]
@@ -119,8 +142,8 @@ def _versions() -> tuple[list[Case], list[Case]]:
         ]
         faithful += [
             (f"both versions labelled ({x.name})", shown, q,
-             f"Le forfait mensuel en vigueur est de {chf(x.fee)} [{nc}] ; la version remplacée prévoyait "
-             f"{chf(x.archived.fee)} {cite_old}."),
+             (f"Le forfait mensuel en vigueur est de {chf(x.fee)} [{nc}] ; la version remplacée prévoyait "
+             f"{chf(x.archived.fee)} {cite_old}.")),
             (f"archived fee said replaced ({x.name})", shown, q,
              f"L'ancien contrat, remplacé, prévoyait un forfait de {chf(x.archived.fee)} {cite_old}."),
         ]
@@ -137,8 +160,8 @@ def _faithful() -> list[Case]:
         ("comparison, each under its own name and citation", shown, "Compare les forfaits",
          f"{a.name} paie {chf(a.fee)} par mois [{na}] et {b.name} {chf(b.fee)} [{nb}]."),
         ("comparison table", shown, "Compare les forfaits",
-         f"| Client | {a.name} | {b.name} |\n| --- | --- | --- |\n| Forfait mensuel | {chf(a.fee)} | {chf(b.fee)} |\n"
-         f"| Postes | {a.postes} | {b.postes} |\n\nSources : [{na}], [{nb}]"),
+         (f"| Client | {a.name} | {b.name} |\n| --- | --- | --- |\n| Forfait mensuel | {chf(a.fee)} | {chf(b.fee)} |\n"
+         f"| Postes | {a.postes} | {b.postes} |\n\nSources : [{na}], [{nb}]")),
         ("each client its own paragraph", shown, "Compare les codes",
          f"**{a.name}** : code {a.code} [{na}].\n\n**{b.name}** : code {b.code} [{nb}]."),
     ]
@@ -198,10 +221,10 @@ def _lookup(cases: list[Case], ident: str) -> Case:
     return next(c for c in cases if c[0] == ident)
 
 
-@pytest.mark.parametrize("ident", [c[0] for c in _wrong()])
+@pytest.mark.parametrize("ident", [c[0] for c in _wrong_in(0)])
 def test_each_wrong_kind_is_caught_for_the_reason_the_issue_names(ident: str) -> None:
     """Each kind of wrong answer, one by one, with the reason control 5 gives."""
-    _, ctx, q, answer = _lookup(_wrong(), ident)
+    _, ctx, q, answer = _lookup(_wrong_in(0), ident)
     found = unsupported_facts(answer, ctx, q)
     assert found, answer
     reasons = {f.reason for f in found}
