@@ -24,10 +24,11 @@ How (:meth:`ConversationResolver.resolve`):
    asked.
 3. **With a model configured**, a short condense prompt (:data:`CONDENSE_PROMPT`, temperature 0)
    gets the earlier user questions and the new one and returns one standalone question. Its output
-   is used only when it is one line and every name and word of it occurs in the user's questions,
-   case and accents aside (request wording apart): a model cannot bring a subject in, nor swap a
-   client that does not exist (« Fiduciaire Dubuy ») for its real lookalike (« Fiduciaire
-   Dubuis »). Otherwise, and without a model, the rule below applies.
+   is used only when it is one line, every name and word of it occurs in the user's questions,
+   case and accents aside (request wording apart), and it keeps every word the new question
+   brings: a model cannot bring a subject in, nor swap a client that does not exist (« Fiduciaire
+   Dubuy ») for its real lookalike (« Fiduciaire Dubuis »), even one asked about earlier.
+   Otherwise, and without a model, the rule below applies.
 4. **The deterministic rule** works on the previous question, itself resolved first:
    « fais pareil / et pour X / même chose (mais) pour X / pareil pour X / et X ? » puts X in place
    of the previous question's named subject — one of the same kind as X (« garage », « étude »),
@@ -337,7 +338,26 @@ def _replace_entity(previous: str, subject: str) -> str | None:
     if not spans:
         return None
     s, e = _entity_to_replace(previous, spans, subject)
-    head = previous[:s]
+    head, subject = _contracted(previous[:s], subject)
+    return head + subject + previous[e:]
+
+
+def _contracted(head: str, subject: str) -> tuple[str, str]:
+    """``head`` (the question up to the replaced name) and ``subject`` with their articles joined
+    as French writes them: no article twice (« de la » + « la Fiduciaire X »), « du » + « le
+    Garage X » → « du Garage X », « du » + « la Fiduciaire X » → « de la Fiduciaire X », « d' » before a
+    consonant → « de », « de le » → « du »."""
+    article = re.match(r"(?:l['’]|la\s+|le\s+|les\s+)", subject, re.IGNORECASE)
+    if article:
+        head = re.sub(r"(?<![^\W_])(?:l['’]|la\s+|le\s+|les\s+)$", "", head, flags=re.IGNORECASE)
+        contracted = re.search(r"(?<![^\W_])(du|des|au|aux)\s+$", head, re.IGNORECASE)
+        if contracted:
+            word = article.group(0).strip().lower()
+            if (contracted.group(1).lower() in ("du", "au") and word == "le") or (
+                    contracted.group(1).lower() in ("des", "aux") and word == "les"):
+                subject = subject[article.end() :]
+            else:
+                head = head[: contracted.start()] + ("de " if contracted.group(1).lower() in ("du", "des") else "à ")
     if re.search(r"(?<![^\W_])d['’]$", head) and not re.match(r"[aeiouyhàâéèêëîïôûAEIOUYHÉ]", subject):
         head = head[:-2] + "de "
     if re.search(r"(?<![^\W_])de\s+$", head) and re.match(r"(?:le|les)\s", subject, re.IGNORECASE):
@@ -345,7 +365,7 @@ def _replace_entity(previous: str, subject: str) -> str | None:
         art = subject.split(maxsplit=1)[0].lower()
         head = head[: re.search(r"de\s+$", head).start()] + ("du " if art == "le" else "des ")  # type: ignore[union-attr]  # matched two lines above
         subject = subject.split(None, 1)[1]
-    return head + subject + previous[e:]
+    return head, subject
 
 
 def _attach(question: str, subject: str) -> str:
@@ -469,6 +489,14 @@ def _introduces_nothing(candidate: str, sources: Sequence[str]) -> bool:
     return all(t in known or t in FILLER_TERMS or t in _WORDING_TERMS for t in tokenize(candidate))
 
 
+def _keeps_the_new_words(candidate: str, question: str, history: Sequence[str]) -> bool:
+    """Whether ``candidate`` keeps every word the follow-up ``question`` brings (its index terms
+    the earlier questions do not hold): « Et la Fiduciaire Dubuy ? » after a question about the
+    Fiduciaire Dubuis must still ask about Dubuy, not turn back to Dubuis."""
+    new = set(tokenize(question)) - set(tokenize(" ".join(history))) - FILLER_TERMS - _WORDING_TERMS
+    return new <= set(tokenize(candidate))
+
+
 class ConversationResolver:
     """Turns a question and the earlier user questions into a :class:`Resolution` (see the module
     doc). ``chat``: the model for the condense prompt, ``None`` for the rule alone. Thread-safe
@@ -501,6 +529,7 @@ class ConversationResolver:
             or len(out) > 4 * max(len(question), 80)
             or "ne figure pas dans les documents" in out.casefold()
             or not _introduces_nothing(out, [*recent, question])
+            or not _keeps_the_new_words(out, question, recent)
         ):
             log.info("condense prompt output not used: %r", out[:200])
             return None

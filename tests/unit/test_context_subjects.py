@@ -19,6 +19,8 @@ from ancre.query.context import build_context
 from ancre.query.prompt import build_messages
 from ancre.settings.query import ContextConfig
 
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+
 DIM = 4
 EVERYONE = ("sid:S-1-1-0",)
 ALICE = frozenset({"sid:S-1-1-0"})
