@@ -52,11 +52,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ancre.index.tokenize import fold, tokenize
+from ancre.index.tokenize import STOP_WORDS, fold
 from ancre.models import nfc
 from ancre.query.llm import ChatClient, LlmError
 from ancre.query.prompt import ChatMessage
-from ancre.query.relevance import FILLER_TERMS, question_terms
+from ancre.query.relevance import question_terms
 
 log = logging.getLogger("ancre.query")
 
@@ -472,29 +472,32 @@ def regenerate_instruction(text: str) -> Instruction | None:
     return REGENERATE_PROMPTS.get(" ".join(nfc(text).split()).casefold().rstrip(" .!"))
 
 
-_WORDING_TERMS = frozenset(tokenize("document documents concerne concernant prévu prévue mentionné indiqué précisé "
-                                    "information informations question"))
+def _words(text: str) -> set[str]:
+    """The folded words of ``text`` that say something: not stop words, not request wording."""
+    return {w for w in re.findall(r"[^\W_]+", fold(text)) if w not in STOP_WORDS and w not in _WORDING_WORDS}
+
+
+_WORDING_RAW = (
+    "document documents concerne concernant prévu prévue mentionné indiqué précisé information informations "
+    "question fais fait faire pareil idem même chose donne dis indique quels quelles quel quelle"
+)
+_WORDING_WORDS = frozenset(fold(w) for w in _WORDING_RAW.split())
 """Words a condensed question may add to the user's: how a question is put, never what it is about."""
 
 
 def _introduces_nothing(candidate: str, sources: Sequence[str]) -> bool:
     """Whether ``candidate`` names nothing the user's ``sources`` (their questions) do not: every
-    named term (proper name, code, number) and every other index term of it occurs in them, case
-    and accents aside — a model that swaps « Fiduciaire Dubuy » for its real lookalike « Fiduciaire
-    Dubuis », capitalised or not, is caught — save request wording (:data:`FILLER_TERMS`)."""
-    allowed = " ".join(fold(s) for s in sources)
-    if not all(re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed) for term in _named(candidate)):
-        return False
-    known = set(tokenize(" ".join(sources)))
-    return all(t in known or t in FILLER_TERMS or t in _WORDING_TERMS for t in tokenize(candidate))
+    word of it occurs in them as written, case and accents aside (request wording apart) — a
+    model that swaps « Fiduciaire Dubuy » for its real lookalike « Fiduciaire Dubuis », or
+    « Fontana » for « Fontane » (one stem), capitalised or not, is caught."""
+    return _words(candidate) <= _words(" ".join(sources))
 
 
 def _keeps_the_new_words(candidate: str, question: str, history: Sequence[str]) -> bool:
     """Whether ``candidate`` keeps every word the follow-up ``question`` brings (its index terms
     the earlier questions do not hold): « Et la Fiduciaire Dubuy ? » after a question about the
     Fiduciaire Dubuis must still ask about Dubuy, not turn back to Dubuis."""
-    new = set(tokenize(question)) - set(tokenize(" ".join(history))) - FILLER_TERMS - _WORDING_TERMS
-    return new <= set(tokenize(candidate))
+    return _words(question) - _words(" ".join(history)) <= _words(candidate)
 
 
 class ConversationResolver:

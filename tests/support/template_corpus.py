@@ -172,7 +172,10 @@ class TemplateCorpus:
     clients: list[Client]
     people: list[Person]
     missing: list[str]
+    """Clients that do not exist, as asked (« de la Pharmacie Bartholet »)."""
     missing_people: list[str]
+    near: dict[str, str] = field(default_factory=dict)
+    """A missing client as asked → the real client it is a near miss of."""
     subject_of: dict[str, str] = field(default_factory=dict)
     """File name → the subject it belongs to (a client's or a person's name)."""
 
@@ -298,26 +301,31 @@ def _people(rng: random.Random, n: int, surnames: list[str]) -> list[Person]:
     ]
 
 
-def _missing(rng: random.Random, clients: list[Client], people: list[Person], n: int) -> tuple[list[str], list[str]]:
+def _missing(
+    rng: random.Random, clients: list[Client], people: list[Person], n: int
+) -> tuple[list[str], list[str], dict[str, str]]:
     """``n`` clients that do not exist — near misses of real names (one letter apart), and one real
     name under another kind of business (« Garage Mercier » when only « Pharmacie Mercier » is a
     client) — with their « du / de la », and one person one letter apart from a real one."""
     taken = {w for c in clients for w in c.name.split()} | {w for p in people for w in p.name.replace("-", " ").split()}
     singles = [c for c in clients if c.family is None and " " in c.name and c.name.split()[0] in KINDS]
     out: list[str] = []
+    near: dict[str, str] = {}
     for c in rng.sample(singles, n - 1):
         kind, base = c.name.split(" ", 1)
         fake = _lookalike(base, random.Random(base), taken)
         taken.add(fake)
         out.append(f"{c.article}{kind} {fake}" if c.article.endswith("'") else f"{c.article} {kind} {fake}")
+        near[out[-1]] = c.name
     other = next(c for c in singles if f"{c.article} {c.name}" not in out)
     kind = next(k for k in ("Garage", "Cabinet") if k != other.name.split()[0])
     if any(c.name == f"{kind} {other.name.split(' ', 1)[1]}" for c in clients):  # pragma: no cover - guarded by the seed
         raise AssertionError("a missing client must not exist")
     out.append(f"{KINDS[kind]} {kind} {other.name.split(' ', 1)[1]}")
+    near[out[-1]] = other.name
     person = rng.choice([p for p in people if p.family is None])
     first, base = person.name.split()[0], person.name.split()[-1]
-    return out, [f"{first} {_lookalike(base, random.Random(first + base), taken)}"]
+    return out, [f"{first} {_lookalike(base, random.Random(first + base), taken)}"], near
 
 
 # ----------------------------------------------------------------------------- files
@@ -448,11 +456,11 @@ def generate(dest: Path, seed: int = 41, per_template: int = 30, archived: int =
     rng.shuffle(surnames)
     clients = _clients(rng, per_template, surnames)
     people = _people(rng, per_template, surnames)
-    fake, fake_people = _missing(rng, clients, people, missing)
+    fake, fake_people, near = _missing(rng, clients, people, missing)
     share = dest / "share"
     for sub in ("CLIENTS", "OFFRES", "RH", "ARCHIVES"):
         (share / sub).mkdir(parents=True, exist_ok=True)
-    corpus = TemplateCorpus(dest, clients, people, fake, fake_people)
+    corpus = TemplateCorpus(dest, clients, people, fake, fake_people, near=near)
     now = 1_767_225_600.0  # 1 January 2026
     for i, c in enumerate(clients):
         c.filename = _contract_name(c, i)
