@@ -1,10 +1,11 @@
 """``POST /query`` ``{"question"}``, the route for machines (README "API").
 
 200 ``{reponse, sources, ancree, controles, verification, extractive, documents_ecartes,
-versions, liste}`` when the answer is grounded (``ancree: true``, refusals included) or not established
+versions}`` (and ``liste`` for a list question) when the answer is grounded (``ancree: true``,
+refusals included) or not established
 (``ancree: null``, ``verification: "non_effectuee"``: the judge could not run); 422
 ``{reponse_bloquee, sources, ancree: false, controles, verification, citations_inventees,
-affirmations_non_sourcees, faits_non_sources, documents_ecartes, versions, liste}`` when it is not
+affirmations_non_sourcees, faits_non_sources, documents_ecartes, versions}`` when it is not
 grounded (a control or the judge refused it; ``faits_non_sources``: the figures, dates, codes and
 names found in no extract the answer cites, control 5). ``reponse`` has each citation followed by its folder.
 """
@@ -50,6 +51,12 @@ def query_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
     return router
 
 
+def _listing(answer: Answer) -> dict[str, object]:
+    """``{"liste": …}`` for a list question, ``{}`` otherwise (:func:`~ancre.api.render.listing_out`)."""
+    listing = listing_out(answer)
+    return {} if listing is None else {"liste": listing}
+
+
 def query_response(answer: Answer) -> JSONResponse:
     """``answer`` as ``/query`` returns it: 200, or 422 ``reponse_bloquee`` when ``ancree`` is
     ``False``; with the verdict headers."""
@@ -61,7 +68,7 @@ def query_response(answer: Answer) -> JSONResponse:
                 "controles": list(answer.controles), "verification": answer.verification,
                 "citations_inventees": list(answer.invented), "affirmations_non_sourcees": list(answer.unsourced),
                 "faits_non_sources": facts_out(answer), "documents_ecartes": unchecked_out(answer),
-                "versions": versions_out(answer), "liste": listing_out(answer),
+                "versions": versions_out(answer), **_listing(answer),
             },
             status_code=422, headers=verdict_headers(answer),
         )
@@ -71,7 +78,7 @@ def query_response(answer: Answer) -> JSONResponse:
             "controles": list(answer.controles), "verification": answer.verification,
             "extractive": answer.extractive, "documents_ecartes": unchecked_out(answer),
             "versions": versions_out(answer), "question_traitee": resolved_question(answer),
-            "liste": listing_out(answer),
+            **_listing(answer),
         },
         headers=verdict_headers(answer),
     )

@@ -76,7 +76,8 @@ def unchecked_out(answer: Answer) -> list[dict[str, Any]]:
 
 def verdict_out(answer: Answer) -> dict[str, Any]:
     """The ``ancre`` object: ``{ancree, verification, controles, sources, extractive,
-    documents_ecartes, faits_non_sources, versions, question_traitee, liste}``."""
+    documents_ecartes, faits_non_sources, versions, question_traitee}``, and ``liste`` for a list
+    question."""
     return {
         "ancree": answer.ancree,
         "verification": answer.verification,
@@ -87,8 +88,7 @@ def verdict_out(answer: Answer) -> dict[str, Any]:
         "faits_non_sources": facts_out(answer),
         "versions": versions_out(answer),
         "question_traitee": resolved_question(answer),
-        "liste": listing_out(answer),
-    }
+    } | ({} if answer.listing is None else {"liste": listing_out(answer)})
 
 
 def verdict_headers(answer: Answer) -> dict[str, str]:

@@ -7,8 +7,9 @@ aux locaux ») never repeat the client's name: such a chunk says nothing of whos
 a question naming the client cannot find it, and two clients' contracts look like versions of one
 document. :func:`document_subject` reads, from the extracted blocks and the item's path:
 
-- the **title**: the document's first heading that is not a numbered section (« Contrat de
-  maintenance — Garage Dubois »), among its first blocks; ``""`` when it has none;
+- the **title**: the document's one top-level heading that is not a numbered section (« Contrat
+  de maintenance — Garage Dubois »), among its first blocks; ``""`` when it has none (its top
+  level holds several section headings);
 - the **parties** it names, in its first blocks: a contract's « entre X, … et Y » (the first
   capitalised name after « entre », and the first one after a later « et »), labelled fields
   (« Client : X », « Locataire : X », « Bailleur : X », « Destinataire : X », « Collaborateur : X »…,
@@ -20,10 +21,12 @@ document. :func:`document_subject` reads, from the extracted blocks and the item
 - the **folder** (the item's path without its file name).
 
 :func:`chunk_header` turns it and a chunk's heading path into one line, e.g. « Document : Contrat
-de maintenance — Garage Dubois · Parties : Axonix SA ; Garage Dubois Sàrl · Fichier : Contrat
-Maintenance Garage Dubois · Dossier : CLIENTS · Section : 5. Accès aux locaux », at most
-:data:`MAX_HEADER_CHARS` characters. It is part of what the chunk is embedded with and of its index
-terms, never of the quoted text.
+de maintenance — Garage Dubois · Parties : Axonix SA ; Garage Dubois Sàrl · Section : 5. Accès aux
+locaux », at most :data:`MAX_HEADER_CHARS` characters. It names the document, not the copy: the
+file words without copy and version marks, the folder only when it reads as a name (« CLIENTS/
+Garage Dubois », not « CLIENTS » nor « ARCHIVES ») — a copy on SharePoint or in another folder gets
+the same header, so the same vectors. It is part of what the chunk is embedded with and of its
+index terms, never of the quoted text.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from pathlib import PurePosixPath
 
 from ancre.models import Block, BlockKind, Subject, nfc
 
-__all__ = ["MAX_HEADER_CHARS", "chunk_header", "document_subject", "file_words"]
+__all__ = [
+    "MAX_HEADER_CHARS", "chunk_header", "document_subject", "file_words", "identity_words", "is_archive_folder",
+    "named_folder",
+]
 
 HEAD_BLOCKS = 40
 """How many of a document's first blocks are read for its title and parties."""
@@ -82,13 +88,16 @@ def _clean(name: str) -> str:
 
 
 def _title(blocks: Sequence[Block]) -> str:
-    """The first heading (the lowest level first met) that is not a numbered section."""
+    """The document's one top-level heading (a lower level than every other heading among its
+    first blocks, and not a numbered section); ``""`` when its top level holds several headings
+    (sections, no title)."""
     headings = [b for b in blocks if b.kind is BlockKind.HEADING and b.text.strip()]
-    for b in sorted(headings, key=lambda b: max(b.level, 1))[:1] + headings:
-        text = " ".join(b.text.split())
-        if not _SECTION_NUMBER.match(text):
-            return text
-    return ""
+    if not headings:
+        return ""
+    top = min(max(b.level, 1) for b in headings)
+    tops = [b for b in headings if max(b.level, 1) == top]
+    text = " ".join(tops[0].text.split())
+    return text if len(tops) == 1 and not _SECTION_NUMBER.match(text) else ""
 
 
 def _parties(blocks: Sequence[Block]) -> tuple[str, ...]:
@@ -139,6 +148,42 @@ def document_subject(blocks: Sequence[Block], path: str) -> Subject:
     return Subject(_title(head), _parties(head), file_words(posix.name), folder)
 
 
+_COPY_WORDS = (
+    r"(?:copie|copy|old|ancien|ancienne|archive|archiv[ée]e?|obsol[eè]te|final|finale|d[ée]finitif|d[ée]finitive|"
+    r"draft|brouillon|new|nouveau|nouvelle|maj)"
+)
+_LEADING_MARKS = re.compile(rf"^(?:(?:copie\s+d[eu]|copy\s+of|{_COPY_WORDS})\s+)+", re.IGNORECASE)
+_TRAILING_MARKS = re.compile(
+    rf"(?:\s+(?:\(?{_COPY_WORDS}\)?|\(?\d{{1,2}}\)|v(?:ersion)?\s*\d+(?:\s+\d+)*|rev\s*\d+|(?:19|20)\d{{2}}(?:\s+\d{{1,2}}){{0,2}}))+$",
+    re.IGNORECASE,
+)
+_ARCHIVE_FOLDER = re.compile(
+    r"^(?:archives?|archiv\w*|old|anciens?|anciennes?|obsolete|obsol[eè]tes?|historiques?|_old)$", re.IGNORECASE
+)
+
+
+def is_archive_folder(name: str) -> bool:
+    """Whether a folder named ``name`` holds older versions (``ARCHIVES``, ``old``, ``ancien``…)."""
+    return _ARCHIVE_FOLDER.match(name) is not None
+
+
+def identity_words(words: str) -> str:
+    """A file name's words without its copy and version marks (« Copie de … », « … (copie) »,
+    « … v 2023 », « … 2024 03 ») — a copy or an older version names the same document."""
+    out = _TRAILING_MARKS.sub("", _LEADING_MARKS.sub("", words.strip()))
+    return out or words.strip()
+
+
+def named_folder(folder: str) -> str:
+    """The last folder of ``folder`` when it reads as a name (« CLIENTS/Garage Dubois » → « Garage
+    Dubois »): not a single word in capitals (« CLIENTS »), not an archive folder, not a word of
+    fewer than three letters; ``""`` otherwise."""
+    last = PurePosixPath(folder).name if folder else ""
+    if not last or is_archive_folder(last) or (last.isupper() and " " not in last) or len(last.strip()) < 3:
+        return ""
+    return last.replace("_", " ").strip()
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
 
@@ -146,19 +191,23 @@ def _cut(text: str, limit: int) -> str:
 def chunk_header(subject: Subject, heading_path: Sequence[str] = ()) -> str:
     """The contextual header of a chunk of a document whose subject is ``subject``, under the
     headings ``heading_path`` (outermost first): one line of « Document : … · Parties : … ·
-    Fichier : … · Dossier : … · Section : … », empty parts left out, the file words left out when
-    they only repeat the title, at most :data:`MAX_HEADER_CHARS` characters. ``""`` for an empty
+    Fichier : … · Dossier : … · Section : … », empty parts left out, at most
+    :data:`MAX_HEADER_CHARS` characters. It names the document, not the file: the file words
+    without copy and version marks (:func:`identity_words`), the folder only when it reads as a
+    name (:func:`named_folder`) — so a copy of a file, on the share and on SharePoint or in another
+    folder, has the same header, hence the same vectors, as the original. ``""`` for an empty
     subject and no heading."""
     parts: list[str] = []
     if subject.title:
         parts.append(f"Document : {_cut(subject.title, 120)}")
     if subject.parties:
         parts.append(f"Parties : {_cut(' ; '.join(subject.parties), 160)}")
-    fold = subject.title.casefold()
-    if subject.file_words and subject.file_words.casefold() not in fold:
-        parts.append(f"Fichier : {_cut(subject.file_words, 100)}")
-    if subject.folder:
-        parts.append(f"Dossier : {_cut(subject.folder, 80)}")
+    words = identity_words(subject.file_words)
+    if words and words.casefold() not in subject.title.casefold():
+        parts.append(f"Fichier : {_cut(words, 100)}")
+    folder = named_folder(subject.folder)
+    if folder:
+        parts.append(f"Dossier : {_cut(folder, 80)}")
     section = next((h for h in reversed(heading_path) if h and h != subject.title), "")
     if section:
         parts.append(f"Section : {_cut(' '.join(section.split()), 80)}")

@@ -275,10 +275,10 @@ def result_subject(r: SearchResult) -> DocSubject:
 def _by_entity(
     docs: list[SearchResult], question: str, *, broad: bool
 ) -> tuple[list[SearchResult], tuple[Name, ...], bool]:
-    """``docs`` (best result of each document, best first) ranked by how their subject matches
-    the entities ``question`` asks about, then by score; for a precise question with an exact
-    match, only the exact matches (see the module doc). Returns the documents, the entities and
-    whether the context is focused on them."""
+    """``docs`` (best result of each document, best first) ranked by how their subject (or
+    passage) matches the entities ``question`` asks about, then by score; for a precise question
+    with a document whose *subject* matches exactly, only the exact matches (see the module doc).
+    Returns the documents, the entities and whether the context is focused on them."""
     subjects = [result_subject(d) for d in docs]
     texts = [d.text for d in docs]
     entities = asked_entities(question, subjects, texts) if question else ()
@@ -287,7 +287,8 @@ def _by_entity(
     per_entity = [doc_levels(e, subjects, texts) for e in entities]
     levels = [max(lv[i] for lv in per_entity) for i in range(len(docs))]
     order = sorted(range(len(docs)), key=lambda i: (-levels[i], i))
-    if not broad and Level.EXACT in levels:
+    by_subject = any(s.level(e) is Level.EXACT for s in subjects for e in entities)
+    if not broad and by_subject:  # a passage naming the client stays, but never decides alone
         return [docs[i] for i in order if levels[i] is Level.EXACT], entities, True
     return [docs[i] for i in order], entities, False
 

@@ -47,7 +47,7 @@ from functools import lru_cache
 from pathlib import PurePosixPath
 
 from ancre.index.tokenize import STOP_WORDS, fold
-from ancre.ingest.subject import file_words
+from ancre.ingest.subject import file_words, named_folder
 from ancre.models import Subject
 
 __all__ = [
@@ -94,7 +94,6 @@ DOCUMENT_WORDS = _folded(
     "remplacée remplacé obsolète"
 )
 """Words that say what kind of document it is, not whose."""
-_ARCHIVE_DIRS = _folded("archives archive archiv old ancien anciens anciennes obsolete obsolète historique _old")
 
 _WORD = re.compile(r"[^\W_]+")
 _CAP = r"[A-ZÀ-ÖØ-Þ][\w’'.\-]*"
@@ -226,12 +225,9 @@ def _title_names(title: str) -> list[str]:
 
 
 def _folder_name(folder: str) -> str:
-    """The last folder of ``folder`` when it reads as a name (not a single word in capitals, not an
-    archive folder)."""
-    last = PurePosixPath(folder).name if folder else ""
-    if not last or fold(last) in _ARCHIVE_DIRS or (last.isupper() and " " not in last):
-        return ""
-    return _strip_generic(last.replace("_", " "))
+    """The last folder of ``folder`` when it reads as a name (:func:`~ancre.ingest.subject.named_folder`),
+    without the words that say what kind of document it holds."""
+    return _strip_generic(named_folder(folder))
 
 
 @lru_cache(maxsize=4096)

@@ -76,7 +76,13 @@ def test_axonix_subjects() -> None:
                         "03 Contrat Maintenance Etude Rochat", "DIRECTION")
     header = chunk_header(s, ("Contrat de maintenance — Étude Rochat", "5. Durée"))
     assert header == ("Document : Contrat de maintenance — Étude Rochat · Parties : Axonix SA ; Étude Rochat & Associés · "
-                      "Fichier : 03 Contrat Maintenance Etude Rochat · Dossier : DIRECTION · Section : 5. Durée")
+                      "Fichier : 03 Contrat Maintenance Etude Rochat · Section : 5. Durée")  # « DIRECTION » names nobody
+    # a copy, in another folder or with a copy or version mark, has the header of its original
+    assert chunk_header(Subject(s.title, s.parties, "Copie de 03 Contrat Maintenance Etude Rochat v 2024", "ARCHIVES"),
+                        ("Contrat de maintenance — Étude Rochat", "5. Durée")) == header
+    assert "Dossier : Garage Dubois" in chunk_header(Subject("", (), "contrat", "CLIENTS/Garage Dubois"))
+    sections = [Block(BlockKind.HEADING, "Article 1", 2), Block(BlockKind.HEADING, "Article 2", 2)]
+    assert document_subject(sections, "a.md").title == ""  # sections, no title
     table = [Block(BlockKind.TABLE_ROW, "Collaborateur | Fonction | Salaire")]  # a table's header row names nobody
     assert document_subject(table, "x.xlsx").parties == ()
 
