@@ -1,5 +1,6 @@
 """Control 5, the fact control (docs/ARCHITECTURE.md "Data flow of a question" step 6): every fact an
-answer states must be found, normalised, in an extract it cites. Deterministic, no model call.
+answer states must be found, normalised, in an extract its claim cites, of the subject it speaks
+of, next to the same field. Deterministic, no model call.
 
 Controls 3 and 4 check that an answer *cites* shown documents; they pass « Forfait mensuel :
 CHF 3 000 HT [03_Contrat_Maintenance_Etude_Rochat.docx] » for a contract that says CHF 3 840 HT.
@@ -31,23 +32,49 @@ markers ignored):
   same word in the evidence, or the same French stem (:func:`ancre.index.tokenize.tokenize`), so
   inflection never counts as a difference.
 
-**Where each fact must be found**: the answer is cut into paragraphs (blank lines) and sentences
-(a line, cut again after ``.``/``!``/``?`` followed by a capital). A sentence that cites documents
-(a citation at its end or opening the next sentence counts) must find its facts in the extracts of
-the documents it cites (with their file names, paths and folders); a sentence that cites nothing
-but sits in a paragraph that does, in all the extracts shown; a paragraph that cites nothing, in
-the documents cited anywhere in the answer (all extracts shown when the answer cites none). A
-sentence whose only citations are invented has no evidence: each of its facts is reported.
+**Claims, not sentences** (issue 41). The answer is cut into paragraphs (blank lines) and
+sentences (a line, cut again after ``.``/``!``/``?`` followed by a capital, not after « Fr. »,
+« M. », « art. »…), and each sentence into claims at its runs of citations: a fact belongs to the
+run of citations that follows it (after the last run: to that one), and must be supported as the
+answer states it:
+
+- *in an extract its claim cites*: its own citations (one opening the next sentence counts); a
+  sentence that cites nothing takes the citation that closes its paragraph (a quoted passage, a
+  list closed by « … [x] »), a citation-only line or paragraph after it (« Sources : [a], [b] »
+  after a table) or an introducing line before it (« Selon [x] : »), and else is **unsourced**
+  (:attr:`FactReason.UNCITED`) — never checked against every extract shown. A citation of no
+  shown document gives no evidence at all;
+- *of the document whose subject the claim speaks of* (figures, dates, codes; a name is itself
+  what is spoken of): the nearest name of a subject before it in its claim, else after it there,
+  else before it in the sentence or its paragraph; in a table, its column's heading; else the
+  subject the question asks about (:mod:`ancre.query.subjects`: exactly « Garage Dubois », not
+  « Garage Dubuis » nor « Dubois Transports SA »; a client that does not exist but is a near miss
+  of one binds to no document at all). Another client's fee under this client's name, or two
+  fees swapped in a sentence citing both contracts, is :attr:`FactReason.OTHER_SUBJECT`;
+- *next to the same field*: when the words before the figure in its claim hold a whole field
+  label of the document (a table row's first cell, the words before a figure in its sentence) that
+  names a figure of the same class, and match it better than any label the figure itself has there
+  — « Le forfait mensuel est de CHF 160 HT » where CHF 160 HT is the « Heure hors forfait » —, it is
+  :attr:`FactReason.OTHER_FIELD`;
+- *not only in a replaced version* when the sentence says it is the one in force (« en vigueur »,
+  « actuel ») and does not say it is the older one: :attr:`FactReason.SUPERSEDED`.
+
+Section and list numbers opening a line of an extract (« 2. », « 5. Accès aux locaux ») are no
+figures, and a percentage matches only a percentage: « indexé de 2 % par an » and « 5 postes »
+never find support in a section's numbering. Currency forms (``Fr. 1.040``, ``CHF 1040/mois``,
+``1'040.–``) are amounts, never names or codes.
 
 **Stated as missing**: in a negative sentence (« ne … pas », « aucun », « ni », « sans »), facts
 that the question itself names are not claims (« Le contrat de Dupont Logistique SA ne figure pas
 dans les documents »); elsewhere the question is no evidence — « Pour l'étude Rochat, le forfait
-est de CHF 4 200 HT [21_Contrat_Maintenance_Baumont_Industries.docx] » is reported for « Rochat ».
+est de CHF 4 200 HT [21_Contrat_Maintenance_Baumont_Industries.docx] » is reported for « Rochat »
+and for the fee, bound to Rochat.
 
-What the control cannot see: a fact that occurs in the cited extract but about another subject
-(« 3 mois » where the extract says « préavis de trois mois » and « 3 jours »); the judge is there
-for that. The table test ``tests/unit/test_facts.py`` holds the seed's invented-figure cases (every
-one caught) and faithful answers written from the Axonix documents (none flagged).
+What the control cannot see: a figure of the right document and field stated about another
+thing; the judge is there for that. The table tests ``tests/unit/test_facts.py`` (the seed's
+invented-figure cases, faithful answers written from the Axonix documents) and
+``tests/unit/test_template_facts.py`` (a generated share written from templates: lookalike
+clients, archived versions, every kind of wrong answer the issue names) hold it.
 """
 
 from __future__ import annotations
@@ -616,9 +643,10 @@ class Evidence:
         return all(bool(ks & self.keys) for ks in fact.keys)
 
 
-_NUMBERING = re.compile(r"^([ \t]*(?:[-*+•][ \t]+)?)(\d{1,3}[.)]|\d{1,3}(?:\.\d{1,3})+[.)]?)(?=[ \t]+\S)", re.MULTILINE)
-
-
+_NUMBERING = re.compile(
+    r"^([ \t]*(?:[-*+•][ \t]+)?)(\d{1,3}[.)](?=[ \t]+\S)|\d{1,3}(?:\.\d{1,3})+[.)]?(?=[ \t]+[A-ZÀ-ÖØ-Þ]))", re.MULTILINE
+)
+"""A section or list number opening a line: « 5. », « 3) », « 2.1 » before a capital (not « 4.5 heures »)."""
 _NUMBER_ONLY = re.compile(r"[ \t]*(?:[-*+•][ \t]+)?(?:\d{1,3}[.)]|\d{1,3}(?:\.\d{1,3})+[.)]?)")
 
 
