@@ -27,9 +27,11 @@ documents are ranked by how their subject matches it before their score: exactly
 words: « Garage Dubois » = « Garage Dubois Sàrl »; or a passage that writes the name, as a note
 about « Baumont Industries »'s server room), then partly (« Dubois Transports SA »), then not at all
 (« Garage Dubuis », one letter apart, is another client). For a precise question (not broad)
-with a document that matches exactly, the context keeps only the documents that match exactly —
-that client's document and its versions —: another client's passages are never « complements »
-(:attr:`Context.focused`). A broad question keeps its diversity, the named subjects first.
+with a document whose *subject* matches exactly, the context keeps only the documents that match
+exactly — that client's document, its versions, a passage naming it —: another client's passages
+are never « complements » (:attr:`Context.focused`). A passage naming the client keeps its
+document but never narrows the context alone. A broad question keeps its diversity, the named
+subjects first.
 
 Documents of the context that are versions of one another (same subject, and same name up to a
 version suffix, same title, or near-identical text) are grouped in :attr:`Context.versions`, the one
