@@ -544,12 +544,13 @@ class ExtractiveAnswerer:
             topical = {key for key, texts in shown.items() if on_topic(terms, "\n".join(texts))}
         if head is not None:  # « résume les contrats … »: only documents that are such things
             topical = {key for key in topical if head in set(tokenize("\n".join(shown[key])))}
-        # an extract is read with its file name and header: "4. Conditions financières" of
+        # an extract is read with its file name: "4. Conditions financières" of
         # 03_Contrat_Maintenance_Etude_Rochat.docx is about the Rochat maintenance contract even
-        # though the chunk itself does not say so, and must outrank the title page
+        # though the chunk itself does not say so, and must outrank the title page (its header
+        # said whose document it is above; it would give every passage of it the same words here)
         ranked = sorted(
             (
-                (coverage(terms, f"{e.filename}\n{e.header}\n{e.text}"), e.score or 0.0, -i, e)
+                (coverage(terms, f"{e.filename}\n{e.text}"), e.score or 0.0, -i, e)
                 for i, e in enumerate(context.extracts)
                 if (e.collection, e.doc_id) in topical
             ),
