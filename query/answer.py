@@ -293,7 +293,8 @@ class AnswerService:
         listing: DocumentList | None = None
         if principals:
             listed = list_question(question)
-            retrieval = self.retriever.retrieve(question, principals, LIST_DEPTH if listed else None)
+            retrieval = (self.retriever.retrieve(question, principals, 2 * LIST_DEPTH, candidates=LIST_DEPTH) if listed
+                         else self.retriever.retrieve(question, principals))
             results, rights = retrieval.results, retrieval.rights
             timings["live_acl"] = retrieval.timings.live_acl_ms
             if listed:  # the context rests on the usual top results, the list on them all

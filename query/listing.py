@@ -4,7 +4,8 @@
 Retrieval returns the passages nearest to the question, never an inventory: a list built from them
 may miss documents. So a list question (:func:`list_question`: a listing verb or « tous les … » and
 a plural noun, :func:`~ancre.query.context.broad_topic`) is searched deeper
-(:data:`LIST_DEPTH` fused results instead of the configured limit), every document among those
+(:data:`LIST_DEPTH` candidates per side, all fused results kept, instead of the configured 30 and
+limit), every document among those
 results whose file name, subject or passage holds the question's content terms is listed
 (:func:`found_documents`), and the answer says how many matched and that the list rests on what
 the search returned (:func:`list_note`). The extractive mode answers with that list
@@ -24,8 +25,9 @@ from ancre.query.relevance import question_terms
 
 __all__ = ["LIST_DEPTH", "DocumentList", "ListedDocument", "extractive_list", "found_documents", "list_note", "list_question"]
 
-LIST_DEPTH = 60
-"""Fused results a list question is searched for (the vector and keyword candidates together)."""
+LIST_DEPTH = 100
+"""Candidates a list question takes from each side (vector, keywords) before fusion, twice the
+usual; every fused result is read for the list."""
 
 _LIST_VERB = re.compile(
     r"(?<![^\W_])(?:list(?:e|er|ez|es)|[ée]num[èée]r\w*|inventori\w*|recense[rz]?|quels\s+sont\s+tous|"

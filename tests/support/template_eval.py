@@ -113,7 +113,10 @@ def judge(q: Question, answer: Answer, corpus: TemplateCorpus, stats: KindStats)
         if len({corpus.subject_of.get(d) for d in g.documents}) > 1:
             stats.versions_wrong.append(q.text)
     if q.kind == "list" and answer.listing is not None:
-        stats.listed = f"{answer.listing.matched} of {sum(1 for c in corpus.clients)} ({answer.listing.searched} passages)"
+        names = {d.filename for d in answer.listing.documents}
+        contracts = sum(1 for c in corpus.clients if c.filename in names)
+        stats.listed = (f"{contracts} of {len(corpus.clients)} contracts ({answer.listing.matched} documents, "
+                        f"{answer.listing.searched} passages)")
 
 
 def evaluate(rt: Runtime, corpus: TemplateCorpus, questions: list[Question] | None = None) -> dict[str, KindStats]:
