@@ -382,18 +382,68 @@ class Block:
     ocr: bool = False
 
 
+CHUNK_FORMAT = "subject-1"
+"""What a chunk is embedded and keyword-indexed with, as a version recorded on each indexed
+document's state row: ``"subject-1"`` — its text after its document's contextual header
+(:attr:`Chunk.header`). A document indexed under another format (``None``: before subjects) is
+re-indexed by the next sync pass (docs/ARCHITECTURE.md "Data flow of indexing")."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Whose document it is, as found at indexing (:func:`ancre.ingest.subject.document_subject`,
+    docs/ARCHITECTURE.md "Data flow of indexing"): ``title`` its title (its first heading, ``""``
+    when it has none); ``parties`` the parties it names (a contract's « entre X … et Y », a letter's
+    or an offer's « Client : X », « Locataire : X », « Madame X »…), as written; ``file_words`` its
+    file name split into words (``Contrat_Maintenance_GarageDubois.docx`` → « Contrat Maintenance
+    Garage Dubois »: ``_``, ``-``, ``.``, CamelCase and digit runs split, accents kept); ``folder``
+    its folder in its source (POSIX, ``""`` at the root)."""
+
+    title: str = ""
+    parties: tuple[str, ...] = ()
+    file_words: str = ""
+    folder: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready dict (the payload's ``subject``)."""
+        return {"title": self.title, "parties": list(self.parties), "file_words": self.file_words, "folder": self.folder}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Subject:
+        """Inverse of :meth:`to_dict`; missing keys are empty."""
+        return cls(
+            str(d.get("title") or ""), tuple(str(p) for p in d.get("parties") or ()),
+            str(d.get("file_words") or ""), str(d.get("folder") or ""),
+        )
+
+
+def embedded_text(header: str, text: str) -> str:
+    """What a chunk is embedded as: its document's contextual ``header`` (see :attr:`Chunk.header`)
+    then its ``text``, a blank line between; the ``text`` alone without a header. The vector of a
+    stored point is always that of this string (:meth:`~ancre.index.store.Store.vectors_of`)."""
+    return f"{header}\n\n{text}" if header else text
+
+
 @dataclass(frozen=True)
 class Chunk:
     """A piece of a document's text as indexed: ``chunk_index`` is 0…n-1 in reading order,
     ``heading_path`` the headings above it (outermost first), ``text`` at most about the configured
     target size in characters (a single oversized table row or sentence may exceed it); ``ocr``:
-    some of its text was read by OCR (see :attr:`Block.ocr`)."""
+    some of its text was read by OCR (see :attr:`Block.ocr`); ``header``: its document's short
+    contextual header (whose document it is, and the section), embedded and keyword-indexed with
+    ``text`` but never quoted as part of it (:func:`ancre.ingest.subject.chunk_header`)."""
 
     doc_id: str
     chunk_index: int
     text: str
     heading_path: tuple[str, ...] = ()
     ocr: bool = False
+    header: str = ""
+
+    @property
+    def embedded(self) -> str:
+        """The string embedded for this chunk (:func:`embedded_text`)."""
+        return embedded_text(self.header, self.text)
 
     @property
     def point_id(self) -> str:
@@ -433,6 +483,17 @@ class ChunkPayload:
     modified_at: float = 0.0
     """The source file's modification time when its content was indexed (SMB LastWriteTime,
     SharePoint lastModifiedDateTime, local mtime), epoch seconds; ``0.0``: unknown."""
+    subject: Subject | None = None
+    """Whose document it is (:class:`Subject`); ``None`` on a point indexed before subjects
+    (:data:`CHUNK_FORMAT`)."""
+    header: str = ""
+    """The chunk's contextual header (:attr:`Chunk.header`): embedded and keyword-indexed with
+    ``text``, never quoted."""
+
+    @property
+    def embedded(self) -> str:
+        """The string this point's vector is the embedding of (:func:`embedded_text`)."""
+        return embedded_text(self.header, self.text)
 
     @classmethod
     def acl_fields(cls, acl: Acl) -> dict[str, object]:
@@ -480,6 +541,8 @@ class ChunkPayload:
             "ocr": self.ocr,
             "acl_grants": list(self.acl_grants),
             "modified_at": self.modified_at,
+            "subject": self.subject.to_dict() if self.subject is not None else None,
+            "header": self.header,
         }
 
     @classmethod
@@ -503,6 +566,8 @@ class ChunkPayload:
             ocr=bool(d.get("ocr", False)),
             acl_grants=tuple(dict(g) for g in d.get("acl_grants") or ()),
             modified_at=float(d.get("modified_at", 0.0)),
+            subject=Subject.from_dict(d["subject"]) if isinstance(d.get("subject"), Mapping) else None,
+            header=str(d.get("header") or ""),
         )
 
 
@@ -532,6 +597,10 @@ class SearchResult:
     text: str = ""
     collection: str = "documents"
     ranks: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+    subject: Subject | None = None
+    """Whose document it is (:attr:`ChunkPayload.subject`; ``None``: indexed before subjects)."""
+    heading_path: tuple[str, ...] = ()
+    """The headings above the chunk (:attr:`Chunk.heading_path`)."""
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

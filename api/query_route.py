@@ -1,7 +1,8 @@
 """``POST /query`` ``{"question"}``, the route for machines (README "API").
 
 200 ``{reponse, sources, ancree, controles, verification, extractive, documents_ecartes,
-versions}`` when the answer is grounded (``ancree: true``, refusals included) or not established
+versions}`` (and ``liste`` for a list question) when the answer is grounded (``ancree: true``,
+refusals included) or not established
 (``ancree: null``, ``verification: "non_effectuee"``: the judge could not run); 422
 ``{reponse_bloquee, sources, ancree: false, controles, verification, citations_inventees,
 affirmations_non_sourcees, faits_non_sources, documents_ecartes, versions}`` when it is not
@@ -23,6 +24,7 @@ from ancre.api.questions import check_question
 from ancre.api.render import (
     facts_out,
     incomplete,
+    listing_out,
     resolved_question,
     sources_out,
     unchecked_out,
@@ -53,6 +55,12 @@ def query_router(ctx: ApiContext, auth: AuthDependencies) -> APIRouter:
     return router
 
 
+def _listing(answer: Answer) -> dict[str, object]:
+    """``{"liste": …}`` for a list question, ``{}`` otherwise (:func:`~ancre.api.render.listing_out`)."""
+    listing = listing_out(answer)
+    return {} if listing is None else {"liste": listing}
+
+
 def query_response(answer: Answer) -> JSONResponse:
     """``answer`` as ``/query`` returns it: 200, or 422 ``reponse_bloquee`` when ``ancree`` is
     ``False``; with the verdict headers."""
@@ -64,7 +72,7 @@ def query_response(answer: Answer) -> JSONResponse:
                 "controles": list(answer.controles), "verification": answer.verification,
                 "citations_inventees": list(answer.invented), "affirmations_non_sourcees": list(answer.unsourced),
                 "faits_non_sources": facts_out(answer), "documents_ecartes": unchecked_out(answer),
-                "versions": versions_out(answer), "reponse_incomplete": incomplete(answer),
+                "versions": versions_out(answer), "reponse_incomplete": incomplete(answer), **_listing(answer),
             },
             status_code=422, headers=verdict_headers(answer),
         )
@@ -75,6 +83,7 @@ def query_response(answer: Answer) -> JSONResponse:
             "extractive": answer.extractive, "documents_ecartes": unchecked_out(answer),
             "versions": versions_out(answer), "question_traitee": resolved_question(answer),
             "reponse_incomplete": incomplete(answer),
+            **_listing(answer),
         },
         headers=verdict_headers(answer),
     )

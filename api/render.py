@@ -9,6 +9,7 @@ from typing import Any
 from ancre.query.answer import Answer, unverified_note
 from ancre.query.enrich import format_location
 from ancre.query.links import neutralise
+from ancre.query.listing import list_note
 from ancre.query.versions import version_note
 from ancre.query.window import CONTROL_ANSWER_CUT, CONTROL_CONTEXT_REDUCED, CONTROL_CONTEXT_TRUNCATED
 
@@ -46,10 +47,24 @@ def incomplete(answer: Answer) -> bool:
 
 
 def facts_out(answer: Answer) -> list[dict[str, Any]]:
-    """``faits_non_sources``: ``[{texte, nature, phrase, documents}]``, the facts control 5 found
-    in no extract the answer cites (``documents``: the files the sentence cites; ``[]``: checked
-    against every extract shown)."""
-    return [{"texte": f.text, "nature": str(f.kind), "phrase": f.sentence, "documents": list(f.cited)} for f in answer.facts]
+    """``faits_non_sources``: ``[{texte, nature, phrase, documents, raison}]``, the facts control 5
+    found not supported as the answer states them (``documents``: the files their claim cites,
+    ``[]``: none; ``raison``: :class:`~ancre.query.facts.FactReason`)."""
+    return [
+        {"texte": f.text, "nature": str(f.kind), "phrase": f.sentence, "documents": list(f.cited), "raison": str(f.reason)}
+        for f in answer.facts
+    ]
+
+
+def listing_out(answer: Answer) -> dict[str, Any] | None:
+    """``liste``: for a list question, ``{documents, correspondances, passages, note}`` — the
+    documents found and what the list rests on (:mod:`ancre.query.listing`); ``None`` otherwise."""
+    if answer.listing is None:
+        return None
+    return {
+        "documents": [d.filename for d in answer.listing.documents], "correspondances": answer.listing.matched,
+        "passages": answer.listing.searched, "note": list_note(answer.listing),
+    }
 
 
 def versions_out(answer: Answer) -> list[dict[str, Any]]:
@@ -88,7 +103,8 @@ def unchecked_out(answer: Answer) -> list[dict[str, Any]]:
 
 def verdict_out(answer: Answer) -> dict[str, Any]:
     """The ``ancre`` object: ``{ancree, verification, controles, sources, extractive,
-    documents_ecartes, faits_non_sources, versions, question_traitee, reponse_incomplete}``."""
+    documents_ecartes, faits_non_sources, versions, question_traitee, reponse_incomplete}``, and ``liste``
+    for a list question."""
     return {
         "ancree": answer.ancree,
         "verification": answer.verification,
@@ -100,7 +116,7 @@ def verdict_out(answer: Answer) -> dict[str, Any]:
         "versions": versions_out(answer),
         "question_traitee": resolved_question(answer),
         "reponse_incomplete": incomplete(answer),
-    }
+    } | ({} if answer.listing is None else {"liste": listing_out(answer)})
 
 
 def verdict_headers(answer: Answer) -> dict[str, str]:
@@ -115,11 +131,12 @@ def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
     """What follows the answer's text on ``/v1``: « Question traitée : … » for a resolved
     follow-up, a Markdown « Sources » list, one line per document (file name, then its folder as a
     code span / its URL as an autolink), a note on versions of one document among the sources
-    (which looks current and why) when the answer is not extractive (the extractive text has it),
-    a line saying the answer is incomplete when it stopped on the model's token budget, a warning
-    line when the answer is not grounded — naming the facts found in no cited extract, and saying
-    so when the model's server did not read every extract —, a note when extracts were left out to
-    fit the model's context length, and one when documents were left out because their rights could not be checked live. ``""``
+    (which looks current and why) and, for a list question, the note that the list may be partial,
+    when the answer is not extractive (the extractive text has them), a line saying the answer is
+    incomplete when it stopped on the model's token budget, a warning line when the answer is not
+    grounded — naming the facts found in no cited extract, and saying so when the model's server
+    did not read every extract —, a note when extracts were left out to fit the model's context
+    length, and one when documents were left out because their rights could not be checked live. ``""``
     for a refusal (no source, grounded) otherwise. ``with_sources=False``: all but the « Sources »
     list (the sources go as native events, :mod:`ancre.api.native_sources`)."""
     parts: list[str] = []
@@ -134,6 +151,8 @@ def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
         parts.extend(f"⚠️ {version_note(g, format_location)}" for g in answer.versions)
     if incomplete(answer):
         parts.append(WARNING_INCOMPLETE)
+    if answer.listing is not None and not answer.extractive:
+        parts.append(f"ℹ️ {list_note(answer.listing)}")
     if answer.ancree is False:
         truncated = WARNING_CONTEXT_TRUNCATED if CONTROL_CONTEXT_TRUNCATED in answer.controles else ""
         parts.append(WARNING_UNGROUNDED + truncated + unsupported_note(answer))
@@ -146,6 +165,6 @@ def sources_block(answer: Answer, *, with_sources: bool = True) -> str:
 
 __all__ = [
     "WARNING_CONTEXT_TRUNCATED", "WARNING_INCOMPLETE", "WARNING_UNGROUNDED", "dropped_note", "facts_out", "incomplete",
-    "resolved_question", "sources_block", "sources_out", "unchecked_out",
+    "listing_out", "resolved_question", "sources_block", "sources_out", "unchecked_out",
     "unsupported_note", "verdict_headers", "verdict_out", "versions_out",
 ]

@@ -114,12 +114,29 @@ class Unchecked(BaseModel):
 
 
 class FactOut(BaseModel):
-    """A fact of the answer found in no extract it cites (control 5)."""
+    """A fact of the answer not supported as it states it (control 5)."""
 
     texte: str = Field(description="The fact as written in the answer, e.g. 'CHF 3 000 HT'.")
     nature: Literal["montant", "nombre", "duree", "date", "heure", "code", "nom"]
     phrase: str = Field(description="The sentence that states it.")
-    documents: list[str] = Field(description="The files the sentence cites; [] when checked against every extract shown.")
+    documents: list[str] = Field(description="The files its claim cites; [] when it cites none.")
+    raison: Literal["absent", "non_cite", "autre_sujet", "autre_champ", "version_remplacee"] = Field(
+        "absent",
+        description=(
+            "absent: in no cited extract; non_cite: its sentence cites nothing; autre_sujet: in a cited extract of "
+            "another subject (another client); autre_champ: the value of another field; version_remplacee: a "
+            "replaced version's value stated as the one in force"
+        ),
+    )
+
+
+class ListOut(BaseModel):
+    """The documents a list question found (« Liste tous les contrats … »): the list may be partial."""
+
+    documents: list[str] = Field(description="File names of the documents found, best first.")
+    correspondances: int = Field(description="How many documents matched.")
+    passages: int = Field(description="How many passages the search returned: what the list rests on.")
+    note: str = Field(description="The sentence telling the list may be incomplete.")
 
 
 class VersionsOut(BaseModel):
@@ -143,6 +160,7 @@ class Verdict(BaseModel):
     versions: list[VersionsOut] = []
     question_traitee: str | None = Field(None, description="The standalone question answered for a follow-up.")
     reponse_incomplete: bool = Field(False, description="The answer stopped on the model's token budget (reponse_tronquee).")
+    liste: ListOut | None = Field(None, description="For a list question: the documents found (maybe partial).")
 
 
 class AssistantMessage(BaseModel):
@@ -202,6 +220,7 @@ class QueryAnswer(BaseModel):
     versions: list[VersionsOut] = []
     question_traitee: str | None = None
     reponse_incomplete: bool = False
+    liste: ListOut | None = None
 
 
 class QueryBlocked(BaseModel):
@@ -218,6 +237,7 @@ class QueryBlocked(BaseModel):
     documents_ecartes: list[Unchecked] = []
     versions: list[VersionsOut] = []
     reponse_incomplete: bool = False
+    liste: ListOut | None = None
 
 
 class ErrorBody(BaseModel):

@@ -410,6 +410,10 @@ def _print_answer(ans: Any, as_json: bool) -> None:
         return
     console.print(plain(ans.reponse, newlines=True), highlight=False, soft_wrap=True)
     console.print()
+    if ans.listing is not None and not ans.extractive:  # the extractive text has it
+        from ancre.query.listing import list_note
+
+        console.print(list_note(ans.listing), markup=False, highlight=False)
     if ans.unverified:
         from ancre.query.answer import unverified_note
 

@@ -42,7 +42,7 @@ from ancre.index._filters import (
     valid_point_ids,
 )
 from ancre.index.store import PointWrite
-from ancre.models import COLLECTIONS, Acl, ChunkPayload, StoredPoint
+from ancre.models import COLLECTIONS, Acl, ChunkPayload, StoredPoint, embedded_text
 
 _MAX_OVERFETCH = 64
 """A search whose exact grant check dropped hits asks the engine again for up to this many times
@@ -275,7 +275,8 @@ class QdrantBackend(ABC):
                 text = (payload or {}).get("text")
                 dense = vector.get("") if isinstance(vector, dict) else vector  # "": the unnamed dense vector
                 if isinstance(text, str) and dense is not None:
-                    out[text] = np.asarray(dense, dtype=np.float32).reshape(self._dim)
+                    key = embedded_text(str((payload or {}).get("header") or ""), text)
+                    out[key] = np.asarray(dense, dtype=np.float32).reshape(self._dim)
             if offset is None:
                 return out
 

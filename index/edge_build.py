@@ -447,7 +447,9 @@ def fill_keywords(shard: Any, batch: int = 512) -> int:
             payload = dict(r.payload or {})
             if KEYWORD_FIELD in payload:
                 continue
-            payload[KEYWORD_FIELD] = joined(chunk_terms(str(payload.get("filename", "")), str(payload.get("text", ""))))
+            payload[KEYWORD_FIELD] = joined(chunk_terms(
+                str(payload.get("filename", "")), str(payload.get("text", "")), str(payload.get("header") or "")
+            ))
             vector = r.vector[""] if isinstance(r.vector, dict) else r.vector
             points.append(qe.Point(r.id, vector, payload))
         if points:

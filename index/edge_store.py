@@ -91,7 +91,7 @@ _BUILT = re.compile(r"^(?P<coll>[a-z]+)@(?P<gen>\d+)$")
 _JOURNAL_PREFIX = ".journal-"
 _PAYLOAD = qe.PayloadSelector.Exclude([KEYWORD_FIELD])
 """What reads return: the payload without the index terms (no one reads them back)."""
-_TEXT_ONLY = qe.PayloadSelector.Include(["text"])
+_TEXT_ONLY = qe.PayloadSelector.Include(["text", "header"])
 """What :meth:`~ancre.index.store.Store.vectors_of` reads beside the vectors."""
 _CATCH_UP_LOCKED = 64
 """Journal entries left when the build's replay takes the write lock for the rest."""
@@ -695,7 +695,7 @@ class EdgeStore(QdrantBackend):
         for _, _, payload in rows:
             d = payload.to_dict()
             if self.keywords:
-                d[KEYWORD_FIELD] = joined(chunk_terms(payload.filename, payload.text))
+                d[KEYWORD_FIELD] = joined(chunk_terms(payload.filename, payload.text, payload.header))
             payloads.append(d)
         vectors = np.asarray([v for _, v, _ in rows], dtype=np.float32).reshape(len(rows), self._dim)
         self._apply(collection, _Upsert(tuple(pid for pid, _, _ in rows), vectors, tuple(payloads)))

@@ -1,8 +1,10 @@
 """What a chunk is found by on the keyword side, in one place for every keyword backend.
 
 A chunk's **index terms** are :func:`ancre.index.tokenize.tokenize` of its file name, then of its
-text (the file name is a field of its own in neither: a question naming a file finds every chunk
-of it). The BM25 snapshot (:mod:`ancre.index.bm25`), the sparse vectors of a Qdrant server
+contextual header (whose document it is and the section: :attr:`ancre.models.Chunk.header`), then
+of its text (neither is a field of its own: a question naming a file or a client finds every
+chunk of that document, « code d'accès … du Garage Dubois » the section that never names it).
+The BM25 snapshot (:mod:`ancre.index.bm25`), the sparse vectors of a Qdrant server
 (:mod:`ancre.index.sparse_bm25`) and the embedded engine's text index
 (:class:`~ancre.index.edge_store.EdgeStore`) all index these terms, so the three keyword sides
 agree on what matches. A new searchable field (a title, the heading path) is added here, once.
@@ -23,10 +25,10 @@ KEYWORD_FIELD = "bm25_terms"
 """Payload field of the embedded store holding a chunk's index terms, space-separated."""
 
 
-def chunk_terms(filename: str, text: str) -> list[str]:
-    """Index terms of one chunk, in order (file name first), duplicates kept (they are its term
-    frequencies). ``[]`` for a chunk of stop words only."""
-    return tokenize(filename) + tokenize(text)
+def chunk_terms(filename: str, text: str, header: str = "") -> list[str]:
+    """Index terms of one chunk, in order (file name, header, text), duplicates kept (they are
+    its term frequencies). ``[]`` for a chunk of stop words only."""
+    return tokenize(filename) + tokenize(header) + tokenize(text)
 
 
 def query_terms(question: str) -> list[str]:

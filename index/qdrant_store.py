@@ -245,7 +245,7 @@ class QdrantStore(QdrantBackend):
         for pid, dense, payload in rows:
             vector: list[float] | dict[str, list[float] | qm.SparseVector] = dense
             if self.sparse_bm25:
-                indices, values = sparse_bm25.document_vector(payload.filename, payload.text)
+                indices, values = sparse_bm25.document_vector(payload.filename, payload.text, payload.header)
                 vector = {"": dense, sparse_bm25.VECTOR_NAME: qm.SparseVector(indices=indices, values=values)}
             structs.append(qm.PointStruct(id=pid, vector=vector, payload=payload.to_dict()))
         for i in range(0, len(structs), _UPSERT_BATCH):
@@ -282,7 +282,7 @@ class QdrantStore(QdrantBackend):
         self, collection: str, flt: qm.Filter, offset: qm.ExtendedPointId | None, batch: int
     ) -> tuple[list[tuple[Any, Any]], qm.ExtendedPointId | None]:
         records, after = self.client.scroll(
-            collection, scroll_filter=flt, limit=batch, offset=offset, with_payload=["text"], with_vectors=True
+            collection, scroll_filter=flt, limit=batch, offset=offset, with_payload=["text", "header"], with_vectors=True
         )
         return [(r.payload, r.vector) for r in records], after
 

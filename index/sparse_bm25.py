@@ -3,7 +3,7 @@ running on several machines with no local snapshot.
 
 Each chunk carries a sparse vector named :data:`VECTOR_NAME` next to its dense one, written by the
 same upsert as the rest of the point (so the same sync builds it). Terms are those of the BM25
-snapshot (:func:`ancre.index.tokenize.tokenize` of the file name and the text); a term's index is
+snapshot (:func:`ancre.index.keywords.chunk_terms`: file name, contextual header, text); a term's index is
 the first 4 bytes of its BLAKE2b digest (a vocabulary shared by every process without any file;
 two terms of a million-term vocabulary collide with probability ~1e-4 each, and a collision only
 merges two postings). A document's value for a term is BM25's saturated, length-normalised term
@@ -22,6 +22,7 @@ import hashlib
 from collections import Counter
 from functools import lru_cache
 
+from ancre.index.keywords import chunk_terms
 from ancre.index.tokenize import tokenize
 
 VECTOR_NAME = "bm25"
@@ -42,10 +43,11 @@ def _merge(terms: dict[int, float]) -> tuple[list[int], list[float]]:
     return indices, [terms[i] for i in indices]
 
 
-def document_vector(filename: str, text: str) -> tuple[list[int], list[float]]:
-    """``(indices, values)`` of a chunk (file name + text): BM25 document-side weights, indices
-    sorted and distinct; ``([], [])`` when it has no index term."""
-    tokens = tokenize(filename) + tokenize(text)
+def document_vector(filename: str, text: str, header: str = "") -> tuple[list[int], list[float]]:
+    """``(indices, values)`` of a chunk (its index terms, :func:`~ancre.index.keywords.chunk_terms`:
+    file name, contextual header, text): BM25 document-side weights, indices sorted and distinct;
+    ``([], [])`` when it has no index term."""
+    tokens = chunk_terms(filename, text, header)
     if not tokens:
         return [], []
     norm = K1 * (1.0 - B + B * len(tokens) / AVGDL)

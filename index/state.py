@@ -9,7 +9,9 @@ store write and the state write leaves a row that the next pass reconciles (no g
 
 ``attempts`` counts the consecutive tries of a document's current version that failed or died
 half-way (the sync engine's poison-pill guard), ``retry_at`` is the earliest time the next try may
-run, ``extractor`` the extractor version that produced a failure (a new one retries it). Passes
+run, ``extractor`` the extractor version that produced a failure (a new one retries it),
+``chunking`` the chunk format an indexed row's points were written in
+(:data:`~ancre.models.CHUNK_FORMAT`: an older one is re-indexed by the next pass). Passes
 record the ``pid`` that ran them so that a pass left open by a dead process is closed as
 ``crashed``. Databases of an older schema are migrated in place on open (columns added; the
 single ``reason`` column of old databases split once into those three, see :func:`split_legacy_reason`).
@@ -55,6 +57,7 @@ CREATE TABLE IF NOT EXISTS items (
     attempts INTEGER NOT NULL DEFAULT 0,
     retry_at REAL,
     extractor TEXT,
+    chunking TEXT,
     PRIMARY KEY (source, native_id)
 );
 CREATE INDEX IF NOT EXISTS items_status ON items(status);
@@ -79,6 +82,7 @@ _ADDED_COLUMNS = {
         ("reason_code", "TEXT"),
         ("detail", "TEXT"),
         ("acl_problem", "TEXT"),
+        ("chunking", "TEXT"),
     ),
     "passes": (("pid", "INTEGER"),),
 }
@@ -112,6 +116,10 @@ class ItemState:
     attempts: int = 0
     retry_at: float | None = None
     extractor: str | None = None
+    chunking: str | None = None
+    """On an ``indexed`` row: the chunk format its points were written in
+    (:data:`~ancre.models.CHUNK_FORMAT`); ``None``: written before subjects (re-indexed by the
+    next pass)."""
 
     @property
     def reason(self) -> str | None:

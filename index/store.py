@@ -88,10 +88,12 @@ class Store(Protocol):
         ...
 
     def vectors_of(self, collection: str, doc_id: str) -> dict[str, np.ndarray]:
-        """The stored vector ``(d,)`` float32 of each chunk of ``doc_id``, keyed by the chunk's
-        text (unfiltered, like :meth:`scroll`: for the sync's writer only, which reuses them for
-        the chunks a changed document kept word for word instead of embedding them again — a
-        point's vector is always its text's, written together). ``{}`` for an unknown document."""
+        """The stored vector ``(d,)`` float32 of each chunk of ``doc_id``, keyed by what was
+        embedded: the chunk's header and text (:func:`~ancre.models.embedded_text`). Unfiltered,
+        like :meth:`scroll`: for the sync's writer only, which reuses them for the chunks a
+        changed document kept word for word (header included) instead of embedding them again —
+        a point's vector is always that string's, written together. ``{}`` for an unknown
+        document."""
         ...
 
     def count(self, collection: str) -> int:

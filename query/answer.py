@@ -31,6 +31,10 @@
    and its ``cited`` field those the answer cites; a question that failed (model error, stream
    abandoned) is logged too, with its ``error``.
 
+**Lists.** A question asking for a list (« Liste tous les contrats de maintenance ») is searched
+deeper, and the answer lists the documents found among those results and says how many matched
+and that the list rests on what the search returned (:mod:`ancre.query.listing`).
+
 **Conversations.** A question that only makes sense with the conversation (« Fais pareil pour
 l'étude Rochat », « Et quelle est sa durée ? ») is first turned into a standalone question from the
 earlier *user questions* (``history``) only, by the condense prompt when a model is configured
@@ -89,6 +93,7 @@ from ancre.query.grounding import (
 )
 from ancre.query.judge import Judge
 from ancre.query.links import CONTROL_LINK_NEUTRALISED, LinkGuard, neutralise
+from ancre.query.listing import LIST_DEPTH, DocumentList, extractive_list, found_documents, list_question
 from ancre.query.live_acl import RightsCheck, Unverified, unverified
 from ancre.query.llm import Abort, ChatClient, ExtractiveAnswerer, LlmError, ModelCallAborted
 from ancre.query.prompt import REFUSAL, build_messages
@@ -169,6 +174,9 @@ class Answer:
     model_run: ModelRun | None = None
     """The model call: the window sent, the extracts left out to fit it, what the server
     evaluated and why it stopped (:mod:`ancre.query.window`); ``None`` without a model call."""
+    listing: DocumentList | None = None
+    """For a list question (« Liste tous les contrats … »): the documents found and what the list
+    rests on (:mod:`ancre.query.listing`); ``None`` for any other question."""
 
 
 def unverified_note(groups: tuple[Unverified, ...]) -> str:
@@ -197,6 +205,7 @@ class _Prepared:
     resolution: Resolution | None = None
     question_id: str = field(default_factory=new_question_id)
     run: ModelRun | None = None
+    listing: DocumentList | None = None
 
     @property
     def asked(self) -> str:
@@ -313,19 +322,25 @@ class AnswerService:
         t = time.perf_counter()
         results: tuple[SearchResult, ...] = ()
         rights: tuple[RightsCheck, ...] = ()
+        listing: DocumentList | None = None
         if principals:
-            retrieval = self.retriever.retrieve(question, principals)
+            listed = list_question(question)
+            retrieval = (self.retriever.retrieve(question, principals, 2 * LIST_DEPTH, candidates=LIST_DEPTH) if listed
+                         else self.retriever.retrieve(question, principals))
             results, rights = retrieval.results, retrieval.rights
             timings["live_acl"] = retrieval.timings.live_acl_ms
+            if listed:  # the context rests on the usual top results, the list on them all
+                listing = found_documents(question, results)
+                results = results[: self.settings.query.limit]
         timings["retrieval"] = _ms(t)
         t = time.perf_counter()
         broad = broad_topic(question) is not None
-        context = build_context(results, self.store, principals, self.settings.context, broad=broad)
+        context = build_context(results, self.store, principals, self.settings.context, broad=broad, question=question)
         timings["context"] = _ms(t)
         asked_for = user if identity is not None and identity != user else None
         return _Prepared(
             question, user if identity is None else identity, account, principals, context, timings, started, rights,
-            asked_for, resolution,
+            asked_for, resolution, listing=listing,
         )
 
     def _record(self, prep: _Prepared, verdict: Verdict | None, error: str | None = None, *,
@@ -423,6 +438,7 @@ class AnswerService:
             resolution=prep.resolution,
             versions=tuple(g for g in prep.context.versions if shown & set(g.documents)),
             model_run=prep.run,
+            listing=prep.listing,
         )
 
     def _direct(self, prep: _Prepared, text: str, extractive: bool) -> Answer:
@@ -437,6 +453,9 @@ class AnswerService:
         answer; ``None`` when the model must answer."""
         if prep.context.empty:
             return REFUSAL, self.chat_client is None
+        if self.chat_client is None and prep.listing is not None:
+            text = extractive_list(prep.listing, format_location) if prep.listing.documents else REFUSAL
+            return text, True
         if self.chat_client is None:
             t = time.perf_counter()
             principals = prep.principals

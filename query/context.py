@@ -5,7 +5,8 @@
 - Then up to ``other_docs`` (6) other distinct documents, in the order of their best result,
   ``chunks_per_complement`` (4) consecutive chunks each, around their best hit.
 - **Copies are dropped**: a document with the same file name as a kept one (case-insensitive, NFC:
-  the same contract on the share and on SharePoint), and any chunk whose text (whitespace
+  the same contract on the share and on SharePoint) — unless one of the two is in an archive
+  folder and the other not: that one is an older version —, and any chunk whose text (whitespace
   collapsed, NFC) equals a kept chunk's.
 - **When no document clearly leads**, the whole context is cut to ``max_chunks`` (14) chunks.
   "Clearly leads" is defined on RRF scores: the principal document's best score beats the best
@@ -20,9 +21,21 @@ one document and the edges of others: each document of the context then gets an 
 ``max_chunks`` (at least ``chunks_per_complement``), filled with its best hit and the chunks of
 its neighbourhood that state the most facts (amounts, dates, durations, names), in reading order.
 
-Documents of the context that are versions of one another (same name up to a version suffix, same
-title, near-identical text) are grouped in :attr:`Context.versions`, the one that looks current
-first (:mod:`ancre.query.versions`).
+**The asked entity decides** (:mod:`ancre.query.subjects`). When the question names a client, a
+company or a person that tells the candidate documents apart (:func:`~ancre.query.subjects.asked_entities`),
+documents are ranked by how their subject matches it before their score: exactly (the same strong
+words: « Garage Dubois » = « Garage Dubois Sàrl »; or a passage that writes the name, as a note
+about « Baumont Industries »'s server room), then partly (« Dubois Transports SA »), then not at all
+(« Garage Dubuis », one letter apart, is another client). For a precise question (not broad)
+with a document whose *subject* matches exactly, the context keeps only the documents that match
+exactly — that client's document, its versions, a passage naming it —: another client's passages
+are never « complements » (:attr:`Context.focused`). A passage naming the client keeps its
+document but never narrows the context alone. A broad question keeps its diversity, the named
+subjects first.
+
+Documents of the context that are versions of one another (same subject, and same name up to a
+version suffix, same title, or near-identical text) are grouped in :attr:`Context.versions`, the one
+that looks current first (:mod:`ancre.query.versions`).
 
 Every chunk is read again through :meth:`Store.chunks_of` *with the rights filter* — the windows,
 and the hit itself: a document whose hit is no longer readable is skipped, and selection only ever
@@ -37,8 +50,9 @@ from dataclasses import dataclass
 
 from ancre.index.store import Store
 from ancre.index.tokenize import fold, tokenize
-from ancre.models import SearchResult, StoredPoint, nfc
-from ancre.query.versions import Versioned, VersionGroup, version_groups
+from ancre.models import SearchResult, StoredPoint, Subject, nfc
+from ancre.query.subjects import DocSubject, Level, Name, asked_entities, doc_levels, doc_subject
+from ancre.query.versions import Versioned, VersionGroup, archive_folder, version_groups
 from ancre.settings.query import ContextConfig
 
 
@@ -60,6 +74,15 @@ class Extract:
     """The headings above the chunk, outermost first (``heading_path[0]``: the document's title)."""
     modified_at: float = 0.0
     """The source file's modification time as indexed, epoch seconds (``0.0``: unknown)."""
+    subject: Subject | None = None
+    """Whose document it is, as indexed (``None``: indexed before subjects)."""
+    header: str = ""
+    """The chunk's contextual header (embedded and keyword-indexed with it, never quoted)."""
+
+    @property
+    def doc(self) -> DocSubject:
+        """The names its document answers to (:func:`~ancre.query.subjects.doc_subject`)."""
+        return doc_subject(self.subject, self.filename, self.path, self.heading_path[0] if self.heading_path else "")
 
 
 @dataclass(frozen=True)
@@ -87,6 +110,12 @@ class Context:
     sources: tuple[Source, ...] = ()
     leading: bool = False
     versions: tuple[VersionGroup, ...] = ()
+    entities: tuple[Name, ...] = ()
+    """The names the question asks about that tell its documents apart
+    (:func:`~ancre.query.subjects.asked_entities`); ``()``: none."""
+    focused: bool = False
+    """A precise question naming a subject some documents have exactly: only those documents
+    (and their versions) were kept (see the module doc, « The asked entity »)."""
 
     @property
     def empty(self) -> bool:
@@ -135,13 +164,20 @@ def find_versions(extracts: Sequence[Extract], sources: Sequence[Source]) -> tup
         mine = [e for e in extracts if (e.collection, e.doc_id) == (s.collection, s.doc_id)]
         title = next((e.heading_path[0] for e in mine if e.heading_path), "")
         modified = max((e.modified_at for e in mine), default=0.0)
-        docs.append(Versioned(s.filename, s.path, s.location, title, "\n".join(e.text for e in mine), modified))
+        subject = mine[0].doc if mine else doc_subject(None, s.filename, s.path, title)
+        docs.append(Versioned(s.filename, s.path, s.location, title, "\n".join(e.text for e in mine), modified, subject))
     return version_groups(docs)
 
 
 def name_key(filename: str) -> str:
     """File-name identity for copy detection: NFC, case-folded."""
     return nfc(filename).casefold()
+
+
+def _copy_key(r: SearchResult) -> tuple[str, bool]:
+    """What makes two documents copies: the same file name (:func:`name_key`), both in an archive
+    folder or both outside one — an archived file of the same name is an older version."""
+    return name_key(r.filename), archive_folder(r.path) is not None
 
 
 def _text_key(text: str) -> str:
@@ -213,6 +249,8 @@ def _extract(p: StoredPoint, score: float | None) -> Extract:
         score=score,
         heading_path=tuple(pl.heading_path),
         modified_at=pl.modified_at,
+        subject=pl.subject,
+        header=pl.header,
     )
 
 
@@ -231,6 +269,32 @@ def _source(p: StoredPoint, score: float) -> Source:
     )
 
 
+def result_subject(r: SearchResult) -> DocSubject:
+    """The names a result's document answers to (:func:`~ancre.query.subjects.doc_subject`)."""
+    return doc_subject(r.subject, r.filename, r.path, r.heading_path[0] if r.heading_path else "")
+
+
+def _by_entity(
+    docs: list[SearchResult], question: str, *, broad: bool
+) -> tuple[list[SearchResult], tuple[Name, ...], bool]:
+    """``docs`` (best result of each document, best first) ranked by how their subject (or
+    passage) matches the entities ``question`` asks about, then by score; for a precise question
+    with a document whose *subject* matches exactly, only the exact matches (see the module doc).
+    Returns the documents, the entities and whether the context is focused on them."""
+    subjects = [result_subject(d) for d in docs]
+    texts = [d.text for d in docs]
+    entities = asked_entities(question, subjects, texts) if question else ()
+    if not entities:
+        return docs, (), False
+    per_entity = [doc_levels(e, subjects, texts) for e in entities]
+    levels = [max(lv[i] for lv in per_entity) for i in range(len(docs))]
+    order = sorted(range(len(docs)), key=lambda i: (-levels[i], i))
+    by_subject = any(s.level(e) is Level.EXACT for s in subjects for e in entities)
+    if not broad and by_subject:  # a passage naming the client stays, but never decides alone
+        return [docs[i] for i in order if levels[i] is Level.EXACT], entities, True
+    return [docs[i] for i in order], entities, False
+
+
 def build_context(
     results: Sequence[SearchResult],
     store: Store,
@@ -238,9 +302,12 @@ def build_context(
     cfg: ContextConfig,
     *,
     broad: bool = False,
+    question: str = "",
 ) -> Context:
     """Select the context for fused ``results`` (any order; ranked here by RRF score, best first).
-    ``broad``: every document gets an equal share (see the module doc, « Broad questions »).
+    ``broad``: every document gets an equal share (see the module doc, « Broad questions »);
+    ``question``: what is asked, whose named entities rank and select the documents (see the
+    module doc, « The asked entity decides »; ``""``: by score alone).
 
     Reads chunk windows with ``store.chunks_of(..., principals)``: an empty principal set yields an
     empty context. Raises :class:`~ancre.errors.StoreError` from the store.
@@ -249,11 +316,11 @@ def build_context(
         return Context()
     ranked = sorted(results, key=lambda r: -r.score)
     hit_scores = {(r.collection, r.doc_id, r.chunk_index): r.score for r in ranked}
-    docs = _best_per_doc(ranked)
+    docs, entities, focused = _by_entity(_best_per_doc(ranked), question, broad=broad)
 
     extracts: list[Extract] = []
     sources: list[Source] = []
-    kept_names: set[str] = set()
+    kept_names: set[tuple[str, bool]] = set()
     kept_texts: set[str] = set()
     principal: SearchResult | None = None
     distinct = len({name_key(d.filename) for d in docs})
@@ -261,7 +328,7 @@ def build_context(
     for best in docs:
         if principal is not None and len(sources) > cfg.other_docs:
             break
-        if name_key(best.filename) in kept_names:
+        if _copy_key(best) in kept_names:
             continue
         size = cfg.principal_max if principal is None else cfg.chunks_per_complement
         if broad:
@@ -271,7 +338,7 @@ def build_context(
         if not new:
             continue
         principal = principal or best
-        kept_names.add(name_key(best.filename))
+        kept_names.add(_copy_key(best))
         for p in new:
             kept_texts.add(_text_key(p.payload.text))
             extracts.append(_extract(p, hit_scores.get((best.collection, p.payload.doc_id, p.payload.chunk_index))))
@@ -285,7 +352,11 @@ def build_context(
         extracts = extracts[: cfg.max_chunks]
         shown = {(e.collection, e.doc_id) for e in extracts}
         sources = [s for s in sources if (s.collection, s.doc_id) in shown]
-    return Context(tuple(extracts), tuple(sources), leading, find_versions(extracts, sources))
+    return Context(
+        tuple(extracts), tuple(sources), leading, find_versions(extracts, sources), entities, focused
+    )
 
 
-__all__ = ["Context", "Extract", "Source", "broad_topic", "build_context", "find_versions", "name_key"]
+__all__ = [
+    "Context", "Extract", "Source", "broad_topic", "build_context", "find_versions", "name_key", "result_subject",
+]

@@ -24,11 +24,15 @@ How (:meth:`ConversationResolver.resolve`):
    asked.
 3. **With a model configured**, a short condense prompt (:data:`CONDENSE_PROMPT`, temperature 0)
    gets the earlier user questions and the new one and returns one standalone question. Its output
-   is used only when it is one line and names nothing (no proper name, code or number) that the
-   user's questions did not: a model cannot bring a subject in. Otherwise, and without a model,
-   the rule below applies.
+   is used only when it is one line, every name and word of it occurs in the user's questions,
+   case and accents aside (request wording apart), and it keeps every word the new question
+   brings: a model cannot bring a subject in, nor swap a client that does not exist (« Fiduciaire
+   Dubuy ») for its real lookalike (« Fiduciaire Dubuis »), even one asked about earlier.
+   Otherwise, and without a model, the rule below applies.
 4. **The deterministic rule** works on the previous question, itself resolved first:
-   « fais pareil / et pour X » puts X in place of the previous question's last named subject
+   « fais pareil / et pour X / même chose (mais) pour X / pareil pour X / et X ? » puts X in place
+   of the previous question's named subject — one of the same kind as X (« garage », « étude »),
+   never a counterparty (« le contrat signé avec Axonix SA ») when another is named, else the last
    (« … avec Baumont Industries ? » → « … avec l'étude Rochat ? »); « et quelle est sa durée ? »
    takes the previous question's subject phrase (« du contrat de maintenance d'Axonix SA avec
    l'étude Rochat ») and puts it after the new question's noun, a possessive becoming an article;
@@ -48,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ancre.index.tokenize import fold
+from ancre.index.tokenize import STOP_WORDS, fold
 from ancre.models import nfc
 from ancre.query.llm import ChatClient, LlmError
 from ancre.query.prompt import ChatMessage
@@ -157,15 +161,22 @@ class Resolution:
 _SAME_FOR = re.compile(
     r"^\s*(?:et\s+)?(?:(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me\s+chose|"
     r"la\s+m[eê]me\s+chose|de\s+m[eê]me|m[eê]me\s+question)(?:\s+(?:pareil|la\s+m[eê]me\s+chose|de\s+m[eê]me|"
-    r"idem|aussi))?\s+)?(?:pour|avec|concernant|chez|sur)\s+(?P<subject>[^?!.]+?)\s*[?!.]*\s*$",
+    r"idem|aussi))?[\s,]+(?:mais[\s,]+)?)?(?:pour|avec|concernant|chez|sur)\s+(?P<subject>[^?!.]+?)\s*[?!.]*\s*$",
     re.IGNORECASE,
 )
-"""« Fais pareil pour X », « Et pour X ? », « Même chose avec X »."""
-_AND_NAME = re.compile(
-    r"^\s*(?:et|idem|pareil|m[eê]me\s+chose)\s+"
-    r"(?P<subject>(?:l['’]|la\s+|le\s+|les\s+)?[^\W\d_]*\s*[A-ZÀ-Ý][^?!.]*?)\s*[?!.]*\s*$"
+"""« Fais pareil pour X », « Et pour X ? », « Même chose avec X », « Même chose mais pour X »,
+« Pareil pour X »."""
+_QUALIFIER_WORDS = (
+    r"(?:[ée]tude|garage|fiduciaire|cabinet|soci[ée]t[ée]|entreprise|groupe|bureau|atelier|maison|agence|"
+    r"commune|association|fondation|clinique|pharmacie|boulangerie|menuiserie|carrosserie|h[ôo]tel|restaurant|"
+    r"client|cliente|ma[îi]tre|madame|monsieur)"
 )
-"""« Et Rochat ? », « Et l'étude Rochat ? »."""
+_AND_NAME = re.compile(
+    r"^\s*(?i:et|idem|pareil|m[eê]me\s+chose)[\s,]+(?:(?i:mais|alors)[\s,]+)?"
+    rf"(?P<subject>(?:l['’]|la\s+|le\s+|les\s+)?(?:(?i:{_QUALIFIER_WORDS})\s+[^\W\d_][^?!.]*?|[A-ZÀ-Ý][^?!.]*?))"
+    r"\s*[?!.]*\s*$"
+)
+"""« Et Rochat ? », « Et l'étude Rochat ? », « Et le Garage Dubuis ? », « Et le garage dubuis ? »."""
 _ASKS_AGAIN = re.compile(
     r"^\s*(?:et\s+)?(?:fais|faites|fait|refais|refaites|donne|donnez|idem|pareil|m[eê]me|la\s+m[eê]me|de\s+m[eê]me"
     r"|pour|avec|concernant|chez|sur)",
@@ -298,13 +309,60 @@ def looks_like_follow_up(question: str) -> bool:
 # ----------------------------------------------------------------------------- the rule
 
 
+_COUNTERPARTY = re.compile(
+    r"(?:sign[ée]e?s?|conclue?s?|pass[ée]e?s?|[ée]tabli[es]*)\s+(?:avec|par)\s+$|(?:selon|par|chez)\s+$",
+    re.IGNORECASE,
+)
+"""Words before a name that make it the other party or the source (« le contrat signé avec Axonix
+SA », « selon Axonix SA »), not the subject asked about."""
+
+
+def _qualifier(phrase: str) -> str | None:
+    m = re.search(rf"(?i:{_QUALIFIER_WORDS})", phrase)
+    return fold(m.group(0)) if m else None
+
+
+def _entity_to_replace(previous: str, spans: list[tuple[int, int]], subject: str) -> tuple[int, int]:
+    """Which named subject of ``previous`` a follow-up about ``subject`` replaces: one of the same
+    kind (« garage » for « le Garage Dubuis »), else one with a kind when ``subject`` has one,
+    never a counterparty (« signé avec Axonix SA ») when another is named, else the last."""
+    kind = _qualifier(subject)
+
+    def score(i: int) -> tuple[int, int, int, int]:
+        s, e = spans[i]
+        mine = _qualifier(previous[s:e])
+        counterparty = _COUNTERPARTY.search(previous[:s]) is not None
+        return (int(kind is not None and mine == kind), int(kind is not None and mine is not None), -int(counterparty), i)
+
+    return spans[max(range(len(spans)), key=score)]
+
+
 def _replace_entity(previous: str, subject: str) -> str | None:
-    """``previous`` with its last named subject replaced by ``subject``."""
+    """``previous`` with its named subject (:func:`_entity_to_replace`) replaced by ``subject``."""
     spans = entity_phrases(previous)
     if not spans:
         return None
-    s, e = spans[-1]
-    head = previous[:s]
+    s, e = _entity_to_replace(previous, spans, subject)
+    head, subject = _contracted(previous[:s], subject)
+    return head + subject + previous[e:]
+
+
+def _contracted(head: str, subject: str) -> tuple[str, str]:
+    """``head`` (the question up to the replaced name) and ``subject`` with their articles joined
+    as French writes them: no article twice (« de la » + « la Fiduciaire X »), « du » + « le
+    Garage X » → « du Garage X », « du » + « la Fiduciaire X » → « de la Fiduciaire X », « d' » before a
+    consonant → « de », « de le » → « du »."""
+    article = re.match(r"(?:l['’]|la\s+|le\s+|les\s+)", subject, re.IGNORECASE)
+    if article:
+        head = re.sub(r"(?<![^\W_])(?:l['’]|la\s+|le\s+|les\s+)$", "", head, flags=re.IGNORECASE)
+        contracted = re.search(r"(?<![^\W_])(du|des|au|aux)\s+$", head, re.IGNORECASE)
+        if contracted:
+            word = article.group(0).strip().lower()
+            if (contracted.group(1).lower() in ("du", "au") and word == "le") or (
+                    contracted.group(1).lower() in ("des", "aux") and word == "les"):
+                subject = subject[article.end() :]
+            else:
+                head = head[: contracted.start()] + ("de " if contracted.group(1).lower() in ("du", "des") else "à ")
     if re.search(r"(?<![^\W_])d['’]$", head) and not re.match(r"[aeiouyhàâéèêëîïôûAEIOUYHÉ]", subject):
         head = head[:-2] + "de "
     if re.search(r"(?<![^\W_])de\s+$", head) and re.match(r"(?:le|les)\s", subject, re.IGNORECASE):
@@ -312,7 +370,7 @@ def _replace_entity(previous: str, subject: str) -> str | None:
         art = subject.split(maxsplit=1)[0].lower()
         head = head[: re.search(r"de\s+$", head).start()] + ("du " if art == "le" else "des ")  # type: ignore[union-attr]  # matched two lines above
         subject = subject.split(None, 1)[1]
-    return head + subject + previous[e:]
+    return head, subject
 
 
 def _attach(question: str, subject: str) -> str:
@@ -419,10 +477,32 @@ def regenerate_instruction(text: str) -> Instruction | None:
     return REGENERATE_PROMPTS.get(" ".join(nfc(text).split()).casefold().rstrip(" .!"))
 
 
+def _words(text: str) -> set[str]:
+    """The folded words of ``text`` that say something: not stop words, not request wording."""
+    return {w for w in re.findall(r"[^\W_]+", fold(text)) if w not in STOP_WORDS and w not in _WORDING_WORDS}
+
+
+_WORDING_RAW = (
+    "document documents concerne concernant prévu prévue mentionné indiqué précisé information informations "
+    "question fais fait faire pareil idem même chose donne dis indique quels quelles quel quelle"
+)
+_WORDING_WORDS = frozenset(fold(w) for w in _WORDING_RAW.split())
+"""Words a condensed question may add to the user's: how a question is put, never what it is about."""
+
+
 def _introduces_nothing(candidate: str, sources: Sequence[str]) -> bool:
-    """Whether ``candidate`` names nothing (proper name, code, number) the ``sources`` do not."""
-    allowed = " ".join(fold(s) for s in sources)
-    return all(re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", allowed) for term in _named(candidate))
+    """Whether ``candidate`` names nothing the user's ``sources`` (their questions) do not: every
+    word of it occurs in them as written, case and accents aside (request wording apart) — a
+    model that swaps « Fiduciaire Dubuy » for its real lookalike « Fiduciaire Dubuis », or
+    « Fontana » for « Fontane » (one stem), capitalised or not, is caught."""
+    return _words(candidate) <= _words(" ".join(sources))
+
+
+def _keeps_the_new_words(candidate: str, question: str, history: Sequence[str]) -> bool:
+    """Whether ``candidate`` keeps every word the follow-up ``question`` brings (its index terms
+    the earlier questions do not hold): « Et la Fiduciaire Dubuy ? » after a question about the
+    Fiduciaire Dubuis must still ask about Dubuy, not turn back to Dubuis."""
+    return _words(question) - _words(" ".join(history)) <= _words(candidate)
 
 
 class ConversationResolver:
@@ -457,6 +537,7 @@ class ConversationResolver:
             or len(out) > 4 * max(len(question), 80)
             or "ne figure pas dans les documents" in out.casefold()
             or not _introduces_nothing(out, [*recent, question])
+            or not _keeps_the_new_words(out, question, recent)
         ):
             log.info("condense prompt output not used: %r", out[:200])
             return None

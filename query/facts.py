@@ -1,5 +1,6 @@
 """Control 5, the fact control (docs/ARCHITECTURE.md "Data flow of a question" step 6): every fact an
-answer states must be found, normalised, in an extract it cites. Deterministic, no model call.
+answer states must be found, normalised, in an extract its claim cites, of the subject it speaks
+of, next to the same field. Deterministic, no model call.
 
 Controls 3 and 4 check that an answer *cites* shown documents; they pass « Forfait mensuel :
 CHF 3 000 HT [03_Contrat_Maintenance_Etude_Rochat.docx] » for a contract that says CHF 3 840 HT.
@@ -31,23 +32,49 @@ markers ignored):
   same word in the evidence, or the same French stem (:func:`ancre.index.tokenize.tokenize`), so
   inflection never counts as a difference.
 
-**Where each fact must be found**: the answer is cut into paragraphs (blank lines) and sentences
-(a line, cut again after ``.``/``!``/``?`` followed by a capital). A sentence that cites documents
-(a citation at its end or opening the next sentence counts) must find its facts in the extracts of
-the documents it cites (with their file names, paths and folders); a sentence that cites nothing
-but sits in a paragraph that does, in all the extracts shown; a paragraph that cites nothing, in
-the documents cited anywhere in the answer (all extracts shown when the answer cites none). A
-sentence whose only citations are invented has no evidence: each of its facts is reported.
+**Claims, not sentences** (issue 41). The answer is cut into paragraphs (blank lines) and
+sentences (a line, cut again after ``.``/``!``/``?`` followed by a capital, not after « Fr. »,
+« M. », « art. »…), and each sentence into claims at its runs of citations: a fact belongs to the
+run of citations that follows it (after the last run: to that one), and must be supported as the
+answer states it:
+
+- *in an extract its claim cites*: its own citations (one opening the next sentence counts); a
+  sentence that cites nothing takes the citation that closes its paragraph (a quoted passage, a
+  list closed by « … [x] »), a citation-only line or paragraph after it (« Sources : [a], [b] »
+  after a table) or an introducing line before it (« Selon [x] : »), and else is **unsourced**
+  (:attr:`FactReason.UNCITED`) — never checked against every extract shown. A citation of no
+  shown document gives no evidence at all;
+- *of the document whose subject the claim speaks of* (figures, dates, codes; a name is itself
+  what is spoken of): the nearest name of a subject before it in its claim, else after it there,
+  else before it in the sentence or its paragraph; in a table, its column's heading; else the
+  subject the question asks about (:mod:`ancre.query.subjects`: exactly « Garage Dubois », not
+  « Garage Dubuis » nor « Dubois Transports SA »; a client that does not exist but is a near miss
+  of one binds to no document at all). Another client's fee under this client's name, or two
+  fees swapped in a sentence citing both contracts, is :attr:`FactReason.OTHER_SUBJECT`;
+- *next to the same field*: when the words before the figure in its claim hold a whole field
+  label of the document (a table row's first cell, the words before a figure in its sentence) that
+  names a figure of the same class, and match it better than any label the figure itself has there
+  — « Le forfait mensuel est de CHF 160 HT » where CHF 160 HT is the « Heure hors forfait » —, it is
+  :attr:`FactReason.OTHER_FIELD`;
+- *not only in a replaced version* when the sentence says it is the one in force (« en vigueur »,
+  « actuel ») and does not say it is the older one: :attr:`FactReason.SUPERSEDED`.
+
+Section and list numbers opening a line of an extract (« 2. », « 5. Accès aux locaux ») are no
+figures, and a percentage matches only a percentage: « indexé de 2 % par an » and « 5 postes »
+never find support in a section's numbering. Currency forms (``Fr. 1.040``, ``CHF 1040/mois``,
+``1'040.–``) are amounts, never names or codes.
 
 **Stated as missing**: in a negative sentence (« ne … pas », « aucun », « ni », « sans »), facts
 that the question itself names are not claims (« Le contrat de Dupont Logistique SA ne figure pas
 dans les documents »); elsewhere the question is no evidence — « Pour l'étude Rochat, le forfait
-est de CHF 4 200 HT [21_Contrat_Maintenance_Baumont_Industries.docx] » is reported for « Rochat ».
+est de CHF 4 200 HT [21_Contrat_Maintenance_Baumont_Industries.docx] » is reported for « Rochat »
+and for the fee, bound to Rochat.
 
-What the control cannot see: a fact that occurs in the cited extract but about another subject
-(« 3 mois » where the extract says « préavis de trois mois » and « 3 jours »); the judge is there
-for that. The table test ``tests/unit/test_facts.py`` holds the seed's invented-figure cases (every
-one caught) and faithful answers written from the Axonix documents (none flagged).
+What the control cannot see: a figure of the right document and field stated about another
+thing; the judge is there for that. The table tests ``tests/unit/test_facts.py`` (the seed's
+invented-figure cases, faithful answers written from the Axonix documents) and
+``tests/unit/test_template_facts.py`` (a generated share written from templates: lookalike
+clients, archived versions, every kind of wrong answer the issue names) hold it.
 """
 
 from __future__ import annotations
@@ -62,7 +89,19 @@ from enum import StrEnum
 from ancre.index.tokenize import STOP_WORDS, fold, tokenize
 from ancre.models import nfc
 from ancre.query.citations import CitationScan, scan_citations
-from ancre.query.context import Context, Extract
+from ancre.query.context import Context
+from ancre.query.relevance import FILLER_TERMS
+from ancre.query.subjects import (
+    DOCUMENT_WORDS,
+    DocSubject,
+    Level,
+    Name,
+    asked_entities,
+    discriminates,
+    doc_levels,
+    lookalike,
+    mentions,
+)
 
 
 class FactKind(StrEnum):
@@ -94,17 +133,34 @@ class Fact:
     """A name's words as written, one per key set (``()`` for other facts)."""
 
 
+class FactReason(StrEnum):
+    """Why a fact is not supported as the answer states it (the values appear in the API)."""
+
+    ABSENT = "absent"
+    """In no extract of the documents its claim cites (of its subject)."""
+    UNCITED = "non_cite"
+    """Its sentence cites nothing: unsourced, wherever the figure may be."""
+    OTHER_SUBJECT = "autre_sujet"
+    """In a cited extract, but of another subject than the one the claim speaks of (another
+    client's fee under this client's name)."""
+    OTHER_FIELD = "autre_champ"
+    """In the right document, but as another field's value (the hourly rate given as the monthly
+    fee)."""
+    SUPERSEDED = "version_remplacee"
+    """Only in a replaced version, stated as the one in force."""
+
+
 @dataclass(frozen=True)
 class UnsupportedFact:
-    """A fact of the answer found in none of its evidence: ``text`` as written (``CHF 3 000 HT``,
-    ``pfSense``), its ``kind``, the ``sentence`` that states it, and the documents that sentence
-    was checked against (``cited``: the file names it cites; ``()`` when it was checked against the
-    extracts shown)."""
+    """A fact of the answer not supported as it states it: ``text`` as written (``CHF 3 000 HT``,
+    ``pfSense``), its ``kind``, the ``sentence`` that states it, the documents its claim cites
+    (``cited``; ``()``: none) and why (``reason``)."""
 
     text: str
     kind: FactKind
     sentence: str
     cited: tuple[str, ...] = ()
+    reason: FactReason = FactReason.ABSENT
 
 
 # ----------------------------------------------------------------------------- lexicon
@@ -153,7 +209,7 @@ _META_NOUNS = frozenset(
 deux contrats », « 3 documents »)."""
 _META_MAX = 10
 
-_CURRENCY_BEFORE = re.compile(r"(?:CHF|Fr\.|SFr\.|EUR|USD|€|\$)\s*$")
+_CURRENCY_BEFORE = re.compile(r"(?:CHF|[Ff]r\.|[Ff]rs\.?|SFr\.|EUR|USD|€|\$)\s*$")
 _CURRENCY_AFTER = re.compile(r"^\s*(?:CHF|francs?|EUR|euros?|€|USD|\$)(?![^\W\d_])", re.IGNORECASE)
 _TAX_AFTER = re.compile(r"^\s*(?:HT|TTC|hors\s+taxes?)(?![^\W\d_])", re.IGNORECASE)
 _PERCENT_AFTER = re.compile(r"^\s*(?:%|pour\s?cent)", re.IGNORECASE)
@@ -196,7 +252,12 @@ _NEGATION = re.compile(
     r"|ne figure|n'appara[iî]t|ne mentionne|n'indique|ne pr[ée]cise",
     re.IGNORECASE,
 )
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?…])[ \t]+(?=[\[«\"*_(]*[A-ZÀ-ÖØ-Þ0-9])")
+_SENTENCE_SPLIT = re.compile(
+    r"(?<=[.!?…])(?<![^\W\d_]Fr\.)(?<!\bFr\.)(?<!\bfr\.)(?<!\bM\.)(?<!\benv\.)(?<!\bart\.)(?<!\bch\.)"
+    r"(?<!\bal\.)(?<!\bno\.)(?<!\bp\.)(?<!\bex\.)[ \t]+(?=[\[«\"*_(]*[A-ZÀ-ÖØ-Þ0-9])"
+)
+"""Where a line is cut into sentences: after ``.``/``!``/``?`` and a space before a capital or a
+digit — not after an abbreviation (« Fr. 1.040 », « M. Dubois », « art. 5 »)."""
 _OPENER_CHARS = set(":;(«\"“|—–-/*#>[•+")
 
 
@@ -211,10 +272,10 @@ def _dec(text: str) -> Decimal | None:
 
 
 def _key(value: Decimal | float) -> str:
-    d = Decimal(str(value)).normalize()
-    if d == d.to_integral_value():
-        d = d.quantize(Decimal(1))
-    return f"n:{d}"
+    """The key a number is compared by: its value written out in full (``3840``, ``99.5``),
+    never in exponent form — also for a number of more digits than the decimal context holds,
+    which ``quantize`` refuses (a question or an answer may write any digits)."""
+    return f"n:{Decimal(str(value)).normalize():f}"
 
 
 def number_values(written: str) -> frozenset[Decimal]:
@@ -350,8 +411,12 @@ def _time_facts(scan: _Scan) -> None:
         scan.take(Fact(m.group(0), FactKind.TIME, m.start(), m.end(), (frozenset(keys),)))
 
 
+_RATE = re.compile(r"\d+(?:[.,'’]\d+)*(?:[.,][-–—])?/[^\W\d_]{1,15}")
+"""A figure per unit written without spaces (``1040/mois``, ``160/h``): a rate, not a code."""
+
+
 def _is_code(token: str) -> bool:
-    if _ORDINAL.match(token) or _GLUED_UNIT.match(token):
+    if _ORDINAL.match(token) or _GLUED_UNIT.match(token) or _RATE.fullmatch(token):
         return False
     if re.fullmatch(r"\d+(?:[.,]\d+)?", token):
         return False
@@ -407,6 +472,7 @@ def _number_facts(scan: _Scan, *, answer: bool) -> None:
         pct = _PERCENT_AFTER.match(t[d_end:])
         if pct:
             d_end += pct.end()
+            keys = {f"p:{k[2:]}" for k in keys}  # a percentage: never a count, a year or a section number
         unit = _unit_after(t, end)
         if unit is not None and kind is not FactKind.AMOUNT:
             keys = _duration_keys(values, unit)  # a length of time, in any unit; not the bare number
@@ -428,6 +494,9 @@ def _word_number_facts(scan: _Scan, *, answer: bool) -> None:
         keys = {_key(value)}
         unit = _unit_after(t, m.end())
         kind, end = FactKind.NUMBER, m.end()
+        pct = _PERCENT_AFTER.match(t[end:])
+        if pct:
+            keys, end, unit = {f"p:{_key(value)[2:]}"}, end + pct.end(), None
         if unit is not None:
             keys = _duration_keys([Decimal(value)], unit)
             kind = FactKind.DURATION
@@ -540,9 +609,11 @@ class Evidence:
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> Evidence:
+        """The keys of ``texts``; a section or list number opening a line (« 5. Accès aux
+        locaux », « 2.1 Périmètre ») is no figure of them."""
         keys: set[str] = set()
         for raw in texts:
-            text = nfc(raw)
+            text = mask_numbering(nfc(raw))
             for f in scan_facts(text, answer=False):
                 for ks in f.keys:
                     keys |= ks
@@ -570,6 +641,19 @@ class Evidence:
     def supports(self, fact: Fact) -> bool:
         """Whether ``fact`` is found here (a name: each of its words)."""
         return all(bool(ks & self.keys) for ks in fact.keys)
+
+
+_NUMBERING = re.compile(
+    r"^([ \t]*(?:[-*+•][ \t]+)?)(\d{1,3}[.)](?=[ \t]+\S)|\d{1,3}(?:\.\d{1,3})+[.)]?(?=[ \t]+[A-ZÀ-ÖØ-Þ]))", re.MULTILINE
+)
+"""A section or list number opening a line: « 5. », « 3) », « 2.1 » before a capital (not « 4.5 heures »)."""
+_NUMBER_ONLY = re.compile(r"[ \t]*(?:[-*+•][ \t]+)?(?:\d{1,3}[.)]|\d{1,3}(?:\.\d{1,3})+[.)]?)")
+
+
+def mask_numbering(text: str) -> str:
+    """``text`` with the section and list numbers that open its lines blanked (same length):
+    « 5. Accès aux locaux » → «    Accès aux locaux »."""
+    return _NUMBERING.sub(lambda m: m.group(1) + " " * len(m.group(2)), text)
 
 
 def _table_durations(text: str) -> set[str]:
@@ -647,7 +731,8 @@ def _sentences(text: str) -> list[_Sentence]:
         offset = pos
         for line in re.finditer(r"[^\n]+", block):
             s = offset + line.start()
-            cuts = [m.start() for m in _SENTENCE_SPLIT.finditer(line.group(0))]
+            cuts = [m.start() for m in _SENTENCE_SPLIT.finditer(line.group(0))
+                    if not _NUMBER_ONLY.fullmatch(line.group(0)[: m.start()])]  # « 2. Objet »: a numbered line
             bounds = [0, *cuts, len(line.group(0))]
             for a, b in itertools.pairwise(bounds):
                 if line.group(0)[a:b].strip():
@@ -658,16 +743,6 @@ def _sentences(text: str) -> list[_Sentence]:
 
 def _negative(sentence: str) -> bool:
     return _NEGATION.search(sentence) is not None
-
-
-def _doc_texts(extracts: Sequence[Extract], filename: str) -> list[str]:
-    key = nfc(filename).casefold()
-    texts = [e.text for e in extracts if nfc(e.filename).casefold() == key]
-    for e in extracts:
-        if nfc(e.filename).casefold() == key:
-            texts += [e.filename, e.path, e.location]
-            break
-    return texts
 
 
 def _masked_body(scan: CitationScan) -> str:
@@ -684,58 +759,446 @@ def _masked_body(scan: CitationScan) -> str:
     return "".join(masked)
 
 
-def _sentence_citations(sentences: Sequence[_Sentence], body: str, scan: CitationScan) -> list[list[str | None]]:
-    """The file names each of ``sentences`` cites (``None``: a citation of no document of the
-    context), by position in ``body``; a citation opening a sentence of the same paragraph also
-    closes the previous sentence."""
-    cites: list[list[str | None]] = [[] for _ in sentences]
-    for c in scan.citations:
-        idx = next((i for i, s in enumerate(sentences) if s.start <= c.start < s.end), None)
-        if idx is None:
-            idx = max((i for i, s in enumerate(sentences) if s.start <= c.start), default=None)
-        if idx is None:
-            continue
-        cites[idx].append(c.filename)
-        before = body[sentences[idx].start : c.start]
-        if idx > 0 and not before.strip(" \t*_([") and sentences[idx - 1].paragraph == sentences[idx].paragraph:
-            cites[idx - 1].append(c.filename)  # « … HT. [x.docx] Il est … »: the citation closes the previous one
-    return cites
+@dataclass(frozen=True)
+class _Cite:
+    """One citation of the answer: its span in the text and the file it names (``None``: invented)."""
+
+    start: int
+    end: int
+    filename: str | None
 
 
-def _evidence_files(
-    cited: Sequence[str | None], sent: _Sentence, cited_paragraphs: set[int], cited_anywhere: Sequence[str]
-) -> tuple[str, ...] | None:
-    """The documents whose extracts must support a sentence's facts (``None``: every extract):
-    those it cites (``()`` when it cites only invented ones: no evidence); every extract in a
-    paragraph that cites elsewhere; else every document the answer cites, or every extract when it
-    cites none."""
-    valid = tuple(dict.fromkeys(f for f in cited if f))
-    if cited:
-        return valid
-    if sent.paragraph in cited_paragraphs:
-        return None
-    if cited_anywhere:
-        return tuple(cited_anywhere)
-    return None
+@dataclass(frozen=True)
+class _Segment:
+    """The part of a sentence whose facts one run of citations sources: ``start``–``end`` in the
+    body and the files it cites (``None``: it cites nothing; ``()``: only invented names)."""
+
+    start: int
+    end: int
+    files: tuple[str, ...] | None
 
 
-class _EvidenceCache:
-    """The :class:`Evidence` of a set of documents of ``context``, computed once per set."""
+def _citation_only(line: str) -> bool:
+    """Whether a line of the masked body holds nothing but its citations (« [x.docx] »,
+    « Sources : [a], [b] »)."""
+    rest = re.sub(r"(?i)(?<![^\W_])(?:sources?|r[ée]f[ée]rences?|voir)(?![^\W_])", " ", line)
+    return not re.search(r"[^\W_]", rest)
 
-    def __init__(self, context: Context, all_texts: list[str]) -> None:
-        self._context = context
-        self._all_texts = all_texts
-        self._cache: dict[tuple[str, ...], Evidence] = {}
 
-    def get(self, files: tuple[str, ...] | None) -> Evidence:
-        """The evidence of the extracts of ``files`` (``None``: of every extract and file name)."""
-        k = files if files is not None else ("\x00all",)
-        if k not in self._cache:
-            if files is None:
-                self._cache[k] = Evidence.of(self._all_texts)
+def _lines(body: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in re.finditer(r"[^\n]*", body) if m.start() < len(body) or not body]
+
+
+class _Citations:
+    """Which citations source which facts of an answer (see the module doc, « Where each fact
+    must be found »): a sentence's own runs of citations, a citation that opens the next sentence,
+    a citation-only line for the lines or paragraph before it, an introducing line (« Selon [x] : »)
+    for the lines after it."""
+
+    def __init__(self, body: str, sentences: Sequence[_Sentence], scan: CitationScan) -> None:
+        self.body, self.sentences = body, sentences
+        self.own: list[list[_Cite]] = [[] for _ in sentences]
+        self.block: list[tuple[str, ...] | None] = [None] * len(sentences)
+        lines = _lines(body)
+        cites = [_Cite(c.start, c.end, c.filename) for c in scan.citations]
+        line_of = {id(c): next((i for i, (a, b) in enumerate(lines) if a <= c.start <= b), -1) for c in cites}
+        only = {line_of[id(c)] for c in cites if _citation_only(body[slice(*lines[line_of[id(c)]])])}
+        by_line: dict[int, list[_Cite]] = {}
+        for c in cites:
+            if line_of[id(c)] in only:
+                by_line.setdefault(line_of[id(c)], []).append(c)
             else:
-                self._cache[k] = Evidence.of([t for f in files for t in _doc_texts(self._context.extracts, f)])
-        return self._cache[k]
+                self._attach(c)
+        for line, found in by_line.items():
+            self._cover_before(lines, line, tuple(dict.fromkeys(c.filename for c in found if c.filename)))
+        self._cover_after_intros()
+        self._cover_closed_paragraphs()
+
+    def _attach(self, c: _Cite) -> None:
+        """A citation to the sentence it is in (or the last one before it); one opening a sentence
+        also closes the previous sentence of the same paragraph."""
+        s = self.sentences
+        idx = next((i for i, x in enumerate(s) if x.start <= c.start < x.end), None)
+        if idx is None:
+            idx = max((i for i, x in enumerate(s) if x.start <= c.start), default=None)
+        if idx is None:
+            return
+        self.own[idx].append(c)
+        before = self.body[s[idx].start : c.start]
+        if idx > 0 and not before.strip(" \t*_([") and s[idx - 1].paragraph == s[idx].paragraph:
+            self.own[idx - 1].append(_Cite(s[idx - 1].end, s[idx - 1].end, c.filename))
+
+    def _cover_before(self, lines: list[tuple[int, int]], line: int, files: tuple[str, ...]) -> None:
+        """A citation-only line sources the uncited sentences before it: the lines of its
+        paragraph above it, or — opening a paragraph — the previous paragraph."""
+        a, _ = lines[line]
+        para_start = self.body.rfind("\n\n", 0, a)
+        here = [i for i, s in enumerate(self.sentences) if s.end <= a and s.start > para_start]
+        if not here:
+            prev = [s.paragraph for s in self.sentences if s.end <= a]
+            here = [i for i, s in enumerate(self.sentences) if prev and s.paragraph == prev[-1]]
+        for i in here:
+            if not self.own[i] and self.block[i] is None:
+                self.block[i] = files
+
+    def _cover_closed_paragraphs(self) -> None:
+        """A paragraph whose last sentence ends with its citations (a quoted passage, a list
+        closed by « … [x] ») sources its uncited sentences with those citations — and only with
+        them: « 18 postes. 20 postes [x]. » must find 18 in x."""
+        last: dict[int, int] = {}
+        for i, sent in enumerate(self.sentences):
+            last[sent.paragraph] = i
+        for para, i in last.items():
+            sent, own = self.sentences[i], self.own[i]
+            if not own or re.search(r"[^\W_]", self.body[max(c.end for c in own) : sent.end]):
+                continue
+            files = tuple(dict.fromkeys(c.filename for c in own if c.filename))
+            for j, other in enumerate(self.sentences):
+                if other.paragraph == para and not self.own[j] and self.block[j] is None:
+                    self.block[j] = files
+
+    def _cover_after_intros(self) -> None:
+        """A sentence ending with « : » that cites sources the uncited sentences after it, in its
+        paragraph and the next one."""
+        for i, s in enumerate(self.sentences):
+            files = tuple(dict.fromkeys(c.filename for c in self.own[i] if c.filename))
+            if not files or not self.body[s.start : s.end].rstrip(" \t*_").endswith(":"):
+                continue
+            for j in range(i + 1, len(self.sentences)):
+                if self.sentences[j].paragraph > s.paragraph + 1:
+                    break
+                if not self.own[j] and self.block[j] is None:
+                    self.block[j] = files
+
+    def segments(self, i: int) -> list[_Segment]:
+        """Sentence ``i`` cut at its runs of citations: each part with the files of the run that
+        closes it (the part after the last run: that run's); one uncited part with its block's
+        files (``None`` when nothing sources it)."""
+        s = self.sentences[i]
+        own = sorted(self.own[i], key=lambda c: c.start)
+        if not own:
+            return [_Segment(s.start, s.end, self.block[i])]
+        runs: list[list[_Cite]] = []
+        for c in own:
+            if runs and not re.search(r"[^\W_]", self.body[runs[-1][-1].end : c.start]):
+                runs[-1].append(c)
+            else:
+                runs.append([c])
+        out: list[_Segment] = []
+        start = s.start
+        for run in runs:
+            files = tuple(dict.fromkeys(c.filename for c in run if c.filename))
+            out.append(_Segment(start, min(max(run[0].start, start), s.end), files))
+            start = max(run[-1].end, start)
+        if start < s.end:
+            out.append(_Segment(start, s.end, out[-1].files))
+        return out
+
+
+_CURRENT_CLAIM = re.compile(
+    r"en\s+vigueur|actuel(?:le)?s?(?:lement)?|aujourd['’]hui|d[ée]sormais|[àa]\s+ce\s+jour|version\s+courante|"
+    r"derni[èe]re\s+version|nouvelle\s+version|applicable",
+    re.IGNORECASE,
+)
+_OLD_CLAIM = re.compile(
+    r"remplac|ancien|ant[ée]rieur|pr[ée]c[ée]dent|archiv|obsol[èe]t|caduc|pr[ée]voyait|[ée]tait|plus\s+en\s+vigueur|"
+    r"n['’]est\s+plus",
+    re.IGNORECASE,
+)
+_BOUND_KINDS = frozenset({FactKind.AMOUNT, FactKind.NUMBER, FactKind.DURATION, FactKind.DATE, FactKind.TIME, FactKind.CODE})
+"""Facts bound to the subject their claim speaks of (a name is itself what is spoken of)."""
+_FIELD_CLASS = {FactKind.AMOUNT: "n", FactKind.NUMBER: "n", FactKind.DURATION: "t", FactKind.DATE: "d", FactKind.TIME: "h"}
+"""Facts compared field by field, and which of them compete for a field."""
+
+
+@dataclass(frozen=True)
+class _Labelled:
+    """A figure in an extract and the words that name its field: a table row's first cell, else
+    the words between the previous figure (or the sentence's start) and it."""
+
+    keys: frozenset[str]
+    field_class: str
+    label: frozenset[str]
+
+
+_CLAUSE = re.compile(r"[;,(]|(?<![^\W_])(?:et|ou|mais|soit)(?![^\W_])", re.IGNORECASE)
+_NOT_FIELD = frozenset(tokenize(" ".join(DOCUMENT_WORDS))) | FILLER_TERMS
+"""Words that name no field: the kind of document (« contrat »), request wording."""
+
+
+def _label_terms(text: str) -> frozenset[str]:
+    """The field words of the text before a figure: its last clause (after « , », « ; », « et »…),
+    as index terms, without numbers and words that name no field."""
+    clause = _CLAUSE.split(text)[-1]
+    return frozenset(t for t in tokenize(clause) if t not in _NOT_FIELD and not t.isdigit())
+
+
+def _labelled(text: str) -> list[_Labelled]:
+    """The figures of an extract's text with their field labels (see :class:`_Labelled`)."""
+    out: list[_Labelled] = []
+    for line in mask_numbering(nfc(text)).splitlines():
+        if " | " in line:
+            first, _, rest = line.partition(" | ")
+            parts: list[tuple[str, str]] = [(first, rest)]
+        else:
+            parts = []
+            for piece in re.split(r"(?<=[.!?;])\s+", line):
+                parts.append(("", piece))
+        for label, piece in parts:
+            last = 0
+            for f in scan_facts(piece, answer=False):
+                cls = _FIELD_CLASS.get(f.kind)
+                if cls is None:
+                    continue  # a name is part of a field's words
+                words = label or piece[last : f.start]
+                last = f.end
+                out.append(_Labelled(frozenset().union(*f.keys), cls, _label_terms(words)))
+    return out
+
+
+class _Docs:
+    """The documents of a context by file name: their texts (with file name, path and folder),
+    names (:class:`~ancre.query.subjects.DocSubject`), evidence and labelled figures, computed once."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.texts: dict[str, list[str]] = {}
+        self.subjects: dict[str, DocSubject] = {}
+        self.by_path: dict[str, list[str]] = {}
+        for e in context.extracts:
+            key = nfc(e.filename)
+            if key not in self.texts:
+                self.texts[key] = [e.filename, e.path, e.location]
+                self.subjects[key] = e.doc
+            self.texts[key].append(e.text)
+            self.by_path.setdefault(e.path, []).append(e.text)
+        self._evidence: dict[tuple[str, ...], Evidence] = {}
+        self._labels: dict[str, list[_Labelled]] = {}
+        self._entities: dict[frozenset[str], frozenset[str] | None] = {}
+
+    def replaced_only(self, f: Fact, holders: Sequence[str]) -> bool:
+        """Whether the documents ``holders`` (file names) that hold ``f`` hold it only in versions
+        known to be replaced (not in the version in force of their group), by path: a file and its
+        archived copy may bear one name."""
+        in_force = replaced = False
+        for name in holders:
+            groups = [g for g in self.context.versions if g.current is not None and nfc(name) in map(nfc, g.documents)]
+            if not groups:
+                return False  # a document that is no version of another: its figure stands
+            for g in groups:
+                for i, (doc, path) in enumerate(zip(g.documents, g.paths or g.documents, strict=True)):
+                    texts = self.by_path.get(path) if g.paths else self.texts.get(nfc(doc), [])[3:]
+                    if nfc(doc) == nfc(name) and texts and Evidence.of(texts).supports(f):
+                        in_force |= i == 0
+                        replaced |= i > 0
+        return replaced and not in_force
+
+    def evidence(self, files: Iterable[str]) -> Evidence:
+        """The evidence of the extracts of ``files`` (file names as cited)."""
+        k = tuple(sorted({nfc(f) for f in files}))
+        if k not in self._evidence:
+            self._evidence[k] = Evidence.of([t for f in k for t in self.texts.get(f, [f])])
+        return self._evidence[k]
+
+    def labelled(self, filename: str) -> list[_Labelled]:
+        """The labelled figures of ``filename``'s extracts."""
+        key = nfc(filename)
+        if key not in self._labels:
+            self._labels[key] = [x for t in self.texts.get(key, [])[3:] for x in _labelled(t)]
+        return self._labels[key]
+
+    def of_entity(self, name: Name) -> frozenset[str] | None:
+        """The documents whose subject is ``name`` (the best level reached, at least partly), ``frozenset()`` for a
+        near miss of a subject no document has, ``None`` when ``name`` tells nothing apart (no
+        match, or every document of several subjects)."""
+        if name.key in self._entities:
+            return self._entities[name.key]
+        self._entities[name.key] = found = self._of_entity(name)
+        return found
+
+    def _of_entity(self, name: Name) -> frozenset[str] | None:
+        files = list(self.subjects)
+        docs = [self.subjects[f] for f in files]
+        levels = dict(zip(files, doc_levels(name, docs, ["\n".join(self.texts[f][3:]) for f in files]), strict=True))
+        best = max(levels.values(), default=Level.NONE)
+        if best is Level.NONE:
+            return frozenset() if lookalike(name, docs) else None
+        if not discriminates(list(levels.values()), docs):
+            return None
+        return frozenset(f for f, lv in levels.items() if lv is best)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """One fact as the answer states it: the files its segment cites (``None``: uncited), the
+    files of the subject it speaks of (``None``: no subject named), its field words."""
+
+    files: tuple[str, ...] | None
+    subject: frozenset[str] | None
+    field: frozenset[str]
+
+
+class _Binder:
+    """Binds each fact of a sentence to the subject it speaks of: the nearest name of a subject
+    before it in its part of the sentence, else after it there, else before that part in the
+    sentence or earlier in the paragraph; a table cell, to its column's heading; else the subject
+    the question asks about."""
+
+    def __init__(self, body: str, docs: _Docs, asked: tuple[Name, ...]) -> None:
+        self.body, self.docs = body, docs
+        known = list(docs.subjects.values())
+        self._known = known
+        found = [m for m in mentions(body, known) if docs.of_entity(m.name) is not None]
+        self.mentions = found
+        asked_files = [docs.of_entity(n) for n in asked]
+        bound = [f for f in asked_files if f is not None]
+        self.asked: frozenset[str] | None = frozenset().union(*bound) if bound else None
+
+    def subject(self, pos: int, seg: _Segment, para_start: int) -> frozenset[str] | None:
+        """The files of the subject the fact at ``pos`` (in the body) speaks of."""
+        column = self._column(pos)
+        if column is not None:
+            return self.docs.of_entity(column)
+        inside = [m for m in self.mentions if seg.start <= m.start and m.end <= seg.end]
+        before = [m for m in inside if m.start < pos]
+        after = [m for m in inside if m.start >= pos]
+        earlier = [m for m in self.mentions if para_start <= m.start and m.end <= seg.start]
+        for group, pick in ((before, -1), (after, 0), (earlier, -1)):
+            if group:
+                return self.docs.of_entity(group[pick].name)
+        return self.asked
+
+    def _column(self, pos: int) -> Name | None:
+        """The name in the heading of the table column the fact at ``pos`` is in, if any."""
+        lines = self.body.split("\n")
+        offsets = list(itertools.accumulate((len(x) + 1 for x in lines), initial=0))
+        row = max(i for i, o in enumerate(offsets[:-1]) if o <= pos)
+        if not lines[row].lstrip().startswith("|"):
+            return None
+        top = row
+        while top > 0 and lines[top - 1].lstrip().startswith("|"):
+            top -= 1
+        if top == row:
+            return None
+        col = self.body[offsets[row] : pos].count("|") - 1
+        cells = lines[top].strip().strip("|").split("|")
+        if not 0 <= col < len(cells):
+            return None
+        names = [m.name for m in mentions(cells[col], self._known) if self.docs.of_entity(m.name) is not None]
+        return names[0] if names else None
+
+
+def _field_words(body: str, fact: Fact, offset: int, previous_end: int, seg_start: int, names: frozenset[str]) -> frozenset[str]:
+    """The words that name the field of a fact of the answer: from the previous fact, « ; » or
+    the start of its part of the sentence to the fact (a table row: its first cell), without
+    the subjects' names."""
+    start = max(previous_end, seg_start)
+    window = body[start : offset + fact.start]
+    line_start = body.rfind("\n", 0, offset + fact.start) + 1
+    row = body[line_start : offset + fact.start]
+    if row.lstrip().startswith("|"):
+        window = row.strip().strip("|").split("|")[0]
+    return frozenset(t for t in _label_terms(window) if t not in names)
+
+
+def _wrong_field(fact: Fact, field: frozenset[str], labelled: Sequence[_Labelled]) -> bool:
+    """Whether the claim names another field than the fact's own in the extract: a figure of the
+    same class whose whole label the claim's words hold, matching them better than every label the
+    fact itself has there (« forfait mensuel : CHF 160 HT » where CHF 160 HT is the « heure hors
+    forfait »)."""
+    cls = _FIELD_CLASS.get(fact.kind)
+    if cls is None or not field:
+        return False
+    keys = frozenset().union(*fact.keys)
+    own = [x for x in labelled if x.keys & keys]
+    if not own:
+        return False
+    mine = max(len(x.label & field) for x in own)
+    return any(
+        x.field_class == cls and not x.keys & keys and x.label and x.label <= field and len(x.label) > mine
+        for x in labelled
+    )
+
+
+class _Control:
+    """Control 5 over one answer (see :func:`unsupported_facts`)."""
+
+    def __init__(self, answer: str, context: Context, question: str, scan: CitationScan, uncited: bool) -> None:
+        self.text = scan.text
+        self.body = _masked_body(scan)
+        self.context, self.uncited = context, uncited
+        self.docs = _Docs(context)
+        self.names = known_names([*(e.text for e in context.extracts), question])
+        self.sentences = _sentences(self.body)
+        self.citations = _Citations(self.body, self.sentences, scan)
+        files = list(self.docs.subjects)
+        asked = context.entities or asked_entities(
+            question, [self.docs.subjects[f] for f in files], ["\n".join(self.docs.texts[f][3:]) for f in files]
+        )
+        self.binder = _Binder(self.body, self.docs, asked)
+        self.question_facts = Evidence.of([question]) if question else Evidence(frozenset())
+        self.subject_words = frozenset(w for d in self.docs.subjects.values() for n in d.names for w in tokenize(n.written))
+        self.found: list[UnsupportedFact] = []
+        self.seen: set[str] = set()
+
+    def run(self) -> tuple[UnsupportedFact, ...]:
+        for i, sent in enumerate(self.sentences):
+            self._sentence(i, sent)
+        return tuple(self.found)
+
+    def _sentence(self, i: int, sent: _Sentence) -> None:
+        sentence_text = self.body[sent.start : sent.end]
+        facts = scan_facts(sentence_text, self.names)
+        if not facts:
+            return
+        negative = _negative(sentence_text)
+        current = _CURRENT_CLAIM.search(sentence_text) is not None and not _OLD_CLAIM.search(sentence_text)
+        segments = self.citations.segments(i)
+        para_start = self.body.rfind("\n\n", 0, sent.start) + 1
+        previous_end = 0
+        cited = [x.files for x in segments if x.files is not None]
+        whole = _Segment(sent.start, sent.end, tuple(dict.fromkeys(f for fs in cited for f in fs)) if cited else None)
+        for f in facts:
+            pos = sent.start + f.start
+            seg = next((s for s in segments if s.start <= pos < s.end), segments[-1])
+            if f.kind not in _BOUND_KINDS:
+                seg = whole  # a name is checked against everything its sentence cites
+            claim = _Claim(
+                seg.files,
+                self.binder.subject(pos, seg, para_start) if f.kind in _BOUND_KINDS else None,
+                _field_words(self.body, f, sent.start, sent.start + previous_end, seg.start, self.subject_words),
+            )
+            if f.kind in _BOUND_KINDS:
+                previous_end = f.end  # a name is part of a field's words (« le forfait de X est de … »)
+            reason = self._check(f, claim, current)
+            if reason is None or (negative and self.question_facts.supports(f)):
+                continue
+            self._report(f, reason, claim, sent)
+
+    def _check(self, f: Fact, claim: _Claim, current: bool) -> FactReason | None:
+        """Why ``f`` is unsupported as ``claim`` states it, ``None`` when it is supported."""
+        if claim.files is None:
+            return FactReason.UNCITED if self.uncited else None
+        files = claim.files if claim.subject is None else tuple(x for x in claim.files if nfc(x) in claim.subject)
+        if not self.docs.evidence(files).supports(f):
+            if claim.subject is not None and self.docs.evidence(claim.files).supports(f):
+                return FactReason.OTHER_SUBJECT
+            return FactReason.ABSENT
+        holders = [x for x in files if self.docs.evidence([x]).supports(f)]
+        if f.kind in _FIELD_CLASS and all(_wrong_field(f, claim.field, self.docs.labelled(x)) for x in holders):
+            return FactReason.OTHER_FIELD
+        if current and holders and self.docs.replaced_only(f, holders):
+            return FactReason.SUPERSEDED
+        return None
+
+    def _report(self, f: Fact, reason: FactReason, claim: _Claim, sent: _Sentence) -> None:
+        files = claim.files or ()
+        label = _label(f, self.docs.evidence(files))
+        if label.casefold() in self.seen:
+            return
+        self.seen.add(label.casefold())
+        sentence = " ".join(self.text[sent.start : sent.end].split())
+        self.found.append(UnsupportedFact(label, f.kind, sentence, files, reason))
 
 
 def _label(f: Fact, ev: Evidence) -> str:
@@ -750,7 +1213,7 @@ def _label(f: Fact, ev: Evidence) -> str:
                 runs[-1].append(j)
             else:
                 runs.append([j])
-        label = " … ".join(" ".join(f.words[j] for j in r) for r in runs)
+        label = " … ".join(" ".join(f.words[j] for j in r) for r in runs) or label
     return label
 
 
@@ -759,49 +1222,21 @@ def unsupported_facts(
     context: Context,
     question: str = "",
     scan: CitationScan | None = None,
+    *,
+    uncited: bool = True,
 ) -> tuple[UnsupportedFact, ...]:
-    """Control 5 on a raw answer (see the module doc): the facts of ``answer`` found in none of
-    the extracts of ``context`` they must be found in, in text order, each text once. ``question``:
-    what was asked (the resolved question), whose names a negative sentence may repeat. ``scan``:
-    the answer's citations when already scanned (:func:`~ancre.query.citations.scan_citations`).
-    ``()`` for an empty context (control 1 decides) or an answer without facts. Pure; never
-    raises."""
+    """Control 5 on a raw answer (see the module doc): the facts of ``answer`` that the extracts
+    they must be found in do not support as the answer states them, in text order, each text
+    once, each with why (:class:`FactReason`). ``question``: what was asked (the resolved
+    question), whose subject binds the figures of a sentence naming none, and whose names a
+    negative sentence may repeat. ``scan``: the answer's citations when already scanned
+    (:func:`~ancre.query.citations.scan_citations`). ``uncited=False``: facts of sentences that
+    nothing cites are not reported (control 4 already found the whole answer uncited). ``()`` for
+    an empty context (control 1 decides) or an answer without facts. Pure; never raises."""
     if context.empty or not answer.strip():
         return ()
     scan = scan if scan is not None else scan_citations(answer, context.sources)
-    text = scan.text
-    body = _masked_body(scan)
-
-    all_texts = [e.text for e in context.extracts] + [s.filename for s in context.sources]
-    names = known_names([*(e.text for e in context.extracts), question])
-    sentences = _sentences(body)
-    cites = _sentence_citations(sentences, body, scan)
-    cited_anywhere = list(dict.fromkeys(c.filename for c in scan.citations if c.filename))
-    cited_paragraphs = {sentences[i].paragraph for i, cs in enumerate(cites) if cs}
-    question_facts = Evidence.of([question]) if question else Evidence(frozenset())
-    evidences = _EvidenceCache(context, all_texts)
-
-    found: list[UnsupportedFact] = []
-    seen: set[str] = set()
-    for i, sent in enumerate(sentences):
-        sentence_text = body[sent.start : sent.end]
-        facts = scan_facts(sentence_text, names)
-        if not facts:
-            continue
-        files = _evidence_files(cites[i], sent, cited_paragraphs, cited_anywhere)
-        ev = evidences.get(files)
-        negative = _negative(sentence_text)
-        for f in facts:
-            if ev.supports(f):
-                continue
-            if negative and question_facts.supports(f):
-                continue
-            label = _label(f, ev)
-            if label.casefold() in seen:
-                continue
-            seen.add(label.casefold())
-            found.append(UnsupportedFact(label, f.kind, " ".join(text[sent.start : sent.end].split()), files or ()))
-    return tuple(found)
+    return _Control(answer, context, question, scan, uncited).run()
 
 
 __all__ = [
@@ -809,8 +1244,10 @@ __all__ = [
     "Evidence",
     "Fact",
     "FactKind",
+    "FactReason",
     "UnsupportedFact",
     "known_names",
+    "mask_numbering",
     "number_values",
     "scan_facts",
     "unsupported_facts",

@@ -3,17 +3,23 @@ the optional judge, folded into one :class:`Verdict`.
 
 1. no chunk retrieved → the standard refusal, no model called (:data:`CONTROL_NO_CHUNK`);
 2. a short refusal (< 200 characters, contains « ne figure pas dans les documents
-   disponibles ») passes (:data:`CONTROL_REFUSAL`) — if it cites nothing: a short *partial*
-   answer (« CHF 3 840 HT [x.docx] ; la date ne figure pas dans les documents disponibles »)
-   makes claims, so it goes on through controls 3–4 and the judge;
+   disponibles ») passes (:data:`CONTROL_REFUSAL`) — if it is the refusal sentence alone
+   (:func:`refusal_only`) and cites nothing: any other statement (« … disponibles. Toutefois, le
+   forfait est de CHF 1 500 HT ») or a short *partial* answer (« CHF 3 840 HT [x.docx] ; la date
+   ne figure pas dans les documents disponibles ») makes claims, so it goes on through every
+   control and the judge;
 3. every citation must name a shown source; a cited file that was not shown is invented
    (:data:`CONTROL_INVENTED`, see :mod:`ancre.query.citations`);
 4. an answer longer than 200 characters without any valid citation is not grounded
    (:data:`CONTROL_UNCITED`);
 5. every figure, amount, date, duration, code and proper or product name it states must occur,
-   normalised, in an extract it cites (:data:`CONTROL_FACT`, :mod:`ancre.query.facts`): « CHF
-   3 000 HT [03_Contrat_Maintenance_Etude_Rochat.docx] » for a contract that says CHF 3 840 HT is
-   not grounded, and the unsupported spans are listed in :attr:`Verdict.facts`.
+   normalised, in an extract its claim cites, of the document whose subject it speaks of, next
+   to the same field (:data:`CONTROL_FACT`, :mod:`ancre.query.facts`): « CHF 3 000 HT
+   [03_Contrat_Maintenance_Etude_Rochat.docx] » for a contract that says CHF 3 840 HT, another
+   client's fee under this client's name, the hourly rate as the monthly fee, a replaced
+   version's figure called « en vigueur », a figure its sentence does not cite are not grounded,
+   and the unsupported spans are listed in :attr:`Verdict.facts`. When control 4 fired, the
+   facts of uncited sentences are not listed again.
 
 When 3 to 5 pass, the judge decides (:data:`CONTROL_JUDGE` when it finds unsupported
 affirmations). ``ancree`` is ``True`` only when something positively established it: a refusal,
@@ -82,6 +88,19 @@ def is_refusal(answer: str) -> bool:
     return len(text) < SHORT_ANSWER_CHARS and REFUSAL_MARKER in text.casefold()
 
 
+_SENTENCES = re.compile(r"(?<=[.!?…])\s+|\n+")
+
+
+def refusal_only(answer: str) -> bool:
+    """Whether ``answer`` is the refusal sentence alone: :func:`is_refusal`, and nothing but
+    punctuation outside its sentences that hold the refusal marker (« Cette information ne
+    figure pas dans les documents disponibles. Toutefois, … » is not)."""
+    if not is_refusal(answer):
+        return False
+    rest = [p for p in _SENTENCES.split(_normalized(answer)) if REFUSAL_MARKER not in p.casefold()]
+    return not any(re.search(r"[^\W_]", p) for p in rest)
+
+
 def no_context_verdict() -> Verdict:
     """Control 1's verdict: no chunk, the standard refusal was returned without any model call."""
     return Verdict(True, (CONTROL_NO_CHUNK,))
@@ -94,14 +113,14 @@ def check_deterministic(answer: str, context: Context, question: str = "") -> Ve
     if context.empty:
         return Verdict(is_refusal(answer), (CONTROL_NO_CHUNK,))
     scan = scan_citations(answer, context.sources)
-    if is_refusal(answer) and not scan.citations:
+    if refusal_only(answer) and not scan.citations:
         return Verdict(True, (CONTROL_REFUSAL,))
     fired: list[str] = []
     if scan.invented:
         fired.append(CONTROL_INVENTED)
     if len(_normalized(answer)) > SHORT_ANSWER_CHARS and not scan.valid:
         fired.append(CONTROL_UNCITED)
-    facts = unsupported_facts(answer, context, question, scan)
+    facts = unsupported_facts(answer, context, question, scan, uncited=CONTROL_UNCITED not in fired)
     if facts:
         fired.append(CONTROL_FACT)
     if fired:
@@ -157,4 +176,5 @@ __all__ = [
     "ground",
     "is_refusal",
     "no_context_verdict",
+    "refusal_only",
 ]

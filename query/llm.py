@@ -817,7 +817,7 @@ class ExtractiveAnswerer:
             return []
         shown: dict[tuple[str, str], list[str]] = {}
         for e in context.extracts:
-            shown.setdefault((e.collection, e.doc_id), [e.filename, e.path]).append(e.text)
+            shown.setdefault((e.collection, e.doc_id), [e.filename, e.path, e.header]).append(e.text)
         head = broad_topic(question)
         if head is not None and len(terms.distinctive) > 1:
             # a broad question or a comparison names several subjects: each document holds its own
@@ -829,7 +829,8 @@ class ExtractiveAnswerer:
             topical = {key for key in topical if head in set(tokenize("\n".join(shown[key])))}
         # an extract is read with its file name: "4. Conditions financières" of
         # 03_Contrat_Maintenance_Etude_Rochat.docx is about the Rochat maintenance contract even
-        # though the chunk itself does not say so, and must outrank the title page
+        # though the chunk itself does not say so, and must outrank the title page (its header
+        # said whose document it is above; it would give every passage of it the same words here)
         ranked = sorted(
             (
                 (coverage(terms, f"{e.filename}\n{e.text}"), e.score or 0.0, -i, e)
@@ -879,9 +880,10 @@ class ExtractiveAnswerer:
         best, groups = _with_versions(best, context)
         parts = [EXTRACTIVE_HEADER]
         parts += [f"⚠️ {version_note(g, folder)}" for g in groups]
-        labels = _version_labels(groups)
+        shown_doc: str | None = None
         for e in best:
-            label = labels.get(e.filename)
+            label = _version_label(groups, e) if e.doc_id != shown_doc else None  # one label per document's quotes
+            shown_doc = e.doc_id
             lead = f"{label}\n\n" if label else ""
             # a blank line: the citation is its own paragraph, never a lazy line of the quote's last one
             parts.append(f"{lead}{quote_extract(_shorten(e.text, chars))}\n\n[{e.filename}]")
@@ -898,45 +900,55 @@ def _section(e: Extract) -> str:
 
 def _with_versions(best: list[Extract], context: Context) -> tuple[list[Extract], list[VersionGroup]]:
     """``best`` with, for each quote from a versioned document, the matching passage of the
-    other versions (same section heading, else the most similar text), each group's quotes
-    ordered current first; and the groups concerned."""
-    groups = [g for g in context.versions if any(e.filename in g.documents for e in best)]
-    if not groups:
-        return best, []
-    out: list[Extract] = []
+    other versions (same section heading, else the most similar text); then grouped: one
+    document's quotes together (in the order of its best quote), the documents in the order of
+    their best quote, a version group's documents together, current first. Returns the quotes and
+    the groups concerned."""
+    groups = [g for g in context.versions if any(_member(g, e) is not None for e in best)]
+    out: list[Extract] = list(best)
     for e in best:
-        if e in out:
-            continue
-        group = next((g for g in groups if e.filename in g.documents), None)
-        if group is None:
-            out.append(e)
-            continue
-        family = [e]
-        for other in group.documents:
-            if other == e.filename:
-                continue
-            candidates = [x for x in context.extracts if x.filename == other]
-            if not candidates:
+        group = next((g for g in groups if _member(g, e) is not None), None)
+        for i in range(len(group.documents) if group is not None else 0):
+            assert group is not None
+            candidates = [x for x in context.extracts if _member(group, x) == i and x.doc_id != e.doc_id]
+            if not candidates or any(_member(group, x) == i for x in out):
                 continue
             same = [x for x in candidates if _section(x) and _section(x) == _section(e)]
-            match = same[0] if same else max(candidates, key=lambda x: similarity(x.text, e.text))
-            family.append(match)
-        family.sort(key=lambda x: group.documents.index(x.filename))
-        out.extend(x for x in family if x not in out)
-    return out, groups
+            out.append(same[0] if same else max(candidates, key=lambda x: similarity(x.text, e.text)))
+
+    def family(x: Extract) -> tuple[int, int]:
+        """(rank of the group or document's first quote, rank within the group)."""
+        group = next((g for g in groups if _member(g, x) is not None), None)
+        if group is None:
+            return min(i for i, y in enumerate(out) if y.doc_id == x.doc_id), 0
+        first = min(i for i, y in enumerate(out) if _member(group, y) is not None)
+        return first, _member(group, x) or 0
+
+    return sorted(out, key=lambda x: (*family(x), out.index(x))), groups
 
 
-def _version_labels(groups: list[VersionGroup]) -> dict[str, str]:
-    labels: dict[str, str] = {}
+def _member(group: VersionGroup, e: Extract) -> int | None:
+    """``e``'s document's place in ``group`` (0: the one that looks current), ``None`` if not in it."""
+    for i, (name, path) in enumerate(zip(group.documents, group.paths or group.documents, strict=True)):
+        if e.filename == name and (not group.paths or e.path == path):
+            return i
+    return None
+
+
+_LABELS = {
+    "unknown": "**Version d'un même document (en vigueur : inconnue)** :",
+    "current": "**Version en vigueur (probable)** :",
+    "replaced": "**Version antérieure (remplacée)** :",
+}
+
+
+def _version_label(groups: list[VersionGroup], e: Extract) -> str | None:
+    """The label of a quote of a versioned document (``None``: not versioned)."""
     for g in groups:
-        for d in g.documents:
-            if g.current is None:
-                labels[d] = "**Version d'un même document (en vigueur : inconnue)** :"
-            elif d == g.current:
-                labels[d] = "**Version en vigueur (probable)** :"
-            else:
-                labels[d] = "**Version antérieure (remplacée)** :"
-    return labels
+        i = _member(g, e)
+        if i is not None:
+            return _LABELS[g.role(e.filename, g.paths[i] if g.paths else "")]
+    return None
 
 
 __all__ = [

@@ -76,18 +76,29 @@ def format_extracts(extracts: tuple[Extract, ...]) -> str:
     return "\n\n".join(blocks)
 
 
+def _version_names(g: VersionGroup) -> list[str]:
+    """Each member of ``g`` as the model cites it, with its folder when two bear one name."""
+    out = []
+    for i, d in enumerate(g.documents):
+        same = g.documents.count(d) > 1 and i < len(g.locations)
+        out.append(f"[{d}] (dossier {g.locations[i]})" if same else f"[{d}]")
+    return out
+
+
 def versions_block(groups: tuple[VersionGroup, ...]) -> str:
-    """What the model is told of the versions in its extracts (``""`` when there are none)."""
+    """What the model is told of the versions in its extracts (``""`` when there are none): the
+    same groups, order and reasons as the audit's and the note shown with the answer."""
     lines = []
     for g in groups:
-        names = ", ".join(f"[{d}]" for d in g.documents)
+        shown = _version_names(g)
+        names = ", ".join(shown)
         if g.current is None:
             lines.append(f"- {names} sont des versions d'un même document ; rien n'indique laquelle est en vigueur : dis-le.")
         else:
             why = f" ({' ; '.join(g.reasons)})" if g.reasons else ""
-            older = ", ".join(f"[{d}]" for d in g.others)
+            older = ", ".join(shown[1:])
             lines.append(
-                f"- {names} sont des versions d'un même document : [{g.current}] semble la version en vigueur{why} ; "
+                f"- {names} sont des versions d'un même document : {shown[0]} semble la version en vigueur{why} ; "
                 f"{older} est une version antérieure."
             )
     return "Versions d'un même document parmi les extraits :\n" + "\n".join(lines) if lines else ""

@@ -141,7 +141,8 @@ def _results(order: list[_Ranked], by_id: dict[str, StoredPoint]) -> tuple[Searc
                 point_id=pid, doc_id=pl.doc_id, filename=pl.filename, path=pl.path,
                 location=pl.location, chunk_index=pl.chunk_index, score=score,
                 found_by=tuple(name for name in ("vector", "bm25") if name in ranks),
-                text=pl.text, collection=pl.collection, ranks=ranks,
+                text=pl.text, collection=pl.collection, ranks=ranks, subject=pl.subject,
+                heading_path=tuple(pl.heading_path),
             )
         )
     return tuple(results)
@@ -211,10 +212,12 @@ class Retriever:
         limit: int | None = None,
         *,
         lists: tuple[str, ...] = ("vector", "bm25"),
+        candidates: int | None = None,
     ) -> Retrieval:
         """Top ``limit`` (default ``cfg.limit``) fused results readable by ``principals``.
         ``lists``: the candidate lists to fuse (``"vector"``, ``"bm25"``); one alone for the
-        retrieval evaluation's vector-only and BM25-only rows.
+        retrieval evaluation's vector-only and BM25-only rows. ``candidates``: taken from each
+        list before fusion (default ``cfg.candidates``; a list question asks for more).
 
         Raises :class:`~ancre.errors.EmbedderError` / :class:`~ancre.errors.StoreError` from the
         backends; never returns a result that the store's rights filter refused.
@@ -222,7 +225,7 @@ class Retriever:
         if not principals:
             return Retrieval(())
         limit = self.cfg.limit if limit is None else limit
-        n = self.cfg.candidates
+        n = self.cfg.candidates if candidates is None else candidates
         keyword: Future[_KeywordSide] | None = None
         if "bm25" in lists:  # started first: it needs no query vector
             keyword = self._keyword_pool().submit(self._keyword_side, question, principals, n)

@@ -5,7 +5,10 @@ A share keeps old versions next to new ones (``ARCHIVES/03_Contrat_Maintenance_E
 beside ``DIRECTION/03_Contrat_Maintenance_Etude_Rochat.docx``): both answer « Quelle est la durée du
 contrat Rochat ? », one with 24 months, the other with 36. An answer must never pick one silently.
 
-**Versions of one another** (:func:`version_groups`), for two documents of a context:
+**Versions of one another** (:func:`version_groups`), for two documents of a context **about the
+same subject** (:func:`ancre.query.subjects.same_subject`: the same parties, else the same title
+name, else the same file name words — a different client's contract is never a version, however
+alike the two texts):
 
 - the *same name up to a version or date suffix*: the file name without extension, folded, with
   ``_v2024``, ``-v1.2``, ``_version 3``, ``_2024-01-15``, ``_old``, ``_ancien``, `` (2)``, « copie
@@ -17,9 +20,9 @@ contrat Rochat ? », one with 24 months, the other with 36. An answer must never
 - *near-identical text*: the word-trigram Jaccard similarity of their shown extracts is at least
   :data:`NEAR_IDENTICAL` (two contracts written from one template differ in names and numbers:
   about 0.65 on the Axonix corpus; two versions: about 0.78 and more) — unless their titles
-  differ, or each names (in its file name and as a capitalised word of its text) a subject the
-  other never writes (two clients' contracts from one template: their « Durée » sections alone
-  are near-identical, their titles and subjects are not).
+  differ, or, when their subjects give no clue, each names (in its file name and as a capitalised
+  word of its text) a subject the other never writes (two clients' contracts from one template:
+  their « Durée » sections alone are near-identical, their titles and subjects are not).
 
 **Which looks current** (:func:`_rank`), each clue giving a reason in French:
 
@@ -46,6 +49,7 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 from ancre.index.tokenize import fold
+from ancre.query.subjects import DocSubject, same_subject
 
 NEAR_IDENTICAL = 0.72
 """Word-trigram Jaccard similarity from which two documents' shown texts are versions."""
@@ -90,6 +94,8 @@ class Versioned:
     text: str
     modified_at: float = 0.0
     """The file's modification time as indexed, epoch seconds (``0.0``: unknown)."""
+    subject: DocSubject | None = None
+    """Whose document it is (:func:`ancre.query.subjects.doc_subject`); ``None``: unknown."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +112,28 @@ class VersionGroup:
     current: str | None
     reasons: tuple[str, ...]
     related_by: str
+    paths: tuple[str, ...] = ()
+    """Their paths in their sources, in the same order (a file and its archived copy may share a
+    name)."""
 
     @property
     def others(self) -> tuple[str, ...]:
-        """The versions that do not look current."""
-        return tuple(d for d in self.documents if d != self.current)
+        """The versions that do not look current (file names)."""
+        return self.documents[1:] if self.current is not None else self.documents
+
+    @property
+    def current_path(self) -> str | None:
+        """The path of the version that looks current (``None``: the clues do not tell)."""
+        return self.paths[0] if self.current is not None and self.paths else None
+
+    def role(self, filename: str, path: str = "") -> str:
+        """``"current"``, ``"replaced"`` or ``"unknown"`` for the member ``filename`` at ``path``
+        (the path tells two members of one name apart)."""
+        if self.current is None:
+            return "unknown"
+        if path and self.paths:
+            return "current" if path == self.paths[0] else "replaced"
+        return "current" if filename == self.current else "replaced"
 
 
 def name_key(filename: str) -> str:
@@ -151,8 +174,11 @@ def similarity(a: str, b: str) -> float:
 
 
 def _related(a: Versioned, b: Versioned) -> str | None:
-    if fold(a.filename) == fold(b.filename):
-        return None  # copies, not versions (the context keeps one)
+    if fold(a.filename) == fold(b.filename) and (_folder(a.path) is None) == (_folder(b.path) is None):
+        return None  # copies, not versions (the context keeps one); an archived file of that name is one
+    same = same_subject(a.subject, b.subject) if a.subject is not None and b.subject is not None else None
+    if same is False:
+        return None  # another subject (another client) is never a version
     if name_key(a.filename) == name_key(b.filename):
         return "nom"
     ta, tb = title_key(a.title), title_key(b.title)
@@ -160,7 +186,7 @@ def _related(a: Versioned, b: Versioned) -> str | None:
         return "titre"
     if ta and tb:
         return None  # two titles that differ: two documents (« … — Baumont Industries » / « … — Étude Rochat »)
-    if _names_apart(a, b):
+    if same is None and _names_apart(a, b):
         return None
     if len(a.text) >= 200 and len(b.text) >= 200 and similarity(a.text, b.text) >= NEAR_IDENTICAL:
         return "texte"
@@ -180,6 +206,11 @@ def _names_apart(a: Versioned, b: Versioned) -> bool:
     « Rochat »): siblings written from one template, not versions."""
     ta, tb = fold(f"{a.filename}\n{a.text}"), fold(f"{b.filename}\n{b.text}")
     return any(w not in tb for w in _subject_words(a)) and any(w not in ta for w in _subject_words(b))
+
+
+def archive_folder(path: str) -> str | None:
+    """The archive folder (``ARCHIVES``, ``old``, ``ancien``…) ``path`` lies in, ``None`` if none."""
+    return _folder(path)
 
 
 def _folder(path: str) -> str | None:
@@ -204,53 +235,71 @@ def _latest_year(doc: Versioned) -> int | None:
     return max(years) if years else None
 
 
-def _rank(docs: Sequence[Versioned]) -> tuple[str | None, list[str], list[Versioned]]:
-    """The current document's file name (or ``None``), the reasons, and the documents ordered
-    current first."""
-    score = {d.filename: 0.0 for d in docs}
-    reasons: list[str] = []
-    for d in docs:
+def _shown_name(d: Versioned, docs: Sequence[Versioned]) -> str:
+    """How a document is named in a reason: its file name, with its folder when another of
+    ``docs`` has the same name (a file and its archived copy of the same name)."""
+    if sum(1 for x in docs if fold(x.filename) == fold(d.filename)) < 2:
+        return d.filename
+    folder = str(PurePosixPath(d.path).parent)
+    return f"{d.filename} ({folder if folder != '.' else 'racine'})"
+
+
+def _stated_clues(docs: Sequence[Versioned], score: list[float], reasons: list[str]) -> None:
+    """What each document says of itself: « remplacée » and its kin (-3), « en vigueur » (+1),
+    an archive folder (-2)."""
+    for i, d in enumerate(docs):
+        name = _shown_name(d, docs)
         head = f"{d.title}\n{d.filename}"
         m = _SUPERSEDED.search(head) or _SUPERSEDED.search(re.sub(r"archiv\w*", "", d.text, flags=re.IGNORECASE))
         if m:
-            score[d.filename] -= 3
+            score[i] -= 3
             where = "le titre" if _SUPERSEDED.search(d.title) else "le nom" if _SUPERSEDED.search(d.filename) else "le texte"
-            reasons.append(f"« {m.group(0)} » dans {where} de {d.filename}")
+            reasons.append(f"« {m.group(0)} » dans {where} de {name}")
         if _SUPERSEDES.search(d.text):
-            score[d.filename] += 1
-            reasons.append(f"{d.filename} se dit en vigueur")
+            score[i] += 1
+            reasons.append(f"{name} se dit en vigueur")
         folder = _folder(d.path)
         if folder is not None:
-            score[d.filename] -= 2
-            reasons.append(f"{d.filename} est dans un dossier d'archives ({folder})")
-    versions = {d.filename: _name_version(d.filename) for d in docs}
-    if any(versions.values()):
-        best = max(versions.values())
-        if sum(1 for v in versions.values() if v == best) == 1:
-            name = next(n for n, v in versions.items() if v == best)
-            if all(v for v in versions.values()) or not best:
-                score[name] += 1
-                reasons.append(f"numéro de version ou date le plus élevé dans le nom : {name}")
-    years = {d.filename: _latest_year(d) for d in docs}
-    known = {n: y for n, y in years.items() if y is not None}
-    if len(known) >= 2 and len(set(known.values())) > 1:
-        top = max(known.values())
-        if sum(1 for y in known.values() if y == top) == 1:
-            name = next(n for n, y in known.items() if y == top)
-            score[name] += 1
-            others = ", ".join(str(y) for n, y in sorted(known.items(), key=lambda kv: -kv[1]) if n != name)
-            reasons.append(f"date la plus récente dans le texte : {top} ({name}), contre {others}")
-    top_score = max(score.values())
-    tied = [d for d in docs if score[d.filename] == top_score]
-    if len(tied) >= 2 and all(d.modified_at > 0 for d in tied):
-        latest = max(tied, key=lambda d: d.modified_at)
-        if all(latest.modified_at - d.modified_at > MTIME_MARGIN for d in tied if d is not latest):
-            score[latest.filename] += 0.5  # breaks the tie only: every other clue counts whole points
-            when = datetime.fromtimestamp(latest.modified_at, UTC).strftime("%d.%m.%Y")
-            reasons.append(f"modifié le plus récemment : {latest.filename} ({when})")
-    ordered = sorted(docs, key=lambda d: -score[d.filename])
-    if len(ordered) >= 2 and score[ordered[0].filename] > score[ordered[1].filename]:
-        return ordered[0].filename, reasons, ordered
+            score[i] -= 2
+            reasons.append(f"{name} est dans un dossier d'archives ({folder})")
+
+
+def _numbered_clues(docs: Sequence[Versioned], score: list[float], reasons: list[str]) -> None:
+    """The highest version or date in the file names (+1, when every name has one), and the
+    latest year the texts mention (+1)."""
+    versions = [_name_version(d.filename) for d in docs]
+    best = max(versions)
+    if best and versions.count(best) == 1 and all(versions):
+        i = versions.index(best)
+        score[i] += 1
+        reasons.append(f"numéro de version ou date le plus élevé dans le nom : {_shown_name(docs[i], docs)}")
+    years = [_latest_year(d) for d in docs]
+    known = [y for y in years if y is not None]
+    if len(known) >= 2 and len(set(known)) > 1 and known.count(max(known)) == 1:
+        i = years.index(max(known))
+        score[i] += 1
+        others = ", ".join(str(y) for y in sorted(known, reverse=True)[1:])
+        reasons.append(f"date la plus récente dans le texte : {max(known)} ({_shown_name(docs[i], docs)}), contre {others}")
+
+
+def _rank(docs: Sequence[Versioned]) -> tuple[int | None, list[str], list[Versioned]]:
+    """The current document's index in ``docs`` (or ``None``), the reasons, and the documents
+    ordered current first (see the module doc, « Which looks current »)."""
+    score = [0.0] * len(docs)
+    reasons: list[str] = []
+    _stated_clues(docs, score, reasons)
+    _numbered_clues(docs, score, reasons)
+    top_score = max(score)
+    tied = [i for i in range(len(docs)) if score[i] == top_score]
+    if len(tied) >= 2 and all(docs[i].modified_at > 0 for i in tied):
+        latest = max(tied, key=lambda i: docs[i].modified_at)
+        if all(docs[latest].modified_at - docs[i].modified_at > MTIME_MARGIN for i in tied if i != latest):
+            score[latest] += 0.5  # breaks the tie only: every other clue counts whole points
+            when = datetime.fromtimestamp(docs[latest].modified_at, UTC).strftime("%d.%m.%Y")
+            reasons.append(f"modifié le plus récemment : {_shown_name(docs[latest], docs)} ({when})")
+    order = sorted(range(len(docs)), key=lambda i: -score[i])
+    if len(order) >= 2 and score[order[0]] > score[order[1]]:
+        return order[0], reasons, [docs[i] for i in order]
     return None, reasons, list(docs)
 
 
@@ -285,8 +334,9 @@ def version_groups(docs: Sequence[Versioned]) -> tuple[VersionGroup, ...]:
         current, reasons, ordered = _rank([docs[i] for i in members])
         out.append(
             VersionGroup(
-                tuple(d.filename for d in ordered), tuple(d.location for d in ordered), current,
-                tuple(reasons), how.get(r, "nom"),
+                tuple(d.filename for d in ordered), tuple(d.location for d in ordered),
+                ordered[0].filename if current is not None else None, tuple(reasons), how.get(r, "nom"),
+                tuple(d.path for d in ordered),
             )
         )
     return tuple(out)
@@ -311,6 +361,6 @@ def version_note(group: VersionGroup, folder: Callable[[str], str] | None = None
     return f"{count} versions du même document : {parts[0]} semble la version en vigueur{why} ; {', '.join(older)} {tail}."
 
 __all__ = [
-    "MTIME_MARGIN", "NEAR_IDENTICAL", "VersionGroup", "Versioned", "name_key", "similarity", "title_key", "version_groups",
-    "version_note",
+    "MTIME_MARGIN", "NEAR_IDENTICAL", "VersionGroup", "Versioned", "archive_folder", "name_key", "similarity",
+    "title_key", "version_groups", "version_note",
 ]

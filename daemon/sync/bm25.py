@@ -38,7 +38,7 @@ class Bm25Hooks(EngineBase):
             for p in self.store.scroll(coll):
                 pl = p.payload
                 entries.append(
-                    Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny, pl.acl_grants)
+                    Bm25Entry(p.id, coll, pl.text, pl.filename, pl.acl_allow, pl.acl_deny, pl.acl_grants, pl.header)
                 )
                 if should_stop is not None and len(entries) % 1024 == 0 and should_stop():
                     return None

@@ -25,7 +25,7 @@ from ancre.daemon.sync.base import EngineBase
 from ancre.daemon.sync.report import PassReport
 from ancre.index.state import ItemState
 from ancre.index.store import PointWrite
-from ancre.models import Acl, Chunk, ChunkPayload, ItemStatus, SourceItem
+from ancre.models import CHUNK_FORMAT, Acl, Chunk, ChunkPayload, ItemStatus, SourceItem, Subject
 
 BATCH_DOCS = 32
 BATCH_CHUNKS = 128
@@ -46,6 +46,8 @@ class Planned:
     chunks: list[Chunk]
     epoch: int
     """The ticket taken before ``acl`` was read (:meth:`AclWriter.ticket <ancre.index.acl_writer.AclWriter.ticket>`)."""
+    subject: Subject | None = None
+    """Whose document it is (:func:`~ancre.ingest.subject.document_subject`), stored on every chunk."""
 
 
 def _pending_row(p: Planned) -> ItemState:
@@ -106,7 +108,7 @@ class Writer(EngineBase):
                     source=it.source, native_id=it.native_id, path=it.path, doc_id=it.doc_id,
                     collection=p.collection, size=it.size, mtime=it.mtime, etag=it.etag,
                     content_hash=p.content_hash, acl_hash=p.acl_hash, chunk_count=len(p.chunks),
-                    status=ItemStatus.INDEXED, acl_problem=acl_issue, updated_at=now,
+                    status=ItemStatus.INDEXED, acl_problem=acl_issue, updated_at=now, chunking=CHUNK_FORMAT,
                 )
             )
             rep.count_acl_problem(it.path, acl_issue)
@@ -166,7 +168,8 @@ class Writer(EngineBase):
         """``(len(part), d)`` float32 vectors of the chunks ``part`` (``(doc_id, chunk)``). A chunk
         whose text is already stored for its document, or for an indexed copy of its file (same
         content hash: :meth:`~ancre.index.state.StateDB.indexed_copy`), keeps that vector
-        (:meth:`~ancre.index.store.Store.vectors_of`, read once per document into ``stored``): a
+        (:meth:`~ancre.index.store.Store.vectors_of`, keyed by what was embedded: the chunk's
+        header and text, :attr:`~ancre.models.Chunk.embedded`; read once per document into ``stored``): a
         one-paragraph edit of a long document embeds that paragraph's chunks, not the document,
         and a copy embeds nothing. The other texts are embedded, each distinct text once. Counted
         in ``rep.embedded_chunks`` (texts embedded) and ``rep.reused_chunks``. A vector is always
@@ -177,10 +180,10 @@ class Writer(EngineBase):
                 stored[doc_id] = self._stored_vectors(current[doc_id])
         found: dict[str, np.ndarray] = {}
         for doc_id, c in part:
-            old = stored[doc_id].get(c.text)
+            old = stored[doc_id].get(c.embedded)
             if old is not None:
-                found[c.text] = old
-        texts = [c.text for _, c in part]
+                found[c.embedded] = old
+        texts = [c.embedded for _, c in part]
         todo = [t for t in dict.fromkeys(texts) if t not in found]
         if todo:
             found.update(zip(todo, self.embedder.embed_documents(todo), strict=True))
@@ -223,7 +226,8 @@ class Writer(EngineBase):
                         acl_allow=tuple(sorted(acl.allow)), acl_deny=tuple(sorted(acl.deny)),
                         acl_grants=acl.grants_payload(),
                         content_hash=p.content_hash, indexed_at=now, heading_path=c.heading_path,
-                        collection=p.collection, ocr=c.ocr, modified_at=it.mtime,
+                        collection=p.collection, ocr=c.ocr, modified_at=it.mtime, subject=p.subject,
+                        header=c.header,
                     ),
                 )
             )

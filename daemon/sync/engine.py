@@ -28,7 +28,8 @@ from ancre.index.disk_space import SpaceGuarded
 from ancre.index.state import ItemState
 from ancre.ingest.chunking import chunk_blocks
 from ancre.ingest.extract import extractor_version
-from ancre.models import Acl, Block, Chunk, ItemStatus, PassOutcome, PassScope, ReasonCode, SourceItem
+from ancre.ingest.subject import chunk_header, document_subject
+from ancre.models import Acl, Block, Chunk, ItemStatus, PassOutcome, PassScope, ReasonCode, SourceItem, Subject
 
 log = logging.getLogger("ancre.sync")
 
@@ -326,14 +327,15 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
             crash_point("extract")
             blocks = self.pool.extract(data, item.filename)
             del data  # the bytes are not kept while chunking (peak memory)
-            chunks = self._chunks_of(item, blocks)
+            subject = document_subject(blocks, item.path)
+            chunks = self._chunks_of(item, blocks, subject)
         except ExtractionError as e:
             self._record_error(item, prev, read, rep, limits, e, content_hash)
             return None
         assert read.acl is not None and read.acl_hash is not None  # REINDEX comes after READ_ACL
         return Planned(
             item=item, prev=prev, collection=read.collection, acl=read.acl, acl_hash=read.acl_hash,
-            content_hash=content_hash, chunks=chunks, epoch=read.epoch,
+            content_hash=content_hash, chunks=chunks, epoch=read.epoch, subject=subject,
         )
 
     def _read_acl(self, connector: Connector, item: SourceItem, prev: ItemState | None, read: _Read) -> _Read:
@@ -366,11 +368,15 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
         else:  # pragma: no cover - READ_* and REINDEX are handled by the caller
             raise AssertionError(d.action)
 
-    def _chunks_of(self, item: SourceItem, blocks: tuple[Block, ...]) -> list[Chunk]:
-        """The chunks of ``item``'s extracted ``blocks``. Raises
+    def _chunks_of(self, item: SourceItem, blocks: tuple[Block, ...], subject: Subject) -> list[Chunk]:
+        """The chunks of ``item``'s extracted ``blocks``, each with its contextual header
+        (:func:`~ancre.ingest.subject.chunk_header` of the document's ``subject``). Raises
         :class:`~ancre.errors.ExtractionError` (``empty``: no text; ``too_large``: over
         ``extraction.max_chunks`` chunks)."""
-        chunks = chunk_blocks(item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars)
+        chunks = [
+            replace(c, header=chunk_header(subject, c.heading_path))
+            for c in chunk_blocks(item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars)
+        ]
         if not chunks:
             raise ExtractionError("empty", "no text found")
         max_chunks = self.settings.extraction.max_chunks

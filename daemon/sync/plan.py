@@ -3,7 +3,9 @@
 The engine asks :func:`plan_item` up to three times per item, handing it each fact as it learns
 it: first without the ACL (an item the source did not read is recorded as ``skipped`` before any
 read), then with the ACL read (size limit; an unchanged file settled on its stat), then with the
-content hash (identical bytes; the poison-pill guard). The decision names what to do
+content hash (identical bytes; the poison-pill guard). A document indexed in an older chunk
+format (:data:`~ancre.models.CHUNK_FORMAT`: before subjects and contextual headers) is read and
+re-indexed like a changed one. The decision names what to do
 (:class:`Action`), never does it: the engine (:mod:`ancre.daemon.sync.engine`) does the I/O.
 """
 
@@ -14,7 +16,7 @@ from enum import StrEnum
 
 from ancre.daemon.sync.retries import Failure, RetryPolicy, crashed_half_way, may_retry
 from ancre.index.state import ItemState
-from ancre.models import ItemStatus, ReasonCode, SourceItem
+from ancre.models import CHUNK_FORMAT, ItemStatus, ReasonCode, SourceItem
 
 
 class Action(StrEnum):
@@ -56,6 +58,8 @@ class Limits:
 
     max_bytes: int
     retry: RetryPolicy
+    chunking: str = CHUNK_FORMAT
+    """The chunk format written now: an indexed row of another one is re-indexed."""
 
 
 def _same_stat(item: SourceItem, prev: ItemState | None, collection: str) -> bool:
@@ -79,9 +83,9 @@ def _settled_by_stat(prev: ItemState, limits: Limits, now: float) -> Decision | 
     ``None`` (pending, or a retry due: read it)."""
     if prev.status in (ItemStatus.FAILED, ItemStatus.SKIPPED) and not may_retry(prev, limits.retry, now):
         return Decision(action=Action.KEEP_PROBLEM)
-    if prev.status == ItemStatus.INDEXED:
+    if prev.status == ItemStatus.INDEXED and prev.chunking == limits.chunking:
         return Decision(action=Action.ACL_ONLY)
-    return None
+    return None  # pending, a retry due, or indexed in an older chunk format: read it
 
 
 def _settled_by_content(
@@ -91,7 +95,8 @@ def _settled_by_content(
     poison-pill guard (a pending version that died half-way too often), or ``None``: reindex."""
     if prev.content_hash != content_hash:
         return None
-    if prev.status == ItemStatus.INDEXED and prev.collection == collection and prev.path == item.path:
+    if (prev.status == ItemStatus.INDEXED and prev.collection == collection and prev.path == item.path
+            and prev.chunking == limits.chunking):
         return Decision(action=Action.ACL_ONLY, touch=True)
     if not force and prev.status in (ItemStatus.FAILED, ItemStatus.SKIPPED) and not may_retry(prev, limits.retry, now):
         return Decision(action=Action.KEEP_PROBLEM, touch=True)

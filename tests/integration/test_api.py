@@ -426,8 +426,10 @@ def test_fais_pareil_for_rochat_as_bruno(served: Served, srv: ScriptedServer) ->
     script(srv, f"Pour l'étude Rochat, le forfait mensuel s'élève à {BAUMONT_FEE} [{BAUMONT}].", GROUNDED)
     srv.clear()
     r = httpx.post(f"{served.url}/query", json={"question": Q_SAME_FOR_ROCHAT}, headers=who("bruno"), timeout=60)
-    assert r.status_code == 422 and "reponse" not in r.json() and r.json()["controles"] == ["fait_non_source"]
-    assert [(f["texte"], f["nature"], f["documents"]) for f in r.json()["faits_non_sources"]] == [("Rochat", "nom", [BAUMONT])]
+    # asked alone, the bare follow-up no longer retrieves Baumont's contract for bruno (chunks carry
+    # whose document they are, issue 41): the citation is then invented too, and « Rochat » in none
+    assert r.status_code == 422 and "reponse" not in r.json() and "fait_non_source" in r.json()["controles"]
+    assert ("Rochat", "nom") in [(f["texte"], f["nature"]) for f in r.json()["faits_non_sources"]]
     r = httpx.post(f"{served.url}/v1/chat/completions", json=chat_body(*conversation), headers=who("bruno"), timeout=60)
     content = r.json()["choices"][0]["message"]["content"]
     assert r.headers["x-ancre-ancree"] == "false" and r.json()["ancre"]["controles"] == ["fait_non_source"]

@@ -217,8 +217,8 @@ class ModeRetriever(Retriever):
         self.lists = lists
 
     def retrieve(self, question: str, principals: frozenset[str], limit: int | None = None, *,
-                 lists: tuple[str, ...] | None = None) -> Retrieval:
-        return super().retrieve(question, principals, limit, lists=self.lists)
+                 lists: tuple[str, ...] | None = None, candidates: int | None = None) -> Retrieval:
+        return super().retrieve(question, principals, limit, lists=self.lists, candidates=candidates)
 
 
 def evaluate(rt: Runtime, questions: list[Question], modes: tuple[str, ...] = tuple(MODES)) -> list[ModeResult]:

@@ -282,9 +282,13 @@ def test_control4_long_answer_without_citation() -> None:
     assert v.controls == (CONTROL_UNCITED,) and v.ancree is False
 
 
-def test_short_uncited_answer_waits_for_the_judge() -> None:
-    v = check_deterministic("Le forfait est de CHF 3 840 HT.", _context())
+def test_short_uncited_answer_waits_for_the_judge_unless_it_states_a_fact() -> None:
+    v = check_deterministic("Le contrat est reconductible tacitement.", _context())
     assert v.controls == () and v.ancree is None and v.verification == "non_effectuee"
+    # issue 41: an uncited sentence with a figure is unsourced, short or not
+    v = check_deterministic("Le forfait est de CHF 3 840 HT.", _context())
+    assert v.controls == (CONTROL_FACT,) and v.ancree is False
+    assert [(f.text, f.reason) for f in v.facts] == [("CHF 3 840 HT", "non_cite")]
 
 
 def test_case1_passes_deterministic_controls_but_is_not_grounded_without_judge() -> None:

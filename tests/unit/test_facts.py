@@ -46,9 +46,10 @@ INVENTED: list[tuple[tuple[str, ...], str, str, set[str]]] = [
     (ROCHAT_CTX, "Quelles sont les conditions du contrat Rochat ?",
      f"Le contrat couvre 20 postes et un pare-feu pfSense [{R}]. Le forfait mensuel s'élève à CHF 3 000 HT [{R}].",
      {"pfSense", "CHF 3 000 HT"}),
-    # Baumont's conditions with Rochat's name (the seed's follow-up failure)
+    # Baumont's conditions with Rochat's name (the seed's follow-up failure): the name is in no cited
+    # extract, and the figure is bound to Rochat, whose contract says CHF 3 840 HT (issue 41)
     (ROCHAT_CTX, "Quelles sont les conditions du contrat de maintenance d'Axonix SA avec l'étude Rochat ?",
-     f"Pour l'étude Rochat, le forfait mensuel s'élève à CHF 4 200 HT [{B}].", {"Rochat"}),
+     f"Pour l'étude Rochat, le forfait mensuel s'élève à CHF 4 200 HT [{B}].", {"Rochat", "CHF 4 200 HT"}),
     ((B,), "Fais pareil pour l'étude Rochat",
      f"**Étude Rochat** : 35 postes Windows 11 Pro, un NAS Synology, forfait de CHF 4 200 HT [{B}].", {"Rochat"}),
     # the archived version's values cited as the current contract's
@@ -265,17 +266,26 @@ def test_a_sentence_must_find_its_facts_in_the_document_it_cites() -> None:
     assert unsupported_facts(f"Le forfait est de CHF 3 100 HT. [{R24}] Il est payable à 30 jours.", ctx) == ()
 
 
-def test_uncited_sentence_in_a_cited_paragraph_is_read_against_every_extract() -> None:
+def test_uncited_sentence_is_read_against_the_citation_closing_its_paragraph_only() -> None:
+    """Issue 41: an uncited sentence is no longer read against every extract shown. Its paragraph's
+    closing citation sources it (a quoted passage cited once at its end), and nothing else: 18 is
+    the archived contract's figure, shown but not cited."""
     ctx = context(*ROCHAT_CTX)
     answer = f"L'ancien contrat couvrait 18 postes. Le contrat actuel couvre 20 postes [{R}]."
+    assert [f.text for f in unsupported_facts(answer, ctx)] == ["18"]
+    answer = f"L'ancien contrat couvrait 18 postes [{R24}]. Le contrat actuel couvre 20 postes [{R}]."
     assert unsupported_facts(answer, ctx) == ()
     assert [f.text for f in unsupported_facts("Le contrat couvre 19 postes. Il coûte CHF 3 840 HT [" + R + "].", ctx)] == ["19"]
 
 
-def test_uncited_paragraph_is_read_against_the_documents_cited_elsewhere() -> None:
+def test_uncited_paragraph_is_unsourced() -> None:
     ctx = context(*ROCHAT_CTX)
     answer = f"Le forfait est de CHF 3 840 HT [{R}].\n\nLe réseau comprend un NAS Synology."
-    assert [f.text for f in unsupported_facts(answer, ctx)] == ["NAS Synology"]  # Baumont's, shown, not cited
+    (f,) = unsupported_facts(answer, ctx)
+    assert f.text == "NAS Synology" and f.reason == "non_cite"  # Baumont's, shown, not cited
+    answer = f"Le forfait est de CHF 3 840 HT [{R}].\n\nIl couvre 20 postes."
+    (f,) = unsupported_facts(answer, ctx)  # in the cited contract, but its own paragraph cites nothing
+    assert f.text == "20" and f.reason == "non_cite"
 
 
 def test_question_names_only_excused_in_a_negative_sentence() -> None:
@@ -374,3 +384,13 @@ def test_scan_finds_each_kind() -> None:
         "qwen2.5:14b": FactKind.CODE, "OPNsense": FactKind.NAME, "Étude Rochat": FactKind.NAME,
         "99,5 %": FactKind.NUMBER,
     }
+
+
+def test_a_number_longer_than_the_decimal_context_is_a_fact_not_a_crash() -> None:
+    """schemathesis sent a 40-digit number in a question: control 5 raised decimal's
+    InvalidOperation (quantize beyond the context's 28 digits) and the API answered 500."""
+    huge = "1" + "0" * 40
+    ctx = context("03_Contrat_Maintenance_Etude_Rochat.docx")
+    found = unsupported_facts(f"Le forfait est de CHF {huge} HT [03_Contrat_Maintenance_Etude_Rochat.docx].", ctx,
+                              f"Le forfait vaut-il {huge} ?")
+    assert any(huge in f.text.replace(" ", "").replace("'", "") for f in found), found

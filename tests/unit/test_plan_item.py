@@ -2,7 +2,9 @@
 function: one table row per branch (the expected decision read from the engine's behaviour before
 it was split out of ``SyncEngine._plan_item``), and a property test driving it the way the engine
 does (without the ACL, with it, with the content hash) against a small reference model: the old
-method's control flow in one piece, its retry rule reading the reason *text* as it did."""
+method's control flow in one piece, its retry rule reading the reason *text* as it did — plus
+the one rule added since: an indexed row written in an older chunk format (before subjects and
+contextual headers, ``chunking`` ``None``) is read and re-indexed like a changed document."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from ancre.daemon.sync.plan import Action, Decision, Limits, plan_item
 from ancre.daemon.sync.retries import Failure, RetryPolicy, code_of, failure
 from ancre.index.state import ItemState
-from ancre.models import ItemStatus, ReasonCode, SourceItem
+from ancre.models import CHUNK_FORMAT, ItemStatus, ReasonCode, SourceItem
 
 EXTRACTOR = "7:current"
 LIMITS = Limits(max_bytes=2**20, retry=RetryPolicy(max_attempts=3, backoff_s=60.0, extractor=EXTRACTOR))
@@ -32,7 +34,7 @@ def _prev(**kw: Any) -> ItemState:
     base: dict[str, Any] = {
         "source": "s", "native_id": "n", "path": "a.md", "doc_id": "s:n", "collection": DOCS, "size": 10,
         "mtime": 1.0, "etag": None, "content_hash": "h1", "acl_hash": "a", "chunk_count": 2,
-        "status": ItemStatus.INDEXED, "updated_at": 1.0, "extractor": EXTRACTOR,
+        "status": ItemStatus.INDEXED, "updated_at": 1.0, "extractor": EXTRACTOR, "chunking": CHUNK_FORMAT,
     }
     return ItemState(**{**base, **kw})
 
@@ -65,6 +67,11 @@ TABLE: list[tuple[str, dict[str, Any], ItemState | None, dict[str, Any], Decisio
     ("new item, content read: reindex", {}, None, {"acl_read": True, "content_hash": "h1"}, REINDEX),
     ("same stat, indexed: ACL only", {}, _prev(), {"acl_read": True}, ACL_ONLY),
     ("same stat, indexed, --force: content read", {}, _prev(), {"acl_read": True, "force": True}, READ),
+    ("same stat, indexed before subjects: content read", {}, _prev(chunking=None), {"acl_read": True}, READ),
+    ("same bytes, indexed before subjects: reindexed", {}, _prev(chunking=None),
+     {"acl_read": True, "content_hash": "h1"}, REINDEX),
+    ("touched, same bytes, indexed in another chunk format: reindexed", TOUCHED, _prev(chunking="subject-0"),
+     {"acl_read": True, "content_hash": "h1"}, REINDEX),
     ("same stat, corrupt: kept", {}, _failed(ReasonCode.CORRUPT), {"acl_read": True}, KEEP),
     ("same stat, skipped empty: kept", {}, _failed(ReasonCode.EMPTY), {"acl_read": True}, KEEP),
     ("same stat, timeout in backoff: kept", {}, _failed(ReasonCode.TIMEOUT, attempts=1, retry_at=NOW + 1),
@@ -133,10 +140,10 @@ def _reference(item: SourceItem, prev: ItemState | None, collection: str, conten
     if same_stat and not force and prev is not None:
         if prev.status in (ItemStatus.FAILED, ItemStatus.SKIPPED) and not may_retry(prev):
             return Action.KEEP_PROBLEM, False, None
-        if prev.status == ItemStatus.INDEXED:
+        if prev.status == ItemStatus.INDEXED and prev.chunking == CHUNK_FORMAT:
             return Action.ACL_ONLY, False, None
     if (prev is not None and prev.status == ItemStatus.INDEXED and prev.content_hash == content_hash
-            and prev.collection == collection and prev.path == item.path):
+            and prev.collection == collection and prev.path == item.path and prev.chunking == CHUNK_FORMAT):
         return Action.ACL_ONLY, True, None
     same_version = prev is not None and prev.content_hash == content_hash
     if (same_version and prev is not None and not force and prev.status in (ItemStatus.FAILED, ItemStatus.SKIPPED)
@@ -165,6 +172,7 @@ def _rows(draw: st.DrawFn) -> ItemState | None:
         collection=draw(st.sampled_from([DOCS, "other"])), content_hash=draw(st.sampled_from(["h1", "h2", None])),
         attempts=draw(st.integers(0, 4)), retry_at=draw(st.sampled_from([None, NOW - 1, NOW + 1])),
         extractor=draw(st.sampled_from([EXTRACTOR, "6:old", None])),
+        chunking=draw(st.sampled_from([CHUNK_FORMAT, CHUNK_FORMAT, None])),
     )
 
 
