@@ -39,6 +39,11 @@ from ancre.query.window import CONTROL_ANSWER_CUT, CONTROL_CONTEXT_REDUCED, CONT
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
 Q_BAUMONT = "Quelles sont les conditions du contrat de maintenance d'Axonix SA avec Baumont Industries ?"
 Q_BROAD = "Résume les contrats de maintenance des clients"
+WINDOW = 1024
+"""The server's default window in these tests (Ollama's ``OLLAMA_CONTEXT_LENGTH``, 2,048 in many
+versions): smaller than :data:`Q_BROAD`'s whole prompt, which is about 2,000 tokens."""
+VLLM_WINDOW = 2048
+"""vLLM's ``max_model_len`` here: the whole prompt and 512 answer tokens do not fit."""
 GROUNDED_ANSWER = f"Le forfait mensuel s'élève à CHF 4 200 HT [{BAUMONT}]."
 RULES = "Règles strictes"
 RULELESS = ("D'après mes connaissances générales, un tel contrat coûte en général autour de CHF 5 000 par mois "
@@ -105,7 +110,7 @@ def answer_of(stream: Any) -> tuple[str, Answer]:
 
 
 def test_a_context_larger_than_ollamas_default_window(corpus: Corpus, srv: ScriptedServer, tmp_path: Path) -> None:
-    fake = ollama(srv, default_num_ctx=2048)
+    fake = ollama(srv, default_num_ctx=WINDOW)
     core = corpus.core(llm={"kind": "ollama", "url": srv.url}, audit={"dir": str(tmp_path / "audit")})
     try:
         # with ancre's sizing: num_ctx is sent, the whole prompt is read, the rules with it
@@ -113,7 +118,7 @@ def test_a_context_larger_than_ollamas_default_window(corpus: Corpus, srv: Scrip
         (seen, _judge) = fake.seen
         request = seen.json
         whole = len(tokens(chatml(request["messages"])))
-        assert whole > 2048, "the question's context must be larger than Ollama's default window"
+        assert whole > WINDOW, "the question's context must be larger than Ollama's default window"
         assert request["options"]["num_ctx"] >= whole + 2048 and request["options"]["num_ctx"] % 4096 == 0
         assert request["options"]["num_predict"] == 2048
         assert seen.evaluated == whole and RULES in seen.prompt
@@ -129,13 +134,13 @@ def test_a_context_larger_than_ollamas_default_window(corpus: Corpus, srv: Scrip
         lost = plain.chat(_messages(request), temperature=0.2)
         plain.close()
         cut = fake.seen[-1]
-        assert "num_ctx" not in cut.json["options"] and cut.evaluated == 2048 < whole
+        assert "num_ctx" not in cut.json["options"] and cut.evaluated == WINDOW < whole
         assert RULES not in cut.prompt and cut.prompt.startswith("<|im_start|>system\nTu")  # keep=5
         assert cut.prompt.endswith(chatml(request["messages"])[-200:])  # the end is kept
-        assert lost.content == RULELESS and lost.prompt_tokens == 2048
+        assert lost.content == RULELESS and lost.prompt_tokens == WINDOW
 
-        # a server that cuts the prompt anyway (here at 2,048 whatever num_ctx says): caught
-        fake.force_window = 2048
+        # a server that cuts the prompt anyway (here at WINDOW whatever num_ctx says): caught
+        fake.force_window = WINDOW
         for ans in (core.ask(Q_BROAD, "alice"), answer_of(core.stream(Q_BROAD, "alice"))[1]):
             assert ans.raw == RULELESS
             assert ans.ancree is False and CONTROL_CONTEXT_TRUNCATED in ans.controles
@@ -143,7 +148,7 @@ def test_a_context_larger_than_ollamas_default_window(corpus: Corpus, srv: Scrip
         assert [s.json["model"] for s in fake.seen[-2:]] == [QWEN, QWEN]  # no judge asked about a cut prompt
         lines = audit(core)
         assert lines[-1]["kind"] == "outcome" and CONTROL_CONTEXT_TRUNCATED in lines[-1]["controls"]
-        assert lines[-1]["ancree"] is False and lines[-1]["model"]["prompt_eval_count"] == 2048
+        assert lines[-1]["ancree"] is False and lines[-1]["model"]["prompt_eval_count"] == WINDOW
     finally:
         core.close()
 
@@ -157,13 +162,13 @@ def _messages(request: dict[str, Any]) -> list[Any]:
 def test_the_openai_kind_on_an_ollama_cant_set_the_window_and_is_caught(
     corpus: Corpus, srv: ScriptedServer, tmp_path: Path
 ) -> None:
-    fake = ollama(srv, default_num_ctx=2048)
+    fake = ollama(srv, default_num_ctx=WINDOW)
     core = corpus.core(llm={"kind": "openai", "url": f"{srv.url}/v1", "model": QWEN}, judge={"enabled": False},
                        audit={"dir": str(tmp_path / "audit")})
     try:
         ans = core.ask(Q_BROAD, "alice")
         (seen,) = fake.seen
-        assert seen.path == "/v1/chat/completions" and seen.evaluated == 2048 and RULES not in seen.prompt
+        assert seen.path == "/v1/chat/completions" and seen.evaluated == WINDOW and RULES not in seen.prompt
         assert ans.raw == RULELESS and ans.ancree is False and CONTROL_CONTEXT_TRUNCATED in ans.controles
     finally:
         core.close()
@@ -176,7 +181,7 @@ def test_the_openai_kind_on_an_ollama_cant_set_the_window_and_is_caught(
 
 
 def test_vllm_sizes_from_max_model_len_and_its_own_count(corpus: Corpus, srv: ScriptedServer, tmp_path: Path) -> None:
-    fake = FakeVllm(srv, {VLLM_QWEN: Model(GROUNDED_ANSWER, 2560), VLLM_QWEN3: Model(GROUNDED, 40960, "qwen3")})
+    fake = FakeVllm(srv, {VLLM_QWEN: Model(GROUNDED_ANSWER, VLLM_WINDOW), VLLM_QWEN3: Model(GROUNDED, 40960, "qwen3")})
     llm = {"kind": "openai", "url": f"{srv.url}/v1", "model": VLLM_QWEN, "max_tokens": 512}
     core = corpus.core(llm=llm, judge={"model": VLLM_QWEN3}, audit={"dir": str(tmp_path / "audit")})
     try:
@@ -184,10 +189,10 @@ def test_vllm_sizes_from_max_model_len_and_its_own_count(corpus: Corpus, srv: Sc
     finally:
         core.close()
     seen = fake.seen[0]
-    assert seen.json["model"] == VLLM_QWEN and seen.evaluated + 512 <= 2560  # accepted, not refused
+    assert seen.json["model"] == VLLM_QWEN and seen.evaluated + 512 <= VLLM_WINDOW  # accepted, not refused
     assert srv.requests_to("/tokenize")  # the server's own count
     run = ans.model_run
-    assert run is not None and run.fitted.counted_by == "serveur" and run.fitted.context_length == 2560
+    assert run is not None and run.fitted.counted_by == "serveur" and run.fitted.context_length == VLLM_WINDOW
     assert run.fitted.num_ctx is None and run.evaluated == seen.evaluated
     assert CONTROL_CONTEXT_REDUCED in ans.controles and run.fitted.dropped
     assert ans.ancree is True and CONTROL_CONTEXT_TRUNCATED not in ans.controles
@@ -203,7 +208,7 @@ def test_vllm_sizes_from_max_model_len_and_its_own_count(corpus: Corpus, srv: Sc
         prep = big.answers._prepare(Q_BROAD, "alice", None)
         from ancre.query.prompt import build_messages
 
-        with pytest.raises(LlmError, match="maximum context length is 2560 tokens"):
+        with pytest.raises(LlmError, match=f"maximum context length is {VLLM_WINDOW} tokens"):
             whole.chat(build_messages(Q_BROAD, prep.context), temperature=0.2)
     finally:
         whole.close()

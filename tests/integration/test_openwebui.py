@@ -62,7 +62,7 @@ import pytest
 from support import openwebui
 from support.corpus import CORPUS
 from support.httpserver import Request, ScriptedServer, ndjson
-from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL
+from support.scripted_ollama import ANSWER_MODEL, GROUNDED, JUDGE_MODEL, script
 
 from ancre.api.staff import ATTACHMENTS_NOTE, EXTRACTIVE_REFUSAL_NOTE
 from ancre.api.tasks import short_title
@@ -336,8 +336,8 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             f"64 bytes, sha256 {fingerprint};") in api_line, api_line
 
     ollama = ScriptedServer().__enter__()
+    script(ollama, "")  # Ollama's documented /api/tags, /api/show, /api/version (the health check reads them)
     ollama.route("POST", "/api/chat", _model)
-    ollama.route("GET", "/api/version", (200, {"version": "0.12.0"}))
     owui: openwebui.OpenWebUI | None = None
     stack: Stack | None = None
     try:
