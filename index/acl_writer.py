@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 class AclWrite(StrEnum):
-    """What :meth:`AclWriter.set_acl` did."""
+    """What :meth:`AclWriter.write` did."""
 
     WRITTEN = "written"
     """The store's payloads and the state DB's digest now hold the ACL."""
@@ -103,23 +103,26 @@ class AclWriter:
         with self.lock:
             yield
 
-    def set_acl(
+    def write(
         self, source: str, collection: str, doc_id: str, acl: Acl, ticket: int, *, reason: str | None = None,
+        digest: bool = True,
     ) -> AclWrite:
-        """Write ``acl`` (read at ``ticket``) for every point of ``doc_id`` and, for an indexed
-        document, its digest with ``reason`` (why it admits nobody, ``None`` otherwise) — unless
-        the reading is stale or the writer read-only. Raises what the store or the state DB raise
-        (``StoreError``, ``sqlite3.Error``); the ticket is then not recorded."""
+        """Write ``acl`` (read at ``ticket``) for every point of ``doc_id`` (:meth:`Store.set_acl
+        <ancre.index.store.Store.set_acl>`: the one call of it in ancre) and, with ``digest``, for
+        an indexed document, its digest with ``reason`` (why it admits nobody, ``None`` otherwise;
+        ``digest=False``: the caller writes the document's whole state row next, under
+        :meth:`hold`) — unless the reading is stale or the writer read-only. Raises what the store
+        or the state DB raise (``StoreError``, ``sqlite3.Error``); the ticket is then not
+        recorded."""
         if self.read_only:
             return AclWrite.READ_ONLY
         with self.lock:
             if not self.current(source, doc_id, ticket):
                 return AclWrite.STALE
             self.store.set_acl(collection, doc_id, acl)
-            if self.state is not None:
+            if digest and self.state is not None:
                 self.state.set_acl_hash(source, doc_id, acl.digest(), acl_problem=reason)
             self.observe(source, doc_id, ticket)
             return AclWrite.WRITTEN
-
 
 __all__ = ["AclWrite", "AclWriter"]

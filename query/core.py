@@ -108,7 +108,7 @@ class QueryCore:
         self.live_acl: LiveAclChecker | None = None
         """The live rights check, ``None`` when ``query.live_acl = false`` (the index decides)."""
         if settings.query.live_acl:
-            self.live_acl = LiveAclChecker(parts.connector, parts.store, parts.state, settings.query, writer=parts.acl_writer)
+            self.live_acl = LiveAclChecker(parts.connector, parts.acl_writer, settings.query)
         self.retriever = Retriever(
             parts.store, parts.embedder, parts.bm25, settings.query, self.live_acl,
             keyword_in_store=settings.store.bm25 == "qdrant",
