@@ -85,9 +85,10 @@ class AclWriter:
 
     def current(self, source: str, doc_id: str, ticket: int) -> bool:
         """Whether a reading of ``doc_id`` taken at ``ticket`` is still the newest one: no
-        refresh of ``source`` started after it, and no newer reading was written or observed."""
+        refresh of ``source`` started after it, and no newer reading was written or observed
+        (this reading itself, recorded, still is: it is not read again)."""
         with self.lock:
-            return self._refresh.get(source, 0) < ticket and self._latest.get((source, doc_id), 0) < ticket
+            return self._refresh.get(source, 0) < ticket and self._latest.get((source, doc_id), 0) <= ticket
 
     def observe(self, source: str, doc_id: str, ticket: int) -> None:
         """Record a reading taken at ``ticket`` as the document's latest (written by the caller

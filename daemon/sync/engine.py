@@ -310,7 +310,7 @@ class SyncEngine:
         try:
             step = self.planner.plan(connector, item, prev, rep, force=force, limits=limits)
             if isinstance(step, Settle):
-                self._settle(connector, step, rep)
+                self._settle(connector, item, prev, step, rep)
                 return None
             return step
         except (SourceUnavailableError, StoreError, EmbedderError, sqlite3.Error):
@@ -323,21 +323,21 @@ class SyncEngine:
             )
             return None
 
-    def _settle(self, connector: Connector, s: Settle, rep: PassReport) -> None:
-        """Do what the planner decided for an item that needs no embedding: record a failure or a
-        skip, keep a problem, or write its ACL alone."""
-        d = s.decision
+    def _settle(self, connector: Connector, item: SourceItem, prev: ItemState | None, s: Settle, rep: PassReport) -> None:
+        """Do what the planner decided for ``item`` (``prev``: its row) when it needs no
+        embedding: record a failure or a skip, keep a problem, or write its ACL alone."""
+        d, collection = s.decision, connector.collection_for(item)
         if d.action is Action.RECORD:
             assert d.failure is not None  # a RECORD decision carries its failure
-            self.records.record(s.item, s.prev, s.collection, s.acl_hash, d.failure, rep, content_hash=s.content_hash)
+            acl_hash = "" if s.reading is None else s.reading.digest  # not read: a link not followed
+            self.records.record(item, prev, collection, acl_hash, d.failure, rep, content_hash=s.content_hash)
         elif d.action is Action.KEEP_PROBLEM:
-            assert s.prev is not None and s.reading is not None  # a failed/skipped row, its ACL read
-            self.records.keep(s.item, s.prev, s.reading.digest, rep, touch=d.touch)
+            assert prev is not None and s.reading is not None  # a failed/skipped row, its ACL read
+            self.records.keep(item, prev, s.reading.digest, rep, touch=d.touch)
         elif d.action is Action.ACL_ONLY:
-            assert s.prev is not None and s.reading is not None  # an indexed row, its ACL read
-            it = s.item
-            stat: dict[str, Any] = {"size": it.size, "mtime": it.mtime, "etag": it.etag} if d.touch else {}
-            self.rights.acl_only(connector, it, s.prev, s.collection, s.reading, rep, **stat)
+            assert prev is not None and s.reading is not None  # an indexed row, its ACL read
+            stat: dict[str, Any] = {"size": item.size, "mtime": item.mtime, "etag": item.etag} if d.touch else {}
+            self.rights.acl_only(connector, item, prev, collection, s.reading, rep, **stat)
         else:  # pragma: no cover - READ_* and REINDEX are never settled
             raise AssertionError(d.action)
 

@@ -29,23 +29,15 @@ DropPoints = Callable[[str, str], None]
 <ancre.index.store.Store.delete_doc>`)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Settle:
-    """An item that needs no embedding: :func:`~ancre.daemon.sync.plan.plan_item`'s ``decision``
-    (``record``, ``keep_problem`` or ``acl_only``) and what was read for it — its ACL
-    (``reading``, ``None`` when the item was not read) and its bytes' SHA-256."""
+    """What to do with an item that needs no embedding — :func:`~ancre.daemon.sync.plan.plan_item`'s
+    ``decision`` (``record``, ``keep_problem`` or ``acl_only``) — with what was read for it: its
+    ACL (``None`` when the item was not read: a link not followed) and its bytes' SHA-256."""
 
-    item: SourceItem
-    prev: ItemState | None
-    collection: str
     decision: Decision
     reading: AclReading | None = None
     content_hash: str | None = None
-
-    @property
-    def acl_hash(self) -> str:
-        """The digest of the ACL read, ``""`` when none was (a link not followed)."""
-        return "" if self.reading is None else self.reading.digest
 
 
 class ItemPlanner:
@@ -79,18 +71,15 @@ class ItemPlanner:
                 acl_read=reading is not None, content_hash=content_hash,
             )
 
-        def settle(d: Decision, reading: AclReading | None, content_hash: str | None = None) -> Settle:
-            return Settle(item=item, prev=prev, collection=collection, decision=d, reading=reading, content_hash=content_hash)
-
         d = decide(None)
         if d.action is not Action.READ_ACL:
-            return settle(d, None)
+            return Settle(d)
         reading = self.acls.read(connector, item)
         if prev is not None and prev.collection != collection:
             self.drop(prev.collection, prev.doc_id)
         d = decide(reading)
         if d.action is not Action.READ_CONTENT:
-            return settle(d, reading)
+            return Settle(d, reading)
         try:
             data, content_hash = self.fetcher.fetch(connector, item)
         except OSError as e:
@@ -98,7 +87,7 @@ class ItemPlanner:
             return None
         d = decide(reading, content_hash)
         if d.action is not Action.REINDEX:
-            return settle(d, reading, content_hash)
+            return Settle(d, reading, content_hash)
         try:
             blocks = self.fetcher.extract(item, data)
             del data  # the bytes are not kept while chunking (peak memory)
@@ -106,7 +95,7 @@ class ItemPlanner:
         except ExtractionError as e:
             code, detail = code_of(e.reason, e.detail)
             failed = failure(code, detail, prev, content_hash, limits.retry, self.clock())
-            return settle(Decision(action=Action.RECORD, failure=failed), reading, content_hash)
+            return Settle(Decision(action=Action.RECORD, failure=failed), reading, content_hash)
         return Planned(
             item=item, prev=prev, collection=collection, reading=reading, content_hash=content_hash,
             chunks=doc.chunks, subject=doc.subject,
