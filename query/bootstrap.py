@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Self
 
 from ancre.acl.directory import Directory
 from ancre.acl.directory_factory import make_directory
@@ -43,6 +42,7 @@ from ancre.index.private import make_private
 from ancre.index.state import StateDB
 from ancre.index.store import Store
 from ancre.index.store_factory import open_store
+from ancre.models import Closing
 from ancre.query.answer import AnswerService
 from ancre.query.judge import Judge
 from ancre.query.llm import make_chat_client
@@ -119,7 +119,7 @@ def build_answer_service(
     return AnswerService(retriever, store, directory, settings, chat, judge, audit, resolver=resolver)
 
 
-class Bootstrap:
+class Bootstrap(Closing):
     """The parts of one ancre process, each built from ``settings`` at first use and kept.
 
     Building one makes ancre's files private: the process umask gains 077 and an existing data
@@ -253,12 +253,6 @@ class Bootstrap:
             self.state.close()
         if "store" in self.__dict__:
             self.store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 __all__ = ["Bootstrap", "QueryParts", "build_answer_service"]
