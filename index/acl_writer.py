@@ -18,10 +18,14 @@ after the rights lane recorded a newer revocation would leave the store wider th
   its source, is **stale** and is not written (:meth:`~AclWriter.current`): the newer reading
   stands;
 - all of it under one lock (:meth:`~AclWriter.hold`), held by the sync engine around every store
-  write that sets ACLs (upserts included), so the check and the write are one step.
+  write that sets ACLs (upserts included), so the check and the write are one step;
+- and one path: :meth:`~AclWriter.write` is the only caller of the store's ``set_acl`` and of the
+  state DB's ``set_acl_hash`` in ancre (``tests/unit/test_one_write_path.py``) — the sync
+  engine's ACL-only updates and refreshes and the live check's write-backs all go through it.
 
-One writer serves one process: the composition root (:class:`ancre.app.runtime.Runtime`) builds
-it once for the sync engine and the query core. A process that runs no sync engine next to a
+One writer serves one process: the composition root (:class:`ancre.query.bootstrap.Bootstrap`,
+which :class:`ancre.app.runtime.Runtime` is) builds it once for the sync engine and the query
+core; neither builds one of its own. A process that runs no sync engine next to a
 Qdrant server shared with a daemon elsewhere gets a *read-only* writer: its live check decides
 its questions on what it read but never writes (the daemon is the index's one writer; its sweep
 catches up).
