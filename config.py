@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, Discriminator, Tag, ValidationError, field_validator
+from pydantic import BaseModel, Tag, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ancre.connectors.registry import DEFAULT_KIND, REGISTRY
@@ -48,27 +48,14 @@ from ancre.settings import (
 )
 from ancre.settings.locations import PathRole
 from ancre.settings.reference import render_reference, union_variants
-
-
-def _source_tag(value: Any) -> str | None:
-    """The ``kind`` of one ``[[sources]]`` entry (a TOML table or an already-built model);
-    ``folder`` when unset."""
-    if isinstance(value, dict):
-        kind = value.get("kind", DEFAULT_KIND)
-        return kind if isinstance(kind, str) else None
-    return getattr(value, "kind", None)
-
+from ancre.settings.sections import kind_discriminator
 
 if TYPE_CHECKING:
     SourceConfig = SourceSettings
 else:
     SourceConfig = Annotated[
         Union[tuple(Annotated[k.config, Tag(k.kind)] for k in REGISTRY.values())],  # noqa: UP007
-        Discriminator(
-            _source_tag,
-            custom_error_type="source_kind",
-            custom_error_message=f"unknown source kind (known: {', '.join(REGISTRY)})",
-        ),
+        kind_discriminator("source", DEFAULT_KIND, REGISTRY),
     ]
 """One ``[[sources]]`` entry: the discriminated union (on ``kind``, default ``folder``) of the
 config models of :data:`ancre.connectors.registry.REGISTRY`; statically a

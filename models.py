@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NewType
+from typing import Any, NewType, Self
 
 Principal = NewType("Principal", str)
 """A prefixed principal string: ``sid:S-1-5-21-…`` (Windows/AD), ``aad:<object-id>`` (Entra ID),
@@ -32,6 +32,21 @@ POINT_NAMESPACE = uuid.UUID("5b0d6a57-8e0a-4c35-9a52-0a6f1d1c2e10")
 
 COLLECTIONS = ("documents", "documentation")
 """The two Qdrant collections of the seed: business documents and technical documentation."""
+
+
+class Closing:
+    """A resource for a ``with`` block: leaving it calls the subclass's :meth:`close`, as
+    :func:`contextlib.closing` does for one object. Holds no state of its own."""
+
+    def close(self) -> None:
+        """Release what the object holds."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def sid_principal(sid: str) -> Principal:

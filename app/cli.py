@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ancre.app.cli_audit import audit_app
-from ancre.app.cli_common import ConfigOpt, R, console, err, plain, shown, write_json
+from ancre.app.cli_common import ConfigOpt, JsonOpt, QuestionArg, R, UserOpt, console, err, plain, shown, table, write_json
 from ancre.app.cli_common import errors as _errors
 from ancre.app.cli_common import load as _settings
 from ancre.app.cli_common import owner as _owner
@@ -327,11 +327,11 @@ def _as_user(settings: Settings, user: str, query: Callable[[Any], R]) -> R:
 @app.command()
 @_errors
 def search(
-    question: Annotated[str, typer.Argument(help="The question, in any language.")],
-    user: Annotated[str, typer.Option("--as", help="Search as this user (sAMAccountName, UPN or DOMAIN\\user).")],
+    question: QuestionArg,
+    user: UserOpt,
     config: ConfigOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Hybrid search (vector + BM25, RRF) trimmed to what USER may read now."""
     found = _as_user(_settings(config), user, lambda core: core.search(question, user, limit=limit))
@@ -364,12 +364,10 @@ def _print_search(question: str, user: str, rows: list[Any], unverified: list[An
             f"[yellow]warning: {u.documents} result document(s) of source {shown(repr(u.source))} left out: their "
             f"rights could not be checked live ({shown(u.reason)})[/]", highlight=False,
         )
-    t = Table(title=plain(f"{question!r} as {user}"))
-    for col in ("#", "file", "folder", "chunk", "score", "found by"):
-        t.add_column(col)
-    for i, r in enumerate(rows, 1):
-        t.add_row(str(i), plain(r.filename), plain(r.location), str(r.chunk_index), f"{r.score:.4f}",
-                  plain("+".join(r.found_by)))
+    t = table(plain(f"{question!r} as {user}"), ("#", "file", "folder", "chunk", "score", "found by"), (
+        (str(i), plain(r.filename), plain(r.location), str(r.chunk_index), f"{r.score:.4f}", plain("+".join(r.found_by)))
+        for i, r in enumerate(rows, 1)
+    ))
     console.print(t)
     if not rows:
         console.print("[dim]no readable result[/]")
@@ -378,10 +376,10 @@ def _print_search(question: str, user: str, rows: list[Any], unverified: list[An
 @app.command()
 @_errors
 def ask(
-    question: Annotated[str, typer.Argument(help="The question, in French or any language.")],
-    user: Annotated[str, typer.Option("--as", help="Ask as this user (sAMAccountName, UPN or DOMAIN\\user).")],
+    question: QuestionArg,
+    user: UserOpt,
     config: ConfigOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Answer QUESTION from what USER may read now, with its sources and verdict.
 
@@ -419,12 +417,7 @@ def _print_answer(ans: Any, as_json: bool) -> None:
 
         console.print(f"[yellow]{shown(unverified_note(ans.unverified))}[/]", highlight=False)
     if ans.sources:
-        t = Table(title="sources")
-        for col in ("file", "folder"):
-            t.add_column(col)
-        for src in ans.sources:
-            t.add_row(plain(src.filename), plain(src.location))
-        console.print(t)
+        console.print(table("sources", ("file", "folder"), ((plain(s.filename), plain(s.location)) for s in ans.sources)))
     verdict = {True: "[green]oui[/]", False: "[red]non[/]", None: "[yellow]non établi[/]"}[ans.ancree]
     console.print(f"ancrée : {verdict}   vérification : {ans.verification}"
                   + ("   (réponse extractive)" if ans.extractive else ""))
@@ -440,7 +433,7 @@ def _print_answer(ans: Any, as_json: bool) -> None:
 @_errors
 def acl_explain(
     path: Annotated[str, typer.Argument(help="Path relative to the source root (CLIENTS/x.docx), or the full UNC path.")],
-    user: Annotated[str, typer.Option("--as", help="The user.")],
+    user: UserOpt,
     config: ConfigOpt = None,
     source: Annotated[
         str | None, typer.Option(help="Source id (default: the source whose unc_root starts PATH, else the first one).")
@@ -559,7 +552,7 @@ def _print_exposure(report: Any, all_documents: bool) -> None:
 
 @app.command()
 @_errors
-def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Counts per source and status, last passes, failures and documents whose ACL can't be read."""
     from ancre.daemon.progress import index_status
 
@@ -596,19 +589,11 @@ def _disk_state(settings: Settings) -> dict[str, Any]:
 def _print_status(d: dict[str, Any]) -> None:
     """The tables and lines of ``ancre status`` from its JSON form (:func:`~ancre.daemon.progress.index_status`,
     plus ``disk``)."""
-    t = Table(title="documents")
-    for c in ("source", "status", "documents"):
-        t.add_column(c)
-    for c in d["counts"]:
-        t.add_row(plain(c["source"]), plain(c["status"]), str(c["n"]))
-    console.print(t)
+    console.print(table("documents", ("source", "status", "documents"),
+                        ((plain(c["source"]), plain(c["status"]), str(c["n"])) for c in d["counts"])))
     if d["skipped"]:
-        ts = Table(title="skipped, by reason")
-        for c in ("source", "reason", "documents"):
-            ts.add_column(c)
-        for k in d["skipped"]:
-            ts.add_row(plain(k["source"]), plain(k["reason"]), str(k["n"]))
-        console.print(ts)
+        console.print(table("skipped, by reason", ("source", "reason", "documents"),
+                            ((plain(k["source"]), plain(k["reason"]), str(k["n"])) for k in d["skipped"])))
     console.print(f"chunks indexed: {sum(d['chunks'].values())}   BM25 generation: {d['bm25_generation']}")
     last: dict[str, dict[str, Any]] = {}
     for p in d["passes"]:

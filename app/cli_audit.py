@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ancre.app.cli_common import ConfigOpt, console, plain, shown, write_json
+from ancre.app.cli_common import ConfigOpt, JsonOpt, console, plain, shown, write_json
 from ancre.app.cli_common import errors as _errors
 from ancre.app.cli_common import load as _settings
 from ancre.app.runtime import Runtime
@@ -39,7 +39,7 @@ def audit_who_saw(
     until: UntilOpt = None,
     source: Annotated[str | None, typer.Option(help="PATH is relative to this source's root (default: any source).")] = None,
     key_file: KeyFileOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Say who was shown extracts of a document (or folder), when, and for which question.
 
@@ -112,7 +112,7 @@ def audit_user(
 @_errors
 def audit_stats(
     config: ConfigOpt = None, since: PeriodOpt = None, until: UntilOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Questions per day, refusals, ungrounded answers, errors, and the controls that fired."""
     from ancre.app.reports import check_audit_folder, entries
@@ -152,7 +152,7 @@ def audit_verify(
         help="This log was started without a head anchor or without its witnesses (an older ancre, or a witness "
              "added since): their absence is a warning, not a failure. Never to silence a witness that was there.",
     )] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check the audit's hash chain against its witnesses; name every line that is wrong.
 

@@ -13,7 +13,7 @@ import os
 import pwd
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -21,6 +21,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 
 from ancre.config import Settings, config_path, load_settings
@@ -36,8 +37,24 @@ ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", "-c", help="TOML config file (default: $ANCRE_CONFIG or ./ancre.toml)."),
 ]
+UserOpt = Annotated[
+    str, typer.Option("--as", help="The user whose rights, read now, decide (sAMAccountName, UPN or DOMAIN\\user).")
+]
+QuestionArg = Annotated[str, typer.Argument(help="The question, in French or any language.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def table(title: str | Text, columns: Sequence[str], rows: Iterable[Sequence[str | Text]]) -> Table:
+    """A rich table titled ``title`` with ``columns`` and ``rows`` (cells already made safe to
+    show: :func:`plain`, :func:`shown`)."""
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*r)
+    return t
 
 
 def shown(text: object) -> str:

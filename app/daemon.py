@@ -40,7 +40,7 @@ def daemon_parts(rt: Runtime) -> DaemonParts:
     """The daemon's parts from ``rt`` (opens the store: raises
     :class:`~ancre.errors.StoreLockedError` when another process owns the embedded store)."""
     return DaemonParts(
-        engine=rt.engine, state=rt.state, bm25=rt.bm25, connectors=tuple(rt.connectors()),
+        engine=rt.engine, state=rt.state, bm25=rt.bm25, connectors=tuple(rt.connectors()), cursors=rt.cursors,
         purge_audit=audit_purger(rt.settings),
     )
 

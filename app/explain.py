@@ -22,8 +22,7 @@ from urllib.parse import unquote
 
 from ancre.acl.explain import PathOutsideSourceError, explain_trace
 from ancre.app.runtime import Runtime
-from ancre.connectors.base import AclExplainable, Closeable, Connector
-from ancre.connectors.registry import make_connector
+from ancre.connectors.base import AclExplainable
 from ancre.errors import ConfigError
 
 NOT_SHOWN = "{path}: no file that {user} may read (absent, not indexable, or not readable by {user})"
@@ -63,8 +62,7 @@ def explain_lines(rt: Runtime, path: str, user: str, source: str | None, *, priv
     if "://" in path:
         path = unquote(path)  # a SharePoint URL as a browser copies it (%20 for spaces)
     src = settings.source(source) if source else _source_of_path(rt, path)
-    conn = make_connector(src, rt.source_context())
-    try:
+    with rt.scoped_connector(src) as conn:
         if not isinstance(conn, AclExplainable):
             raise ConfigError(f"sources.{src.id}: a {src.kind!r} source cannot explain its rights")
         # the path sync gives that file: `..` resolved, never outside the source (else an error)
@@ -81,13 +79,6 @@ def explain_lines(rt: Runtime, path: str, user: str, source: str | None, *, priv
             )
         lines.extend(explanation.render_lines())
         return lines
-    finally:
-        _close(conn)
-
-
-def _close(conn: Connector) -> None:
-    if isinstance(conn, Closeable):
-        conn.close()
 
 
 def _source_of_path(rt: Runtime, path: str) -> Any:
@@ -101,15 +92,13 @@ def _source_of_path(rt: Runtime, path: str) -> Any:
             return s
     if path.startswith("/"):
         for s in sources:
-            conn = make_connector(s, rt.source_context())  # no I/O: only its path rules are asked
-            try:
-                if not isinstance(conn, AclExplainable):
+            with rt.scoped_connector(s) as conn:  # no I/O: only its path rules are asked
+                try:
+                    if not isinstance(conn, AclExplainable):
+                        continue
+                    conn.explain_path(path)
+                except PathOutsideSourceError:
                     continue
-                conn.explain_path(path)
-            except PathOutsideSourceError:
-                continue
-            finally:
-                _close(conn)
             return s
     return sources[0]
 

@@ -26,6 +26,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import h11
@@ -211,6 +212,15 @@ class _Signals:
     def _on_hup(self, signum: int, frame: Any) -> None:
         self.hup = True
 
+    def serve(self, server: ApiServer, on_hup: Callable[[], None]) -> None:
+        """Return once SIGTERM/SIGINT came (:attr:`term`) or ``server``'s thread ended, calling
+        ``on_hup`` at each SIGHUP meanwhile (polled every 0.1 s)."""
+        while not self.term and server.alive():
+            time.sleep(0.1)
+            if self.hup:
+                self.hup = False
+                on_hup()
+
 
 def _listen(app: FastAPI, settings: Settings, host: str | None, port: int | None) -> ApiServer:
     server = ApiServer(app, host or settings.api.host, settings.api.port if port is None else port, settings.api).start()
@@ -252,11 +262,7 @@ def run_api(settings: Settings, host: str | None = None, port: int | None = None
                 control.stop()
             raise
         try:
-            while not signals.term and server.alive():
-                time.sleep(0.1)
-                if signals.hup:
-                    signals.hup = False
-                    log.info("SIGHUP: nothing to resync in `ancre api` (no daemon in this process)")
+            signals.serve(server, lambda: log.info("SIGHUP: nothing to resync in `ancre api` (no daemon in this process)"))
         finally:
             log.info("API stopping")
             server.stop()
@@ -295,11 +301,9 @@ def run_api_via_daemon(settings: Settings, host: str | None = None, port: int | 
         server = _listen(app, settings, host, port)
         log.info("API answering through the daemon's control socket %s", client.path)
         try:
-            while not signals.term and server.alive():
-                time.sleep(0.1)
-                if signals.hup:
-                    signals.hup = False
-                    log.info("SIGHUP: nothing to resync in `ancre api` (the daemon syncs: systemctl reload ancre)")
+            signals.serve(
+                server, lambda: log.info("SIGHUP: nothing to resync in `ancre api` (the daemon syncs: systemctl reload ancre)")
+            )
         finally:
             log.info("API stopping")
             server.stop()
@@ -344,11 +348,7 @@ def run_serve(settings: Settings, host: str | None = None, port: int | None = No
         _ = core.answers  # built here, not racing in the first requests
         preload(settings)  # in the background: the first question does not pay the model's load
         server = _listen(app, settings, host, port)
-        while not signals.term and server.alive():
-            time.sleep(0.1)
-            if signals.hup:
-                signals.hup = False
-                daemon.request_resync()
+        signals.serve(server, daemon.request_resync)
         if not signals.term:
             log.error("the API thread ended unexpectedly; stopping")
     finally:

@@ -213,14 +213,6 @@ def write_private(path: Path, data: bytes, *, sync: bool) -> None:
     os.replace(tmp, path)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @dataclass(frozen=True)
 class Checkpoint:
     """One retention checkpoint: the files deleted (names, oldest first), their record count,
@@ -291,6 +283,6 @@ def read_head(directory: Path, sealer: Sealer) -> dict[str, Any] | None:
 
 __all__ = [
     "ALGORITHMS", "CHAIN_FIELDS", "CHECKPOINTS", "FILE_RE", "GENESIS", "HEAD", "LOCK", "Checkpoint", "ParsedLine",
-    "Sealer", "canonical", "daily_files", "file_day", "file_name", "fsync_dir", "last_line", "parse_line", "read_checkpoints",
+    "Sealer", "canonical", "daily_files", "file_day", "file_name", "last_line", "parse_line", "read_checkpoints",
     "read_head", "read_lines", "seal", "write_private",
 ]

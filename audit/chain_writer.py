@@ -39,7 +39,6 @@ from ancre.audit.chain import (
     daily_files,
     file_day,
     file_name,
-    fsync_dir,
     last_line,
     parse_line,
     read_checkpoints,
@@ -50,6 +49,7 @@ from ancre.audit.chain import (
 )
 from ancre.audit.verify import read_nodes, walk_chain
 from ancre.audit.witness import Mark, Witness
+from ancre.index.durable import fsync_dir
 
 
 @dataclass(frozen=True)

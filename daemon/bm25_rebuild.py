@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from ancre.daemon.sync import SyncEngine
+from ancre.daemon.wakeable import Wakeable
 from ancre.index.state import StateDB
 
 log = logging.getLogger("ancre.daemon")
@@ -40,7 +40,7 @@ class Bm25Rebuilder:
         self.state = state
         self._should_stop = should_stop
         self._on_published = on_published
-        self._cv = threading.Condition()
+        self._lane = Wakeable("bm25", self._loop)
         self._requested = False
         self._running = False
         self._active = False
@@ -48,20 +48,19 @@ class Bm25Rebuilder:
         self._done_seq = 0
         self._times: list[float] = []
         self.dirty = state.get_meta(BM25_DIRTY_KEY) == "1"
-        self._thread = threading.Thread(target=self._loop, name="bm25", daemon=True)
 
     def start(self, *, rebuild_now: bool = False) -> None:
         """Start the thread; ``rebuild_now`` (or a ``bm25_dirty`` flag left by a crash) queues a
         rebuild at once."""
-        with self._cv:
+        with self._lane.cv:
             if rebuild_now or self.dirty:
                 self._requested = True
                 self._seq += 1
-        self._thread.start()
+        self._lane.start()
 
     def begin(self) -> None:
         """A task is about to touch the store: set the dirty flag (durably) first."""
-        with self._cv:
+        with self._lane.cv:
             self._active = True
             if not self.dirty:
                 self.state.set_meta(BM25_DIRTY_KEY, "1")
@@ -69,28 +68,24 @@ class Bm25Rebuilder:
 
     def end(self, changed: bool, first_event_times: list[float]) -> None:
         """The task is done; ``changed``: it modified the index (a rebuild is requested)."""
-        with self._cv:
+        with self._lane.cv:
             self._active = False
             if changed:
                 self._seq += 1
                 self._requested = True
                 self._times.extend(first_event_times)
-                self._cv.notify_all()
+                self._lane.cv.notify_all()
             else:
                 self._maybe_clean()
 
     def idle(self) -> bool:
         """No rebuild running or pending."""
-        with self._cv:
+        with self._lane.cv:
             return not (self._requested or self._running)
 
     def join(self, timeout: float) -> bool:
         """Wake the thread (it exits when ``should_stop``) and wait; ``True`` if it ended."""
-        with self._cv:
-            self._cv.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._lane.join(timeout)
 
     def _maybe_clean(self) -> None:
         if self.dirty and not (self._active or self._requested or self._running) and self._seq == self._done_seq:
@@ -99,9 +94,9 @@ class Bm25Rebuilder:
 
     def _loop(self) -> None:
         while not self._should_stop():
-            with self._cv:
+            with self._lane.cv:
                 if not self._requested:
-                    self._cv.wait(0.5)
+                    self._lane.cv.wait(0.5)
                     continue
                 self._requested = False
                 self._running = True
@@ -117,7 +112,7 @@ class Bm25Rebuilder:
                         break
                     time.sleep(0.1)
             finally:
-                with self._cv:
+                with self._lane.cv:
                     self._running = False
                     if gen is None:  # failed or stopped: ask again, keep the event times
                         self._requested = not self._should_stop()

@@ -13,11 +13,12 @@ A failed build is logged and tried again after :data:`RETRY_AFTER_S`.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from ancre.daemon.sync import SyncEngine
+from ancre.daemon.wakeable import Wakeable
 
 log = logging.getLogger("ancre.daemon")
 
@@ -27,78 +28,69 @@ RETRY_AFTER_S = 300.0
 """Seconds before a failed build is tried again."""
 
 
+@dataclass(eq=False)
 class IndexMaintainer:
-    """The index-build thread (see the module doc). ``on_built(reports)`` is called after the
-    builds of one round (a list of :class:`~ancre.index.edge_build.BuildReport`)."""
+    """The index-build thread (see the module doc) over ``engine``'s store: it ends once
+    ``should_stop`` is true; ``on_built(reports)`` is called after the builds of one round (a list
+    of :class:`~ancre.index.edge_build.BuildReport`); ``check_every_s``: seconds between two
+    checks when nothing pokes it."""
 
-    def __init__(
-        self,
-        engine: SyncEngine,
-        *,
-        should_stop: Callable[[], bool],
-        on_built: Callable[[list[object]], None] | None = None,
-        check_every_s: float = CHECK_EVERY_S,
-    ) -> None:
-        self.engine = engine
-        self._should_stop = should_stop
-        self._on_built = on_built
-        self._every = check_every_s
-        self._cv = threading.Condition()
+    engine: SyncEngine
+    _: KW_ONLY
+    should_stop: Callable[[], bool]
+    on_built: Callable[[list[object]], None] | None = None
+    check_every_s: float = CHECK_EVERY_S
+    builds: int = field(default=0, init=False)
+    """Builds done so far."""
+    last_error: str | None = field(default=None, init=False)
+    """Why the last build failed (``None`` once one succeeded)."""
+    building: bool = field(default=False, init=False)
+    """Whether a build is running."""
+
+    def __post_init__(self) -> None:
+        self._lane = Wakeable("index-build", self._loop)
         self._poked = False
-        self._building = False
         self._retry_at = 0.0
-        self.builds = 0
-        self.last_error: str | None = None
-        self._thread = threading.Thread(target=self._loop, name="index-build", daemon=True)
 
     def start(self) -> None:
         """Start the thread (it checks at once)."""
         self.poke()
-        self._thread.start()
+        self._lane.start()
 
     def poke(self) -> None:
         """Check now (a task changed the index)."""
-        with self._cv:
+        with self._lane.cv:
             self._poked = True
-            self._cv.notify_all()
-
-    @property
-    def building(self) -> bool:
-        """Whether a build is running."""
-        return self._building
+            self._lane.cv.notify_all()
 
     def join(self, timeout: float) -> bool:
         """Wake the thread (it exits when ``should_stop``; a running build is abandoned, the live
         index kept) and wait; ``True`` if it ended."""
-        with self._cv:
-            self._cv.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._lane.join(timeout)
 
     def _loop(self) -> None:
-        while not self._should_stop():
-            with self._cv:
+        while not self.should_stop():
+            with self._lane.cv:
                 if not self._poked:
-                    self._cv.wait(self._every)
+                    self._lane.cv.wait(self.check_every_s)
                 self._poked = False
-            if self._should_stop() or time.monotonic() < self._retry_at:
+            if self.should_stop() or time.monotonic() < self._retry_at:
                 continue
-            self._building = True
+            self.building = True
             try:
-                reports = self.engine.maintain_index(should_stop=self._should_stop)
+                reports = self.engine.maintain_index(should_stop=self.should_stop)
             except Exception as exc:  # the live index is intact: log, try again later
                 self.last_error = f"{type(exc).__name__}: {exc}"[:500]
                 log.exception("index build failed; trying again in %.0f s", RETRY_AFTER_S)
                 self._retry_at = time.monotonic() + RETRY_AFTER_S
                 continue
             finally:
-                self._building = False
+                self.building = False
             if reports:
                 self.builds += len(reports)
                 self.last_error = None
-                if self._on_built is not None:
-                    self._on_built(reports)
+                if self.on_built is not None:
+                    self.on_built(reports)
 
 
 __all__ = ["CHECK_EVERY_S", "RETRY_AFTER_S", "IndexMaintainer"]

@@ -83,17 +83,16 @@ log = logging.getLogger("ancre.daemon")
 class DaemonParts:
     """What the daemon works with, built by the composition root (:mod:`ancre.app.daemon`):
     ``engine`` (its store opened: the embedded store's lock is held), ``state``, ``bm25``,
-    ``connectors`` (one per configured source, closed by whoever built them), ``purge_audit``
-    (deletes audit files past retention; ``None``: no audit purge job) and ``cursors``, where the
-    change feeds' cursors are kept (``None``: the daemon opens the ``source_cursors`` table of
-    ``state``'s file itself and closes it when it stops)."""
+    ``connectors`` (one per configured source), ``cursors``, where the change feeds' cursors are
+    kept (both closed by whoever built them), and ``purge_audit`` (deletes audit files past
+    retention; ``None``: no audit purge job)."""
 
     engine: SyncEngine
     state: StateDB
     bm25: Bm25Manager
     connectors: Sequence[Connector]
+    cursors: CursorStore
     purge_audit: PurgeAudit | None = None
-    cursors: CursorStore | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,6 @@ class Daemon:
         self._stop = threading.Event()
         self._connectors: dict[str, Connector] = {c.source_id: c for c in parts.connectors}
         self._watchers: list[Watcher] = []
-        self._cursors: CursorStore | None = None
         self._scheduler: BackgroundScheduler | None = None
         self._threads: dict[str, threading.Thread] = {}
         self._bm25: Bm25Rebuilder | None = None
@@ -174,9 +172,8 @@ class Daemon:
         self._bm25 = Bm25Rebuilder(p.engine, p.state, should_stop=self._stop.is_set, on_published=self._published)
         if self.cfg.metrics_port is not None:
             self.metrics_port = self.metrics.serve(self.cfg.metrics_host, self.cfg.metrics_port)
-        self._cursors = p.cursors if p.cursors is not None else CursorStore(p.state.path)
         self._watchers = start_watchers(
-            self.settings.sources, self._connectors, self._on_event, self.settings.ignore, self._cursors
+            self.settings.sources, self._connectors, self._on_event, self.settings.ignore, p.cursors
         )
         self._bm25.start(rebuild_now=gen == 0)
         self._builder = IndexMaintainer(p.engine, should_stop=self._stop.is_set)
@@ -221,8 +218,6 @@ class Daemon:
         if self._builder is not None:
             clean = self._builder.join(max(0.0, deadline - time.monotonic())) and clean
         self.metrics.close()
-        if self._cursors is not None and self._cursors is not self.parts.cursors:
-            self._cursors.close()
         keepalive = self._threads.get("keepalive")
         if keepalive is not None:
             keepalive.join(2.0)

@@ -18,10 +18,14 @@ after the rights lane recorded a newer revocation would leave the store wider th
   its source, is **stale** and is not written (:meth:`~AclWriter.current`): the newer reading
   stands;
 - all of it under one lock (:meth:`~AclWriter.hold`), held by the sync engine around every store
-  write that sets ACLs (upserts included), so the check and the write are one step.
+  write that sets ACLs (upserts included), so the check and the write are one step;
+- and one path: :meth:`~AclWriter.write` is the only caller of the store's ``set_acl`` and of the
+  state DB's ``set_acl_hash`` in ancre (``tests/unit/test_one_write_path.py``) — the sync
+  engine's ACL-only updates and refreshes and the live check's write-backs all go through it.
 
-One writer serves one process: the composition root (:class:`ancre.app.runtime.Runtime`) builds
-it once for the sync engine and the query core. A process that runs no sync engine next to a
+One writer serves one process: the composition root (:class:`ancre.query.bootstrap.Bootstrap`,
+which :class:`ancre.app.runtime.Runtime` is) builds it once for the sync engine and the query
+core; neither builds one of its own. A process that runs no sync engine next to a
 Qdrant server shared with a daemon elsewhere gets a *read-only* writer: its live check decides
 its questions on what it read but never writes (the daemon is the index's one writer; its sweep
 catches up).
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
 
 
 class AclWrite(StrEnum):
-    """What :meth:`AclWriter.set_acl` did."""
+    """What :meth:`AclWriter.write` did."""
 
     WRITTEN = "written"
     """The store's payloads and the state DB's digest now hold the ACL."""
@@ -85,9 +89,10 @@ class AclWriter:
 
     def current(self, source: str, doc_id: str, ticket: int) -> bool:
         """Whether a reading of ``doc_id`` taken at ``ticket`` is still the newest one: no
-        refresh of ``source`` started after it, and no newer reading was written or observed."""
+        refresh of ``source`` started after it, and no newer reading was written or observed
+        (this reading itself, recorded, still is: it is not read again)."""
         with self.lock:
-            return self._refresh.get(source, 0) < ticket and self._latest.get((source, doc_id), 0) < ticket
+            return self._refresh.get(source, 0) < ticket and self._latest.get((source, doc_id), 0) <= ticket
 
     def observe(self, source: str, doc_id: str, ticket: int) -> None:
         """Record a reading taken at ``ticket`` as the document's latest (written by the caller
@@ -103,23 +108,26 @@ class AclWriter:
         with self.lock:
             yield
 
-    def set_acl(
+    def write(
         self, source: str, collection: str, doc_id: str, acl: Acl, ticket: int, *, reason: str | None = None,
+        digest: bool = True,
     ) -> AclWrite:
-        """Write ``acl`` (read at ``ticket``) for every point of ``doc_id`` and, for an indexed
-        document, its digest with ``reason`` (why it admits nobody, ``None`` otherwise) — unless
-        the reading is stale or the writer read-only. Raises what the store or the state DB raise
-        (``StoreError``, ``sqlite3.Error``); the ticket is then not recorded."""
+        """Write ``acl`` (read at ``ticket``) for every point of ``doc_id`` (:meth:`Store.set_acl
+        <ancre.index.store.Store.set_acl>`: the one call of it in ancre) and, with ``digest``, for
+        an indexed document, its digest with ``reason`` (why it admits nobody, ``None`` otherwise;
+        ``digest=False``: the caller writes the document's whole state row next, under
+        :meth:`hold`) — unless the reading is stale or the writer read-only. Raises what the store
+        or the state DB raise (``StoreError``, ``sqlite3.Error``); the ticket is then not
+        recorded."""
         if self.read_only:
             return AclWrite.READ_ONLY
         with self.lock:
             if not self.current(source, doc_id, ticket):
                 return AclWrite.STALE
             self.store.set_acl(collection, doc_id, acl)
-            if self.state is not None:
+            if digest and self.state is not None:
                 self.state.set_acl_hash(source, doc_id, acl.digest(), acl_problem=reason)
             self.observe(source, doc_id, ticket)
             return AclWrite.WRITTEN
-
 
 __all__ = ["AclWrite", "AclWriter"]

@@ -32,6 +32,7 @@ import bm25s
 import numpy as np
 
 from ancre.errors import StoreError
+from ancre.index.durable import fsync_dir
 from ancre.index.keywords import chunk_terms
 from ancre.index.tokenize import TOKENIZER_VERSION, tokenize
 from ancre.models import Acl, Grant
@@ -324,15 +325,7 @@ def _fsync_tree(directory: Path) -> None:
         if p.is_file():
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(directory)
 
 
 class Bm25Manager:
@@ -388,14 +381,14 @@ class Bm25Manager:
         _fsync_tree(tmp)
         final = self.index_dir / f"gen-{gen}"
         os.replace(tmp, final)
-        _fsync_dir(self.index_dir)
+        fsync_dir(self.index_dir)
         pointer_tmp = self.index_dir / f"{_CURRENT}.tmp"
         with open(pointer_tmp, "w", encoding="ascii") as f:
             f.write(f"{gen}\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(pointer_tmp, self.index_dir / _CURRENT)
-        _fsync_dir(self.index_dir)
+        fsync_dir(self.index_dir)
         with self._lock:
             self._index, self._loaded_gen, self._failed_gen = index, gen, 0
         self._clean(keep={gen, previous})

@@ -31,13 +31,14 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import httpx
 import numpy as np
 
 from ancre.errors import ConfigError, EmbedderError
 from ancre.ingest.textclean import collapse_leaders
+from ancre.models import Closing
 from ancre.settings import HttpEmbedderConfig, OllamaEmbedderConfig, resolve_secret
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class _TooLong(Exception):
     """The server rejected the input(s) as longer than the model's context."""
 
 
-class HttpEmbedder:
+class HttpEmbedder(Closing):
     """Base of the HTTP embedders: clean-up, prefixes, batching, retries, split-on-too-long,
     normalisation (see the module docstring). Subclasses set ``kind`` and implement
     :meth:`_payload` and :meth:`_extract`.
@@ -167,12 +168,6 @@ class HttpEmbedder:
     def close(self) -> None:
         """Close the HTTP connection pool."""
         self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- subclass hooks --------------------------------------------------------------------
 

@@ -24,12 +24,11 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ancre.errors import ExtractionError
 from ancre.ingest.limits import ExtractionLimits
-from ancre.models import Block
+from ancre.models import Block, Closing
 
 __all__ = ["DEFAULT_TARGET", "ExtractionPool", "request_more_time"]
 
@@ -99,7 +98,7 @@ def _worker_main(
         conn.send(reply)
 
 
-class ExtractionPool:
+class ExtractionPool(Closing):
     """One extraction worker process, reused from file to file, killed on a per-file time limit.
 
     ``timeout_s`` (seconds, > 0) bounds each :meth:`extract` call, transfer included, from the
@@ -198,17 +197,6 @@ class ExtractionPool:
             if self._proc is not None:
                 self._proc.join(5)
             self._kill()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def worker_pid(self) -> int | None:

@@ -69,15 +69,13 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
-from typing import Self
 
 from ancre.acl.directory import Directory, resolve_account
 from ancre.acl.providers import PrincipalResolver, directory_resolver
 from ancre.audit.record import AuditKind, AuditLog, AuditOutcome, AuditRecord, new_question_id
 from ancre.config import Settings
 from ancre.index.store import Store
-from ancre.models import SearchResult, nfc
+from ancre.models import Closing, SearchResult, nfc
 from ancre.query.context import Context, Source, broad_topic, build_context
 from ancre.query.conversation import INSTRUCTION_TEXT, ConversationResolver, Instruction, Resolution
 from ancre.query.enrich import enrich_citations, format_location
@@ -98,6 +96,7 @@ from ancre.query.live_acl import RightsCheck, Unverified, unverified
 from ancre.query.llm import Abort, ChatClient, ExtractiveAnswerer, LlmError, ModelCallAborted
 from ancre.query.prompt import REFUSAL, build_messages
 from ancre.query.retrieval import Retriever
+from ancre.query.thinking import filtered
 from ancre.query.versions import VersionGroup
 from ancre.query.window import ContextWindow, Fitted, ModelRun, apply_run
 
@@ -240,19 +239,18 @@ def _relay(deltas: Iterator[str], guard: LinkGuard, abort: Abort) -> Iterator[st
     """The model's pieces as they may be shown: each waited for under ``abort`` (a cancel stops
     the wait), passed through ``guard`` (links and images not in the extracts made plain text,
     :mod:`ancre.query.links`), then what ``guard`` still held at the end."""
-    while True:
-        with abort.bound():
-            abort.check()
-            try:
-                piece = next(deltas)
-            except StopIteration:
-                break
-        safe = guard.feed(piece)
-        if safe:
-            yield safe
-    tail = guard.flush()
-    if tail:
-        yield tail
+
+    def waited() -> Iterator[str]:
+        while True:
+            with abort.bound():
+                abort.check()
+                try:
+                    piece = next(deltas)
+                except StopIteration:
+                    return
+            yield piece
+
+    return filtered(waited(), guard)
 
 
 class AnswerService:
@@ -594,7 +592,7 @@ class AnswerService:
             self.audit.close()
 
 
-class AnswerStream(Iterator["str | Answer"]):
+class AnswerStream(Closing, Iterator["str | Answer"]):
     """What :meth:`AnswerService.stream` returns: the answer's text pieces, then its
     :class:`Answer`. Iterate it (and :meth:`close` it) from one thread at a time; :meth:`cancel`
     may be called from any thread, also while another one waits in ``next()``: the model call
@@ -626,12 +624,6 @@ class AnswerStream(Iterator["str | Answer"]):
         close = getattr(self._pieces, "close", None)
         if close is not None:
             close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
 
 
 __all__ = [

@@ -6,22 +6,25 @@ wired parts (docs/ARCHITECTURE.md "Composition root").
 (:func:`~ancre.index.store_factory.open_store`), the state DB, the BM25 snapshots, the directory
 (:func:`~ancre.acl.directory_factory.make_directory`), P(user) as the union of the directory's
 provider and every configured source's (:func:`~ancre.connectors.registry.principal_providers`),
-the ACL writer, and the connectors (:func:`~ancre.connectors.registry.make_connector`) — and hands
+the process's one ACL writer, the change feeds' cursor store, and the connectors
+(:func:`~ancre.connectors.registry.make_connector`) — and hands
 the query side its :class:`QueryParts`; :func:`build_answer_service` wires the answering model,
 the judge and the audit log. Every entry point goes through it: the CLI, the daemon and the API
 through :class:`ancre.app.runtime.Runtime` (a :class:`Bootstrap` that adds the sync engine), a
 program importing the query core through :meth:`QueryCore.open
-<ancre.query.core.QueryCore.open>`. It lives in the query layer so that both can import it.
+<ancre.query.core.QueryCore.open>`. It lives in the query layer so that both can import it. No
+other module of ancre builds a connector, an ACL writer or a cursor store
+(``tests/unit/test_one_write_path.py`` keeps it so).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Self
 
 from ancre.acl.directory import Directory
 from ancre.acl.directory_factory import make_directory
@@ -32,12 +35,14 @@ from ancre.connectors.base import Closeable, Connector, SourceContext
 from ancre.connectors.registry import make_connector, principal_providers
 from ancre.index.acl_writer import AclWriter
 from ancre.index.bm25 import Bm25Manager
+from ancre.index.cursors import CursorStore
 from ancre.index.embedder_factory import make_embedder
 from ancre.index.embedders import Embedder
 from ancre.index.private import make_private
 from ancre.index.state import StateDB
 from ancre.index.store import Store
 from ancre.index.store_factory import open_store
+from ancre.models import Closing
 from ancre.query.answer import AnswerService
 from ancre.query.judge import Judge
 from ancre.query.llm import make_chat_client
@@ -58,8 +63,9 @@ class QueryParts:
     question whose results need a live rights check; raises :class:`~ancre.errors.ConfigError`
     for an unknown id); ``principals``: P(user), the union of the principal providers (the
     directory's ``sid:``, and those the sources bring, e.g. Entra ``aad:``/``sp:``); ``None``:
-    the directory alone. ``acl_writer``: the process's ACL writer, shared with its sync engine
-    (:mod:`ancre.index.acl_writer`); ``None``: the live check has one of its own.
+    the directory alone. ``acl_writer``: the process's one ACL writer, shared with its sync
+    engine (:mod:`ancre.index.acl_writer`), through which the live check writes back what it
+    read.
     """
 
     store: Store
@@ -68,8 +74,8 @@ class QueryParts:
     state: StateDB
     directory: Directory
     connector: Callable[[str], Connector]
+    acl_writer: AclWriter
     principals: PrincipalResolver | None = None
-    acl_writer: AclWriter | None = None
 
     @property
     def resolver(self) -> PrincipalResolver:
@@ -113,7 +119,7 @@ def build_answer_service(
     return AnswerService(retriever, store, directory, settings, chat, judge, audit, resolver=resolver)
 
 
-class Bootstrap:
+class Bootstrap(Closing):
     """The parts of one ancre process, each built from ``settings`` at first use and kept.
 
     Building one makes ancre's files private: the process umask gains 077 and an existing data
@@ -144,6 +150,12 @@ class Bootstrap:
     def state(self) -> StateDB:
         """The sync state DB (``<data_dir>/state.sqlite3``)."""
         return StateDB(self.data_dir / "state.sqlite3")
+
+    @cached_property
+    def cursors(self) -> CursorStore:
+        """The change feeds' cursors the engine keeps (the ``source_cursors`` table of the state
+        DB's file, :mod:`ancre.index.cursors`)."""
+        return CursorStore(self.data_dir / "state.sqlite3")
 
     @cached_property
     def bm25(self) -> Bm25Manager:
@@ -201,6 +213,19 @@ class Bootstrap:
         """Connectors of every configured source, in config order."""
         return [self.connector(s) for s in self.settings.sources]
 
+    @contextmanager
+    def scoped_connector(self, src: SourceSettings) -> Iterator[Connector]:
+        """A new connector of one configured source for the ``with`` block only, built as
+        :meth:`connector` builds it and closed at the block's end (a question to a process that
+        runs for long, e.g. ``acl explain`` through the control socket: it keeps no connection).
+        Raises as :meth:`connector`."""
+        conn = make_connector(src, self.source_context())
+        try:
+            yield conn
+        finally:
+            if isinstance(conn, Closeable):
+                conn.close()
+
     def query_parts(self) -> QueryParts:
         """The query core's parts over this bootstrap's (opens the store and the state DB).
         ``connector`` builds a connector of the configured source of that id
@@ -214,7 +239,7 @@ class Bootstrap:
 
     def close(self) -> None:
         """Release every connector built here (the :class:`~ancre.connectors.base.Closeable`
-        ones), the state DB and the store (and its lock)."""
+        ones), the cursor store, the state DB and the store (and its lock)."""
         built, self._built = self._built, []
         for conn in built:
             if isinstance(conn, Closeable):
@@ -222,16 +247,12 @@ class Bootstrap:
                     conn.close()
                 except Exception as e:  # the store and state must still be released
                     log.debug("closing connector %s: %s", conn.source_id, e)
+        if "cursors" in self.__dict__:
+            self.cursors.close()
         if "state" in self.__dict__:
             self.state.close()
         if "store" in self.__dict__:
             self.store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 __all__ = ["Bootstrap", "QueryParts", "build_answer_service"]

@@ -53,6 +53,7 @@ from ancre.index.tokenize import fold, tokenize
 from ancre.models import SearchResult, StoredPoint, Subject, nfc
 from ancre.query.subjects import DocSubject, Level, Name, asked_entities, doc_levels, doc_subject
 from ancre.query.versions import Versioned, VersionGroup, archive_folder, version_groups
+from ancre.query.wording import any_word
 from ancre.settings.query import ContextConfig
 
 
@@ -123,10 +124,9 @@ class Context:
         return not self.extracts
 
 
-_BROAD_VERB = re.compile(
-    r"(?<![^\W_])(?:r[ée]sum\w*|list\w*|r[ée]capitul\w*|synth[èe]s\w*|compar\w*|pass\w+\s+en\s+revue|"
-    r"tous|toutes|chacun|chacune|ensemble)(?![^\W_])",
-    re.IGNORECASE,
+_BROAD_VERB = any_word(
+    r"r[ée]sum\w*", r"list\w*", r"r[ée]capitul\w*", r"synth[èe]s\w*", r"compar\w*", r"pass\w+\s+en\s+revue",
+    "tous", "toutes", "chacun", "chacune", "ensemble",
 )
 _PLURAL_HEAD = re.compile(
     r"(?<![^\W_])(?:les|des|tous\s+les|toutes\s+les|ces|leurs|nos|vos)\s+(?:(?:deux|trois|quatre|\d+)\s+)?([^\W\d_]{3,}[sx])(?![^\W_])",

@@ -57,6 +57,7 @@ from ancre.models import nfc
 from ancre.query.llm import ChatClient, LlmError
 from ancre.query.prompt import ChatMessage
 from ancre.query.relevance import question_terms
+from ancre.query.wording import any_word
 
 log = logging.getLogger("ancre.query")
 
@@ -187,10 +188,9 @@ _COMPARE = re.compile(
     r"compar|diff[ée]ren|les\s+deux|l['’]un\s+et\s+l['’]autre|lequel|laquelle|lesquels|entre\s+eux|entre\s+les",
     re.IGNORECASE,
 )
-_DEMONSTRATIVE = re.compile(
-    r"(?<![^\W_])(?:celui-ci|celle-ci|ceux-ci|celles-ci|celui-l[àa]|celle-l[àa]|ce\s+contrat|cette\s+offre|"
-    r"ce\s+document|ce\s+client|cette\s+r[èe]gle|cette\s+version|ces\s+contrats|ces\s+documents)(?![^\W_])",
-    re.IGNORECASE,
+_DEMONSTRATIVE = any_word(
+    "celui-ci", "celle-ci", "ceux-ci", "celles-ci", "celui-l[àa]", "celle-l[àa]", r"ce\s+contrat", r"cette\s+offre",
+    r"ce\s+document", r"ce\s+client", r"cette\s+r[èe]gle", r"cette\s+version", r"ces\s+contrats", r"ces\s+documents",
 )
 """A reference to something named earlier, whatever the question's length."""
 _PRONOUN = re.compile(

@@ -29,12 +29,11 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from ancre.acl.directory import resolve_account
 from ancre.config import Settings, config_path, load_settings
-from ancre.models import COLLECTIONS
+from ancre.models import COLLECTIONS, Closing
 from ancre.query.answer import Answer, AnswerService, AnswerStream
 from ancre.query.bootstrap import QueryParts, build_answer_service
 from ancre.query.live_acl import LiveAclChecker, Unverified
@@ -91,7 +90,7 @@ class SearchResult:
     unverified: tuple[Unverified, ...] = ()
 
 
-class QueryCore:
+class QueryCore(Closing):
     """Permission-trimmed search and grounded answers over ancre's index (see the module doc).
 
     Build it with :meth:`open` (from a config) or from parts the caller owns
@@ -108,7 +107,7 @@ class QueryCore:
         self.live_acl: LiveAclChecker | None = None
         """The live rights check, ``None`` when ``query.live_acl = false`` (the index decides)."""
         if settings.query.live_acl:
-            self.live_acl = LiveAclChecker(parts.connector, parts.store, parts.state, settings.query, writer=parts.acl_writer)
+            self.live_acl = LiveAclChecker(parts.connector, parts.acl_writer, settings.query)
         self.retriever = Retriever(
             parts.store, parts.embedder, parts.bm25, settings.query, self.live_acl,
             keyword_in_store=settings.store.bm25 == "qdrant",
@@ -278,12 +277,6 @@ class QueryCore:
         if self._owns_parts:
             self.parts.state.close()
             self.parts.store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
 
 
 __all__ = [

@@ -214,42 +214,41 @@ class LinkGuard:
         skipped: list[tuple[int, int]] = []  # code spans and plain labels passed over: never cut inside
         while i < end:
             c = src[i]
-            if c == "`":  # a code span: until its closing run (which can split the text before it)
-                run = len(src[i:]) - len(src[i:].lstrip("`"))
-                close = re.compile(rf"(?<!`)`{{{run}}}(?!`)").search(src, i + run)
-                if close is not None and close.end() < len(src) and "\n" not in src[i : close.start()]:
-                    skipped.append((i, close.end()))
-                    i = close.end()  # a code span on one line: its text is literal
-                    continue
-                # a code span over several lines may not be one (a line of it can start a block
-                # — ``</div>`` ends the paragraph — and leave its text live): held to its block's end
-                held = self._after_block(i)
-                if held is None:
-                    return self._held_from(i, skipped)
-                i = held
+            if c not in "`<[":
+                i += 1
                 continue
-            if c == "<":
-                held = self._after_block(i)
-                if held is None:
-                    return self._held_from(i, skipped)
-                i = held
+            if c == "[" and not 0 <= src.find("]", i + 1) < len(src) - 1:
+                return self._held_from(i, skipped)  # its label is not closed yet, or nothing follows it
+            literal = None if c == "<" else self._literal_end(i)
+            if literal is not None:  # a code span on one line, a plain label: its text is literal
+                skipped.append((i, literal))
+                i = literal
                 continue
-            if c == "[":
-                rbracket = src.find("]", i + 1)
-                if rbracket == -1 or rbracket + 1 >= len(src):
-                    return self._held_from(i, skipped)
-                plain = _PLAIN_LABEL.fullmatch(src, i + 1, rbracket) is not None
-                if plain and src[rbracket + 1] not in "([:":
-                    skipped.append((i, rbracket + 1))
-                    i = rbracket + 1
-                    continue
-                held = self._after_block(i)
-                if held is None:
-                    return self._held_from(i, skipped)
-                i = held
-                continue
-            i += 1
+            # anything else may start a construct — a code span over several lines may not be one
+            # either (a line of it can start a block — ``</div>`` ends the paragraph — and leave its
+            # text live): held to its block's end
+            held = self._after_block(i)
+            if held is None:
+                return self._held_from(i, skipped)
+            i = held
         return max(self._uncut(end, skipped), self._released)
+
+    def _literal_end(self, i: int) -> int | None:
+        """Where the literal text starting at ``i`` ends: a code span closed on the same line (its
+        closing run, which can split the text before it), or a plain label (``[text]`` followed by
+        none of ``(``, ``[``, ``:``; its ``]`` is not the last character); ``None`` when it may
+        start a construct."""
+        src = self.source
+        if src[i] == "`":
+            run = len(src[i:]) - len(src[i:].lstrip("`"))
+            close = re.compile(rf"(?<!`)`{{{run}}}(?!`)").search(src, i + run)
+            if close is not None and close.end() < len(src) and "\n" not in src[i : close.start()]:
+                return close.end()
+            return None
+        rbracket = src.find("]", i + 1)
+        if _PLAIN_LABEL.fullmatch(src, i + 1, rbracket) is not None and src[rbracket + 1] not in "([:":
+            return rbracket + 1
+        return None
 
     def _held_from(self, i: int, skipped: Sequence[tuple[int, int]]) -> int:
         """Where the text held from ``i`` begins: the start of ``i``'s word (:meth:`_uncut`)."""

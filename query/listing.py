@@ -14,7 +14,6 @@ the search returned (:func:`list_note`). The extractive mode answers with that l
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from ancre.index.tokenize import tokenize
 from ancre.models import SearchResult
 from ancre.query.context import broad_topic, result_subject
 from ancre.query.relevance import question_terms
+from ancre.query.wording import any_word
 
 __all__ = ["LIST_DEPTH", "DocumentList", "ListedDocument", "extractive_list", "found_documents", "list_note", "list_question"]
 
@@ -29,10 +29,9 @@ LIST_DEPTH = 100
 """Candidates a list question takes from each side (vector, keywords) before fusion, twice the
 usual; every fused result is read for the list."""
 
-_LIST_VERB = re.compile(
-    r"(?<![^\W_])(?:list(?:e|er|ez|es)|[ée]num[èée]r\w*|inventori\w*|recense[rz]?|quels\s+sont\s+tous|"
-    r"quelles\s+sont\s+toutes|tous\s+les|toutes\s+les)(?![^\W_])",
-    re.IGNORECASE,
+_LIST_VERB = any_word(
+    r"list(?:e|er|ez|es)", r"[ée]num[èée]r\w*", r"inventori\w*", r"recense[rz]?", r"quels\s+sont\s+tous",
+    r"quelles\s+sont\s+toutes", r"tous\s+les", r"toutes\s+les",
 )
 
 

@@ -19,7 +19,8 @@ never of whatever now sits at its path. Readings are keyed by ``doc_id``:
   (the sync may have written a newer one meanwhile): then the source is read again;
 - **a changed ACL updates the index at once**: the store payload of every chunk of the document
   (no re-embedding), then the state DB's ACL digest — the same two writes as a sync pass's
-  ACL-only update, through the same ACL writer (:class:`~ancre.index.acl_writer.AclWriter`: a
+  ACL-only update, through the same ACL writer, the process's one, built by the composition root
+  (:class:`~ancre.index.acl_writer.AclWriter`: a
   ticket is taken before each batch is read, and a reading older than one the sync engine's rights
   lane recorded meanwhile, or than a refresh of its source, is not written: the newer one stands,
   and this question is then decided on both, fail closed) — and the rights are evaluated on the
@@ -42,18 +43,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ancre.acl.engine import acl_problem
 from ancre.connectors.base import AclsByNativeId, Closeable, Connector
 from ancre.errors import AncreError, SourceUnavailableError
 from ancre.index.acl_writer import AclWrite, AclWriter
-from ancre.index.store import Store
 from ancre.models import Acl, ChunkPayload
 from ancre.settings import QueryConfig
-
-if TYPE_CHECKING:
-    from ancre.index.state import StateDB
 
 log = logging.getLogger("ancre.query.live_acl")
 
@@ -195,28 +192,23 @@ class LiveAclChecker:
 
     ``connector_for(source_id)`` returns the connector of a configured source (built once, then
     kept; raises :class:`~ancre.errors.AncreError` for an unknown source or a bad configuration);
-    ``store`` receives changed ACLs (``set_acl``) and ``state`` their digests (``None``: no state
-    DB, e.g. an API apart from the daemon); ``cfg`` gives ``live_acl_ttl_s``,
-    ``live_acl_timeout_s``, ``live_acl_on_unreachable`` and ``live_acl_workers``; ``clock``:
-    monotonic seconds (tests move it); ``writer``: the process's ACL writer, shared with the sync
-    engine (default: one of its own over ``store`` and ``state``). Thread-safe; :meth:`close`
-    stops the pool and closes the connectors it built.
+    ``writer``: the process's one ACL writer, shared with the sync engine, which writes a changed
+    ACL into the store's payloads and the state DB's digest (read-only: nothing is written);
+    ``cfg`` gives ``live_acl_ttl_s``, ``live_acl_timeout_s``, ``live_acl_on_unreachable`` and
+    ``live_acl_workers``; ``clock``: monotonic seconds (tests move it). Thread-safe;
+    :meth:`close` stops the pool and closes the connectors it built.
     """
 
     def __init__(
         self,
         connector_for: Callable[[str], Connector],
-        store: Store,
-        state: StateDB | None,
+        writer: AclWriter,
         cfg: QueryConfig,
         *,
         clock: Callable[[], float] = time.monotonic,
-        writer: AclWriter | None = None,
     ) -> None:
         self._connector_for = connector_for
-        self.store = store
-        self.state = state
-        self.writer = writer if writer is not None else AclWriter(store, state)
+        self.writer = writer
         self.cfg = cfg
         self._clock = clock
         self._lock = threading.Lock()
@@ -269,7 +261,7 @@ class LiveAclChecker:
         update). A failure is logged: the fresh ACL still decides this question and the next sync
         applies it."""
         try:
-            done = self.writer.set_acl(pl.source, pl.collection, pl.doc_id, fresh, ticket, reason=acl_problem(fresh))
+            done = self.writer.write(pl.source, pl.collection, pl.doc_id, fresh, ticket, reason=acl_problem(fresh))
         except Exception as e:  # the decision does not depend on the write
             log.warning("live ACL check: %s changed but the index could not be updated: %s", pl.doc_id, e)
             return AclWrite.READ_ONLY

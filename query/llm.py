@@ -45,7 +45,7 @@ from ancre.query.context import Context, Extract, broad_topic
 from ancre.query.markdown import quote_extract
 from ancre.query.prompt import REFUSAL, ChatMessage
 from ancre.query.relevance import MIN_COVERAGE, TermStats, coverage, on_topic, question_terms
-from ancre.query.thinking import ThinkFilter, strip_thinking
+from ancre.query.thinking import ThinkFilter, filtered, strip_thinking
 from ancre.query.versions import VersionGroup, similarity, version_note
 from ancre.settings import resolve_secret
 from ancre.settings.query import DEFAULT_OLLAMA_URL, MAX_ANSWER_TEMPERATURE, LlmConfig
@@ -407,13 +407,7 @@ class _HttpChat:
         client, ext, abort = self._client()
         think = ThinkFilter()
         try:
-            for piece in self._pieces(client, ext, body, out):
-                shown = think.feed(piece)
-                if shown:
-                    yield shown
-            rest = think.flush()
-            if rest:
-                yield rest
+            yield from filtered(self._pieces(client, ext, body, out), think)
         except LlmError:
             if abort is not None and abort.cancelled:
                 raise ModelCallAborted(f"{self.model} at {self.endpoint}: stopped, the answer was abandoned") from None

@@ -14,8 +14,7 @@ import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
 from pydantic import TypeAdapter
@@ -23,6 +22,7 @@ from pydantic import TypeAdapter
 from ancre import errors
 from ancre.config import Settings
 from ancre.errors import AncreError, ControlError, ControlPermissionError
+from ancre.models import Closing
 from ancre.query.answer import Answer, AnswerStream
 from ancre.query.core import SearchResult
 from ancre.settings.daemon import control_socket_candidates
@@ -56,7 +56,7 @@ def probe_socket(path: Path) -> bool:
         s.close()
 
 
-class ControlClient:
+class ControlClient(Closing):
     """JSON requests to the control API on the Unix socket ``path`` (httpx, ``HTTPTransport(uds=)``).
     Errors come back as the :mod:`ancre.errors` class the owner raised (by name), else
     :class:`~ancre.errors.ControlError`; a refused connection is
@@ -133,12 +133,6 @@ class ControlClient:
         """Close the connection pool."""
         self._http.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def _ask_body(question: str, user: str, asked_by: str | None, history: Sequence[str] | None) -> dict[str, object]:
     body: dict[str, object] = {"question": question, "user": user}
@@ -166,7 +160,7 @@ def error_of(type_name: object, message: str) -> AncreError:
     return cls(message)
 
 
-class RemoteQueryCore:
+class RemoteQueryCore(Closing):
     """The query core of the process owning the index, through its control socket: the methods
     of :class:`~ancre.query.core.QueryCore` (``search``, ``ask``, ``stream``, ``principals``,
     ``account``, ``not_ready``, ``points``, ``close``, context manager) with the same typed results. Who may ask as whom is
@@ -258,12 +252,6 @@ class RemoteQueryCore:
     def close(self) -> None:
         """Close the connection to the owner."""
         self.client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
 
 
 __all__ = ["ControlClient", "RemoteQueryCore", "probe_socket"]

@@ -26,6 +26,8 @@ from an answer while it streams; run such a model with the server's reasoning pa
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 OPEN, CLOSE = "<think>", "</think>"
 
@@ -36,6 +38,32 @@ whitespace after it; one left-to-right pass, so what is left around a removed bl
 into a new tag (``"</<think>…</think>think>"`` keeps ``"</think>"``), as :class:`ThinkFilter`,
 which never takes back what it released."""
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+class PieceFilter(Protocol):
+    """A filter of a text arriving in pieces (:class:`ThinkFilter`,
+    :class:`~ancre.query.links.LinkGuard`): :meth:`feed` returns what may be released now,
+    :meth:`flush` what it still held at the end."""
+
+    def feed(self, piece: str) -> str:
+        """The next piece in; what may be shown now out (``""``: nothing yet)."""
+        ...
+
+    def flush(self) -> str:
+        """What is still held, the text having ended."""
+        ...
+
+
+def filtered(pieces: Iterable[str], pf: PieceFilter) -> Iterator[str]:
+    """``pieces`` through ``pf``: each piece it releases as it comes (empty ones left out), then
+    what it still held at the end."""
+    for piece in pieces:
+        out = pf.feed(piece)
+        if out:
+            yield out
+    tail = pf.flush()
+    if tail:
+        yield tail
 
 
 def strip_thinking(text: str) -> str:

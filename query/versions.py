@@ -50,6 +50,7 @@ from pathlib import PurePosixPath
 
 from ancre.index.tokenize import fold
 from ancre.query.subjects import DocSubject, same_subject
+from ancre.query.wording import any_word
 
 NEAR_IDENTICAL = 0.72
 """Word-trigram Jaccard similarity from which two documents' shown texts are versions."""
@@ -68,10 +69,9 @@ _SUFFIXES = (
 )
 _PREFIXES = re.compile(r"^(?:copie de|copy of|copie|old)[\s_.\-]+")
 _TITLE_REMARK = re.compile(r"\s*(?:\([^)]*\)|[—–-]\s*(?:version|v\d|\d{4}|remplac|obsol|archiv)[^—–]*)\s*$", re.IGNORECASE)
-_SUPERSEDED = re.compile(
-    r"(?<![^\W_])(?:remplac[ée]e?s?|obsol[èe]tes?|caduc|caduques?|p[ée]rim[ée]e?s?|ancienne version|"
-    r"n['’]est plus en vigueur|plus en vigueur|superseded|archiv[ée]e?s?)(?![^\W_])",
-    re.IGNORECASE,
+_SUPERSEDED = any_word(
+    r"remplac[ée]e?s?", r"obsol[èe]tes?", "caduc", "caduques?", r"p[ée]rim[ée]e?s?", "ancienne version",
+    "n['’]est plus en vigueur", "plus en vigueur", "superseded", r"archiv[ée]e?s?",
 )
 _SUPERSEDES = re.compile(r"annule et remplace|version en vigueur|version actuelle", re.IGNORECASE)
 _ARCHIVE_DIR = re.compile(

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ancre.models import fold_identity, nfc
-from ancre.settings.secrets import Secret, legacy_env_keys
+from ancre.settings.secrets import Secret, legacy_env
 
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 """An HTTP header field name (RFC 9110 "token")."""
@@ -118,10 +118,7 @@ class ApiConfig(BaseModel):
     """Open connections served at once; beyond, requests are answered HTTP 503 at once and the
     connection closed (uvicorn ``limit_concurrency``)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_env(cls, data: object) -> object:
-        return legacy_env_keys(data, ("api_key", "signing_secret", "user_jwt_secret"))
+    _legacy_env = legacy_env("api_key", "signing_secret", "user_jwt_secret")
 
     @field_validator("task_header", mode="before")
     @classmethod

@@ -183,4 +183,15 @@ def legacy_env_keys(data: Any, names: Iterable[str]) -> Any:
     return out
 
 
-__all__ = ["CREDENTIALS_DIRECTORY", "Secret", "SecretRef", "check_secrets", "legacy_env_keys", "resolve_secret"]
+def legacy_env(*names: str) -> Any:
+    """The ``mode="before"`` model validator of a model whose secrets ``names`` had an old
+    ``<name>_env`` key (:func:`legacy_env_keys`); assign it in the class body:
+    ``_legacy_env = legacy_env("password")``."""
+
+    def convert(data: object) -> object:
+        return legacy_env_keys(data, names)
+
+    return model_validator(mode="before")(convert)
+
+
+__all__ = ["CREDENTIALS_DIRECTORY", "Secret", "SecretRef", "check_secrets", "legacy_env", "legacy_env_keys", "resolve_secret"]

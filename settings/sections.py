@@ -4,14 +4,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from ancre.settings.locations import HTTP, LDAP, PathRole
-from ancre.settings.secrets import Secret, legacy_env_keys
+from ancre.settings.secrets import Secret, legacy_env
 
 DEFAULT_IGNORE = ("~$*", ".~lock.*#", "*.tmp", ".goutputstream-*", "Thumbs.db", "desktop.ini")
 """File-name globs never indexed: Office lock files, LibreOffice locks, editor temp files,
@@ -23,9 +23,11 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-def _kind_of(default: str) -> Callable[[Any], str | None]:
-    """The discriminator of a ``kind`` union: the ``kind`` of a TOML table (``default`` when
-    unset) or of an already-built model."""
+def kind_discriminator(section: str, default: str, known: Iterable[str]) -> Discriminator:
+    """The discriminator of a ``kind`` union (``[section]``, or ``sources``' entries): the ``kind``
+    of a TOML table (``default`` when unset) or of an already-built model. A kind none of the
+    union's tags is the error ``<section>_kind``, « unknown <section> kind (known: …) », naming
+    ``known`` in order."""
 
     def tag(value: Any) -> str | None:
         if isinstance(value, dict):
@@ -33,7 +35,9 @@ def _kind_of(default: str) -> Callable[[Any], str | None]:
             return kind if isinstance(kind, str) else None
         return getattr(value, "kind", None)
 
-    return tag
+    return Discriminator(
+        tag, custom_error_type=f"{section}_kind", custom_error_message=f"unknown {section} kind (known: {', '.join(known)})"
+    )
 
 
 # --- [embedder] -----------------------------------------------------------------------------------
@@ -105,8 +109,7 @@ EmbedderConfig = Annotated[
     Annotated[E5LocalEmbedderConfig, Tag("e5-local")]
     | Annotated[OllamaEmbedderConfig, Tag("ollama")]
     | Annotated[OpenAIEmbedderConfig, Tag("openai")],
-    Discriminator(_kind_of("e5-local"), custom_error_type="embedder_kind",
-                  custom_error_message="unknown embedder kind (known: e5-local, ollama, openai)"),
+    kind_discriminator("embedder", "e5-local", ("e5-local", "ollama", "openai")),
 ]
 """``[embedder]``: which embedder writes and queries the vectors, one model per ``kind``
 (``e5-local`` when unset); a key another kind reads is refused."""
@@ -169,8 +172,7 @@ StoreConfig = Annotated[
     Annotated[EdgeStoreConfig, Tag("edge")]
     | Annotated[QdrantStoreConfig, Tag("qdrant")]
     | Annotated[LocalStoreConfig, Tag("local")],
-    Discriminator(_kind_of("edge"), custom_error_type="store_kind",
-                  custom_error_message="unknown store kind (known: edge, qdrant, local)"),
+    kind_discriminator("store", "edge", ("edge", "qdrant", "local")),
 ]
 """``[store]``: where the vectors and the keyword index live, one model per ``kind`` (``edge``
 when unset); a key another kind reads is refused."""
@@ -227,10 +229,7 @@ class LdapDirectoryConfig(_DirectoryBase):
     timeout_s: float = Field(10.0, gt=0)
     """Connect and answer timeout, seconds."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_env(cls, data: object) -> object:
-        return legacy_env_keys(data, ("bind_password",))
+    _legacy_env = legacy_env("bind_password")
 
     @model_validator(mode="after")
     def _a_server(self) -> LdapDirectoryConfig:
@@ -246,8 +245,7 @@ class LdapDirectoryConfig(_DirectoryBase):
 
 DirectoryConfig = Annotated[
     Annotated[FileDirectoryConfig, Tag("file")] | Annotated[LdapDirectoryConfig, Tag("ldap")],
-    Discriminator(_kind_of("file"), custom_error_type="directory_kind",
-                  custom_error_message="unknown directory kind (known: file, ldap)"),
+    kind_discriminator("directory", "file", ("file", "ldap")),
 ]
 """``[directory]``: who is in which group, one model per ``kind`` (``file`` when unset); a key
 another kind reads is refused."""

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ancre.settings.daemon import WatchMode
 from ancre.settings.locations import PathRole
-from ancre.settings.secrets import Secret, legacy_env_keys
+from ancre.settings.secrets import Secret, legacy_env
 
 Collection = Literal["documents", "documentation"]
 """The two Qdrant collections a document may feed."""
@@ -126,10 +126,7 @@ class SmbSourceConfig(SourceSettings):
     timeout_s: float = Field(30.0, gt=0)
     """Connection timeout in seconds."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_env(cls, data: object) -> object:
-        return legacy_env_keys(data, ("password",))
+    _legacy_env = legacy_env("password")
 
     @model_validator(mode="after")
     def _server_and_share(self) -> SmbSourceConfig:

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from ancre.connectors.sharepoint.permissions import LinkPolicy
 from ancre.settings.locations import HTTPS, PathRole
-from ancre.settings.secrets import Secret, legacy_env_keys
+from ancre.settings.secrets import Secret, legacy_env
 from ancre.settings.sources import SourceSettings
 
 
@@ -92,10 +92,7 @@ class SharePointSourceConfig(SourceSettings):
     ca_file: Annotated[Path | None, PathRole.READ] = None
     """CA bundle to verify Graph's TLS certificate with (tests); default: the system's."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_env(cls, data: object) -> object:
-        return legacy_env_keys(data, ("client_secret", "pfx_passphrase"))
+    _legacy_env = legacy_env("client_secret", "pfx_passphrase")
 
     @model_validator(mode="after")
     def _one_credential(self) -> SharePointSourceConfig:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -49,6 +49,7 @@ from ancre.connectors.sharepoint.auth import (
     shared_provider,
 )
 from ancre.errors import AncreError, ConfigError, SourceUnavailableError
+from ancre.models import Closing
 
 if TYPE_CHECKING:
     from ancre.connectors.sharepoint.config import SharePointSourceConfig
@@ -239,7 +240,7 @@ def _error_of(resp_body: Any) -> tuple[str, str]:
     return "error", ""
 
 
-class GraphClient:
+class GraphClient(Closing):
     """Graph v1.0 calls for one tenant (thread-safe). See the module docstring for the rules.
 
     ``sleep`` (seconds -> None) and ``rng`` (-> [0, 1)) are injectable for tests; ``tokens``
@@ -343,12 +344,6 @@ class GraphClient:
     def close(self) -> None:
         """Close the HTTP connections."""
         self._http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------------ internals
     def _url(self, url_or_path: str, *, auth: bool) -> str:

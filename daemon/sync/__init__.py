@@ -2,11 +2,25 @@
 the store in line — content change → re-embed; ACL-only change → payload update with zero
 embeddings; vanished → points deleted; mass-deletion guard; BM25 rebuilt after any change.
 
-Its parts: :mod:`.engine` (the passes: listing, per-item execution, purge), :mod:`.plan` (the
-pure per-item decision, :func:`~ancre.daemon.sync.plan.plan_item`), :mod:`.retries` (failure and
-retry bookkeeping), :mod:`.commit` (the batched, overlapped embedding and writing),
-:mod:`.acl_refresh` (ACL-only updates and the rights refresh), :mod:`.bm25` (BM25 rebuild, index
-maintenance), :mod:`.report` (:class:`PassReport`), :mod:`.paths` (event paths).
+:class:`SyncEngine` (:mod:`.engine`) runs the passes — listing, the items in order, the purge —
+over parts that are objects with narrow interfaces, each built from what it needs and testable
+alone; none shares state with another:
+
+- planning — :class:`~.planner.ItemPlanner`: what to do with one item, asking the pure
+  :func:`~.plan.plan_item` as each fact is read (:mod:`.retries`: the failure and retry
+  bookkeeping, pure too); it returns a document to embed or what to settle, and writes nothing;
+- ACL readings — :class:`~.acl_reading.AclReader`: a ticket from the ACL writer, then the reading;
+  read again when a newer one came first;
+- fetching and extracting — :class:`~.fetch.Fetcher`: the bytes and their hash, the text in the
+  extraction worker, the subject, the chunks with their headers;
+- writing — :class:`~.commit.ChunkWriter` (pending rows, embedding with the stored vectors reused,
+  upserts, indexed rows; :class:`~.commit.CommitPipe` overlaps it with the next extractions) and
+  :class:`~.records.Recorder` (the rows of failed and skipped documents);
+- the ACL refresh — :class:`~.acl_refresh.AclRefresher`: ACL-only updates during a pass and the
+  rights lane's refresh;
+- the keyword hooks — :class:`~.bm25.KeywordHooks`: the BM25 snapshot rebuilt from the store.
+
+:mod:`.report` holds :class:`PassReport`, :mod:`.paths` the event paths.
 
 Crash safety: before the store is touched for a document its state row is set to ``pending``;
 the row becomes ``indexed`` only after the store confirmed. A pass interrupted anywhere is
@@ -30,10 +44,12 @@ Three entry points: :meth:`SyncEngine.run_pass` (a full reconciliation),
 embeds: a revocation never waits behind content work). Passes and path syncs are serialised; a
 refresh runs alongside them. Every ACL written to the store (upserts included) goes through the
 process's one ACL writer (:class:`~ancre.index.acl_writer.AclWriter`, shared with the query core's
-live rights check): each reading takes a ticket before it is read at the source, writes happen
-under the writer's lock, and a document whose reading is older than the latest refresh of its
-source or than another recorded reading (the live check's) has its ACL re-read before it is
-written — so an ACL read before a revocation is never written after it. Test-only crash
+live rights check, built by the composition root): each reading takes a ticket before it is read
+at the source, writes happen under the writer's lock — an ACL-only change through
+:meth:`AclWriter.write <ancre.index.acl_writer.AclWriter.write>`, the one path to the store's
+``set_acl`` —, and a document whose reading is older than the latest refresh of its source or
+than another recorded reading (the live check's) has its ACL re-read before it is written — so
+an ACL read before a revocation is never written after it. Test-only crash
 points (:mod:`ancre.daemon.faults`) mark the places a ``kill -9`` is simulated.
 """
 

@@ -1,7 +1,8 @@
-"""The sync engine's rights side: ACL-only updates of unchanged documents during a pass
-(:meth:`AclRefresh._acl_only`) and the rights-only refresh (:meth:`AclRefresh.refresh_acls`), run
-by the daemon's rights thread *while* a pass embeds: a revocation never waits behind content work.
-Every ACL goes through the process's one ACL writer (see :mod:`ancre.daemon.sync`)."""
+"""The sync engine's ACL refresh (:class:`AclRefresher`): ACL-only updates of unchanged documents
+during a pass (:meth:`AclRefresher.acl_only`) and the rights-only refresh
+(:meth:`AclRefresher.refresh`), run by the daemon's rights thread *while* a pass embeds: a
+revocation never waits behind content work. Every ACL goes through the process's one ACL writer
+(see :mod:`ancre.daemon.sync`)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from typing import Any
 
 from ancre.acl.engine import acl_problem
 from ancre.connectors.base import Connector, PermissionSweep
-from ancre.daemon.sync.base import EngineBase
+from ancre.daemon.sync.acl_reading import AclReader, AclReading
 from ancre.daemon.sync.paths import clean_rel_path
 from ancre.daemon.sync.report import PassReport
 from ancre.errors import SourceUnavailableError
-from ancre.index.state import ItemState
-from ancre.models import Acl, ItemStatus, PassOutcome, PassScope, SourceItem
+from ancre.index.acl_writer import AclWrite, AclWriter
+from ancre.index.state import ItemState, StateDB
+from ancre.models import ItemStatus, PassOutcome, PassScope, SourceItem
 
 log = logging.getLogger("ancre.sync")
 
@@ -26,41 +28,45 @@ _LIVE = (ItemStatus.INDEXED, ItemStatus.PENDING)
 """The statuses of rows whose points are in the store."""
 
 
-class AclRefresh(EngineBase):
-    """ACL updates of a :class:`~ancre.daemon.sync.SyncEngine`."""
+class AclRefresher:
+    """Writes documents' ACLs without their content: ``state`` holds their rows, ``writer`` (the
+    process's one ACL writer) writes every ACL, ``acls`` reads them at the source in its order."""
 
-    def _acl_only(
+    def __init__(self, state: StateDB, writer: AclWriter, acls: AclReader) -> None:
+        self.state = state
+        self.writer = writer
+        self.acls = acls
+
+    def acl_only(
         self,
         connector: Connector,
         item: SourceItem,
         prev: ItemState,
         collection: str,
-        acl: Acl,
-        epoch: int,
+        reading: AclReading,
         rep: PassReport,
         **row: Any,
     ) -> None:
-        """An indexed document whose content is unchanged: its ACL (re-read if a rights refresh
-        started since ``epoch``) written to the store when it changed (zero embeddings), its row
-        updated with the ACL digest, the ACL problem if any, and ``row`` (new stat fields)."""
-        with self._acl_mu:
-            acl, epoch = self._current_acl(connector, item, acl, epoch)
-            acl_hash = acl.digest()
-            acl_issue = acl_problem(acl)
-            changed = prev.acl_hash != acl_hash
+        """An indexed document whose content is unchanged: its ACL (read again if a newer reading
+        came first) written when it changed (zero embeddings), its row updated with the ACL
+        digest, the ACL problem if any, and ``row`` (new stat fields)."""
+        with self.writer.hold():
+            reading = self.acls.current(connector, item, reading)
+            acl_issue = acl_problem(reading.acl)
+            changed = prev.acl_hash != reading.digest
             if changed:
-                self.store.set_acl(collection, item.doc_id, acl)
+                self.writer.write(item.source, collection, item.doc_id, reading.acl, reading.ticket, digest=False)
                 rep.acl_only += 1
             else:
                 rep.unchanged += 1
             if changed or row or prev.acl_problem != acl_issue or prev.path != item.path:
                 self.state.put(
-                    replace(prev, acl_hash=acl_hash, path=item.path, acl_problem=acl_issue, updated_at=time.time(), **row)
+                    replace(prev, acl_hash=reading.digest, path=item.path, acl_problem=acl_issue, updated_at=time.time(), **row)
                 )
-            self.acl.observe(item.source, item.doc_id, epoch)
+            self.writer.observe(item.source, item.doc_id, reading.ticket)
         rep.count_acl_problem(item.path, acl_issue)
 
-    def refresh_acls(
+    def refresh(
         self,
         connector: Connector,
         paths: Iterable[str] | None = None,
@@ -70,7 +76,7 @@ class AclRefresh(EngineBase):
         """Re-read the ACL of every ``indexed`` or ``pending`` document of ``connector``'s source
         (``paths`` ``None``), or of those at or below ``paths``, and overwrite the ACL payload of
         the points whose ACL changed — no content read, no embedding. Runs alongside
-        :meth:`run_pass`/:meth:`sync_paths` (see the module doc): a document being embedded
+        the engine's passes (see :mod:`ancre.daemon.sync`): a document being embedded
         meanwhile gets the re-read ACL when it is written.
 
         A full refresh (``paths`` ``None``: the daemon's ACL sweep, a manifest edit) of a
@@ -84,7 +90,7 @@ class AclRefresh(EngineBase):
         t0 = time.monotonic()
         source = connector.source_id
         rep = PassReport(source=source, scope=PassScope.ACL)
-        self.acl.begin_refresh(source)
+        self.writer.begin_refresh(source)
         wanted = None if paths is None else [p for p in (clean_rel_path(x) for x in paths) if p is not None]
         rows = [
             st for st in self.state.items(source).values()
@@ -109,22 +115,20 @@ class AclRefresh(EngineBase):
         """Re-read the ACL of the document of row ``st`` and write it if it changed — unless its
         row left ``indexed``/``pending`` or a newer reading was written meanwhile."""
         item = SourceItem(st.source, st.native_id, st.path, st.size, st.mtime, st.etag)
-        ticket = self.acl.ticket()
-        acl = connector.fetch_acl(item)
-        acl_hash = acl.digest()
-        with self._acl_mu:
+        reading = self.acls.read(connector, item)
+        with self.writer.hold():
             cur = self.state.get(st.source, st.native_id)
             if cur is None or cur.status not in _LIVE:
                 return
-            if not self.acl.current(cur.source, cur.doc_id, ticket):
+            if not self.writer.current(cur.source, cur.doc_id, reading.ticket):
                 rep.unchanged += 1  # a newer reading (the live check's) was written meanwhile: it stands
                 return
-            if cur.status == ItemStatus.INDEXED and cur.acl_hash == acl_hash:
-                self.acl.observe(cur.source, cur.doc_id, ticket)
+            if cur.status == ItemStatus.INDEXED and cur.acl_hash == reading.digest:
+                self.writer.observe(cur.source, cur.doc_id, reading.ticket)
                 rep.unchanged += 1
                 return
-            self.store.set_acl(cur.collection, cur.doc_id, acl)
-            if cur.status == ItemStatus.INDEXED:
-                self.state.set_acl_hash(cur.source, cur.doc_id, acl_hash, acl_problem=acl_problem(acl))
-            self.acl.observe(cur.source, cur.doc_id, ticket)
-            rep.acl_only += 1
+            done = self.writer.write(
+                cur.source, cur.collection, cur.doc_id, reading.acl, reading.ticket, reason=acl_problem(reading.acl),
+            )
+            if done is AclWrite.WRITTEN:
+                rep.acl_only += 1

@@ -1,9 +1,10 @@
-"""The sync engine's writing side: documents to embed are written in batches (up to 32 documents /
-128 chunks; a document with more chunks goes alone, embedded and upserted 128 chunks at a time, so
-memory stays bounded whatever its size), each batch embedded and written on a thread of its own
-while the next files are extracted (:class:`CommitPipe`, one batch in flight). A changed
-document's passages that kept their exact text keep their stored vector (:meth:`Writer._vectors`):
-only the new or edited passages are embedded; a copy of an indexed file embeds nothing.
+"""The sync engine's writing (:class:`ChunkWriter`): documents to embed are written in batches (up
+to 32 documents / 128 chunks; a document with more chunks goes alone, embedded and upserted 128
+chunks at a time, so memory stays bounded whatever its size), each batch embedded and written on a
+thread of its own while the next files are extracted (:class:`CommitPipe`, one batch in flight). A
+changed document's passages that kept their exact text keep their stored vector
+(:meth:`ChunkWriter._vectors`): only the new or edited passages are embedded; a copy of an indexed
+file embeds nothing.
 
 Crash safety: every row of a batch is ``pending`` before its first upsert, and becomes ``indexed``
 only after the store confirmed; a document's points always have ``chunk_index`` below the chunk
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,11 +23,13 @@ import numpy as np
 from ancre.acl.engine import acl_problem
 from ancre.connectors.base import Connector
 from ancre.daemon.faults import crash_point
-from ancre.daemon.sync.base import EngineBase
+from ancre.daemon.sync.acl_reading import AclReader, AclReading
 from ancre.daemon.sync.report import PassReport
-from ancre.index.state import ItemState
-from ancre.index.store import PointWrite
-from ancre.models import CHUNK_FORMAT, Acl, Chunk, ChunkPayload, ItemStatus, SourceItem, Subject
+from ancre.index.acl_writer import AclWriter
+from ancre.index.embedders import Embedder
+from ancre.index.state import ItemState, StateDB
+from ancre.index.store import PointWrite, Store
+from ancre.models import CHUNK_FORMAT, Chunk, ChunkPayload, ItemStatus, SourceItem, Subject
 
 BATCH_DOCS = 32
 BATCH_CHUNKS = 128
@@ -40,14 +44,16 @@ class Planned:
     item: SourceItem
     prev: ItemState | None
     collection: str
-    acl: Acl
-    acl_hash: str
+    reading: AclReading
+    """Its ACL, with the ticket taken before it was read."""
     content_hash: str
     chunks: list[Chunk]
-    epoch: int
-    """The ticket taken before ``acl`` was read (:meth:`AclWriter.ticket <ancre.index.acl_writer.AclWriter.ticket>`)."""
     subject: Subject | None = None
     """Whose document it is (:func:`~ancre.ingest.subject.document_subject`), stored on every chunk."""
+
+
+Commit = Callable[[Connector, list[Planned], PassReport], None]
+"""``commit(connector, batch, rep)``: :meth:`ChunkWriter.commit`."""
 
 
 def _pending_row(p: Planned) -> ItemState:
@@ -65,10 +71,20 @@ def _pending_row(p: Planned) -> ItemState:
     )
 
 
-class Writer(EngineBase):
-    """Embedding and writing of planned documents (:meth:`_commit`)."""
+class ChunkWriter:
+    """Embeds planned documents with ``embedder`` and writes them to ``store`` and their rows to
+    ``state`` (:meth:`commit`). Every point's ACL is written under the lock of ``writer``, the
+    process's one ACL writer, with the documents' ACLs read again through ``acls`` when a newer
+    reading came first; a changed ACL of points already written goes through ``writer``."""
 
-    def _commit(self, connector: Connector, batch: list[Planned], rep: PassReport) -> None:
+    def __init__(self, store: Store, embedder: Embedder, state: StateDB, writer: AclWriter, acls: AclReader) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.state = state
+        self.writer = writer
+        self.acls = acls
+
+    def commit(self, connector: Connector, batch: list[Planned], rep: PassReport) -> None:
         """Embed and write a batch of planned documents.
 
         Order (crash safety): every document's row becomes ``pending`` (:func:`_pending_row`) →
@@ -92,7 +108,7 @@ class Writer(EngineBase):
                 self.state.put(replace(row, attempts=row.attempts - 1))
             raise
         crash_point("after_upsert")
-        with self._acl_mu:  # a rights refresh since the last slice: the rows get the re-read ACL
+        with self.writer.hold():  # a rights refresh since the last slice: the rows get the re-read ACL
             self._mark_indexed(self._refreshed(connector, batch), rep, time.time())
 
     def _mark_indexed(self, batch: list[Planned], rep: PassReport, now: float) -> None:
@@ -102,12 +118,12 @@ class Writer(EngineBase):
             it = p.item
             if p.prev is not None and p.prev.chunk_count > len(p.chunks):
                 self.store.delete_doc(p.collection, it.doc_id, from_chunk_index=len(p.chunks))
-            acl_issue = acl_problem(p.acl)
+            acl_issue = acl_problem(p.reading.acl)
             self.state.put(
                 ItemState(
                     source=it.source, native_id=it.native_id, path=it.path, doc_id=it.doc_id,
                     collection=p.collection, size=it.size, mtime=it.mtime, etag=it.etag,
-                    content_hash=p.content_hash, acl_hash=p.acl_hash, chunk_count=len(p.chunks),
+                    content_hash=p.content_hash, acl_hash=p.reading.digest, chunk_count=len(p.chunks),
                     status=ItemStatus.INDEXED, acl_problem=acl_issue, updated_at=now, chunking=CHUNK_FORMAT,
                 )
             )
@@ -118,27 +134,27 @@ class Writer(EngineBase):
                 rep.changed += 1
 
     def _refreshed(self, connector: Connector, batch: list[Planned]) -> list[Planned]:
-        """``batch`` with the ACL of each document re-read when a rights refresh of its source
-        started since it was read (``_acl_mu`` held); the points already written for a document
-        whose ACL changed get the new one (:meth:`Store.set_acl`), so no point keeps an ACL read
-        before a revocation."""
+        """``batch`` with the ACL of each document read again when a newer reading (a rights
+        refresh of its source) came first (the writer's lock held); the points already written
+        for a document whose ACL changed get the new one through the ACL writer, so no point
+        keeps an ACL read before a revocation. Its row is written next (``pending``, then
+        ``indexed``), so the writer leaves the digest to it."""
         out: list[Planned] = []
         for p in batch:
-            acl, ticket = self._current_acl(connector, p.item, p.acl, p.epoch)
-            if ticket == p.epoch:
+            reading = self.acls.current(connector, p.item, p.reading)
+            if reading is p.reading:
                 out.append(p)
                 continue
-            fresh = replace(p, acl=acl, acl_hash=acl.digest(), epoch=ticket)
-            if fresh.acl_hash != p.acl_hash:
-                self.store.set_acl(p.collection, p.item.doc_id, acl)
-                self.acl.observe(p.item.source, p.item.doc_id, ticket)
-            out.append(fresh)
+            if reading.digest != p.reading.digest:
+                self.writer.write(p.item.source, p.collection, p.item.doc_id, reading.acl, reading.ticket, digest=False)
+            out.append(replace(p, reading=reading))
         return out
 
     def _write_chunks(self, connector: Connector, batch: list[Planned], rep: PassReport) -> list[Planned]:
         """Embed and upsert the chunks of ``batch``, ``BATCH_CHUNKS`` at a time. Embedding runs
-        unlocked; each slice is written under ``_acl_mu`` with the documents' ACLs re-read if a
-        rights refresh started meanwhile (:meth:`_refreshed`). Returns ``batch`` with those ACLs."""
+        unlocked; each slice is written under the ACL writer's lock with the documents' ACLs
+        re-read if a rights refresh started meanwhile (:meth:`_refreshed`). Returns ``batch``
+        with those ACLs."""
         now = time.time()
         current = {p.item.doc_id: p for p in batch}
         work = [(p.item.doc_id, c) for p in batch for c in p.chunks]
@@ -150,12 +166,12 @@ class Writer(EngineBase):
             vectors = self._vectors(part, current, stored, rep)
             for d in [d for d in stored if last_slice[d] == start // BATCH_CHUNKS]:
                 del stored[d]  # memory: one document's former vectors at most beyond this slice
-            with self._acl_mu:
+            with self.writer.hold():
                 for p in self._refreshed(connector, [current[d] for d in dict.fromkeys(d for d, _ in part)]):
                     current[p.item.doc_id] = p
                 self._upsert_slice(part, vectors, current, locations, now)
                 for d in dict.fromkeys(d for d, _ in part):
-                    self.acl.observe(current[d].item.source, d, current[d].epoch)
+                    self.writer.observe(current[d].item.source, d, current[d].reading.ticket)
         return [current[p.item.doc_id] for p in batch]
 
     def _vectors(
@@ -215,7 +231,7 @@ class Writer(EngineBase):
         by_collection: dict[str, list[PointWrite]] = {}
         for (doc_id, c), vector in zip(part, vectors, strict=True):
             p = current[doc_id]
-            it, acl = p.item, p.acl
+            it, acl = p.item, p.reading.acl
             by_collection.setdefault(p.collection, []).append(
                 PointWrite(
                     c.point_id,
@@ -236,15 +252,16 @@ class Writer(EngineBase):
 
 
 class CommitPipe:
-    """Embeds and writes one batch (:meth:`Writer._commit`) on a thread of its own while the
-    caller plans the next one (extraction in the worker process, chunking): the extraction of
+    """Embeds and writes one batch (``commit``: :meth:`ChunkWriter.commit`) on a thread of its own
+    while the caller plans the next one (extraction in the worker process, chunking): the extraction of
     the next files overlaps the embedding of the previous ones. At most one batch is in flight
     (:meth:`submit` waits for the previous one), so memory stays that of two batches. The batch's
     counts go to a report of its own, added to the pass's report when it is done; an error
-    (store or embedder down) is raised by the next :meth:`submit` or :meth:`wait`."""
+    (store or embedder down) is raised by the next :meth:`submit` or :meth:`wait`. ``overlap``
+    ``False``: each batch in the caller's thread, one after the other (the benchmark's baseline)."""
 
-    def __init__(self, engine: Writer, connector: Connector, rep: PassReport) -> None:
-        self._engine, self._connector, self._rep = engine, connector, rep
+    def __init__(self, commit: Commit, connector: Connector, rep: PassReport, *, overlap: bool = True) -> None:
+        self._commit, self._connector, self._rep, self._overlap = commit, connector, rep, overlap
         self._thread: threading.Thread | None = None
         self._part: PassReport | None = None
         self._error: BaseException | None = None
@@ -255,14 +272,14 @@ class CommitPipe:
         self.wait()
         if not batch:
             return
-        if not self._engine.overlap:
-            self._engine._commit(self._connector, batch, self._rep)
+        if not self._overlap:
+            self._commit(self._connector, batch, self._rep)
             return
         part = PassReport(source=self._rep.source, scope=self._rep.scope)
 
         def run() -> None:
             try:
-                self._engine._commit(self._connector, batch, part)
+                self._commit(self._connector, batch, part)
             except BaseException as exc:  # everything is re-raised in the caller's thread
                 self._error = exc
 

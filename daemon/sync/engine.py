@@ -1,35 +1,48 @@
-"""The sync engine's passes (:class:`SyncEngine`): read a source's listing, decide per item
-(:func:`~ancre.daemon.sync.plan.plan_item`), do what was decided, purge what vanished (with the
-mass-deletion guard). Writing is :mod:`~ancre.daemon.sync.commit`, ACL updates
-:mod:`~ancre.daemon.sync.acl_refresh`, BM25 :mod:`~ancre.daemon.sync.bm25`, retries
-:mod:`~ancre.daemon.sync.retries`; :mod:`ancre.daemon.sync` says how they fit together."""
+"""The sync engine (:class:`SyncEngine`): passes over a source — read its listing, plan each item,
+write what was planned, purge what vanished (with the mass-deletion guard). It is composed of
+parts that are objects with narrow interfaces, each testable alone (:mod:`ancre.daemon.sync` says
+how they fit together): planning (:class:`~ancre.daemon.sync.planner.ItemPlanner`, over the pure
+:func:`~ancre.daemon.sync.plan.plan_item`), fetching and extracting
+(:class:`~ancre.daemon.sync.fetch.Fetcher`), ACL readings in the ACL writer's order
+(:class:`~ancre.daemon.sync.acl_reading.AclReader`), writing
+(:class:`~ancre.daemon.sync.commit.ChunkWriter`; the rows of documents not indexed,
+:class:`~ancre.daemon.sync.records.Recorder`), the ACL refresh
+(:class:`~ancre.daemon.sync.acl_refresh.AclRefresher`) and the keyword hooks
+(:class:`~ancre.daemon.sync.bm25.KeywordHooks`)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from typing import Any
 
+from ancre.config import Settings
 from ancre.connectors.base import Connector, Listing, PermissionSweep
 from ancre.daemon.faults import crash_point
-from ancre.daemon.sync.acl_refresh import AclRefresh
-from ancre.daemon.sync.bm25 import Bm25Hooks
-from ancre.daemon.sync.commit import BATCH_CHUNKS, BATCH_DOCS, CommitPipe, Planned, Writer
+from ancre.daemon.sync.acl_reading import AclReader
+from ancre.daemon.sync.acl_refresh import AclRefresher
+from ancre.daemon.sync.bm25 import KeywordHooks
+from ancre.daemon.sync.commit import BATCH_CHUNKS, BATCH_DOCS, ChunkWriter, CommitPipe, Planned
+from ancre.daemon.sync.fetch import Extractor, Fetcher
 from ancre.daemon.sync.paths import clean_rel_path, items_under
-from ancre.daemon.sync.plan import Action, Decision, Limits, plan_item
+from ancre.daemon.sync.plan import Action, Limits
+from ancre.daemon.sync.planner import ItemPlanner, Settle
+from ancre.daemon.sync.records import Recorder
 from ancre.daemon.sync.report import PassReport, ProgressFn
-from ancre.daemon.sync.retries import Failure, RetryPolicy, code_of, failure
+from ancre.daemon.sync.retries import RetryPolicy
 from ancre.errors import ConfigError, DiskFullError, EmbedderError, ExtractionError, SourceUnavailableError, StoreError
+from ancre.index.acl_writer import AclWriter
+from ancre.index.bm25 import Bm25Manager
 from ancre.index.disk_space import SpaceGuarded
-from ancre.index.state import ItemState
-from ancre.ingest.chunking import chunk_blocks
+from ancre.index.embedders import Embedder
+from ancre.index.state import ItemState, StateDB
+from ancre.index.store import Maintainable, Store
 from ancre.ingest.extract import extractor_version
-from ancre.ingest.subject import chunk_header, document_subject
-from ancre.models import Acl, Block, Chunk, ItemStatus, PassOutcome, PassScope, ReasonCode, SourceItem, Subject
+from ancre.models import ItemStatus, PassOutcome, PassScope, SourceItem
 
 log = logging.getLogger("ancre.sync")
 
@@ -45,21 +58,34 @@ def _read_listing(connector: Connector, *, force: bool) -> Listing:
     return listing
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Read:
-    """The facts read about one item so far: its collection, ACL (with its ticket and digest)."""
-
-    collection: str
-    acl: Acl | None = None
-    acl_hash: str | None = None
-    epoch: int = 0
-
-
-class SyncEngine(AclRefresh, Writer, Bm25Hooks):
+class SyncEngine:
     """Runs passes. ``store`` must be opened with ``embedder``; ``bm25`` receives a new generation
-    after any pass that changed the index. Passes are serialised by an internal lock.
-    ``acl_writer``: the process's ACL writer, shared with the query core's live rights check
-    (default: one of its own over ``store`` and ``state``)."""
+    after any pass that changed the index; ``pool`` extracts files (the extraction worker);
+    ``acl_writer``: the process's one ACL writer, shared with the query core's live rights check
+    (built by the composition root, :class:`~ancre.query.bootstrap.Bootstrap`; raises
+    ``ValueError`` when it is read-only: the engine writes the index). ``overlap``: embed and
+    write each batch on a thread of its own while the next files are extracted
+    (:class:`~ancre.daemon.sync.commit.CommitPipe`); ``False``: one after the other (the
+    benchmark's baseline). Passes are serialised by an internal lock."""
+
+    def __init__(
+        self, settings: Settings, store: Store, embedder: Embedder, state: StateDB, bm25: Bm25Manager,
+        pool: Extractor, *, acl_writer: AclWriter, overlap: bool = True,
+    ) -> None:
+        if acl_writer.read_only:
+            raise ValueError("the sync engine writes the index: its ACL writer must not be read-only")
+        self.settings, self.store, self.state, self.overlap = settings, store, state, overlap
+        self._lock = threading.RLock()
+        self.disk_full: DiskFullError | None = None
+        """Why the last pass or batch stopped for want of space (``None`` when it did not): the
+        daemon waits until the file system has what it needed (:mod:`ancre.daemon.disk`)."""
+        acls = AclReader(acl_writer)
+        self.fetcher = Fetcher(pool, settings.chunking, settings.extraction.max_chunks)
+        self.planner = ItemPlanner(self.fetcher, acls, store.delete_doc)
+        self.writer = ChunkWriter(store, embedder, state, acl_writer, acls)
+        self.records = Recorder(store, state)
+        self.rights = AclRefresher(state, acl_writer, acls)
+        self.keywords = KeywordHooks(store, bm25, in_store=settings.store.bm25 == "qdrant")
 
     def run_pass(
         self,
@@ -90,7 +116,7 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
             try:
                 if self._room(rep):
                     self._run(connector, rep, force=force, progress=progress, should_stop=should_stop)
-                    if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
+                    if rebuild_bm25 and (rep.changed_index or self.keywords.stale()):
                         rep.bm25_generation = self.rebuild_bm25()
             except DiskFullError as e:  # stopped before writing: what was committed stays
                 self._no_room(rep, e)
@@ -197,7 +223,7 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
             try:
                 if self._room(rep):
                     self._sync_paths(connector, wanted, rep, should_stop=should_stop, progress=progress)
-                    if rebuild_bm25 and (rep.changed_index or self._bm25_stale()):
+                    if rebuild_bm25 and (rep.changed_index or self.keywords.stale()):
                         rep.bm25_generation = self.rebuild_bm25()
             except DiskFullError as e:
                 self._no_room(rep, e)
@@ -248,7 +274,7 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
         limits = self._limits(connector.source_id)
         batch: list[Planned] = []
         n_chunks = 0
-        pipe = CommitPipe(self, connector, rep)
+        pipe = CommitPipe(self.writer.commit, connector, rep, overlap=self.overlap)
         try:
             for i, item in enumerate(items):
                 if should_stop is not None and should_stop():
@@ -277,141 +303,67 @@ class SyncEngine(AclRefresh, Writer, Bm25Hooks):
         self, connector: Connector, item: SourceItem, prev: ItemState | None, rep: PassReport, *,
         force: bool, limits: Limits,
     ) -> Planned | None:
-        """:meth:`_plan_item`, with an unexpected exception turned into this item's failure (the
-        pass goes on); the index's own errors and ``SourceUnavailableError`` are raised."""
+        """``item`` planned (:meth:`ItemPlanner.plan <ancre.daemon.sync.planner.ItemPlanner.plan>`):
+        a document to embed is returned for the writer, anything else is settled here (``None``).
+        An unexpected exception becomes this item's failure (the pass goes on); the index's own
+        errors and ``SourceUnavailableError`` are raised."""
         try:
-            return self._plan_item(connector, item, prev, rep, force=force, limits=limits)
+            step = self.planner.plan(connector, item, prev, rep, force=force, limits=limits)
+            if isinstance(step, Settle):
+                self._settle(connector, item, prev, step, rep)
+                return None
+            return step
         except (SourceUnavailableError, StoreError, EmbedderError, sqlite3.Error):
             raise  # the source or the index itself is in trouble: the pass stops
         except Exception as e:  # this one item hit a bug: it fails, the pass goes on
             log.exception("sync of %s failed", item.path)
-            self._record_error(item, prev, _Read(collection=connector.collection_for(item)), rep, limits,
-                               ExtractionError("error", f"{type(e).__name__}: {e}"[:300]), None)
-            return None
-
-    def _plan_item(
-        self, connector: Connector, item: SourceItem, prev: ItemState | None, rep: PassReport, *,
-        force: bool, limits: Limits,
-    ) -> Planned | None:
-        """Everything up to embedding, as :func:`~ancre.daemon.sync.plan.plan_item` decides: the
-        ACL read, then the content; ACL-only updates, unchanged items, size limit, retry policy,
-        extraction and chunking are settled here (``None``); a document whose chunks must be
-        (re-)embedded is returned for :meth:`_commit`."""
-        read = _Read(collection=connector.collection_for(item))
-
-        def decide(*, acl_read: bool, content_hash: str | None = None) -> Decision:
-            return plan_item(
-                item, prev, collection=read.collection, limits=limits, now=time.time(), force=force,
-                acl_read=acl_read, content_hash=content_hash,
+            self.records.record_error(
+                item, prev, connector.collection_for(item), None, ExtractionError("error", f"{type(e).__name__}: {e}"[:300]),
+                rep, retry=limits.retry, content_hash=None,
             )
+            return None
 
-        d = decide(acl_read=False)
-        if d.action is Action.READ_ACL:
-            read = self._read_acl(connector, item, prev, read)
-            d = decide(acl_read=True)
-        if d.action is not Action.READ_CONTENT:
-            self._settle(connector, item, prev, read, d, rep, None)
-            return None
-        try:
-            data = connector.fetch_content(item)
-        except OSError as e:
-            # Unreadable now: keep what is indexed (it may be a transient error), report it.
-            rep.count_problem(item.path, ItemStatus.FAILED, ReasonCode.UNREADABLE.text(str(e)))
-            return None
-        content_hash = hashlib.sha256(data).hexdigest()
-        d = decide(acl_read=True, content_hash=content_hash)
-        if d.action is not Action.REINDEX:
-            self._settle(connector, item, prev, read, d, rep, content_hash)
-            return None
-        try:
-            crash_point("extract")
-            blocks = self.pool.extract(data, item.filename)
-            del data  # the bytes are not kept while chunking (peak memory)
-            subject = document_subject(blocks, item.path)
-            chunks = self._chunks_of(item, blocks, subject)
-        except ExtractionError as e:
-            self._record_error(item, prev, read, rep, limits, e, content_hash)
-            return None
-        assert read.acl is not None and read.acl_hash is not None  # REINDEX comes after READ_ACL
-        return Planned(
-            item=item, prev=prev, collection=read.collection, acl=read.acl, acl_hash=read.acl_hash,
-            content_hash=content_hash, chunks=chunks, epoch=read.epoch, subject=subject,
-        )
-
-    def _read_acl(self, connector: Connector, item: SourceItem, prev: ItemState | None, read: _Read) -> _Read:
-        """``item``'s ACL read with a ticket taken first; a document that moved to another
-        collection has its old points deleted."""
-        epoch = self._epoch(item.source)
-        acl = connector.fetch_acl(item)
-        if prev is not None and prev.collection != read.collection:
-            self.store.delete_doc(prev.collection, prev.doc_id)
-        return replace(read, acl=acl, acl_hash=acl.digest(), epoch=epoch)
-
-    def _settle(
-        self, connector: Connector, item: SourceItem, prev: ItemState | None, read: _Read, d: Decision,
-        rep: PassReport, content_hash: str | None,
-    ) -> None:
-        """Do what ``d`` decided for an item that needs no embedding (record, keep, ACL only)."""
-        stat: dict[str, Any] = {"size": item.size, "mtime": item.mtime, "etag": item.etag} if d.touch else {}
+    def _settle(self, connector: Connector, item: SourceItem, prev: ItemState | None, s: Settle, rep: PassReport) -> None:
+        """Do what the planner decided for ``item`` (``prev``: its row) when it needs no
+        embedding: record a failure or a skip, keep a problem, or write its ACL alone."""
+        d, collection = s.decision, connector.collection_for(item)
         if d.action is Action.RECORD:
             assert d.failure is not None  # a RECORD decision carries its failure
-            acl_hash = "" if read.acl_hash is None else read.acl_hash  # not read: a link not followed
-            self._record_problem(item, prev, read.collection, acl_hash, rep, d.failure, content_hash=content_hash)
+            acl_hash = "" if s.reading is None else s.reading.digest  # not read: a link not followed
+            self.records.record(item, prev, collection, acl_hash, d.failure, rep, content_hash=s.content_hash)
         elif d.action is Action.KEEP_PROBLEM:
-            assert prev is not None  # a failed/skipped row
-            if d.touch:  # touched but identical bytes of a document that failed: same outcome, no new try
-                self.state.put(replace(prev, acl_hash=read.acl_hash, path=item.path, **stat))
-            rep.count_problem(item.path, prev.status, prev.reason or "")
+            assert prev is not None and s.reading is not None  # a failed/skipped row, its ACL read
+            self.records.keep(item, prev, s.reading.digest, rep, touch=d.touch)
         elif d.action is Action.ACL_ONLY:
-            assert prev is not None and read.acl is not None  # an indexed row, its ACL read
-            self._acl_only(connector, item, prev, read.collection, read.acl, read.epoch, rep, **stat)
-        else:  # pragma: no cover - READ_* and REINDEX are handled by the caller
+            assert prev is not None and s.reading is not None  # an indexed row, its ACL read
+            stat: dict[str, Any] = {"size": item.size, "mtime": item.mtime, "etag": item.etag} if d.touch else {}
+            self.rights.acl_only(connector, item, prev, collection, s.reading, rep, **stat)
+        else:  # pragma: no cover - READ_* and REINDEX are never settled
             raise AssertionError(d.action)
 
-    def _chunks_of(self, item: SourceItem, blocks: tuple[Block, ...], subject: Subject) -> list[Chunk]:
-        """The chunks of ``item``'s extracted ``blocks``, each with its contextual header
-        (:func:`~ancre.ingest.subject.chunk_header` of the document's ``subject``). Raises
-        :class:`~ancre.errors.ExtractionError` (``empty``: no text; ``too_large``: over
-        ``extraction.max_chunks`` chunks)."""
-        chunks = [
-            replace(c, header=chunk_header(subject, c.heading_path))
-            for c in chunk_blocks(item.doc_id, blocks, self.settings.chunking.target_chars, self.settings.chunking.overlap_chars)
-        ]
-        if not chunks:
-            raise ExtractionError("empty", "no text found")
-        max_chunks = self.settings.extraction.max_chunks
-        if len(chunks) > max_chunks:
-            raise ExtractionError("too_large", f"{len(chunks)} chunks > extraction.max_chunks ({max_chunks})")
-        return chunks
+    # ------------------------------------------------------------------------------------------
+    def refresh_acls(
+        self, connector: Connector, paths: Iterable[str] | None = None, *, should_stop: StopFn | None = None,
+    ) -> PassReport:
+        """The rights-only refresh of ``connector``'s source (every live document, or those at or
+        below ``paths``), run alongside passes: :meth:`AclRefresher.refresh
+        <ancre.daemon.sync.acl_refresh.AclRefresher.refresh>`."""
+        return self.rights.refresh(connector, paths, should_stop=should_stop)
 
-    def _record_error(
-        self, item: SourceItem, prev: ItemState | None, read: _Read, rep: PassReport, limits: Limits,
-        error: ExtractionError, content_hash: str | None,
-    ) -> None:
-        """Record an extraction (or indexing) failure as :func:`~ancre.daemon.sync.retries.failure` says."""
-        code, detail = code_of(error.reason, error.detail)
-        outcome = failure(code, detail, prev, content_hash, limits.retry, time.time())
-        self._record_problem(item, prev, read.collection, read.acl_hash, rep, outcome, content_hash=content_hash)
+    def rebuild_bm25(self, should_stop: StopFn | None = None) -> int | None:
+        """Rebuild and publish the BM25 snapshot: :meth:`KeywordHooks.rebuild
+        <ancre.daemon.sync.bm25.KeywordHooks.rebuild>` (the new generation, ``None`` when stopped)."""
+        return self.keywords.rebuild(should_stop)
 
-    def _record_problem(
-        self, item: SourceItem, prev: ItemState | None, collection: str, acl_hash: str | None, rep: PassReport,
-        outcome: Failure, *, content_hash: str | None,
-    ) -> None:
-        """Record ``item`` as ``outcome`` says; the points of a document that no longer yields
-        valid content are deleted (its old chunks must not answer questions)."""
-        if prev is not None and prev.status in (ItemStatus.INDEXED, ItemStatus.PENDING):
-            self.store.delete_doc(prev.collection, item.doc_id)
-        self.state.put(
-            ItemState(
-                source=item.source, native_id=item.native_id, path=item.path, doc_id=item.doc_id,
-                collection=collection, size=item.size, mtime=item.mtime, etag=item.etag,
-                content_hash=content_hash, acl_hash=acl_hash, chunk_count=0,
-                status=outcome.status, reason_code=outcome.reason_code, detail=outcome.detail,
-                updated_at=time.time(), attempts=outcome.attempts, retry_at=outcome.retry_at,
-                extractor=extractor_version(),
-            )
-        )
-        rep.count_problem(item.path, outcome.status, outcome.reason_code.text(outcome.detail))
+    def maintain_index(self, should_stop: StopFn | None = None, *, force: bool = False) -> list[object]:
+        """Build the store's indexes if it keeps them apart from its writes
+        (:class:`~ancre.index.store.Maintainable`: the embedded store's HNSW builds, in a separate
+        process, queries going on) and they need it (``force``: now); blocking. Returns one report
+        per build. Raises ``StoreError`` when a build fails (the live index is intact)."""
+        store = self.store
+        if not isinstance(store, Maintainable):
+            return []
+        return list(store.maintain(force=force, should_stop=should_stop))
 
     def purge_source(self, source_id: str) -> int:
         """Delete every indexed document of a source from the store and the state (``reindex``).

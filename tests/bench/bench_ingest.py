@@ -150,7 +150,7 @@ def sync_one(corpus: Path, work: Path, model_engine: str, batch: int, changes: b
         engine: SyncEngine = rt.engine
         engine.overlap = True
         busy = _Busy()
-        busy.wrap(engine.pool, "extract", "extraction (worker)")
+        busy.wrap(engine.fetcher.pool, "extract", "extraction (worker)")
         busy.wrap(rt.embedder, "embed_documents", "embedding (e5)")
         busy.wrap(rt.store, "upsert", "store upserts")
         conn = rt.connector(rt.settings.sources[0])
@@ -159,7 +159,7 @@ def sync_one(corpus: Path, work: Path, model_engine: str, batch: int, changes: b
         t0 = time.perf_counter()
         rep = engine.run_pass(conn, rebuild_bm25=False)
         t1 = time.perf_counter()
-        worker_cpu = _cpu_of(engine.pool.worker_pid or 0)
+        worker_cpu = _cpu_of(engine.fetcher.pool.worker_pid or 0)
         cpu = time.process_time() - cpu0
         t2 = time.perf_counter()
         engine.rebuild_bm25()

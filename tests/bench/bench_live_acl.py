@@ -57,6 +57,7 @@ def run(quick: bool = False) -> list[dict]:
 
     from ancre.config import QueryConfig
     from ancre.connectors.smb import SmbConnector, SmbSourceConfig
+    from ancre.index.acl_writer import AclWriter
     from ancre.index.edge_store import EdgeStore
     from ancre.models import ChunkPayload
     from ancre.query.live_acl import LiveAclChecker
@@ -104,7 +105,7 @@ def run(quick: bool = False) -> list[dict]:
         try:
             for workers in (8, 1):
                 cfg = QueryConfig(live_acl_ttl_s=0, live_acl_workers=workers, live_acl_timeout_s=30)
-                checker = LiveAclChecker(lambda _s: conn, store, None, cfg)
+                checker = LiveAclChecker(lambda _s: conn, AclWriter(store, None), cfg)
                 checker.check(payloads, principals)  # warm the pool's threads
                 per_q: list[float] = []
                 for _ in range(rounds):
@@ -117,7 +118,7 @@ def run(quick: bool = False) -> list[dict]:
                 rows.append({**_row(f"  = per document ({workers} worker(s))", [x / N_DOCS for x in per_q], "document")})
 
             cfg = QueryConfig(live_acl_ttl_s=60)
-            checker = LiveAclChecker(lambda _s: conn, store, None, cfg)
+            checker = LiveAclChecker(lambda _s: conn, AclWriter(store, None), cfg)
             checker.check(payloads, principals)
             cached: list[float] = []
             for _ in range(rounds):

@@ -124,7 +124,7 @@ def test_a_live_reading_of_a_grant_is_not_written_after_the_rights_lane_recorded
     root, rt = world
     david = rt.directory.principals("david")  # GG_Commercial: not in the CLIENTS ACL
     conn = paused(rt)
-    checker = LiveAclChecker(lambda _s: conn, rt.store, rt.state, QueryConfig(live_acl_ttl_s=0), writer=rt.acl_writer)
+    checker = LiveAclChecker(lambda _s: conn, rt.acl_writer, QueryConfig(live_acl_ttl_s=0))
     pl = payload(rt)
     try:
         set_file_aces(root, GRANT)
@@ -161,8 +161,7 @@ def test_a_rights_lane_reading_is_not_written_after_a_newer_live_reading(world: 
     lane.start()
     assert conn.read.wait(30)  # the rights lane holds its reading of the grant, unwritten
     set_file_aces(root, REVOKE)
-    checker = LiveAclChecker(lambda _s: rt.connectors()[0], rt.store, rt.state, QueryConfig(live_acl_ttl_s=0),
-                             writer=rt.acl_writer)
+    checker = LiveAclChecker(lambda _s: rt.connectors()[0], rt.acl_writer, QueryConfig(live_acl_ttl_s=0))
     try:
         got = checker.check([payload(rt)], david)
     finally:

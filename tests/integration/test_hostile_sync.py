@@ -35,7 +35,7 @@ def hostile(tmp_path: Path):
     )
     rt = Runtime(load_settings(cfg))
     pool = ExtractionPool(timeout_s=3.0, target="support.hostile:misbehave_on_marker")
-    engine = SyncEngine(rt.settings, rt.store, rt.embedder, rt.state, rt.bm25, pool)
+    engine = SyncEngine(rt.settings, rt.store, rt.embedder, rt.state, rt.bm25, pool, acl_writer=rt.acl_writer)
     yield rt, engine, expect
     pool.close()
     rt.close()

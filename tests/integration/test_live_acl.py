@@ -117,7 +117,7 @@ def test_ttl_cache_reuses_a_reading_and_never_overrides_a_newer_index_acl(world:
     root, rt = world
     clock = Clock()
     cfg = rt.settings.query.model_copy(update={"live_acl_ttl_s": 10.0})
-    live = LiveAclChecker(lambda s: rt.connector(rt.settings.source(s)), rt.store, rt.state, cfg, clock=clock)
+    live = LiveAclChecker(lambda s: rt.connector(rt.settings.source(s)), rt.acl_writer, cfg, clock=clock)
     retriever = Retriever(rt.store, rt.embedder, rt.bm25, cfg, live)
     try:
         assert DENY_FILE in paths(rt, "bruno", retriever)
@@ -203,7 +203,7 @@ def test_unreachable_source_leaves_its_documents_out_and_says_so_or_falls_back_t
 
         # availability chosen by the admin: the stored ACL decides, and the audit says so
         cfg = rt.settings.query.model_copy(update={"live_acl_on_unreachable": "stored"})
-        live = LiveAclChecker(lambda s: rt.connector(rt.settings.source(s)), rt.store, rt.state, cfg)
+        live = LiveAclChecker(lambda s: rt.connector(rt.settings.source(s)), rt.acl_writer, cfg)
         try:
             res = Retriever(rt.store, rt.embedder, rt.bm25, cfg, live).retrieve(
                 QUESTION, rt.directory.principals("alice"), limit=20

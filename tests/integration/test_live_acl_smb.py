@@ -135,7 +135,7 @@ def test_smb_server_stopped_leaves_the_document_out_and_says_so(world: World) ->
 
         # availability chosen by the admin: the stored ACL decides
         cfg = rt.settings.query.model_copy(update={"live_acl_on_unreachable": "stored"})
-        live = LiveAclChecker(lambda s: rt.connector(rt.settings.source(s)), rt.store, rt.state, cfg)
+        live = LiveAclChecker(lambda s: rt.connector(rt.settings.source(s)), rt.acl_writer, cfg)
         try:
             res = Retriever(rt.store, rt.embedder, rt.bm25, cfg, live).retrieve(
                 QUESTION, rt.directory.principals("alice"), limit=20

@@ -51,8 +51,8 @@ def _sync(tmp: Path, overlap: bool) -> tuple[dict, list[tuple[str, float, float]
 
             setattr(obj, name, run)
 
-        timed(engine.pool, "extract", "extract")
-        timed(engine, "_commit", "commit")  # pending rows, embedding, upserts, indexed rows
+        timed(engine.fetcher.pool, "extract", "extract")
+        timed(engine.writer, "commit", "commit")  # pending rows, embedding, upserts, indexed rows
         rep = engine.run_pass(rt.connectors()[0], rebuild_bm25=False)
         points = {(c, p.id, p.payload.text, p.payload.acl_allow) for c in COLLECTIONS for p in rt.store.scroll(c)}
         rows = {st.path: (st.status, st.chunk_count, st.content_hash) for st in rt.state.all_items()}

@@ -51,7 +51,9 @@ class _Engine:
         self.rt = Runtime(load_settings(cfg))
         self.pool = ExtractionPool(timeout_s=20, target="support.hostile:misbehave_on_marker")
         rt = self.rt
-        self.engine = SyncEngine(rt.settings, rt.store, embedder or rt.embedder, rt.state, rt.bm25, self.pool)
+        self.engine = SyncEngine(
+            rt.settings, rt.store, embedder or rt.embedder, rt.state, rt.bm25, self.pool, acl_writer=rt.acl_writer
+        )
 
     def pass_(self):
         return self.engine.run_pass(self.rt.connectors()[0])
@@ -195,7 +197,7 @@ def test_a_big_document_is_embedded_in_bounded_batches(tmp_path: Path) -> None:
     spy = _Spy(rt.embedder)
     pool = ExtractionPool(timeout_s=60)
     try:
-        engine = SyncEngine(rt.settings, rt.store, spy, rt.state, rt.bm25, pool)  # type: ignore[arg-type]
+        engine = SyncEngine(rt.settings, rt.store, spy, rt.state, rt.bm25, pool, acl_writer=rt.acl_writer)  # type: ignore[arg-type]
         rep = engine.run_pass(rt.connectors()[0])
         assert rep.new == 1 and rep.embedded_chunks == sum(spy.calls) >= 300
         assert max(spy.calls) <= 128 and len(spy.calls) >= 3
@@ -211,7 +213,8 @@ def test_a_pass_stopped_by_the_embedder_records_its_end(tmp_path: Path) -> None:
     rt = Runtime(load_settings(cfg))
     pool = ExtractionPool(timeout_s=60)
     try:
-        engine = SyncEngine(rt.settings, rt.store, _Spy(rt.embedder, fail_at=1), rt.state, rt.bm25, pool)  # type: ignore[arg-type]
+        spy = _Spy(rt.embedder, fail_at=1)
+        engine = SyncEngine(rt.settings, rt.store, spy, rt.state, rt.bm25, pool, acl_writer=rt.acl_writer)  # type: ignore[arg-type]
         with pytest.raises(EmbedderError):
             engine.run_pass(rt.connectors()[0])
         (_, started, finished, outcome, summary) = rt.state.last_passes(1)[0]
@@ -219,7 +222,7 @@ def test_a_pass_stopped_by_the_embedder_records_its_end(tmp_path: Path) -> None:
         assert "connection refused" in json.loads(summary)["reason"]
         rows = rt.state.all_items()
         assert rows and all(r.status == "pending" and r.attempts == 0 for r in rows)  # not the documents' fault
-        engine.embedder = rt.embedder  # the server is back: the next pass converges
+        spy.fail_at = None  # the server is back: the next pass converges
         rep = engine.run_pass(rt.connectors()[0])
         assert rep.outcome == "ok" and {r.status for r in rt.state.all_items()} == {"indexed"}
     finally:

@@ -1,5 +1,5 @@
 """A changed document embeds only its new or edited passages; the passages it kept word for word
-keep the vector stored for them (``Writer._vectors``), whatever their new position — on a real
+keep the vector stored for them (``ChunkWriter._vectors``), whatever their new position — on a real
 folder, the extraction worker, e5-local and the embedded store, in process."""
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def test_directory_alone_comes_from_one_helper(settings: Settings) -> None:
     assert resolver.names == ("directory",)
     assert resolver.principals("emma") == directory.principals("emma") != frozenset()
     # the same fallback wherever a resolver is optional
-    parts = QueryParts(None, None, None, None, directory, lambda _s: None)  # type: ignore[arg-type]
+    parts = QueryParts(None, None, None, None, directory, lambda _s: None, None)  # type: ignore[arg-type]
     assert parts.resolver.names == ("directory",) and parts.resolver.principals("emma") == directory.principals("emma")
 
 

@@ -19,6 +19,7 @@ from ancre.config import QueryConfig
 from ancre.connectors.folder import FolderConnector, FolderSourceConfig
 from ancre.connectors.smb import SmbConnector, SmbSourceConfig
 from ancre.errors import ConfigError
+from ancre.index.acl_writer import AclWriter
 from ancre.index.edge_store import EdgeStore
 from ancre.index.state import ItemState, StateDB
 from ancre.models import Acl, ChunkPayload, ItemStatus
@@ -86,7 +87,7 @@ def test_a_source_that_does_not_answer_in_time_is_left_out_fail_closed(
     )
     conn = SmbConnector(src, directory=None, ignore=())
     cfg = QueryConfig(live_acl_timeout_s=0.5)
-    live = LiveAclChecker(lambda _s: conn, store, None, cfg)
+    live = LiveAclChecker(lambda _s: conn, AclWriter(store, None), cfg)
     try:
         t = time.monotonic()
         out = live.check([payload("partage", "a.docx"), payload("partage", "b.docx")], frozenset({G1}))
@@ -95,7 +96,7 @@ def test_a_source_that_does_not_answer_in_time_is_left_out_fail_closed(
         assert not any(c.readable or c.live for c in out.values())
         assert "no answer within 0.5 s" in (out["partage:a.docx"].reason or "")
 
-        stored = LiveAclChecker(lambda _s: conn, store, None, cfg.model_copy(update={"live_acl_on_unreachable": "stored"}))
+        stored = LiveAclChecker(lambda _s: conn, AclWriter(store, None), cfg.model_copy(update={"live_acl_on_unreachable": "stored"}))
         try:
             out = stored.check([payload("partage", "a.docx"), payload("partage", "c.docx", (G2,))], frozenset({G1}))
             assert out["partage:a.docx"].outcome == "stored" and out["partage:a.docx"].readable
@@ -110,7 +111,7 @@ def test_unknown_source_is_left_out(store: EdgeStore) -> None:
     def connector_for(source: str) -> FolderConnector:
         raise ConfigError(f"sources: no source with id {source!r}")
 
-    live = LiveAclChecker(connector_for, store, None, QueryConfig(live_acl_on_unreachable="stored"))
+    live = LiveAclChecker(connector_for, AclWriter(store, None), QueryConfig(live_acl_on_unreachable="stored"))
     try:
         (c,) = live.check([payload("gone-source", "x.md")], frozenset({G1})).values()
         assert c.outcome == "no_source" and not c.readable and "no source with id" in (c.reason or "")
