@@ -144,15 +144,15 @@ def commands(script: str) -> list[list[str]]:
 
 def ancre_argv(words: list[str]) -> list[str] | None:
     """The arguments given to ``ancre`` by one simple command (``None`` when it runs something
-    else): after variable assignments, ``exec``/``env``/``time``, ``sudo`` or ``systemd-run`` and
+    else): after variable assignments, ``exec``/``env``/``time``, ``sudo``, ``systemd-run`` or ``setpriv`` and
     their options, ``sh -c 'script'`` (the script's first ``ancre`` command)."""
     i = 0
     while i < len(words):
         w = words[i]
         if re.fullmatch(r"[A-Za-z_]\w*=.*", w) or w in {"exec", "env", "time", "nohup"}:
             i += 1
-        elif w in {"sudo", "systemd-run"}:
-            takes = _SUDO_ARG if w == "sudo" else _RUN_ARG
+        elif w in {"sudo", "systemd-run", "setpriv"}:
+            takes = _SUDO_ARG if w == "sudo" else _RUN_ARG if w == "systemd-run" else set()
             i += 1
             while i < len(words) and words[i].startswith("-"):
                 i += 2 if words[i] in takes else 1
