@@ -52,8 +52,8 @@ class StoreLockedError(StoreError):
 
 class DiskFullError(StoreError):
     """The data folder's file system has less free space than a write or an index build needs
-    plus the margin (``[store] min_free_mb``): refused before any byte was written (README
-    "Running under systemd", *A full disk*). ``folder``, ``free`` and ``needed`` (bytes, the
+    plus the margin (``[store] min_free_mb``): refused before any byte was written (docs/OPERATIONS.md,
+    "A full disk"). ``folder``, ``free`` and ``needed`` (bytes, the
     margin included) say where and how much; a pass that meets it stops as ``disk_full``."""
 
     def __init__(
@@ -104,7 +104,7 @@ class AuditError(AncreError):
 
 
 class ControlError(AncreError):
-    """The local control socket (README "Running under systemd") could not be used: the owner
+    """The local control socket (docs/DEPLOY.md, "The admin commands") could not be used: the owner
     of the index stopped answering, or answered with an error this client does not know."""
 
 

@@ -109,7 +109,7 @@ READ_ACCESS = FILE_GENERIC_READ
 SYNCHRONIZE | FILE_READ_DATA | FILE_READ_ATTRIBUTES | FILE_READ_EA), what Explorer, Word and every
 program opening a file with GENERIC_READ ask the server for. A user granted FILE_READ_DATA alone
 could read the bytes with a hand-made request, but not open the document the way staff do: that
-user does not read it (README, "Which right is read")."""
+user does not read it (docs/WINDOWS-AD.md, "Which right is read")."""
 
 READ_BITS = (FILE_READ_DATA, READ_CONTROL, SYNCHRONIZE, FILE_READ_EA, FILE_READ_ATTRIBUTES)
 """The bits of :data:`READ_ACCESS`, in the order explanations report them."""

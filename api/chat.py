@@ -1,4 +1,4 @@
-"""OpenAI-compatible routes for Open WebUI (README "API"):
+"""OpenAI-compatible routes for Open WebUI (docs/API.md):
 
 ``GET /v1/models``
     The one model (``api.model_id``, default ``ancre``). Service key only: Open WebUI also lists

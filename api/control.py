@@ -2,7 +2,7 @@
 index (``ancre daemon`` or ``ancre serve``; :mod:`ancre.app.control` runs it). It lets the admin's
 CLI (``ancre search``, ``ask``, ``acl explain``, ``status``, ``sync``, ``reindex``) and the query
 core imported by another program (:class:`~ancre.query.remote.RemoteQueryCore`) work while the
-embedded store is held by that process. See README "Running under systemd".
+embedded store is held by that process. See docs/DEPLOY.md, "The admin commands".
 
 Who may do what — the caller's Unix identity comes from the socket (``SO_PEERCRED``, put in the
 request's ``state.peer`` by the server): **admins** (root, the service's own user, members of

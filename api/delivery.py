@@ -1,5 +1,5 @@
 """How an answer is written out on ``/v1/chat/completions`` for Open WebUI's staff: the text, what
-is said before and after it, and its sources (README "Open WebUI").
+is said before and after it, and its sources (docs/OPENWEBUI.md).
 
 In order:
 

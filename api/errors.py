@@ -1,5 +1,5 @@
 """The API's errors, always in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``
-(README "API"): :class:`ApiError` raised by the routes, and the exception handlers that map
+(docs/API.md): :class:`ApiError` raised by the routes, and the exception handlers that map
 every other failure to a status — 401 identity, 422 bad body (the message names the field), 503
 directory / audit log / index unavailable or answering model not installed on its server
 (``model_missing``: the log line names the model and the command that fixes it), 502 answering
@@ -127,7 +127,7 @@ async def _validation_error(request: Request, e: RequestValidationError) -> JSON
 async def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
     if e.status_code == 400 and e.detail == _FASTAPI_BODY_ERROR:
         # FastAPI's answer to a body json.loads() cannot decode (not UTF-8, nested too deep):
-        # a bad body, 422 like every other one (README, OpenAPI)
+        # a bad body, 422 like every other one (docs/API.md, OpenAPI)
         message = staff_message(request, "invalid_value", "body: the request body is not JSON in UTF-8 (RFC 8259)")
         return error_response(422, message, "invalid_request_error", "invalid_value", "body")
     code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")

@@ -1,4 +1,4 @@
-"""``POST /query`` ``{"question"}``, the route for machines (README "API").
+"""``POST /query`` ``{"question"}``, the route for machines (docs/API.md).
 
 200 ``{reponse, sources, ancree, controles, verification, extractive, documents_ecartes,
 versions}`` (and ``liste`` for a list question) when the answer is grounded (``ancree: true``,

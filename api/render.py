@@ -1,6 +1,6 @@
 """How an :class:`~ancre.query.answer.Answer` is written out by the API: the sources as JSON, the
 ``ancre`` verdict object, the ``x-ancre-*`` headers, and the Markdown « Sources » block appended
-to a ``/v1`` answer (README "API")."""
+to a ``/v1`` answer (docs/API.md)."""
 
 from __future__ import annotations
 

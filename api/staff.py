@@ -1,7 +1,7 @@
 """What a staff user reads in Open WebUI when ancre cannot simply answer: French, about his own
 situation, and saying what to do — never a raw English error.
 
-Three situations that must not be confused (README "Open WebUI"):
+Three situations that must not be confused (docs/OPENWEBUI.md):
 
 - **the documents do not say it**: the standard refusal « Cette information ne figure pas dans
   les documents disponibles. » (:data:`~ancre.query.prompt.REFUSAL`), left as it is — plus, in

@@ -128,7 +128,7 @@ def check_identities(rt: Runtime) -> CheckResult:
     shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
     return CheckResult(part, True, f"{len(found)} identit(ies) can never be matched: {shown}",
                        "remove the space or invisible character in the directory or in api.user_map (an identity is "
-                       "taken exactly as written: README \"Open WebUI\", Identities)", warn=True)
+                       "taken exactly as written: docs/SECURITY.md, Identities)", warn=True)
 
 
 def check_source(rt: Runtime, src: SourceSettings) -> CheckResult:

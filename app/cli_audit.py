@@ -1,5 +1,5 @@
-"""``ancre audit who-saw | user | stats | verify``: the audit log read back and checked (README
-"Who saw what", "A tamper-evident audit"), registered on the ``ancre`` command line by
+"""``ancre audit who-saw | user | stats | verify``: the audit log read back and checked (docs/REPORTS.md
+"Who saw what", docs/SECURITY.md "A tamper-evident audit"), registered on the ``ancre`` command line by
 :mod:`ancre.app.cli`."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The audit log's hash chain, its format: every line carries the hash of the line before it, so
-a changed, removed, inserted or reordered line is found and named (README "What ancre exposes, and
+a changed, removed, inserted or reordered line is found and named (docs/SECURITY.md "A tamper-evident audit", and
 who saw what", the tamper-evident audit). Written by :class:`~ancre.audit.chain_writer.AuditChain`,
 checked by :func:`~ancre.audit.verify.verify_chain`.
 

@@ -1,4 +1,4 @@
-"""The audit log read back (README "Who saw what"): the daily files' records, from the files alone
+"""The audit log read back (docs/REPORTS.md, "Who saw what"): the daily files' records, from the files alone
 (:mod:`ancre.audit.record` writes them) — so a document since deleted or re-permissioned, or a
 user since gone from the directory, is still answered for. The admin's reports over them
 (``ancre audit who-saw | user | stats``) are :mod:`ancre.reports.audit_log`.

@@ -1,6 +1,6 @@
 """Witnesses of the audit chain: where each record's chain position and hash are also kept, out
 of reach of whoever can rewrite the audit folder, so that `ancre audit verify` finds records cut
-from the end of the log, a whole log deleted, or a log rolled back to an older copy (README "A
+from the end of the log, a whole log deleted, or a log rolled back to an older copy (docs/SECURITY.md "A
 tamper-evident audit", the threat table).
 
 A **mark** is what a witness keeps of one record: the audit folder (its absolute path, so that
@@ -28,7 +28,7 @@ Two kinds (:class:`Witness`, the interface; ``[audit] witnesses``):
   writes (``audit.syslog_files``, :class:`FileMarks`; rotated ``.gz`` files too). The service's
   user can add to the system log but not rewrite or delete what is in it.
 
-What each defeats and what it does not is the README's threat table; root on the machine defeats
+What each defeats and what it does not is the threat table of docs/SECURITY.md; root on the machine defeats
 every witness kept on it.
 """
 

@@ -3,7 +3,7 @@ capabilities the sync engine, the daemon and the CLI check with ``isinstance`` (
 :class:`Watchable`, :class:`ChangeFeed`, :class:`SubtreeListing`, :class:`LocalTree`,
 :class:`Closeable`, :class:`Checkable`; what a listing returns (:class:`Listing`), what a change feed
 returns (:class:`ChangeBatch`); and what a connector factory receives (:class:`SourceContext`).
-README "Adding a source", docs/ARCHITECTURE.md."""
+docs/DEVELOPING.md "Adding a source", docs/ARCHITECTURE.md."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ class FolderConnector(CollectionFromConfig[FolderSourceConfig]):
     Listing raises :class:`SourceUnavailableError` when the root is missing, not a directory, or any
     folder below it can't be read — a partial listing would look like mass deletion.
 
-    **Symbolic links** are never a way around a right (README "How it stays safe"). By default
+    **Symbolic links** are never a way around a right (docs/SECURITY.md "How it stays safe"). By default
     each link below the root (to a file or a folder, dangling or not) is listed as an item with
     ``skip = "symlink"`` (status ``skipped`` in ``ancre status``) and never read. With
     ``follow_symlinks = true`` a link is followed only when its resolved target lies inside the

@@ -7,7 +7,7 @@ module that imports no client library (``ancre.settings.sources`` for ``folder``
 ``[[sources]]`` without importing smbprotocol, impacket or msal. The connector module, whose
 ``KIND = SourceKind(...)`` gives the factory and the principal providers, is imported only when a
 source of that kind is built (:func:`source_kind`). Adding a source kind = its module plus one
-line here (README "Adding a source"). The configuration, the runtime, the CLI and the daemon look
+line here (docs/DEVELOPING.md "Adding a source"). The configuration, the runtime, the CLI and the daemon look
 kinds up here and never switch on ``kind`` themselves.
 
 A kind kept outside ancre (a plugin package) adds the same line through the Python entry-point

@@ -1,5 +1,5 @@
-"""Free space of the data folder's file system, checked before writing (README "Running under
-systemd", *A full disk*).
+"""Free space of the data folder's file system, checked before writing (docs/OPERATIONS.md "A full
+disk").
 
 The embedded Qdrant engine (qdrant-edge-py) writes through memory maps: its write-ahead log,
 vectors, payloads and indexes are sparse files whose pages get their disk blocks when first

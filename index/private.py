@@ -36,7 +36,7 @@ is given (:func:`ancre.settings.daemon.control_socket_path`)."""
 def tighten_tree(root: Path) -> int:
     """Remove group and other permissions from ``root`` and everything below it that this
     process owns (links are not followed; other owners' files are left alone). Sockets and the
-    control socket's folder (``<root>/run``, 0750 with its socket 0660 for the admin group: README
+    control socket's folder (``<root>/run``, 0750 with its socket 0660 for the admin group: docs/DEPLOY.md
     "Running under systemd") keep the modes their server gave them. Returns the number of entries
     changed; never raises for one entry (logged)."""
     changed = 0

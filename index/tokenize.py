@@ -38,7 +38,7 @@
    list (with elision, apostrophe, ligature and hyphen variants) gives one term. Kept on (:data:`STEM`):
    questions worded with other inflections than the text (``résilier``/``résiliation``,
    ``machine virtuelle``/``machines virtuelles``, ``estimée``/``estimé``) share their terms with
-   it only when stemmed (the retrieval evaluation in README.md has such questions).
+   it only when stemmed (the retrieval evaluation in docs/BENCHMARKS.md has such questions).
 7. **Hyphens and soft hyphens**: U+2010/U+2011/U+2012/U+2212 (Word's non-breaking hyphen, PDF
    hyphens) are read as ``-``; a soft hyphen (U+00AD) is dropped, so ``sécu<U+00AD>rité`` is ``sécurité``.
 

@@ -1,5 +1,5 @@
 """The query core as a library: what another Python service imports to search and answer over
-ancre's index with each user's rights (README "Using the query core from Python",
+ancre's index with each user's rights (docs/API.md, "Using the query core from Python",
 docs/ARCHITECTURE.md "Data flow of a question")::
 
     from ancre.query import QueryCore
@@ -125,7 +125,7 @@ class QueryCore(Closing):
 
         With the embedded store (``store.kind = "edge"``) owned by a running ``ancre daemon`` /
         ``ancre serve``, returns a :class:`~ancre.query.remote.RemoteQueryCore` that asks that
-        process through its control socket (README "Running under systemd"): same methods, same
+        process through its control socket (docs/DEPLOY.md, "The admin commands"): same methods, same
         typed results. Otherwise opens the index in this process: like every ancre entry point,
         makes ancre's files private first (the process umask gains 077;
         :func:`~ancre.index.private.make_private`). Close it (or use it as a context manager) to

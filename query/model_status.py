@@ -1,5 +1,5 @@
 """Whether the configured models are on their servers — for ``ancre check``, ``GET /health`` and
-``ancre serve``'s pre-load (README "Asking questions", "The RAG API").
+``ancre serve``'s pre-load (docs/MODELS.md, "A model that is missing, or loading").
 
 Each configured model — the answering model (``[llm]``) and, with one, the judge (``[judge]``) —
 is looked up in its server's list: Ollama ``GET /api/tags`` (Ollama API reference, "List Local

@@ -44,7 +44,7 @@ the store's rights filter), never of the whole index: a word found only in docum
 read is *unknown* to him, so neither a refusal nor an answer tells him that it exists anywhere;
 every threshold above is a function of his counts alone.
 
-Calibrated on the retrieval evaluation (``examples/axonix/eval.json``, README "Retrieval
+Calibrated on the retrieval evaluation (``examples/axonix/eval.json``, docs/BENCHMARKS.md "Retrieval
 evaluation"): « A combien est estimée la consommation Azure mensuelle de Sarrasin ? » is answered
 from the offer (it says « par mois »: « mensuelle » is common, not required); for chloe, the
 server-room code's words (``code``, ``salle``) are in no chunk she may read — unknown to her, they

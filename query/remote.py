@@ -1,6 +1,6 @@
 """The query core through the local control socket: when another process (``ancre daemon``,
 ``ancre serve``) owns the embedded index, :class:`RemoteQueryCore` asks it over its Unix socket
-(:mod:`ancre.api.control`, README "Running under systemd") — same methods and same typed results
+(:mod:`ancre.api.control`, docs/DEPLOY.md, "The admin commands") — same methods and same typed results
 as the in-process :class:`~ancre.query.core.QueryCore`. :class:`ControlClient` is the HTTP client
 under it (httpx over the Unix socket), also used by the CLI for ``status`` and ``sync``.
 """

@@ -17,7 +17,7 @@
 Steps 1 and 2 overlap: the keyword side (it needs no query vector) runs on a worker thread of
 the retriever's pool while the calling thread embeds the question and searches the vectors, so a
 question costs about the longer of the two, not their sum (the engines release the GIL while
-they search; README "Benchmarks", scale table).
+they search; docs/BENCHMARKS.md, scale table).
 
 An empty principal set returns ``[]`` before anything is searched.
 """

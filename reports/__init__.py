@@ -1,4 +1,4 @@
-"""The admin's reports (README "What ancre exposes" and "Who saw what"): the exposure of the
+"""The admin's reports (docs/REPORTS.md): the exposure of the
 index to broad principals with the sensitive data found (:mod:`ancre.reports.exposure`,
 :mod:`ancre.reports.detectors`, rendered by :mod:`ancre.reports.render`), and the audit reports
 — who was shown a document, everything logged about a person, statistics

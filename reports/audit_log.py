@@ -1,4 +1,4 @@
-"""The admin's reports over the audit log (README "Who saw what"): ``ancre audit who-saw``,
+"""The admin's reports over the audit log (docs/REPORTS.md, "Who saw what"): ``ancre audit who-saw``,
 ``ancre audit user`` and ``ancre audit stats``, over the records :mod:`ancre.audit.reading` reads
 back from the daily files alone — so a document since deleted or re-permissioned, or a user since
 gone from the directory, is still answered for.

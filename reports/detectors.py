@@ -1,4 +1,4 @@
-"""Sensitive-data detectors for the exposure report (README "What ancre exposes").
+"""Sensitive-data detectors for the exposure report (docs/REPORTS.md).
 
 :func:`scan` reads one chunk of indexed text and returns :class:`Hit` s: what kind of sensitive
 data it holds and a digest of each value (never the value: a report carries kinds and counts

@@ -1,5 +1,5 @@
 """``ancre report exposure``: what a broad principal can read, and what sensitive data it holds
-(README "What ancre exposes").
+(docs/REPORTS.md).
 
 From the index alone: every chunk is read once from the store (:meth:`Store.scroll
 <ancre.index.store.Store.scroll>`, both collections, payloads only — the sources are not read

@@ -62,7 +62,7 @@ class ApiConfig(BaseModel):
     """When set, every authenticated request must also carry
     ``signature_header`` = ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, string to sign)>``, the
     string to sign binding the e-mail, the time, the method, the path and a SHA-256 of the body
-    (:mod:`ancre.api.identity`, README "Identity signature")."""
+    (:mod:`ancre.api.identity`, docs/API.md "Identity signature")."""
     signature_header: str = Field("X-Ancre-Signature", pattern=_HEADER_NAME)
     """Header carrying the identity signature (with ``signing_secret``)."""
     max_clock_skew_s: float = Field(300.0, gt=0, le=86_400)
@@ -87,7 +87,7 @@ class ApiConfig(BaseModel):
     """Header naming an Open WebUI side request (title, tags, follow-ups, queries, autocomplete…):
     set the connection's header ``{"X-OpenWebUI-Task": "{{TASK}}"}`` in Open WebUI. A request whose
     value is not empty is answered in the format Open WebUI parses, without retrieval, model call
-    or audit record (see README.md); ``None`` (``task_header = ""``): every request is a question."""
+    or audit record (see docs/OPENWEBUI.md); ``None`` (``task_header = ""``): every request is a question."""
 
     citations: Literal["native", "markdown"] = "native"
     """How a ``/v1`` answer gives its sources. ``native``: a streamed answer sends each source as

@@ -62,7 +62,7 @@ class DaemonConfig(BaseModel):
     """Deprecated and ignored: the control endpoint is now the local control socket
     (``control_socket``), never a TCP port. Still accepted (with a warning) so old configs load."""
     control_socket: Annotated[Path | None, PathRole.SOCKET] = None
-    """The control socket's path (a Unix domain socket; see README "Running under systemd").
+    """The control socket's path (a Unix domain socket; see docs/DEPLOY.md, "The admin commands").
     Default: ``$RUNTIME_DIRECTORY/control.sock`` when systemd gives one (``RuntimeDirectory=ancre``),
     else ``<data_dir>/run/control.sock``. Set it when the admin's shell can't find it by itself
     (several instances on one host)."""

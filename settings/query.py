@@ -132,7 +132,7 @@ class AuditConfig(_Section):
     witnesses: tuple[Literal["state", "syslog"], ...] = ("state",)
     """Where each record's chain position and hash are also kept, out of reach of the audit
     folder, so that records cut from the end of the log are found (:mod:`ancre.audit.witness`;
-    README "A tamper-evident audit", the threat table): ``state`` the state database
+    docs/SECURITY.md "A tamper-evident audit", the threat table): ``state`` the state database
     (``<data_dir>/state.sqlite3``), ``syslog`` the system log (journald or rsyslog, through
     ``syslog_socket``). ``[]``: none — ``ancre audit verify`` then fails unless told the log was
     started without one (``--started-without-witness``)."""

@@ -1,5 +1,5 @@
 """The ``[reports]`` section: what the admin's exposure report counts as *broad*
-(README "What ancre exposes"). Used as :class:`ancre.config.Settings` ``reports``."""
+(docs/REPORTS.md). Used as :class:`ancre.config.Settings` ``reports``."""
 
 from __future__ import annotations
 

@@ -128,15 +128,15 @@ class EdgeStoreConfig(_Section):
     bm25: Literal["snapshot", "qdrant"] = "qdrant"
     """Where the keyword side lives: ``qdrant`` (the embedded engine's BM25 text index, updated with
     every write) or ``snapshot`` (bm25s snapshot files under the data dir, rebuilt from the store
-    after each change). README "Configuration"."""
+    after each change). docs/CONFIGURING.md."""
     build_after_points: int = Field(20_000, ge=1)
     """Points not yet in the store's HNSW index (searched exactly) that start an index build in a
-    separate process (README "Scale")."""
+    separate process (docs/INDEXING.md "Scale")."""
     min_free_mb: float = Field(256.0, ge=0)
     """Free space (MiB) the data folder's file system keeps beyond what a batch of writes or an
     index build needs: short of it they are not started, the pass stops as ``disk_full`` and
     indexing resumes by itself once there is room (the engine writes through memory maps, where a
-    full file system would kill the process). README "Running under systemd", *A full disk*."""
+    full file system would kill the process). docs/OPERATIONS.md "A full disk"."""
 
 
 class QdrantStoreConfig(_Section):
@@ -153,7 +153,7 @@ class QdrantStoreConfig(_Section):
     bm25: Literal["snapshot", "qdrant"] = "snapshot"
     """Where the keyword side lives: ``snapshot`` (bm25s snapshot files under the data dir, rebuilt
     from the store after each change; collections built without sparse vectors) or ``qdrant``
-    (sparse vectors with IDF kept in the server, updated with every write). README "Configuration"."""
+    (sparse vectors with IDF kept in the server, updated with every write). docs/CONFIGURING.md."""
 
 
 class LocalStoreConfig(_Section):
@@ -255,7 +255,7 @@ class ExtractionConfig(_Section):
     """Text extraction: each file runs in a worker process killed after ``timeout_s`` seconds.
 
     The ``max_*`` limits are decided as early and cheaply as possible; a document over one is
-    recorded ``skipped`` with reason ``too_large: …`` naming the key (README.md, "Configuration").
+    recorded ``skipped`` with reason ``too_large: …`` naming the key (docs/INDEXING.md, "Limits").
     The defaults let a 300-page contract through with a wide margin."""
 
     timeout_s: float = Field(60.0, gt=0)

@@ -5,7 +5,7 @@ field: :class:`FolderSourceConfig` and :class:`SmbSourceConfig` here,
 ``SharePointSourceConfig`` in :mod:`ancre.connectors.sharepoint.config` — modules that import no
 client library, so that validating a config never imports smbprotocol or msal.
 :mod:`ancre.connectors.registry` lists them and :class:`ancre.config.Settings` validates
-``sources`` as the discriminated union of the registered models (README "Adding a source",
+``sources`` as the discriminated union of the registered models (docs/DEVELOPING.md "Adding a source",
 docs/ARCHITECTURE.md).
 """
 

@@ -1,4 +1,4 @@
-"""SharePoint Online connector: Microsoft Graph + SharePoint REST (README "SharePoint Online").
+"""SharePoint Online connector: Microsoft Graph + SharePoint REST (docs/SHAREPOINT.md).
 
 :data:`KIND` is the ``sharepoint`` source kind of :data:`ancre.connectors.registry.REGISTRY`; the
 connector, the Graph client and msal are imported only when a SharePoint source is built.

@@ -13,7 +13,7 @@ Credentials (Microsoft identity platform, "certificate credentials" and "client 
 - :class:`PfxCredential`: the same as a PKCS#12 file with its passphrase; loaded with
   ``cryptography`` and handed to msal as key + thumbprint.
 - :class:`SecretCredential`: a client secret. Graph accepts the tokens; SharePoint REST refuses
-  app-only tokens obtained with a secret ("Unsupported app only token"), see README "SharePoint".
+  app-only tokens obtained with a secret ("Unsupported app only token"), see docs/SHAREPOINT.md.
 
 ``authority`` is the Entra host (``https://login.microsoftonline.com``, sovereign clouds such as
 ``https://login.microsoftonline.us``). For a host that is not a Microsoft authority (tests, a

@@ -52,7 +52,7 @@ def _discovery_fix(cfg: SharePointSourceConfig, e: Exception) -> str:
     if key is not None:
         return f"check sources.{cfg.id}.{key} ({getattr(cfg, key)}): the server must answer from this host"
     return (f"check sources.{cfg.id}.tenant_id / client_id / the credential, and that the app has "
-            "Sites.Read.All (or Sites.Selected) with admin consent (README \"SharePoint Online\")")
+            "Sites.Read.All (or Sites.Selected) with admin consent (docs/SHAREPOINT.md)")
 
 
 def check_source(cfg: SharePointSourceConfig, graph: Any, rest: RestFactory | None) -> SourceCheck:

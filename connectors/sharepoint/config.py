@@ -1,5 +1,5 @@
 """``[[sources]] kind = "sharepoint"``: one SharePoint Online tenant read through Microsoft Graph
-(README "SharePoint")."""
+(docs/SHAREPOINT.md)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class SharePointSourceConfig(SourceSettings):
     permission_sweep_interval_s: float = Field(300.0, ge=0)
     """Seconds between two re-reads of every item's permissions (Graph misses some sharing
     changes; without the live check and ``sharing_delta`` this bounds how long a removed
-    permission stays searchable — README "SharePoint Online"); 0 = never. A sweep asks
+    permission stays searchable — docs/SHAREPOINT.md); 0 = never. A sweep asks
     SharePoint REST which items have unique permissions (one request per 5,000 items) and Graph
     for those only."""
     identity_cache_ttl_s: float = Field(300.0, ge=0)

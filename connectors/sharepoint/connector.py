@@ -1,6 +1,6 @@
 """SharePoint Online connector: document libraries read through Microsoft Graph ``driveItem``
 delta, permissions through Graph ``/permissions`` (batched) and SharePoint REST role
-assignments (README "SharePoint").
+assignments (docs/SHAREPOINT.md).
 
 **Listing.** One source = one tenant. Per site (``sites``, or every site), per document library
 (drive) matching ``libraries`` / ``libraries_exclude``, the connector caches a *snapshot* of the

@@ -1,6 +1,6 @@
 """SharePoint Online permissions → the read principals of an :class:`~ancre.models.Acl` (pure).
 
-Two inputs are mapped (README "SharePoint"):
+Two inputs are mapped (docs/SHAREPOINT.md):
 
 * **Graph permission resources** of a driveItem (``GET /drives/{d}/items/{i}/permissions``,
   Microsoft Graph v1.0 "permission resource type", "List sharing permissions on a driveItem"):

@@ -1,4 +1,4 @@
-"""Entra ID principals of a user (README "SharePoint", DESIGN seam "principal providers").
+"""Entra ID principals of a user (docs/SHAREPOINT.md, DESIGN seam "principal providers").
 
 ``EntraProvider.principals("alice@axonix.ch")`` → ``{aad:<her object id>, aad:<each group she
 is in, transitively>, aad:owners:<each group she owns> (GET /users/{id}/ownedObjects: the

@@ -14,7 +14,7 @@ second token cache.
 
 SharePoint Online refuses app-only tokens obtained with a **client secret** ("Unsupported app
 only token"): a source configured with a secret gets a ``ConfigError`` here, and its
-library-inherited rights can't be read (README "SharePoint": use a certificate).
+library-inherited rights can't be read (docs/SHAREPOINT.md: use a certificate).
 
 Every ``ClientContext`` first fetches a form digest (``POST /_api/contextInfo``), which the library
 retries by itself on transient failures (5 attempts, exponential backoff from 5 s, honouring

@@ -373,7 +373,7 @@ def build(cfg: SmbSourceConfig, ctx: SourceContext) -> Connector:
         raise ConfigError(
             f"sources.{cfg.id}.auth = \"kerberos\" needs the `kerberos` extra ({', '.join(missing)} not installed): "
             "sudo apt install libkrb5-dev gcc python3-dev, then pip install 'ancre[kerberos]' in ancre's environment "
-            "(README \"Windows file server and Active Directory\")"
+            "(docs/WINDOWS-AD.md)"
         )
     try:
         directory: Directory | None = ctx.directory()

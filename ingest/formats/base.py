@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_OPTIONS", "ExtractOptions", "Node", "Reader", "clean", "deco
 
 @dataclass(frozen=True)
 class ExtractOptions:
-    """Settings of one extraction (from ``[extraction]``, see README.md "Configuration").
+    """Settings of one extraction (from ``[extraction]``, see docs/INDEXING.md "Limits").
 
     ``ocr``: OCR the PDF pages that have no text layer (Tesseract); ``ocr_languages``: Tesseract
     language codes joined by ``+`` (only those installed are used); ``ocr_dpi``: rendering

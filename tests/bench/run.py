@@ -1,7 +1,7 @@
 """The one bench command: runs every ``bench_*.py`` module of this folder and prints its table,
 then a summary against the performance targets.
 
-    .venv/bin/python tests/bench/run.py [--sizes 10000,100000] [--quick] [--only bm25,retrieval,...] [--scale-1m]
+    .venv/bin/python tests/bench/run.py [--sizes 10000,100000] [--quick] [--only bm25,retrieval,...] [--scale-1m] [--no-write]
 
 Each module exposes ``run(...) -> list[dict]`` and, optionally, ``render(rows)`` (its own rich
 table; without it the rows are printed as a generic table) and ``summary(rows) -> list[tuple[str,
@@ -10,6 +10,11 @@ str, str]]`` (``(measure, value, target)`` lines for the final summary). ``run``
 chunks unless ``--sizes`` is given) for a smoke check; ``--scale-1m`` (``big``) adds the million-chunk
 column of the scale bench (it takes long: one build process per 250,000 chunks). A bench that fails is reported and the others
 still run; the exit code is then 1.
+
+What each bench rendered, with its summary lines and the machine it ran on, is written into
+docs/BENCHMARKS.md, *Latest ``make bench`` run* (:mod:`markdown_report`: that bench's section
+replaced, the others kept); not with ``--quick`` (a smoke run) nor ``--no-write``; ``--write FILE``
+names another file.
 
 Importing this file does nothing; benchmarks are commands, not tests (pytest collects nothing
 here: no ``test_*`` files).
@@ -154,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help=f"small smoke run (sizes {QUICK_SIZES})")
     ap.add_argument("--only", help=f"comma-separated benches among: {','.join(names)}")
     ap.add_argument("--scale-1m", action="store_true", help="add the 1,000,000-chunk column of the scale bench")
+    ap.add_argument("--no-write", action="store_true", help="do not write the tables into docs/BENCHMARKS.md")
+    ap.add_argument("--write", type=Path, metavar="FILE", help="write the tables into FILE instead of docs/BENCHMARKS.md")
     ap.add_argument(
         "--stateful", type=int, metavar="N",
         help="instead of the benches, run the hypothesis rights property with N examples (e.g. 10000)",
@@ -166,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "ANCRE_STATEFUL_EXAMPLES": str(args.stateful)}
         return subprocess.call([sys.executable, "-m", "pytest", "-q", str(test)], env=env)
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else None
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import markdown_report
     selected = names
     if args.only:
         selected = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -181,22 +191,27 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores; load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}"
     )
     results: list[tuple[str, str, float, list[tuple[str, str, str]]]] = []
+    sections: dict[str, str] = {}
     for name in selected:
         console.rule(f"bench {name}")
-        t0 = time.perf_counter()
-        try:
-            module = load(name)
-            rows = run_bench(module, sizes, args.quick, args.scale_1m)
-            if hasattr(module, "render"):
-                module.render(rows)
-            else:
-                _generic_table(name, rows)
-            lines = summary_lines(name, module, rows)
-            status = "ok"
-        except Exception as exc:  # noqa: BLE001 - one failing bench must not hide the others
-            traceback.print_exc()
-            lines, status = [("error", f"{type(exc).__name__}: {exc}"[:200], "")], "FAILED"
-        results.append((name, status, time.perf_counter() - t0, lines))
+        t0, start_load = time.perf_counter(), os.getloadavg()
+        with markdown_report.capture() as shown:
+            try:
+                module = load(name)
+                rows = run_bench(module, sizes, args.quick, args.scale_1m)
+                if hasattr(module, "render"):
+                    module.render(rows)
+                else:
+                    _generic_table(name, rows)
+                lines = summary_lines(name, module, rows)
+                status = "ok"
+            except Exception as exc:  # noqa: BLE001 - one failing bench must not hide the others
+                traceback.print_exc()
+                lines, status = [("error", f"{type(exc).__name__}: {exc}"[:200], "")], "FAILED"
+        elapsed = time.perf_counter() - t0
+        results.append((name, status, elapsed, lines))
+        sections[name] = markdown_report.section(name, shown, lines, argv=list(argv if argv is not None else sys.argv[1:]),
+                                                 seconds=elapsed, load=(start_load, os.getloadavg()), status=status)
 
     t = Table(title="Summary")
     for col in ("bench", "status", "time s", "measure", "value", "target"):
@@ -208,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     console.print(t)
     load1 = os.getloadavg()
     console.print(f"load average at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if args.write or not (args.quick or args.no_write):
+        target = args.write or markdown_report.DOC
+        markdown_report.write(sections, names, target)
+        console.print(f"tables written into {target}")
     return 0 if all(status == "ok" for _, status, _, _ in results) else 1
 
 

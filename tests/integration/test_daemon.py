@@ -279,7 +279,7 @@ UNIT_LINES = {
 def test_unit_verifies_and_meets_the_exposure_target(tmp_path: Path, name: str) -> None:
     """Both units of the systemd pair (the daemon, and the API answering through it) verify in a
     root holding both, meet the exposure target, and need no hand edit: the commands, paths and
-    user are those the README's install steps create (its ``Documentation=`` included)."""
+    user are those the install steps of docs/DEPLOY.md create (its ``Documentation=`` included)."""
     assert SYSTEMD_ANALYZE is not None
     unit = UNITS / name
     sec = subprocess.run([SYSTEMD_ANALYZE, "security", "--offline=true", str(unit)], check=False, capture_output=True, text=True)
@@ -309,9 +309,12 @@ def test_unit_verifies_and_meets_the_exposure_target(tmp_path: Path, name: str) 
     text = unit.read_text(encoding="utf-8")
     for line in UNIT_LINES[name]:
         assert line in text, line
-    doc = re.search(r"^Documentation=file://(\S+)$", text, re.MULTILINE)
-    assert doc, "Documentation= must point at a file the install steps create"
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    folder = str(Path(doc.group(1)).parent)
-    assert re.search(rf"^sudo .*{re.escape(folder)}", readme, re.MULTILINE), f"the README's install steps do not create {folder}"
-    assert f"systemd/{name}" in readme, f"the README's install steps do not install {name}"
+    docs = re.findall(r"file://(\S+)", (re.search(r"^Documentation=(.+)$", text, re.MULTILINE) or [""])[0])
+    assert docs, "Documentation= must point at files the install steps create"
+    deploy = (REPO / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    copy = re.search(r"^sudo install -d -m 0755 (\S+) && sudo cp -r (.+) \1/", deploy, re.MULTILINE)
+    assert copy, "the install steps of docs/DEPLOY.md do not copy the documentation"
+    for doc in docs:
+        rel = Path(doc).relative_to(copy.group(1))
+        assert rel.parts[0] in copy.group(2).split() and (REPO / rel).is_file(), f"the install steps do not put {doc} there"
+    assert f"systemd/{name}" in deploy, f"the install steps of docs/DEPLOY.md do not install {name}"

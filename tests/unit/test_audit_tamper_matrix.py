@@ -4,7 +4,7 @@ delete the anchor, delete everything, rename a day, merge days, reorder, edit, i
 and re-hash — done to a log written through the configured writer, with and without the chain's
 HMAC key, each witness present (the state database; the system log through a real rsyslogd
 started here), and found by ``ancre audit verify`` itself: exit status 1, the kind of problem
-and the file (and line) where it is. The README's threat table must say the same (checked
+and the file (and line) where it is. The threat table of docs/SECURITY.md must say the same (checked
 below, row by row)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ancre.audit.record import AuditLog, AuditRecord, open_audit_log
 from ancre.config import load_settings
 from ancre.query.grounding import Verdict
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SECURITY = Path(__file__).resolve().parents[2] / "docs" / "SECURITY.md"
 T0 = datetime(2026, 1, 15, 8, 30, tzinfo=UTC)
 DAYS = 3
 PER_DAY = 5
@@ -173,20 +173,20 @@ def rewrite_rehash(log: Log) -> None:
 
 @dataclass(frozen=True)
 class Case:
-    """One tampering, the README's name for it, the problem kinds ``verify`` reports without and
+    """One tampering, its name in docs/SECURITY.md, the problem kinds ``verify`` reports without and
     with the key, and where it must name them: ``(kind, file, line)``, a ``None`` line for "not one
     line" (each one of a kind reported with that key)."""
 
     do: Callable[[Log], None]
-    readme: str
+    doc_name: str
     without_key: frozenset[str]
     with_key: frozenset[str]
     where: frozenset[tuple[str, str | None, int | None]]
 
 
-def case(do: Callable[[Log], None], readme: str, without_key: set[str], with_key: set[str] | None = None,
+def case(do: Callable[[Log], None], doc_name: str, without_key: set[str], with_key: set[str] | None = None,
          *where: tuple[str, str | None, int | None]) -> Case:
-    return Case(do, readme, frozenset(without_key), frozenset(with_key if with_key is not None else without_key),
+    return Case(do, doc_name, frozenset(without_key), frozenset(with_key if with_key is not None else without_key),
                 frozenset(where))
 
 
@@ -246,15 +246,15 @@ def test_verify_finds_the_tampering(op: str, witness: str, keyed: bool, tmp_path
         assert any((file is None or file in x) and (line is None or f"line {line}" in x) for x in said), text
 
 
-def test_the_readme_threat_table_matches_the_matrix() -> None:
-    """Each row of the README's tamper table (between its markers) names one tampering of the
+def test_the_security_doc_threat_table_matches_the_matrix() -> None:
+    """Each row of the tamper table of docs/SECURITY.md (between its markers) names one tampering of the
     matrix and the kinds ``verify`` reports for it, without and with the key."""
-    text = README.read_text(encoding="utf-8")
+    text = SECURITY.read_text(encoding="utf-8")
     table = text.split("<!-- tamper-matrix -->")[1]
     rows: dict[str, tuple[set[str], set[str]]] = {}
     for line in table.strip().splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         rows[cells[0]] = (set(re.findall(r"`(\w+)`", cells[1])), set(re.findall(r"`(\w+)`", cells[2])))
-    assert set(rows) == {c.readme for c in MATRIX.values()}
+    assert set(rows) == {c.doc_name for c in MATRIX.values()}
     for case in MATRIX.values():
-        assert rows[case.readme] == (set(case.without_key), set(case.with_key)), case.readme
+        assert rows[case.doc_name] == (set(case.without_key), set(case.with_key)), case.doc_name

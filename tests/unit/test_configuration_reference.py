@@ -140,13 +140,17 @@ def test_every_key_an_example_uses_is_documented(example: Path) -> None:
     _assert_documented(tomllib.loads(example.read_text(encoding="utf-8")))
 
 
-README_TOML = re.findall(r"```toml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+DOC_TOML = [(f"{doc.relative_to(ROOT)}-{i}", block)
+            for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))] if doc.name != "CONFIGURATION.md"
+            for i, block in enumerate(re.findall(r"```toml\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL))]
 
 
-@pytest.mark.parametrize("block", README_TOML, ids=[f"readme-{i}" for i in range(len(README_TOML))])
-def test_every_key_a_readme_example_uses_is_valid_and_documented(block: str) -> None:
+@pytest.mark.parametrize("block", [b for _, b in DOC_TOML], ids=[name for name, _ in DOC_TOML])
+def test_every_key_a_doc_example_uses_is_valid_and_documented(block: str) -> None:
+    """Every TOML block of the README and docs/ (tests/unit/test_docs.py also loads each the way
+    ``ancre`` does): its keys validate and are in the reference."""
     raw = tomllib.loads(block)
-    Settings(**raw)  # the README's example still validates
+    Settings(**raw)  # the example still validates
     _assert_documented(raw)
 
 
@@ -206,8 +210,9 @@ def test_types_and_defaults_are_toml_spelled() -> None:
     assert '`"edge"` \\| `"qdrant"` \\| `"local"` | `"edge"`' in kind
 
 
-def test_readme_links_the_reference() -> None:
+def test_the_docs_link_the_reference() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Configuration") :]
+    section = readme[readme.index("## Documentation") :]
     section = section[: section.index("\n## ", 5)]
-    assert "docs/CONFIGURATION.md" in section
+    assert "(docs/CONFIGURATION.md)" in section
+    assert "(CONFIGURATION.md)" in (ROOT / "docs" / "CONFIGURING.md").read_text(encoding="utf-8")

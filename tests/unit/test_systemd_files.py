@@ -1,4 +1,4 @@
-"""The systemd files agree with each other and with the README's install steps (issue 45): one
+"""The systemd files agree with each other and with the install steps of docs/DEPLOY.md (issue 45): one
 admin group everywhere — the one ``ancre.sysusers.conf`` creates, the one ``/etc/ancre`` and
 ``ancre.toml`` are installed with, the one the units run with and the one ``ancre.env.example``
 says reads the TOML. (``systemd-analyze verify`` and ``security`` of the units:
@@ -30,8 +30,8 @@ def test_one_admin_group_everywhere() -> None:
     users, groups = _sysusers()
     admin = DaemonConfig().admin_group
     assert admin in groups and users == {"ancre"}
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    installed = set(re.findall(r"^sudo install .*?-g (\S+) .*?/etc/ancre", readme, re.MULTILINE))
+    deploy = (REPO / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    installed = set(re.findall(r"^sudo install .*?-g (\S+) .*?/etc/ancre", deploy, re.MULTILINE))
     assert installed == {admin}, installed
     for unit in ("ancre.service", "ancre-api.service"):
         text = (SYSTEMD / unit).read_text(encoding="utf-8")
