@@ -118,9 +118,9 @@ def main(argv: list[str]) -> int:
     of the spec, builds, flushes, prints a :class:`ChildReport` as one JSON line."""
     os.nice(CHILD_NICE)
     path, spec = Path(argv[0]), json.loads(argv[1])
-    tuning = EdgeTuning(**spec["tuning"])
+    tuning = EdgeTuning.from_dict(spec["tuning"])
     shard = qe.EdgeShard.load(str(path), shard_config(int(spec["dim"]), tuning))
-    ensure_payload_indexes(shard, keywords=bool(spec["keywords"]), upgrade=True)
+    ensure_payload_indexes(shard, keywords=bool(spec["keywords"]), tuning=tuning, upgrade=True)
     t0, c0 = time.perf_counter(), time.process_time()
     if spec.get("backfill"):
         fill_keywords(shard)

@@ -7,6 +7,9 @@ the caller (:class:`~ancre.index._qdrant_base.QdrantBackend`), never here.
 
 from __future__ import annotations
 
+import math
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import qdrant_edge as qe
@@ -22,11 +25,38 @@ _TEXT_ONLY = qe.PayloadSelector.Include(["text"])
 _EXACT = qe.SearchParams(exact=True)
 
 
-def search_params(tuning: EdgeTuning) -> qe.SearchParams:
-    """The engine's search parameters for ``tuning``: the HNSW beam, int8 candidates rescored on
-    the originals (``oversampling`` × the limit), ACORN under ``acorn_max_selectivity``."""
+@dataclass(frozen=True)
+class SearchPlan:
+    """How one vector search runs on one shard: ``selectivity``, the rights filter's estimated
+    share of the shard's points (0–1; 1 without a filter), and ``hnsw_ef``, the beam of the
+    graph search in the segments where the engine walks the graph."""
+
+    selectivity: float
+    hnsw_ef: int
+
+
+def plan_search(tuning: EdgeTuning, kept: int, total: int) -> SearchPlan:
+    """The :class:`SearchPlan` for a filter the engine estimates to keep ``kept`` of ``total``
+    points: the beam widened as the filter narrows, ``hnsw_ef / selectivity``, between
+    ``hnsw_ef`` and ``hnsw_ef_max`` (:class:`~ancre.index.edge_config.EdgeTuning`).
+
+    Why: a graph search expands only the neighbours the filter keeps, so a filter keeping a share
+    ``s`` of the points leaves each node about ``s·m`` of its ``m`` links, and on clustered
+    embeddings the paths to a question's nearest readable chunks break; a wider beam keeps more
+    of them. Narrower filters never reach the graph: a segment where the filter keeps fewer
+    points than the full-scan threshold (``full_scan_kb``) is scanned instead, on its int8
+    vectors (the engine decides per segment, from the same estimate)."""
+    selectivity = 1.0 if total <= 0 else min(1.0, max(kept, 0) / total)
+    ef = math.ceil(tuning.hnsw_ef / max(selectivity, 1e-6))
+    return SearchPlan(selectivity, int(min(tuning.hnsw_ef_max, max(tuning.hnsw_ef, ef))))
+
+
+def search_params(tuning: EdgeTuning, hnsw_ef: int | None = None) -> qe.SearchParams:
+    """The engine's search parameters for ``tuning`` with the beam ``hnsw_ef`` (default
+    ``tuning.hnsw_ef``): int8 candidates rescored on the originals (``oversampling`` × the
+    limit), ACORN under ``acorn_max_selectivity`` (the engine decides per segment)."""
     return qe.SearchParams(
-        hnsw_ef=tuning.hnsw_ef,
+        hnsw_ef=hnsw_ef or tuning.hnsw_ef,
         quantization=qe.QuantizationSearchParams(rescore=True, oversampling=tuning.oversampling),
         acorn=(qe.AcornSearchParams(enable=True, max_selectivity=tuning.acorn_max_selectivity)
                if tuning.acorn else None),
@@ -41,18 +71,37 @@ class ShardReader:
 
     def __init__(self, shards: LiveShards, tuning: EdgeTuning) -> None:
         self._shards = shards
-        self._params = search_params(tuning)
+        self._tuning = tuning
+        self._params: dict[int, qe.SearchParams] = {}
+        self._params_mu = threading.Lock()
+
+    def plan(self, shard: qe.EdgeShard, flt: qe.Filter | None) -> SearchPlan:
+        """The :class:`SearchPlan` of a search under ``flt`` on ``shard``, from the engine's
+        estimates of the points it keeps and of all points (two reads of the payload index's
+        counts, a few microseconds each)."""
+        total = int(shard.count(qe.CountRequest(exact=False)))
+        kept = total if flt is None else int(shard.count(qe.CountRequest(exact=False, filter=flt)))
+        return plan_search(self._tuning, kept, total)
+
+    def _search_params(self, plan: SearchPlan) -> qe.SearchParams:
+        with self._params_mu:
+            params = self._params.get(plan.hnsw_ef)
+            if params is None:
+                params = self._params[plan.hnsw_ef] = search_params(self._tuning, plan.hnsw_ef)
+        return params
 
     def nearest(
         self, collection: str, vector: list[float], flt: qe.Filter, limit: int, exact: bool = False
     ) -> list[qe.ScoredPoint]:
         """Top-``limit`` points by cosine similarity under ``flt``, best first; ``exact``: by a
-        full scan of the filtered points (no graph, no quantization)."""
-        request = qe.QueryRequest(
-            limit=limit, query=qe.Query.Nearest(vector), filter=flt, with_payload=PAYLOAD, with_vector=False,
-            params=_EXACT if exact else self._params,
-        )
+        full scan of the filtered points (no graph, no quantization); else with the beam
+        :func:`plan_search` gives for the filter's estimated selectivity."""
         with self._shards.use(collection) as shard:
+            params = _EXACT if exact else self._search_params(self.plan(shard, flt))
+            request = qe.QueryRequest(
+                limit=limit, query=qe.Query.Nearest(vector), filter=flt, with_payload=PAYLOAD, with_vector=False,
+                params=params,
+            )
             return shard.query(request)
 
     def keyword(self, collection: str, text: str, flt: qe.Filter, limit: int) -> list[qe.ScoredPoint]:

@@ -100,6 +100,10 @@ class EdgeStore(QdrantBackend):
         self._meta: dict[str, Any] = {}
         self._keywords_ready = False
         self._backfilled: set[str] = set()
+        self._index_current = False
+        """Whether every shard was built with the index settings of ``tuning``
+        (:meth:`~ancre.index.edge_config.EdgeTuning.index_settings`, recorded in the meta file)."""
+        self._rebuilt: set[str] = set()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -124,9 +128,10 @@ class EdgeStore(QdrantBackend):
                 self._shards.put(name, self._open_shard(path, config), path)
                 release_wal(path)  # read once by the load, never again
             self._dim = dim
-            if self.keywords and not self._keywords_ready and not any(self._count(c) for c in COLLECTIONS):
-                self._write_meta(keywords=True)  # nothing to fill in
-                self._keywords_ready = True
+            if not any(self._count(c) for c in COLLECTIONS):  # nothing to fill in or to rebuild
+                self._write_meta(keywords=self.keywords, index=self.tuning.index_settings())
+                self._keywords_ready = self.keywords
+                self._index_current = True
         except BaseException:
             with contextlib.suppress(StoreError):  # keep the original error
                 self._close_shards()
@@ -166,8 +171,9 @@ class EdgeStore(QdrantBackend):
 
     def needs_build(self) -> bool:
         """Whether :meth:`maintain` would start a build: a collection has at least
-        ``tuning.build_after_points`` points searched exactly, or keywords are to be filled in."""
-        if self.keywords and not self._keywords_ready:
+        ``tuning.build_after_points`` points searched exactly, keywords are to be filled in, or
+        the shards were built with other index settings (an upgrade: rebuilt once)."""
+        if (self.keywords and not self._keywords_ready) or not self._index_current:
             return True
         return any(self.unindexed_points(c) >= self.tuning.build_after_points for c in COLLECTIONS)
 
@@ -195,20 +201,31 @@ class EdgeStore(QdrantBackend):
             self._check(name)
             points, pending = self._reader.index_state(name)
             backfill = self.keywords and not self._keywords_ready and name not in self._backfilled
-            if backfill and points == 0:
-                self._backfilled.add(name)
-            elif points and (force or backfill or pending >= self.tuning.build_after_points):
+            rebuild = not self._index_current and name not in self._rebuilt
+            if points and (force or backfill or rebuild or pending >= self.tuning.build_after_points):
                 with self._build_mu:
                     if self._closing.is_set():
                         break
                     reports.append(self._builder.build(name, self._dim, stop, backfill=backfill))
-                if backfill:
-                    self._backfilled.add(name)
+            elif points:
+                continue
+            if backfill:
+                self._backfilled.add(name)
+            self._rebuilt.add(name)  # a build rebuilds every segment made with other settings
+        self._settle()
+        return reports
+
+    def _settle(self) -> None:
+        """Record in the meta file what the builds so far completed: keywords filled in, every
+        shard built with the current index settings."""
         if self.keywords and not self._keywords_ready and self._backfilled >= set(COLLECTIONS):
             self._write_meta(keywords=True)
             self._keywords_ready = True
             log.info("keyword index filled in: BM25 now answered by the store")
-        return reports
+        if not self._index_current and self._rebuilt >= set(COLLECTIONS):
+            self._write_meta(index=self.tuning.index_settings())
+            self._index_current = True
+            log.info("index rebuilt with the current index settings")
 
     def optimize(self) -> list[BuildReport]:
         """:meth:`maintain` with ``force``: every non-empty collection is rebuilt now (blocking;
@@ -362,14 +379,15 @@ class EdgeStore(QdrantBackend):
                 shard = qe.EdgeShard.load(str(path), config)
             else:
                 shard = qe.EdgeShard.create(str(path), config)
-            ensure_payload_indexes(shard, keywords=self.keywords)
+            ensure_payload_indexes(shard, keywords=self.keywords, tuning=self.tuning)
         return shard
 
     def _check_meta(self, embedder_name: str, dim: int) -> None:
         """Compare with ``ancre_meta.json``, or write it (atomically) for a new store. Reads the
         ``keywords`` record: a store written while keywords were off (or by an ancre without them)
         has points without index terms, so its keywords are not ready until a build filled them in
-        (:meth:`maintain`)."""
+        (:meth:`maintain`); and the ``index`` record: shards built with other index settings (or
+        by an ancre that did not record them) are rebuilt by the next :meth:`maintain`."""
         meta = self._folder.read_meta()
         if meta is not None:
             if (meta["embedder"], meta["dim"]) != (embedder_name, dim):
@@ -380,6 +398,7 @@ class EdgeStore(QdrantBackend):
             if not self.keywords and meta.get("keywords") is not False:
                 self._write_meta(keywords=False)  # points written from now on carry no terms
             self._keywords_ready = self.keywords and meta.get("keywords") is True
+            self._index_current = meta.get("index") == self.tuning.index_settings()
             return
         if self._folder.has_shards(COLLECTIONS):
             raise StoreError(
@@ -387,8 +406,9 @@ class EdgeStore(QdrantBackend):
                 f"it is unknown); run `ancre reindex --config <file>` to rebuild it"
             )
         self._meta = {"embedder": embedder_name, "dim": dim}
-        self._write_meta(keywords=self.keywords)
+        self._write_meta(keywords=self.keywords, index=self.tuning.index_settings())
         self._keywords_ready = self.keywords
+        self._index_current = True
 
     def _write_meta(self, **fields: Any) -> None:
         """Update ``ancre_meta.json`` with ``fields``, atomically."""

@@ -573,3 +573,40 @@ def test_the_daemon_lane_keeps_the_store_indexed_after_each_change(store: EdgeSt
     finally:
         stop.set()
         assert lane.join(60)
+
+
+def test_a_store_built_with_other_index_settings_is_rebuilt_once(tmp_path: Path) -> None:
+    """An upgrade that changes how segments are indexed (here the full-scan threshold) makes the
+    next ``maintain()`` rebuild every non-empty collection, once; the points stay as they were."""
+    import json
+
+    old = EdgeTuning(build_after_points=10**6, full_scan_kb=10_000)
+    s = EdgeStore(tmp_path / "data", tuning=old)
+    s.open(EMBEDDER, DIM)
+    s.upsert(DOCS, _points("A", 30, (GROUPS[0],)))
+    s.maintain(force=True)
+    assert not s.needs_build()
+    content = _content(s)
+    s.close()
+
+    new = EdgeTuning(build_after_points=10**6, full_scan_kb=20_000)
+    s = EdgeStore(tmp_path / "data", tuning=new)
+    s.open(EMBEDDER, DIM)
+    try:
+        assert s.needs_build()  # nothing unindexed, but built with other settings
+        reports = s.maintain()
+        assert [r.collection for r in reports] == [DOCS]  # documentation is empty: nothing to rebuild
+        assert not s.needs_build() and s.maintain() == []
+        assert _content(s) == content
+        meta = json.loads((tmp_path / "data" / "qdrant" / "ancre_meta.json").read_text())
+        assert meta["index"] == new.index_settings()
+        for cfg in (tmp_path / "data" / "qdrant").glob("documents@*/segments/*/vector_index/hnsw_config.json"):
+            assert json.loads(cfg.read_text())["full_scan_threshold"] == 20_000 * 1024 // (DIM * 4)
+    finally:
+        s.close()
+    s = EdgeStore(tmp_path / "data", tuning=new)
+    s.open(EMBEDDER, DIM)
+    try:
+        assert not s.needs_build()
+    finally:
+        s.close()
