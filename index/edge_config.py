@@ -77,7 +77,7 @@ class EdgeTuning:
 
     hnsw_m: int = 16
     hnsw_ef_construct: int = 100
-    hnsw_ef: int = 96
+    hnsw_ef: int = 128
     hnsw_ef_max: int = 512
     full_scan_kb: int = 30_000
     payload_m: int | None = None

@@ -601,7 +601,7 @@ def render(rows: list[dict]) -> None:
         t.add_column(f"{r.get('workload', 'structured')}, {r['chunks']:,} chunks", justify="right")
     for label, target, fmt in lines:
         t.add_row(label, target, *(fmt(r) for r in rows))
-    console = Console(width=max(Console().width, 160))
+    console = Console(width=max(Console().width, 90 + 30 * len(rows)))
     console.print(t)
     cal = next((r["calibration"] for r in rows if "calibration" in r), None)
     if cal is not None:
@@ -644,10 +644,11 @@ def summary(rows: list[dict]) -> list[tuple[str, str, str]]:
     for workload in dict.fromkeys(r.get("workload", "structured") for r in rows):
         r = max((x for x in rows if x.get("workload", "structured") == workload), key=lambda x: x["chunks"])
         n = f"{workload}, {r['chunks']:,}"
-        worst = min((c["mean"], c["worst"]) for c in r["recall"].get("by_class", {}).values()) if r["recall"].get("by_class") else (r["recall"]["recall_at_30"], r["recall"]["recall_min"])
+        classes = list(r["recall"].get("by_class", {}).values()) or [{"mean": r["recall"]["recall_at_30"], "worst": r["recall"]["recall_min"]}]
+        worst = (min(c["mean"] for c in classes), min(c["worst"] for c in classes))
         out += [
             (f"retrieval p50 / p99 ({n})", f"{r['retrieval']['p50_ms']:.0f} / {r['retrieval']['p99_ms']:.0f} ms", "≤ 50 / ≤ 150 ms at 1M"),
-            (f"recall@30 vs brute force, lowest class mean / worst ({n})", f"{worst[0]:.4f} / {worst[1]:.2f}", "≥ 0.98 / ≥ 0.90"),
+            (f"recall@30 vs brute force, lowest class mean / lowest worst ({n})", f"{worst[0]:.4f} / {worst[1]:.2f}", "≥ 0.98 / ≥ 0.90"),
             (f"max latency during a build + swap ({n})", f"{r['during_build']['max_ms']:.0f} ms", "≤ 1000 ms"),
             (f"keyword freshness, one-file change ({n})", f"{r['keyword_freshness_s']:.2f} s", "≤ 5 s"),
             (f"query process RSS ({n})", f"{r['serve']['rss']['VmRSS']:,.0f} MiB", "≤ 2048 MiB"),
