@@ -26,7 +26,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -36,7 +36,10 @@ from ancre.index.disk_space import SpaceGuard, free_bytes, is_disk_full
 from ancre.models import COLLECTIONS
 
 if TYPE_CHECKING:
-    from ancre.index.edge_store import EdgeStore
+    from ancre.index.store import KeywordStore, Store
+
+    class EdgeProbe(Store, KeywordStore, Protocol):
+        """What :func:`check_after_crash` reads: a store with its keyword search."""
 
 log = logging.getLogger("ancre.store")
 
@@ -84,13 +87,15 @@ def damaged(root: Path, where: Path, e: StoreError) -> StoreError:
     )
 
 
-def check_after_crash(store: EdgeStore, root: Path, shards: Mapping[str, Path]) -> None:
-    """Probe every collection of the open ``store`` (see the module doc; ``shards``: each
-    collection's live shard folder); raises :class:`~ancre.errors.StoreDamagedError` naming the
-    segment that fails (or the shard and its segments, when the engine's error names none), or
-    :class:`~ancre.errors.DiskFullError`."""
+def check_after_crash(
+    store: EdgeProbe, dim: int, root: Path, shards: Mapping[str, Path], *, keywords: bool
+) -> None:
+    """Probe every collection of the open ``store`` of ``dim``-dim vectors, its keyword index
+    too when ``keywords`` (see the module doc; ``shards``: each collection's live shard folder);
+    raises :class:`~ancre.errors.StoreDamagedError` naming the segment that fails (or the shard
+    and its segments, when the engine's error names none), or :class:`~ancre.errors.DiskFullError`."""
     log.warning("the index under %s was not closed cleanly (a crash?): checking it before use", root)
-    probe = np.zeros(store._dim, dtype=np.float32)
+    probe = np.zeros(dim, dtype=np.float32)
     probe[0] = 1.0
     for coll in COLLECTIONS:
         try:
@@ -99,7 +104,7 @@ def check_after_crash(store: EdgeStore, root: Path, shards: Mapping[str, Path]) 
             # the first point's own principals and words: the filters then walk the indexes for real
             principals = frozenset(first.payload.acl_allow) if first is not None else _PROBE_PRINCIPALS
             store.search(coll, probe, principals or _PROBE_PRINCIPALS, 10)
-            if store.keywords:
+            if keywords:
                 store.keyword_search(coll, first.payload.text[:200] if first else "ancre", principals, 10)
         except DiskFullError:
             raise

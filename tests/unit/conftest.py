@@ -17,6 +17,10 @@ SLOW = {
         "test_the_daemon_lane_keeps_the_store_indexed_after_each_change": "index builds in a child process",
         "test_build_swaps_in_an_indexed_shard_that_answers_the_same": "a full index build in a child process",
         "test_open_removes_what_an_interrupted_build_left": "a build killed in a child process",
+        "test_a_store_built_with_other_index_settings_is_rebuilt_once": "two index builds in a child process",
+    },
+    "test_filtered_recall.py": {
+        "test_broad_filters_keep_the_recall_of_the_exact_search": "an index build in a child process, 120 searches",
     },
     "test_disk_and_damage.py": {
         "test_a_shard_the_engine_cannot_load_names_the_segment_and_reindex": "an index build in a child process",

@@ -1,4 +1,4 @@
-"""Index builds of the embedded store (ancre.index.edge_build, EdgeStore.maintain): built in a
+"""Index builds of the embedded store (ancre.index.edge_build, edge_child, edge_pages, EdgeStore.maintain): built in a
 real child process on a copy of the shard, swapped in while reads and writes go on, and never
 losing a write made before, during or after the build."""
 
@@ -19,9 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ancre.errors import StoreError
-from ancre.index import edge_build, edge_store
-from ancre.index.edge_build import Journal, copy_tree, prewarm, refresh_copy, release_pages, release_wal
-from ancre.index.edge_store import EdgeStore, EdgeTuning
+from ancre.index import edge_build
+from ancre.index.edge_build import copy_tree, refresh_copy
+from ancre.index.edge_config import EdgeTuning
+from ancre.index.edge_pages import prewarm, release_pages, release_wal
+from ancre.index.edge_store import EdgeStore
+from ancre.index.edge_writes import Journal
 from ancre.index.store import PointWrite
 from ancre.models import COLLECTIONS, Acl, ChunkPayload, point_id
 
@@ -300,7 +303,7 @@ def test_a_store_holds_no_wal_pages_after_open_and_after_maintain(tmp_path: Path
         pytest.skip("MADV_PAGEOUT cannot reclaim file pages here (kernel < 5.4 or tmpfs)")
 
     def wal_kib(s: EdgeStore) -> int:
-        return sum(_rss_kib(p.resolve()) for c in COLLECTIONS for p in (s._live[c].path / "wal").iterdir())
+        return sum(_rss_kib(p.resolve()) for c in COLLECTIONS for p in (s._shards.current(c).path / "wal").iterdir())
 
     tuning = EdgeTuning(build_after_points=10**6)
     s = EdgeStore(tmp_path / "data", tuning=tuning)
@@ -404,7 +407,7 @@ def test_the_swap_never_loses_a_write(
     store = EdgeStore(data)
     store.open(EMBEDDER, DIM)
     model = Model()
-    real_copy, real_child = edge_store.copy_tree, edge_store.run_child
+    real_copy, real_child = edge_build.copy_tree, edge_build.run_child
 
     def copy_then_write(src: Path, dst: Path):  # writes land between the copy and its refresh
         manifest = real_copy(src, dst)
@@ -418,8 +421,8 @@ def test_the_swap_never_loses_a_write(
             _op(store, model, op)
         return result
 
-    monkeypatch.setattr(edge_store, "copy_tree", copy_then_write)
-    monkeypatch.setattr(edge_store, "run_child", child_while_writing)
+    monkeypatch.setattr(edge_build, "copy_tree", copy_then_write)
+    monkeypatch.setattr(edge_build, "run_child", child_while_writing)
     try:
         for op in before:
             _op(store, model, op)
@@ -570,3 +573,40 @@ def test_the_daemon_lane_keeps_the_store_indexed_after_each_change(store: EdgeSt
     finally:
         stop.set()
         assert lane.join(60)
+
+
+def test_a_store_built_with_other_index_settings_is_rebuilt_once(tmp_path: Path) -> None:
+    """An upgrade that changes how segments are indexed (here the full-scan threshold) makes the
+    next ``maintain()`` rebuild every non-empty collection, once; the points stay as they were."""
+    import json
+
+    old = EdgeTuning(build_after_points=10**6, full_scan_kb=10_000)
+    s = EdgeStore(tmp_path / "data", tuning=old)
+    s.open(EMBEDDER, DIM)
+    s.upsert(DOCS, _points("A", 30, (GROUPS[0],)))
+    s.maintain(force=True)
+    assert not s.needs_build()
+    content = _content(s)
+    s.close()
+
+    new = EdgeTuning(build_after_points=10**6, full_scan_kb=20_000)
+    s = EdgeStore(tmp_path / "data", tuning=new)
+    s.open(EMBEDDER, DIM)
+    try:
+        assert s.needs_build()  # nothing unindexed, but built with other settings
+        reports = s.maintain()
+        assert [r.collection for r in reports] == [DOCS]  # documentation is empty: nothing to rebuild
+        assert not s.needs_build() and s.maintain() == []
+        assert _content(s) == content
+        meta = json.loads((tmp_path / "data" / "qdrant" / "ancre_meta.json").read_text())
+        assert meta["index"] == new.index_settings()
+        for cfg in (tmp_path / "data" / "qdrant").glob("documents@*/segments/*/vector_index/hnsw_config.json"):
+            assert json.loads(cfg.read_text())["full_scan_threshold"] == 20_000 * 1024 // (DIM * 4)
+    finally:
+        s.close()
+    s = EdgeStore(tmp_path / "data", tuning=new)
+    s.open(EMBEDDER, DIM)
+    try:
+        assert not s.needs_build()
+    finally:
+        s.close()

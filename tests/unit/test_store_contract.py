@@ -197,7 +197,7 @@ def test_empty_principal_set_never_queries_the_engine(populated: Store) -> None:
     """With the engine underneath broken, an empty P still answers ``[]`` (no call was made),
     while a non-empty P reaches the engine and fails as StoreError."""
     if isinstance(populated, EdgeStore):
-        populated._live[DOCS].shard.close()
+        populated._shards.current(DOCS).shard.close()
     else:
         populated.client.close()
     empty: frozenset[str] = frozenset()
