@@ -39,10 +39,13 @@ from ancre.query.window import CONTROL_ANSWER_CUT, CONTROL_CONTEXT_REDUCED, CONT
 BAUMONT = "21_Contrat_Maintenance_Baumont_Industries.docx"
 Q_BAUMONT = "Quelles sont les conditions du contrat de maintenance d'Axonix SA avec Baumont Industries ?"
 Q_BROAD = "Résume les contrats de maintenance des clients"
-WINDOW = 1024
+WINDOW = 2048
 """The server's default window in these tests (Ollama's ``OLLAMA_CONTEXT_LENGTH``, 2,048 in many
-versions): smaller than :data:`Q_BROAD`'s whole prompt, which is about 2,000 tokens."""
-VLLM_WINDOW = 2048
+versions), smaller than :data:`Q_BROAD`'s whole prompt with :data:`WIDE` context."""
+WIDE = {"max_chunks": 24, "other_docs": 10}
+"""A context of more extracts than the default (14): the broad question's prompt is then larger
+than :data:`WINDOW` (about 2,000 tokens with the default)."""
+VLLM_WINDOW = 2560
 """vLLM's ``max_model_len`` here: the whole prompt and 512 answer tokens do not fit."""
 GROUNDED_ANSWER = f"Le forfait mensuel s'élève à CHF 4 200 HT [{BAUMONT}]."
 RULES = "Règles strictes"
@@ -111,7 +114,7 @@ def answer_of(stream: Any) -> tuple[str, Answer]:
 
 def test_a_context_larger_than_ollamas_default_window(corpus: Corpus, srv: ScriptedServer, tmp_path: Path) -> None:
     fake = ollama(srv, default_num_ctx=WINDOW)
-    core = corpus.core(llm={"kind": "ollama", "url": srv.url}, audit={"dir": str(tmp_path / "audit")})
+    core = corpus.core(llm={"kind": "ollama", "url": srv.url}, context=WIDE, audit={"dir": str(tmp_path / "audit")})
     try:
         # with ancre's sizing: num_ctx is sent, the whole prompt is read, the rules with it
         ans = core.ask(Q_BROAD, "alice")
@@ -164,7 +167,7 @@ def test_the_openai_kind_on_an_ollama_cant_set_the_window_and_is_caught(
 ) -> None:
     fake = ollama(srv, default_num_ctx=WINDOW)
     core = corpus.core(llm={"kind": "openai", "url": f"{srv.url}/v1", "model": QWEN}, judge={"enabled": False},
-                       audit={"dir": str(tmp_path / "audit")})
+                       context=WIDE, audit={"dir": str(tmp_path / "audit")})
     try:
         ans = core.ask(Q_BROAD, "alice")
         (seen,) = fake.seen
@@ -183,7 +186,7 @@ def test_the_openai_kind_on_an_ollama_cant_set_the_window_and_is_caught(
 def test_vllm_sizes_from_max_model_len_and_its_own_count(corpus: Corpus, srv: ScriptedServer, tmp_path: Path) -> None:
     fake = FakeVllm(srv, {VLLM_QWEN: Model(GROUNDED_ANSWER, VLLM_WINDOW), VLLM_QWEN3: Model(GROUNDED, 40960, "qwen3")})
     llm = {"kind": "openai", "url": f"{srv.url}/v1", "model": VLLM_QWEN, "max_tokens": 512}
-    core = corpus.core(llm=llm, judge={"model": VLLM_QWEN3}, audit={"dir": str(tmp_path / "audit")})
+    core = corpus.core(llm=llm, judge={"model": VLLM_QWEN3}, context=WIDE, audit={"dir": str(tmp_path / "audit")})
     try:
         ans = core.ask(Q_BROAD, "alice")
     finally:
@@ -203,7 +206,7 @@ def test_vllm_sizes_from_max_model_len_and_its_own_count(corpus: Corpus, srv: Sc
 
     # what the server does with the whole prompt: refuses it (it never cuts silently)
     whole = OpenAIChat(f"{srv.url}/v1", VLLM_QWEN, max_tokens=512)
-    big = corpus.core(llm={**llm, "context_length": 100_000}, judge={"enabled": False})
+    big = corpus.core(llm={**llm, "context_length": 100_000}, judge={"enabled": False}, context=WIDE)
     try:
         prep = big.answers._prepare(Q_BROAD, "alice", None)
         from ancre.query.prompt import build_messages
