@@ -28,7 +28,7 @@ A line written by an older ancre has no ``kind`` and no ``id``: it is an ``answe
      "controls": ["citation_inventee"], "invented": ["22_….docx"], "cited": [], "ancree": false,
      "verification": "non_requise", "unsourced": [], "neutralised": [],
      "unsupported_facts": [{"text": "CHF 3 000 HT", "kind": "montant", "sentence": "…",
-                            "cited": ["03_….docx"]}],
+                            "cited": ["03_….docx"], "reason": "absent"}],
      "timings_ms": {"retrieval": 812.4, "generation": 30211.0}, "error": null}
 
 (with, after ``question``, ``"resolved_question": null, "resolution": null``, and after
@@ -437,7 +437,8 @@ class AuditLog:
             "unsourced": list(v.unsourced),
             "neutralised": list(neutralised),
             "unsupported_facts": [
-                {"text": f.text, "kind": str(f.kind), "sentence": f.sentence, "cited": list(f.cited)} for f in v.facts
+                {"text": f.text, "kind": str(f.kind), "sentence": f.sentence, "cited": list(f.cited), "reason": str(f.reason)}
+                for f in v.facts
             ],
         }
 

@@ -137,7 +137,7 @@ def test_a_refusal_followed_by_figures_is_blocked_warned_and_audited(served: Ser
     assert [(f["texte"], f["raison"], f["documents"]) for f in body["faits_non_sources"]] == [(chf(b.fee), "non_cite", [])]
     line = served.audit()[-1]
     assert line["ancree"] is False and line["controls"] == ["fait_non_source"]
-    assert [f["text"] for f in line["unsupported_facts"]] == [chf(b.fee)]
+    assert [(f["text"], f["reason"]) for f in line["unsupported_facts"]] == [(chf(b.fee), "non_cite")]
     # /v1: the answer is given, with the warning naming the figure
     r = httpx.post(f"{served.url}/v1/chat/completions", headers=WHO, timeout=120,
                    json={"model": "ancre", "messages": [{"role": "user", "content": q}]})
