@@ -27,6 +27,8 @@ Endpoints (JSON; errors ``{"error": message, "type": AncreError subclass name}``
 allowed, 404 unknown source, 408/413/422 bad request, 409 busy, 503 directory/store/audit
 unavailable):
 
+``GET /v1/identity``          ``{"data_dir": absolute path}``: whose index this process owns (a client
+                              checks it before using the socket: another instance's is never used)
 ``GET /v1/status``            ``{"index": ancre status --json, "daemon": daemon status | null, "store_points": n}``
 ``POST /v1/search``           ``{question, user, limit}`` → the query core's search result
 ``POST /v1/ask``              ``{question, user, history?, asked_by?}`` → the query core's :class:`~ancre.query.answer.Answer`
@@ -124,7 +126,8 @@ class ControlParts:
     asking about himself, see the module doc); ``daemon``: the running daemon (``None``: no sync
     here); ``admin_group``: ``daemon.admin_group``; ``limits``: the ``[api]`` section whose
     limits apply here too; ``exposure(sources, explain)``: the exposure report as JSON
-    (``None``: not served)."""
+    (``None``: not served); ``data_dir``: the data folder whose index this process owns, as an
+    absolute path (``/v1/identity``)."""
 
     query: ControlQuery
     index_status: Callable[[], dict[str, Any]]
@@ -134,6 +137,7 @@ class ControlParts:
     admin_group: str
     limits: ApiConfig = ApiConfig()
     exposure: Callable[[list[str] | None, bool], dict[str, Any]] | None = None
+    data_dir: str = ""
 
 
 class _Ask(BaseModel):
@@ -328,6 +332,11 @@ def _query_routes(app: FastAPI, parts: ControlParts, who: Callable[[Request], Ca
     def principals(user: str, request: Request) -> dict[str, Any]:
         _as_user(who(request), user)
         return {"account": parts.query.account(user), "principals": sorted(parts.query.principals(user))}
+
+    @app.get("/v1/identity")
+    def identity(request: Request) -> dict[str, Any]:
+        who(request)
+        return {"data_dir": parts.data_dir}
 
     @app.get("/v1/ready")
     def ready(request: Request) -> dict[str, Any]:

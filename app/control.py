@@ -33,7 +33,7 @@ from ancre.daemon.service import Daemon
 from ancre.errors import ControlError
 from ancre.models import COLLECTIONS
 from ancre.settings.api import ApiConfig
-from ancre.settings.daemon import control_socket_path
+from ancre.settings.daemon import control_socket_path, owned_data_dir
 
 log = logging.getLogger("ancre.control")
 
@@ -157,6 +157,7 @@ def control_parts(rt: Runtime, daemon: Daemon | None) -> ControlParts:
         admin_group=rt.settings.daemon.admin_group,
         limits=rt.settings.api,
         exposure=lambda sources, explain: exposure(rt, sources, explain=explain).model_dump(mode="json"),
+        data_dir=owned_data_dir(rt.settings.data_dir),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import socket
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,7 +26,9 @@ from ancre.errors import AncreError, ControlError, ControlPermissionError
 from ancre.models import Closing
 from ancre.query.answer import Answer, AnswerStream
 from ancre.query.core import SearchResult
-from ancre.settings.daemon import control_socket_candidates
+from ancre.settings.daemon import control_socket_candidates, owned_data_dir
+
+log = logging.getLogger("ancre.control")
 
 TIMEOUT_S = 600.0
 """Read timeout of a control request (an ``ask`` may wait for a slow model); seconds."""
@@ -72,12 +75,41 @@ class ControlClient(Closing):
     @classmethod
     def find(cls, settings: Settings) -> ControlClient | None:
         """A client of the process that owns ``settings``'s index, when one answers on a control
-        socket (:func:`~ancre.settings.daemon.control_socket_candidates`); ``None`` otherwise.
-        Raises :class:`~ancre.errors.ControlPermissionError` (see :func:`probe_socket`)."""
+        socket (:func:`~ancre.settings.daemon.control_socket_candidates`) and says it owns this
+        ``data_dir`` (``/v1/identity``); ``None`` otherwise. A socket of another instance (systemd's
+        ``/run/ancre/control.sock`` serving another data folder) is passed over: its answers would
+        rest on another index and its audit would record this caller's questions. Raises
+        :class:`~ancre.errors.ControlPermissionError` (see :func:`probe_socket`), and
+        :class:`~ancre.errors.ControlError` when ``daemon.control_socket`` names another
+        instance's socket."""
+        mine = owned_data_dir(settings.data_dir)
         for path in control_socket_candidates(settings.daemon, Path(settings.data_dir)):
-            if probe_socket(path):
-                return cls(path)
+            if not probe_socket(path):
+                continue
+            client = cls(path)
+            owner = client.owner()
+            if owner == mine:
+                return client
+            client.close()
+            theirs = owner or "unknown (an ancre that does not say)"
+            if settings.daemon.control_socket is not None:
+                raise ControlError(f"daemon.control_socket: {path} is served by the ancre whose data_dir is {theirs}, "
+                                   f"not {mine}: name this instance's socket")
+            log.info("control socket %s passed over: it serves data_dir %s, not %s", path, theirs, mine)
         return None
+
+    def owner(self) -> str | None:
+        """The data folder whose index the process on this socket owns (``/v1/identity``), or
+        ``None`` when it does not say (an older ancre, or an error). Raises
+        :class:`~ancre.errors.ControlPermissionError` when this user may not use the socket."""
+        try:
+            body = self.request("GET", "/v1/identity")
+        except ControlPermissionError:
+            raise
+        except AncreError:
+            return None
+        owner = body.get("data_dir") if isinstance(body, dict) else None
+        return owner if isinstance(owner, str) and owner else None
 
     def request(self, method: str, url: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
         """One request; the decoded JSON answer. Raises as described in the class doc."""

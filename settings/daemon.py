@@ -103,6 +103,13 @@ def control_socket_path(cfg: DaemonConfig, data_dir: Path, environ: Mapping[str,
     return Path(data_dir) / "run" / CONTROL_SOCKET_NAME
 
 
+def owned_data_dir(data_dir: Path | str) -> str:
+    """``data_dir`` as the owner of an index names it on its control socket and a client compares
+    it: absolute, symbolic links resolved (``os.path.realpath``), so two spellings of one folder
+    agree and two instances' folders never do."""
+    return os.path.realpath(Path(data_dir).expanduser())
+
+
 def control_socket_candidates(cfg: DaemonConfig, data_dir: Path, environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     """Where a client looks for the control socket, in order: :func:`control_socket_path` as this
     process would compute it, then (unless ``cfg.control_socket`` is set) systemd's
@@ -179,4 +186,5 @@ __all__ = [
     "WatchMode",
     "control_socket_candidates",
     "control_socket_path",
+    "owned_data_dir",
 ]

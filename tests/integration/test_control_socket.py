@@ -293,3 +293,32 @@ def test_no_access_to_the_socket_is_a_clear_permission_error_and_nothing_listens
         d.stop()
     assert msg.startswith("ControlPermissionError: permission denied on the control socket"), msg
     assert "admin group" in msg
+
+
+def test_a_socket_of_another_instance_is_never_used(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two instances on one host: the client of the second (its own data_dir, no socket named) finds
+    systemd's socket — here the first instance's — and passes it over: its answers would rest on
+    the other index and its audit would record the question. The first instance's own clients still
+    use it, found at the same fallback place; a socket named in the configuration that serves
+    another data folder is a clear error."""
+    import ancre.settings.daemon as daemon_settings
+    from ancre.errors import ControlError
+    from ancre.query.remote import ControlClient
+
+    monkeypatch.setattr(daemon_settings, "SYSTEMD_RUNTIME_DIR", site.sockdir)  # the first one's socket is there
+    monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
+    d = site.daemon()
+    try:
+        d.wait_idle()
+        other = load_settings(site.config, data_dir=str(site.base / "other-data"), daemon={"control_socket": None})
+        assert ControlClient.find(other) is None
+        same = load_settings(site.config, daemon={"control_socket": None})
+        client = ControlClient.find(same)
+        assert client is not None and client.path == site.socket
+        assert client.owner() == os.path.realpath(site.base / "data")
+        client.close()
+        named = load_settings(site.config, data_dir=str(site.base / "other-data"))
+        with pytest.raises(ControlError, match=r"daemon\.control_socket: .* is served by the ancre whose data_dir is .*/data, not "):
+            ControlClient.find(named)
+    finally:
+        d.stop()
