@@ -47,7 +47,12 @@ class EmbedderMismatchError(StoreError):
 
 
 class StoreLockedError(StoreError):
-    """The embedded store is already opened by another process (it can have one owner only)."""
+    """The embedded store is already opened by another process (it can have one owner only):
+    ``owner`` says which (``PID n: command line``, as its ``LOCK`` file records it)."""
+
+    def __init__(self, message: str, owner: str = "") -> None:
+        super().__init__(message)
+        self.owner = owner
 
 
 class DiskFullError(StoreError):

@@ -191,7 +191,9 @@ def check_store(rt: Runtime) -> CheckResult:
         counts = {c: rt.store.count(c) for c in COLLECTIONS}
         return CheckResult("store", True, f"{cfg.kind}: " + ", ".join(f"{n} points in {c}" for c, n in counts.items()))
     except StoreLockedError as e:
-        return CheckResult("store", True, f"{cfg.kind}: in use by another process ({e})")
+        # the running daemon (or ancre serve) owns it: that is how it should be while the service runs
+        return CheckResult("store", True, f"{cfg.kind}: owned by the running ancre ({e.owner or 'another process'}); "
+                                          "`ancre status` reads it through that process")
     except EmbedderMismatchError as e:
         return CheckResult("store", False, str(e), "run `ancre reindex` (or configure the embedder that built the index)")
     except Exception as e:  # a check reports any failure of the store, never raises

@@ -60,7 +60,8 @@ class StoreFolder:
                 f"the index under {self.root} is owned by another process (PID {pid}"
                 f"{': ' + cmd if cmd else ''}); an embedded store has one owner only. Stop that "
                 f"process, or run the API inside `ancre serve` (which owns the store), or use a "
-                f"Qdrant server (store.kind = \"qdrant\")"
+                f"Qdrant server (store.kind = \"qdrant\")",
+                owner=f"PID {pid}{': ' + cmd if cmd else ''}",
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n{shlex.join(sys.orig_argv)}\n".encode(), 0)
