@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from ancre.api.schemas import Health
 from ancre.api.service import ApiContext
 from ancre.config import Settings
-from ancre.errors import ConfigError
+from ancre.errors import ConfigError, ControlError
 from ancre.query.model_status import statuses
 
 log = logging.getLogger("ancre.api")
@@ -46,12 +46,24 @@ def llm_probe(settings: Settings) -> dict[str, Any]:
     return out
 
 
+_CONTROL_DETAIL = "the daemon does not answer on its control socket (starting, restarting or stopped)"
+"""What ``/health`` says of a part the daemon serves while it does not answer (``ancre api
+--via-daemon``): a fixed sentence, never the error's text (paths) to an unauthenticated caller."""
+
+
+def _failed(e: Exception) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": "error", "error": type(e).__name__}
+    if isinstance(e, ControlError):
+        out["detail"] = _CONTROL_DETAIL
+    return out
+
+
 def _check(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return {"status": "ok", **fn()}
     except Exception as e:  # a health check reports, it does not raise
         log.warning("health: %s check failed: %s", name, e)
-        return {"status": "error", "error": type(e).__name__}
+        return _failed(e)
 
 
 def _index_check(ctx: ApiContext) -> dict[str, Any]:
@@ -59,7 +71,7 @@ def _index_check(ctx: ApiContext) -> dict[str, Any]:
         reason = ctx.not_ready()
     except Exception as e:  # a health check reports, it does not raise
         log.warning("health: index readiness check failed: %s", e)
-        return {"status": "error", "error": type(e).__name__}
+        return _failed(e)
     return {"status": "ok"} if reason is None else {"status": "starting", "detail": reason}
 
 

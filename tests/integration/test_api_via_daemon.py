@@ -216,6 +216,10 @@ def test_the_api_answers_503_while_the_daemon_is_away_and_again_once_it_is_back(
     r = httpx.post(f"{pair.url}/v1/chat/completions", json=body(False), headers=headers(), timeout=60)
     assert r.status_code == 503 and r.json()["error"]["code"] == "service_unavailable", r.text
     assert pair.api is not None and pair.api.poll() is None  # the API waits, it does not die
+    health = httpx.get(f"{pair.url}/health", timeout=30)
+    assert health.status_code == 503
+    away = {k: c for k, c in health.json()["checks"].items() if c["status"] == "error"}
+    assert away and all(c["detail"].startswith("the daemon does not answer on its control socket") for c in away.values()), away
     pair.daemon = DaemonProc(pair.cfg, env=pair.env).start()
     pair.daemon.wait_idle(timeout=300)
     r = httpx.post(f"{pair.url}/v1/chat/completions", json=body(False), headers=headers(), timeout=120)
