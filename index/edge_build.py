@@ -183,13 +183,9 @@ class IndexBuilder:
         self, folder: StoreFolder, shards: LiveShards, writer: ShardWriter, tuning: EdgeTuning, *, keywords: bool,
         space: SpaceGuard,
     ) -> None:
-        self._folder = folder
-        self.space = space
-        """Free space checked before each build."""
-        self._shards = shards
-        self._writer = writer
-        self._tuning = tuning
-        self._keywords = keywords
+        self._folder, self._shards, self._writer = folder, shards, writer
+        self._tuning, self._keywords = tuning, keywords
+        self.space = space  # free space checked before each build; the store replaces it with its own
 
     def build(self, name: str, dim: int, stop: Callable[[], bool], *, backfill: bool = False) -> BuildReport:
         """Build collection ``name`` (``dim``-dim vectors) and swap it in; ``stop`` is polled
