@@ -143,8 +143,9 @@ def section(name: str, blocks: list[str], summary: list[tuple[str, str, str]], *
 def write(sections: dict[str, str], order: list[str], path: Path = DOC) -> None:
     """Put each bench's section into ``path`` between ``<!-- bench:NAME -->`` markers inside the
     Latest block, replacing that bench's previous one and keeping the others, benches in
-    ``order`` (then by name). Raises ``ValueError`` when the file has no Latest block."""
-    text = path.read_text(encoding="utf-8")
+    ``order`` (then by name); a file that does not exist yet is created with the Latest block
+    alone. Raises ``ValueError`` when an existing file has no Latest block."""
+    text = path.read_text(encoding="utf-8") if path.exists() else f"{LATEST_BEGIN}\n{LATEST_END}\n"
     if LATEST_BEGIN not in text or LATEST_END not in text:
         raise ValueError(f"{path}: no {LATEST_BEGIN} … {LATEST_END} block to write the tables into")
     head, rest = text.split(LATEST_BEGIN, 1)
