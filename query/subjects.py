@@ -268,6 +268,22 @@ def _opens(text: str, start: int) -> bool:
     return not before or before[-1] in _SENTENCE_END
 
 
+def _qualifier_before(text: str, end: int) -> tuple[int, str] | None:
+    """The qualifier word (« la société », « l'étude ») written just before ``text[end:]``, with
+    where it starts, or ``None``. :data:`_QUALIFIER_BEFORE` searched over the letters, spaces and
+    apostrophes that end ``text[:end]`` (and the character before them, for its look-behind) gives
+    the match a search over all of ``text[:end]`` gives — a match holds nothing else — without
+    rescanning the whole text for each run (quadratic on a long document)."""
+    first = end
+    while first > 0 and (text[first - 1].isalpha() or text[first - 1].isspace() or text[first - 1] in "'’"):
+        first -= 1
+    offset = max(first - 1, 0)
+    q = _QUALIFIER_BEFORE.search(text, offset, end)
+    if q is None or fold(q.group(1)) not in QUALIFIERS:
+        return None
+    return q.start(1), q.group(1)
+
+
 def _capitalised_spans(text: str) -> list[tuple[int, int, str]]:
     """Runs of capitalised words of ``text`` with the qualifier written before them, and their
     spans; a run opening the text or a sentence loses its first word (« Quel », « Liste »)."""
@@ -280,9 +296,9 @@ def _capitalised_spans(text: str) -> list[tuple[int, int, str]]:
                 continue
             start += len(run) - len(rest[1])
             run = rest[1]
-        q = _QUALIFIER_BEFORE.search(text[:start])
-        if q and fold(q.group(1)) in QUALIFIERS:
-            run, start = f"{q.group(1)} {run}", q.start(1)
+        q = _qualifier_before(text, start)
+        if q is not None:
+            run, start = f"{q[1]} {run}", q[0]
         out.append((start, m.end(), run))
     return out
 

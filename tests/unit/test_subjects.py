@@ -130,3 +130,14 @@ def test_every_generated_client_matches_itself_only() -> None:
     for m in c.missing:
         name = Name.of(m)
         assert all(s.level(name) is not Level.EXACT for s in subjects.values()), m
+
+
+def test_the_qualifier_written_before_a_name_is_part_of_it_even_deep_in_a_long_text() -> None:
+    """« l'étude Rochat », « la société Dubois »: the lower-case qualifier before a capitalised run
+    joins it, wherever the run stands in the text (the qualifier is looked for in the words just
+    before the run, not in the whole text before it)."""
+    assert [n.written for n in question_entities("Quel est le forfait de l'étude Rochat ?")] == ["étude Rochat"]
+    assert [n.written for n in question_entities("Et pour la société Dubois Transports SA ?")] == ["société Dubois Transports SA"]
+    filler = "des lignes sans nom, 42 ; " * 2000
+    assert [n.written for n in question_entities(f"{filler}le garage Dubois et Baumont Industries")] == [
+        "garage Dubois", "Baumont Industries"]
