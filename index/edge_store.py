@@ -18,10 +18,11 @@ parts, each in a module of its own, none importing the store:
 **Search at scale.** A shard holds immutable, *indexed* segments (HNSW graph over int8 scalar-
 quantized vectors, the float32 originals for rescoring, payload and text indexes: all
 memory-mapped) and one appendable segment that takes the writes, searched exactly. Vector search
-walks the graph with the rights filter (ACORN for a filter that keeps less than
-``acorn_max_selectivity`` of the points, so a narrow one does not cut the graph into islands)
-over the quantized vectors, then rescores ``oversampling × limit``
-candidates on the originals (:class:`~ancre.index.edge_config.EdgeTuning`). The indexed segments are built **outside this
+is planned per question from the rights filter's estimated selectivity
+(:func:`~ancre.index.edge_search.plan_search`): a segment where the filter keeps few points has
+their int8 vectors scanned, elsewhere the graph is walked with a beam widened as the filter
+narrows; then ``oversampling × limit`` candidates are rescored on the originals
+(:class:`~ancre.index.edge_config.EdgeTuning`). The indexed segments are built **outside this
 process** (:meth:`EdgeStore.maintain`, see :mod:`ancre.index.edge_build`): qdrant-edge-py's
 ``optimize()`` holds Python's GIL for its whole run, so a process that ran it would answer
 nothing meanwhile. Until a build is swapped in, new points are found by the exact search of the
