@@ -12,6 +12,9 @@ peak memory is its own), and the query process is another fresh child. With
 ``ANCRE_BENCH_SCALE_KEEP=1`` the store of a size is kept (its folder printed on stderr, a stage per
 line as it ends), and ``bench_scale.py --remeasure <folder>`` runs every measure after the ingest
 again on it — a million chunks take ~50 minutes to ingest and build on 2 cores, the measures ~10.
+``ANCRE_BENCH_SCALE_TUNING='{"hnsw_ef": 64, "hnsw_ef_max": 256}'`` runs the store (ingest, measures
+and query process) with those :class:`~ancre.index.edge_config.EdgeTuning` fields changed — with
+``--remeasure``, to compare search settings on one kept store.
 
 **Data.** Two workloads of synthetic chunks (embedding a million chunks with e5 on 2 cores takes
 ~45 h), texts of ``bench_bm25``'s synthetic French for the keyword side:
@@ -64,10 +67,12 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+
+from ancre.index.edge_config import EdgeTuning
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -400,6 +405,24 @@ def _measure(tmp: Path, store, c: Corpus, w: Workload, quick: bool) -> dict:
     }
 
 
+def tuning_overrides() -> dict:
+    """The :class:`~ancre.index.edge_config.EdgeTuning` fields ``$ANCRE_BENCH_SCALE_TUNING`` (a
+    JSON object) changes, ``{}`` when unset. Raises ``SystemExit`` naming a field that is not one
+    of EdgeTuning's."""
+    raw = json.loads(os.environ.get("ANCRE_BENCH_SCALE_TUNING") or "{}")
+    fields = set(EdgeTuning.__dataclass_fields__)
+    unknown = sorted(set(raw) - fields)
+    if unknown:
+        raise SystemExit(f"ANCRE_BENCH_SCALE_TUNING: unknown field {unknown[0]!r} (EdgeTuning has {', '.join(sorted(fields))})")
+    return dict(raw)
+
+
+def bench_tuning() -> EdgeTuning:
+    """The store's :class:`~ancre.index.edge_config.EdgeTuning`: the default with
+    :func:`tuning_overrides` applied."""
+    return replace(EdgeTuning(), **tuning_overrides())
+
+
 def bench_one(n: int, workload: str = "structured", quick: bool = False) -> dict:
     """One size of one workload in this process (see the module doc); the query process in a
     child. With ``ANCRE_BENCH_SCALE_KEEP`` set the store is kept (its folder on stderr) for
@@ -415,7 +438,7 @@ def bench_one(n: int, workload: str = "structured", quick: bool = False) -> dict
     try:
         c = make_corpus(workload, n)
         truth = Truth(tmp / "truth")
-        store = EdgeStore(data)
+        store = EdgeStore(data, tuning=bench_tuning())
         store.open(EMBEDDER_NAME, DIM)
         seg = store.tuning.max_segment_points
         ingest_s = 0.0
@@ -439,7 +462,7 @@ def bench_one(n: int, workload: str = "structured", quick: bool = False) -> dict
                   "ingest_s": round(ingest_s, 1), "ingest_chunks_per_s": round(written / ingest_s), "builds": builds}
         (tmp / "ingest.json").write_text(json.dumps(ingest), encoding="utf-8")
         extra = {"calibration": calibration()} if workload == "clustered" else {}
-        return {**ingest, **extra, **_measure(tmp, store, c, _workload(c), quick)}
+        return {**ingest, **extra, **_measure(tmp, store, c, _workload(c), quick), "tuning": tuning_overrides()}
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -456,9 +479,9 @@ def remeasure(tmp: Path, quick: bool = False) -> dict:
     spec = json.loads((tmp / "workload.json").read_text(encoding="utf-8"))
     w = Workload([(q, frozenset(p)) for q, p in spec["items"]],
                  {q: np.asarray(v, dtype=np.float32) for q, v in spec["vectors"].items()})
-    store = EdgeStore(tmp / "data")
+    store = EdgeStore(tmp / "data", tuning=bench_tuning())
     store.open(EMBEDDER_NAME, DIM)
-    return {**ingest, **_measure(tmp, store, c, w, quick), "remeasured": True}
+    return {**ingest, **_measure(tmp, store, c, w, quick), "remeasured": True, "tuning": tuning_overrides()}
 
 
 def serve_one(workdir: Path, quick: bool) -> dict:
@@ -472,7 +495,7 @@ def serve_one(workdir: Path, quick: bool) -> dict:
     vectors = {q: np.asarray(v, dtype=np.float32) for q, v in spec["vectors"].items()}
     mem0 = _status_kib("VmRSS")
     t0 = time.perf_counter()
-    store = EdgeStore(workdir / "data")
+    store = EdgeStore(workdir / "data", tuning=bench_tuning())
     store.open(EMBEDDER_NAME, DIM)
     open_s = time.perf_counter() - t0
     try:
@@ -569,6 +592,7 @@ def render(rows: list[dict]) -> None:
         return max(r["builds"], key=lambda b: b["child"]["peak_rss_mib"])
 
     lines = [
+        ("search settings (EdgeTuning fields changed)", "", lambda r: ", ".join(f"{k}={v}" for k, v in r.get("tuning", {}).items()) or "default"),
         ("ingest: bulk upserts (chunks/s), then builds (s)", "", lambda r: f"{r['ingest_chunks_per_s']:,}/s, {sum(b['build_s'] for b in r['builds']):.0f} s ({len(r['builds'])} builds)"),
         ("retrieval p50 / p95 / p99 ms, first pass (pages cold)", "", lambda r: trio(r["retrieval_first_pass"]) if "retrieval_first_pass" in r else "n/a"),
         ("retrieval p50 / p95 / p99 ms, sequential", "p50 ≤ 50, p99 ≤ 150", lambda r: trio(r["retrieval"])),
