@@ -11,7 +11,7 @@ picks the workloads under ``run.py``). Each workload and size runs in its own ch
 peak memory is its own), and the query process is another fresh child. With
 ``ANCRE_BENCH_SCALE_KEEP=1`` the store of a size is kept (its folder printed on stderr, a stage per
 line as it ends), and ``bench_scale.py --remeasure <folder>`` runs every measure after the ingest
-again on it — a million chunks take ~50 minutes to ingest and build on 2 cores, the measures ~10.
+again on it (the recall against a truth that holds the chunks every earlier run wrote too) — a million chunks take ~50 minutes to ingest and build on 2 cores, the measures ~10.
 ``ANCRE_BENCH_SCALE_TUNING='{"hnsw_ef": 64, "hnsw_ef_max": 256}'`` runs the store (ingest, measures
 and query process) with those :class:`~ancre.index.edge_config.EdgeTuning` fields changed — with
 ``--remeasure``, to compare search settings on one kept store.
@@ -89,6 +89,8 @@ BIG = 1_000_000
 BATCH = 2_048
 DELTA = 20_000
 """New chunks before the measured maintenance build (the store's default ``build_after_points``)."""
+FRESH_READER = "sid:S-1-5-21-424242-424242-424242-9999"
+"""The only principal that may read the keyword-freshness note (no user of a workload holds it)."""
 DURING_INTERVAL_S = 0.2
 WRITE_EVERY_S = 0.5
 CONCURRENT_USERS = 20
@@ -259,12 +261,13 @@ def _recall(store: object, w: Workload, truth: Truth) -> dict:
             "by_class": classes, "engine_exact_vs_numpy": round(float(np.mean(agree)), 4) if agree else None}
 
 
-def _during_build(store, retriever, c: Corpus, w: Workload, qps: float) -> dict:
+def _during_build(store, retriever, c: Corpus, w: Workload, qps: float, truth: Truth) -> dict:
     """``maintain()`` in a thread (a build as the daemon starts it), open-loop retrievals from
     this thread, a writer thread adding a document every ``WRITE_EVERY_S``. The questions come
     at half the sequential throughput ``qps`` measured before (at most one per
     ``DURING_INTERVAL_S``): a rate above what the machine serves makes every question wait for
-    the ones before it, which measures the queue, not the build."""
+    the ones before it, which measures the queue, not the build. The writer's documents are
+    recorded in ``truth``."""
     interval = max(DURING_INTERVAL_S, 2.0 / qps)
     done = threading.Event()
     out: dict = {}
@@ -281,7 +284,9 @@ def _during_build(store, retriever, c: Corpus, w: Workload, qps: float) -> dict:
 
     def writer() -> None:
         while not done.wait(WRITE_EVERY_S):
-            _write(store, c.batch(1))
+            pairs = c.batch(1)
+            _write(store, pairs)
+            truth.record(pairs)
             writes[0] += 1
 
     t0 = time.perf_counter()
@@ -309,7 +314,9 @@ def _during_build(store, retriever, c: Corpus, w: Workload, qps: float) -> dict:
 
 
 def _freshness(data: Path) -> dict:
-    """A one-file change synced by the real sync engine into the store under ``data``."""
+    """A one-file change synced by the real sync engine into the store under ``data``. The file
+    is readable by a principal of its own (no bench user holds it), so the store's answers to
+    the workload stay those :class:`~scale_truth.Truth` knows."""
     from ancre.app.runtime import Runtime
     from ancre.config import load_settings
 
@@ -321,7 +328,7 @@ def _freshness(data: Path) -> dict:
     cfg.write_text(
         f'data_dir = "{data}"\n[embedder]\nkind = "e5-local"\n[store]\nkind = "edge"\n'
         f'[directory]\nkind = "file"\npath = "{REPO / "examples" / "axonix" / "directory.json"}"\n'
-        f'[[sources]]\nid = "fresh"\nroot = "{share}"\nprincipals = ["sid:S-1-1-0"]\n', encoding="utf-8",
+        f'[[sources]]\nid = "fresh"\nroot = "{share}"\nprincipals = ["{FRESH_READER}"]\n', encoding="utf-8",
     )
     with Runtime(load_settings(cfg)) as rt:
         t_open = time.perf_counter()
@@ -329,14 +336,14 @@ def _freshness(data: Path) -> dict:
         open_s = time.perf_counter() - t_open
         conn = rt.connector(rt.settings.sources[0])
         rt.engine.run_pass(conn)
-        everyone = frozenset({"sid:S-1-1-0"})
+        reader = frozenset({FRESH_READER})
         times = []
         for i in range(3):
             code = f"ZETA-{4471 + i}-FRESH"
             doc.write_text(f"# Note\n\nLe relais {code} remplace le RX-1000.\n", encoding="utf-8")
             t0 = time.perf_counter()
             rt.engine.sync_paths(conn, ["note.md"])
-            while not store.keyword_search("documents", code, everyone, 5):  # type: ignore[attr-defined]
+            while not store.keyword_search("documents", code, reader, 5):  # type: ignore[attr-defined]
                 time.sleep(0.01)
             times.append(time.perf_counter() - t0)
     return {"keyword_freshness_s": round(float(np.median(times)), 2), "freshness_max_s": round(max(times), 2),
@@ -375,18 +382,22 @@ def _measure(tmp: Path, store, c: Corpus, w: Workload, quick: bool) -> dict:
     _progress("sequential", seq)
     two = _threads(retriever, items)
     _progress("2 threads", two)
-    recall = _recall(store, Workload(items, w.vectors), Truth.load(tmp / "truth"))
+    truth = Truth.load(tmp / "truth")
+    recall = _recall(store, Workload(items, w.vectors), truth)
     _progress("recall", recall)
+    truth.reopen()  # what is written from here on is recorded: a --remeasure compares with the store as it is
     t0 = time.perf_counter()
     delta = 0
     while not store.needs_build():  # until one collection has DELTA points searched exactly
         pairs = c.batch(BATCH)
         _write(store, pairs)
+        truth.record(pairs)
         delta += len(pairs)
     delta_s = time.perf_counter() - t0
     exact_part = _sequential(retriever, items[:50])  # the delta searched exactly, before its build
     _progress("delta unbuilt", exact_part)
-    during = _during_build(store, retriever, c, Workload(items, w.vectors), seq["qps"])
+    during = _during_build(store, retriever, c, Workload(items, w.vectors), seq["qps"], truth)
+    truth.freeze()
     _progress("during build", {k: v for k, v in during.items() if k != "reports"})
     after = _sequential(retriever, items)
     _progress("after build", after)
@@ -475,7 +486,7 @@ def remeasure(tmp: Path, quick: bool = False) -> dict:
 
     ingest = json.loads((tmp / "ingest.json").read_text(encoding="utf-8"))
     c = make_corpus(ingest.get("workload", "structured"), int(ingest.get("n", ingest["chunks"])))
-    c.docs = 10_000_000  # the delta's documents are new ones
+    c.docs = Truth.load(tmp / "truth").next_doc()  # the delta's documents are new ones
     spec = json.loads((tmp / "workload.json").read_text(encoding="utf-8"))
     w = Workload([(q, frozenset(p)) for q, p in spec["items"]],
                  {q: np.asarray(v, dtype=np.float32) for q, v in spec["vectors"].items()})

@@ -2,7 +2,8 @@
 (:class:`Truth`), the reference the store's vector search is measured against (recall@30), with
 no code of ancre's rights filter or of the engine in it.
 
-Every chunk written during the ingest is recorded (:meth:`Truth.record`): its vector in a
+Every chunk written to the store is recorded (:meth:`Truth.record`; after a :meth:`Truth.freeze`
+or :meth:`Truth.load`, :meth:`Truth.reopen` records more): its vector in a
 float32 file (memory-mapped: a million chunks are 1.5 GB on disk, read in blocks), its document,
 and the document's ACL as two bit sets over the principals that ACLs name. A user may read a chunk
 when one of its allowed principals is his and none of its denied ones — the ACL rule of
@@ -86,6 +87,21 @@ class Truth:
         t.bits, t.doc_start = meta["bits"], meta["doc_start"]
         t._open()
         return t
+
+    def reopen(self) -> None:
+        """Record more chunks after :meth:`freeze` or :meth:`load` (the chunks a bench writes after
+        the ingest, so that a later ``--remeasure`` compares with the store as it is); until the
+        next :meth:`freeze` the truth answers for what it held before."""
+        assert self._row_doc is not None
+        self._vectors = open(self.folder / "vectors.f32", "ab")  # noqa: SIM115 - closed by freeze()
+        self._doc_rows = [int(r) for r in self._row_doc]
+        self._allow = [int(a) for a in self._allow_bits]
+        self._deny = [int(d) for d in self._deny_bits]
+
+    def next_doc(self) -> int:
+        """One more than the highest recorded ``bench:<number>`` document (0 if none): the number
+        of a document no recorded one has."""
+        return 1 + max((int(d.split(":", 1)[1]) for d in self.doc_start), default=-1)
 
     def _open(self) -> None:
         self._row_doc = np.load(self.folder / "row_doc.npy")
