@@ -486,7 +486,8 @@ def remeasure(tmp: Path, quick: bool = False) -> dict:
 
     ingest = json.loads((tmp / "ingest.json").read_text(encoding="utf-8"))
     c = make_corpus(ingest.get("workload", "structured"), int(ingest.get("n", ingest["chunks"])))
-    c.docs = Truth.load(tmp / "truth").next_doc()  # the delta's documents are new ones
+    c.docs = Truth.load(tmp / "truth").next_doc()  # the delta's documents are new ones,
+    c.rng = np.random.default_rng([7, c.docs])  # and so are their vectors: a duplicate is a tie the recall miscounts
     spec = json.loads((tmp / "workload.json").read_text(encoding="utf-8"))
     w = Workload([(q, frozenset(p)) for q, p in spec["items"]],
                  {q: np.asarray(v, dtype=np.float32) for q, v in spec["vectors"].items()})
