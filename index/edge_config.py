@@ -44,7 +44,11 @@ class EdgeTuning:
       filter that keeps a share ``s`` leaves a node about ``s·m`` of its links, and on clustered
       embeddings the paths to a question's nearest readable chunks break: at 1M (clustered), the
       users reading 20–60 % got recall@30 0.944 (worst 0.80) with the fixed beam of 64, 0.996
-      (worst 0.97) with 96 / s;
+      (worst 0.97) with 96 / s, 0.998 (worst 0.97) with 128 / s (retrieval p50 34 ms at 1M on
+      both of the bench's workloads, where the fixed 64 measured 41 ms on the same store); at
+      100k (clustered) 128 / s left one question of a reader of 20–60 % at 0.87 in two builds of
+      five (the graph differs from one build to the next), where 192 / s (the default, up to
+      768) gave 0.933 on the same builds at ~2 ms more (docs/BENCHMARKS.md, the scale section);
     - ``payload_links``: the payload fields whose values get graph links of their own (the
       engine's filterable HNSW: the points of each value, e.g. each group of ``acl_allow``, are
       linked among themselves, ``payload_m`` links each, default ``hnsw_m``; only for values
@@ -77,8 +81,8 @@ class EdgeTuning:
 
     hnsw_m: int = 16
     hnsw_ef_construct: int = 100
-    hnsw_ef: int = 128
-    hnsw_ef_max: int = 512
+    hnsw_ef: int = 192
+    hnsw_ef_max: int = 768
     full_scan_kb: int = 30_000
     payload_m: int | None = None
     payload_links: tuple[str, ...] = PAYLOAD_INDEXES
