@@ -48,7 +48,9 @@ class EdgeTuning:
       both of the bench's workloads, where the fixed 64 measured 41 ms on the same store); at
       100k (clustered) 128 / s left one question of a reader of 20–60 % at 0.87 in two builds of
       five (the graph differs from one build to the next), where 192 / s (the default, up to
-      768) gave 0.933 on the same builds at ~2 ms more (docs/BENCHMARKS.md, the scale section);
+      768) gave 0.933 on the same builds at ~2 ms more; at 1M it buys no recall and costs
+      6–13 ms of p50 on the clustered workload (43–47 ms, where 128 measured 34–41 ms;
+      docs/BENCHMARKS.md, the scale section);
     - ``payload_links``: the payload fields whose values get graph links of their own (the
       engine's filterable HNSW: the points of each value, e.g. each group of ``acl_allow``, are
       linked among themselves, ``payload_m`` links each, default ``hnsw_m``; only for values

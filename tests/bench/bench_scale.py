@@ -11,7 +11,7 @@ picks the workloads under ``run.py``). Each workload and size runs in its own ch
 peak memory is its own), and the query process is another fresh child. With
 ``ANCRE_BENCH_SCALE_KEEP=1`` the store of a size is kept (its folder printed on stderr, a stage per
 line as it ends), and ``bench_scale.py --remeasure <folder>`` runs every measure after the ingest
-again on it (the recall against a truth that holds the chunks every earlier run wrote too) — a million chunks take ~50 minutes to ingest and build on 2 cores, the measures ~10.
+again on it (the recall against a truth that holds the chunks every earlier run wrote too) — a million chunks take 15–50 minutes to ingest and build on 2 cores, the measures ~10.
 ``ANCRE_BENCH_SCALE_TUNING='{"hnsw_ef": 64, "hnsw_ef_max": 256}'`` runs the store (ingest, measures
 and query process) with those :class:`~ancre.index.edge_config.EdgeTuning` fields changed — with
 ``--remeasure``, to compare search settings on one kept store.
